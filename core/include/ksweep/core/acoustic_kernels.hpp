@@ -1,0 +1,351 @@
+#pragma once
+/// \file acoustic_kernels.hpp
+/// The 2D constant-density acoustic time step and its exact discrete adjoint, written once for
+/// every Kokkos backend.
+///
+/// Discretisation (all on the padded grid; ~ marks quantities scaled by powers of dh so the
+/// stencils carry only their dimensionless coefficients):
+///   u^{n+1} = 2 u^n - u^{n-1} + c (T_x + T_z),     c = v^2 dt^2 / dh^2,
+/// and per axis, outside the layer T_x = Dxx u^n; inside it (second-order CPML)
+///   Q_x    = Dxx u^n + Dx psi_x^{n-1}
+///   psi_x^n  = a psi_x^{n-1} + b Dx u^n
+///   zeta_x^n = a zeta_x^{n-1} + b Q_x
+///   T_x    = Q_x + zeta_x^n = (1 + b) Q_x + a zeta_x^{n-1}.
+/// Dx, Dxx are the centred first and second differences of the order (unscaled), psi carries a
+/// factor dh and zeta a factor dh^2. Outside the grid u = 0 (Dirichlet behind the layer); with a
+/// free surface, row 0 holds u = 0 and rows above mirror it with a sign change (image method).
+///
+/// The adjoint kernel is the transpose of this linear map of the state (u^n, u^{n-1}, psi, zeta).
+/// With g = c lambda^{n+1}, h = g + zetabar and w = g + b h (w = g outside the layer):
+///   lambda^n   = 2 lambda^{n+1} - lambda^{n+2} + Dxx w_x + Dzz w_z - Dx(b psibar_x) - Dz(b psibar_z)
+///   psibar_x'  = a psibar_x - Dx(mask w_x)        (in the layer)
+///   zetabar_x' = a h_x                            (in the layer)
+/// (Dxx is symmetric, also with the image rows; Dx is antisymmetric.)
+
+#include <ksweep/core/geometry.hpp>
+#include <ksweep/core/stencil.hpp>
+
+#include <Kokkos_Core.hpp>
+
+namespace ksweep::core {
+
+/// Work tags of the kernels.
+struct ForwardTag {};
+struct AdjointTag {};
+
+namespace impl {
+
+/// Kernels run row by row (a tight, vectorisable loop over x in each region) on host backends
+/// and cell by cell on devices.
+template <class ExecSpace>
+inline constexpr bool runs_by_rows =
+    Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;
+
+template <class Tag>
+struct RowTag {};
+template <class Tag>
+struct CellTag {};
+
+}  // namespace impl
+
+/// Fields of one batch of shots on the padded grid. Wavefields carry a halo of M zero cells on
+/// every side, [shot][NZ + 2M][NX + 2M]. Layer memories live only in the layer (plus 2M cells of
+/// zeros on each side of a strip): x strips [side][shot][NZ][W + 4M], z strips
+/// [side][shot][W + 4M][NX]; side 0 is left/top, 1 is right/bottom.
+template <class Real, class MemorySpace>
+struct AcousticFields {
+  using field3 = Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace>;
+  using field4 = Kokkos::View<Real****, Kokkos::LayoutRight, MemorySpace>;
+  using field2 = Kokkos::View<Real**, Kokkos::LayoutRight, MemorySpace>;
+  using field1 = Kokkos::View<Real*, Kokkos::LayoutRight, MemorySpace>;
+};
+
+/// The acoustic step functor: forward (ForwardTag) and adjoint (AdjointTag) share the stencil
+/// coefficients and the layer profiles.
+template <class Real, int Order, class MemorySpace>
+struct AcousticStep {
+  static constexpr int M = Order / 2;
+  using C = StencilCoefficients<Order>;
+  using F = AcousticFields<Real, MemorySpace>;
+  using field3 = typename F::field3;
+  using field4 = typename F::field4;
+  using cfield2 = Kokkos::View<Real const**, Kokkos::LayoutRight, MemorySpace>;
+  using cfield1 = Kokkos::View<Real const*, Kokkos::LayoutRight, MemorySpace>;
+
+  // Forward: cur = u^n, out = u^{n-1} on entry and u^{n+1} on exit.
+  // Adjoint: cur = lambda^{n+1}, out = lambda^{n+2} on entry and lambda^n on exit.
+  field3 m_cur, m_out;
+  // Layer memories (forward: psi, zeta; adjoint: psibar, zetabar); *_in read, *_out written.
+  field4 m_psix_in, m_psix_out, m_zetax_in, m_zetax_out;
+  field4 m_psiz_in, m_psiz_out, m_zetaz_in, m_zetaz_out;
+  cfield2 m_c;  // v^2 dt^2 / dh^2, [NZ + 2M][NX + 2M], zero in the halo
+  cfield1 m_ax, m_bx, m_mx;  // [NX + 2M]
+  cfield1 m_az, m_bz, m_mz;  // [NZ + 2M]
+  int m_nz, m_nx, m_w, m_top, m_NZ, m_NX;
+  bool m_free_surface;
+
+  AcousticStep(Layout const& l) : m_nz(l.nz), m_nx(l.nx), m_w(l.width), m_top(l.top), m_NZ(l.NZ), m_NX(l.NX),
+                                  m_free_surface(l.free_surface) {}
+
+  KOKKOS_INLINE_FUNCTION int x_side(int ix) const { return ix < m_w + m_nx / 2 ? 0 : 1; }
+  KOKKOS_INLINE_FUNCTION int z_side(int iz) const { return iz < m_top + m_nz / 2 ? 0 : 1; }
+  // Index of padded coordinate ix (iz) inside an x (z) strip of the given side.
+  KOKKOS_INLINE_FUNCTION int x_col(int side, int ix) const { return side == 0 ? ix + 2 * M : ix - (m_w + m_nx - 2 * M); }
+  KOKKOS_INLINE_FUNCTION int z_row(int side, int iz) const {
+    return side == 0 ? iz + 2 * M : iz - (m_top + m_nz - 2 * M);
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Forward
+  // ------------------------------------------------------------------------------------------
+  template <bool XP, bool ZP, bool FS>
+  KOKKOS_FORCEINLINE_FUNCTION void forward_cell(int s, int iz, int ix) const {
+    int const hz = iz + M, hx = ix + M;
+    Real const uc = m_cur(s, hz, hx);
+    Real dxx = Real(C::second(0)) * uc, dzz = Real(C::second(0)) * uc;
+    for (int k = 1; k <= M; ++k) {
+      Real const ck = Real(C::second(k));
+      dxx += ck * (m_cur(s, hz, hx - k) + m_cur(s, hz, hx + k));
+      Real up;
+      if constexpr (FS) {
+        up = iz - k >= 0 ? m_cur(s, hz - k, hx) : -m_cur(s, M + k - iz, hx);
+      } else {
+        up = m_cur(s, hz - k, hx);
+      }
+      dzz += ck * (up + m_cur(s, hz + k, hx));
+    }
+    Real tx = dxx, tz = dzz;
+    if constexpr (XP) {
+      int const side = x_side(ix), col = x_col(side, ix);
+      Real dxu = 0, dxpsi = 0;
+      for (int k = 1; k <= M; ++k) {
+        Real const dk = Real(C::first(k));
+        dxu += dk * (m_cur(s, hz, hx + k) - m_cur(s, hz, hx - k));
+        dxpsi += dk * (m_psix_in(side, s, iz, col + k) - m_psix_in(side, s, iz, col - k));
+      }
+      Real const q = dxx + dxpsi, a = m_ax(hx), b = m_bx(hx);
+      m_psix_out(side, s, iz, col) = a * m_psix_in(side, s, iz, col) + b * dxu;
+      Real const zeta = a * m_zetax_in(side, s, iz, col) + b * q;
+      m_zetax_out(side, s, iz, col) = zeta;
+      tx = q + zeta;
+    }
+    if constexpr (ZP) {
+      int const side = z_side(iz), row = z_row(side, iz);
+      Real dzu = 0, dzpsi = 0;
+      for (int k = 1; k <= M; ++k) {
+        Real const dk = Real(C::first(k));
+        dzu += dk * (m_cur(s, hz + k, hx) - m_cur(s, hz - k, hx));
+        dzpsi += dk * (m_psiz_in(side, s, row + k, ix) - m_psiz_in(side, s, row - k, ix));
+      }
+      Real const q = dzz + dzpsi, a = m_az(hz), b = m_bz(hz);
+      m_psiz_out(side, s, row, ix) = a * m_psiz_in(side, s, row, ix) + b * dzu;
+      Real const zeta = a * m_zetaz_in(side, s, row, ix) + b * q;
+      m_zetaz_out(side, s, row, ix) = zeta;
+      tz = q + zeta;
+    }
+    m_out(s, hz, hx) = Real(2) * uc - m_out(s, hz, hx) + m_c(hz, hx) * (tx + tz);
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Adjoint. XN/ZN: the cell's stencil reaches into the layer along x/z, so neighbours carry
+  // layer terms; otherwise the transposed stencil is the plain one applied to g = c lambda.
+  // ------------------------------------------------------------------------------------------
+  KOKKOS_FORCEINLINE_FUNCTION Real g_at(int s, int hz, int hx) const { return m_c(hz, hx) * m_cur(s, hz, hx); }
+
+  // w_x at padded x coordinate ixn of row iz (strip side `side`).
+  KOKKOS_FORCEINLINE_FUNCTION Real wx_at(int s, int iz, int ixn, int side) const {
+    Real const g = g_at(s, iz + M, ixn + M);
+    return g + m_bx(ixn + M) * (g + m_zetax_in(side, s, iz, x_col(side, ixn)));
+  }
+  KOKKOS_FORCEINLINE_FUNCTION Real wz_at(int s, int izn, int ix, int side) const {
+    Real const g = g_at(s, izn + M, ix + M);
+    return g + m_bz(izn + M) * (g + m_zetaz_in(side, s, z_row(side, izn), ix));
+  }
+
+  template <bool XN, bool ZN, bool FS>
+  KOKKOS_FORCEINLINE_FUNCTION void adjoint_cell(int s, int iz, int ix) const {
+    int const hz = iz + M, hx = ix + M;
+    Real lapx = 0, lapz = 0, dbx = 0, dbz = 0;
+    if constexpr (!XN) {
+      lapx = Real(C::second(0)) * g_at(s, hz, hx);
+      for (int k = 1; k <= M; ++k) lapx += Real(C::second(k)) * (g_at(s, hz, hx - k) + g_at(s, hz, hx + k));
+    } else {
+      int const side = x_side(ix), col = x_col(side, ix);
+      lapx = Real(C::second(0)) * wx_at(s, iz, ix, side);
+      Real dq = 0;
+      for (int k = 1; k <= M; ++k) {
+        Real const wm = wx_at(s, iz, ix - k, side), wp = wx_at(s, iz, ix + k, side);
+        lapx += Real(C::second(k)) * (wm + wp);
+        Real const dk = Real(C::first(k));
+        dbx += dk * (m_bx(hx + k) * m_psix_in(side, s, iz, col + k) - m_bx(hx - k) * m_psix_in(side, s, iz, col - k));
+        dq += dk * (m_mx(hx + k) * wp - m_mx(hx - k) * wm);
+      }
+      if (m_mx(hx) != Real(0)) {
+        Real const a = m_ax(hx);
+        m_psix_out(side, s, iz, col) = a * m_psix_in(side, s, iz, col) - dq;
+        m_zetax_out(side, s, iz, col) = a * (g_at(s, hz, hx) + m_zetax_in(side, s, iz, col));
+      }
+    }
+    if constexpr (!ZN) {
+      Real const g0 = g_at(s, hz, hx);
+      lapz = Real(C::second(0)) * g0;
+      for (int k = 1; k <= M; ++k) {
+        Real gm;
+        if constexpr (FS) {
+          gm = iz - k >= 0 ? g_at(s, hz - k, hx) : -g_at(s, M + k - iz, hx);
+        } else {
+          gm = g_at(s, hz - k, hx);
+        }
+        lapz += Real(C::second(k)) * (gm + g_at(s, hz + k, hx));
+      }
+    } else {
+      int const side = z_side(iz), row = z_row(side, iz);
+      lapz = Real(C::second(0)) * wz_at(s, iz, ix, side);
+      Real dq = 0;
+      for (int k = 1; k <= M; ++k) {
+        Real const wm = wz_at(s, iz - k, ix, side), wp = wz_at(s, iz + k, ix, side);
+        lapz += Real(C::second(k)) * (wm + wp);
+        Real const dk = Real(C::first(k));
+        dbz += dk * (m_bz(hz + k) * m_psiz_in(side, s, row + k, ix) - m_bz(hz - k) * m_psiz_in(side, s, row - k, ix));
+        dq += dk * (m_mz(hz + k) * wp - m_mz(hz - k) * wm);
+      }
+      if (m_mz(hz) != Real(0)) {
+        Real const a = m_az(hz);
+        m_psiz_out(side, s, row, ix) = a * m_psiz_in(side, s, row, ix) - dq;
+        m_zetaz_out(side, s, row, ix) = a * (g_at(s, hz, hx) + m_zetaz_in(side, s, row, ix));
+      }
+    }
+    m_out(s, hz, hx) = Real(2) * m_cur(s, hz, hx) - m_out(s, hz, hx) + lapx + lapz - dbx - dbz;
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Row drivers (host backends): region flags are constant along each run of x.
+  // ------------------------------------------------------------------------------------------
+  template <bool A, bool B, bool FS, class Tag>
+  KOKKOS_INLINE_FUNCTION void run(Tag, int s, int iz, int x0, int x1) const {
+    if constexpr (std::is_same_v<Tag, ForwardTag>) {
+      for (int ix = x0; ix < x1; ++ix) forward_cell<A, B, FS>(s, iz, ix);
+    } else {
+      for (int ix = x0; ix < x1; ++ix) adjoint_cell<A, B, FS>(s, iz, ix);
+    }
+  }
+  template <bool A, bool FS, class Tag>
+  KOKKOS_INLINE_FUNCTION void run(Tag t, bool b, int s, int iz, int x0, int x1) const {
+    if (b) run<A, true, FS>(t, s, iz, x0, x1);
+    else run<A, false, FS>(t, s, iz, x0, x1);
+  }
+  template <class Tag>
+  KOKKOS_INLINE_FUNCTION void run_row(Tag t, int s, int iz, int x_in0, int x_in1, bool zflag) const {
+    // x runs: [0, x_in0) and [x_in1, NX) carry the x flag, [x_in0, x_in1) does not.
+    if (m_free_surface && iz < M) {
+      run<true, true>(t, zflag, s, iz, 0, x_in0);
+      run<false, true>(t, zflag, s, iz, x_in0, x_in1);
+      run<true, true>(t, zflag, s, iz, x_in1, m_NX);
+    } else {
+      run<true, false>(t, zflag, s, iz, 0, x_in0);
+      run<false, false>(t, zflag, s, iz, x_in0, x_in1);
+      run<true, false>(t, zflag, s, iz, x_in1, m_NX);
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION bool z_in_layer(int iz) const { return iz < m_top || iz >= m_top + m_nz; }
+  KOKKOS_INLINE_FUNCTION bool z_near_layer(int iz) const {
+    return (m_top > 0 && iz < m_top + M) || iz >= m_top + m_nz - M;
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(impl::RowTag<ForwardTag>, int r) const {
+    int const s = r / m_NZ, iz = r % m_NZ;
+    if (m_free_surface && iz == 0) return;
+    run_row(ForwardTag{}, s, iz, m_w, m_w + m_nx, z_in_layer(iz));
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(impl::RowTag<AdjointTag>, int r) const {
+    int const s = r / m_NZ, iz = r % m_NZ;
+    if (m_free_surface && iz == 0) return;
+    run_row(AdjointTag{}, s, iz, m_w + M, m_w + m_nx - M, z_near_layer(iz));
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Cell drivers (devices).
+  // ------------------------------------------------------------------------------------------
+  template <bool FS, class Tag>
+  KOKKOS_INLINE_FUNCTION void cell(Tag, int s, int iz, int ix, bool xf, bool zf) const {
+    if constexpr (std::is_same_v<Tag, ForwardTag>) {
+      if (xf) {
+        if (zf) forward_cell<true, true, FS>(s, iz, ix);
+        else forward_cell<true, false, FS>(s, iz, ix);
+      } else {
+        if (zf) forward_cell<false, true, FS>(s, iz, ix);
+        else forward_cell<false, false, FS>(s, iz, ix);
+      }
+    } else {
+      if (xf) {
+        if (zf) adjoint_cell<true, true, FS>(s, iz, ix);
+        else adjoint_cell<true, false, FS>(s, iz, ix);
+      } else {
+        if (zf) adjoint_cell<false, true, FS>(s, iz, ix);
+        else adjoint_cell<false, false, FS>(s, iz, ix);
+      }
+    }
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(impl::CellTag<ForwardTag>, int s, int iz, int ix) const {
+    if (m_free_surface && iz == 0) return;
+    bool const xf = ix < m_w || ix >= m_w + m_nx, zf = z_in_layer(iz);
+    if (m_free_surface && iz < M) cell<true>(ForwardTag{}, s, iz, ix, xf, zf);
+    else cell<false>(ForwardTag{}, s, iz, ix, xf, zf);
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(impl::CellTag<AdjointTag>, int s, int iz, int ix) const {
+    if (m_free_surface && iz == 0) return;
+    bool const xf = ix < m_w + M || ix >= m_w + m_nx - M, zf = z_near_layer(iz);
+    if (m_free_surface && iz < M) cell<true>(AdjointTag{}, s, iz, ix, xf, zf);
+    else cell<false>(AdjointTag{}, s, iz, ix, xf, zf);
+  }
+};
+
+/// Launches a step functor over `n_shots` shots of the padded grid: rows on host backends,
+/// cells (x fastest) on devices.
+template <class Tag, class ExecSpace, class Functor>
+void launch_step(ExecSpace const& space, char const* label, Functor const& f, int n_shots, int NZ, int NX) {
+  if constexpr (impl::runs_by_rows<ExecSpace>) {
+    (void)NX;
+    Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecSpace, impl::RowTag<Tag>>(space, 0, n_shots * NZ), f);
+  } else {
+    using policy = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3, Kokkos::Iterate::Right, Kokkos::Iterate::Right>,
+                                         impl::CellTag<Tag>>;
+    Kokkos::parallel_for(label, policy(space, {0, 0, 0}, {n_shots, NZ, NX}, {1, 4, 64}), f);
+  }
+}
+
+/// Point injection: field(s, z, x) += scale * values(s, i, it) for every shot s and point i
+/// (cells in padded coordinates including the halo offset). Atomic, so several points may
+/// share a cell.
+template <class Real, class MemorySpace>
+struct InjectPoints {
+  Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace> m_field;
+  Kokkos::View<Real const***, Kokkos::LayoutRight, MemorySpace> m_values;  // [shot][point][time] or [shot][time][point]
+  Kokkos::View<int const**, Kokkos::LayoutRight, MemorySpace> m_z, m_x;    // [shot][point]
+  int m_it, m_n_points;
+  bool m_time_major;  // values indexed [shot][time][point]
+  KOKKOS_INLINE_FUNCTION void operator()(int r) const {
+    int const s = r / m_n_points, i = r % m_n_points;
+    Real const v = m_time_major ? m_values(s, m_it, i) : m_values(s, i, m_it);
+    Kokkos::atomic_add(&m_field(s, m_z(s, i), m_x(s, i)), v);
+  }
+};
+
+/// Point sampling: out(s, it, i) or out(s, i, it) = field(s, z, x).
+template <class Real, class MemorySpace>
+struct SamplePoints {
+  Kokkos::View<Real const***, Kokkos::LayoutRight, MemorySpace> m_field;
+  Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace> m_out;
+  Kokkos::View<int const**, Kokkos::LayoutRight, MemorySpace> m_z, m_x;
+  int m_it, m_n_points;
+  bool m_time_major;
+  KOKKOS_INLINE_FUNCTION void operator()(int r) const {
+    int const s = r / m_n_points, i = r % m_n_points;
+    Real const v = m_field(s, m_z(s, i), m_x(s, i));
+    if (m_time_major) m_out(s, m_it, i) = v;
+    else m_out(s, i, m_it) = v;
+  }
+};
+
+}  // namespace ksweep::core

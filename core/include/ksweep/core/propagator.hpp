@@ -1,0 +1,346 @@
+#pragma once
+/// \file propagator.hpp
+/// The batched 2D acoustic propagator: forward modelling and its exact discrete adjoint.
+
+#include <ksweep/core/acoustic_kernels.hpp>
+#include <ksweep/core/cpml.hpp>
+#include <ksweep/core/error.hpp>
+#include <ksweep/core/geometry.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ksweep::core {
+
+/// Forward time stepping and its adjoint for batches of up to `max_shots` shots.
+///
+/// Conventions. Time step n (n = 0..nt-1) computes u^{n+1} from u^n and u^{n-1}
+/// (u^0 = u^{-1} = 0), then adds the wavelet sample w[n] of each source to u^{n+1} at its cell
+/// (the raw amplitude, no v^2 dt^2 factor), then records r[n] = u^{n+1} at each receiver.
+/// Wavelets are [shot][source][time], records [shot][time][receiver].
+/// The absorbing layer surrounds the model grid; its velocity repeats the nearest model edge.
+template <class Real, int Order, class ExecSpace = Kokkos::DefaultExecutionSpace>
+class Propagator {
+ public:
+  static constexpr int order = Order;
+  static constexpr int M = Order / 2;
+  using real_type = Real;
+  using execution_space = ExecSpace;
+  using memory_space = typename ExecSpace::memory_space;
+  using kernel_type = AcousticStep<Real, Order, memory_space>;
+  using field3 = Kokkos::View<Real***, Kokkos::LayoutRight, memory_space>;
+  using field4 = Kokkos::View<Real****, Kokkos::LayoutRight, memory_space>;
+  using field2 = Kokkos::View<Real**, Kokkos::LayoutRight, memory_space>;
+  using field1 = Kokkos::View<Real*, Kokkos::LayoutRight, memory_space>;
+  using index2 = Kokkos::View<int**, Kokkos::LayoutRight, memory_space>;
+  /// [shot][source][time]
+  using wavelet_view = Kokkos::View<Real***, Kokkos::LayoutRight, memory_space>;
+  /// [shot][time][receiver]
+  using record_view = Kokkos::View<Real***, Kokkos::LayoutRight, memory_space>;
+
+  /// The state of one time-stepping direction (forward wavefield or adjoint wavefield).
+  struct State {
+    field3 u[2];
+    field4 psix[2], zetax[2], psiz[2], zetaz[2];
+    int cur = 0;  // u[cur] is the newest level, u[1 - cur] the one before
+    int aux = 0;  // psi*[aux], zeta*[aux] are the current layer memories
+  };
+
+  Propagator(ExecSpace const& space, ModelGrid const& grid, PmlConfig const& pml, double dt, int max_shots)
+      : m_space(space), m_grid(grid), m_pml(pml), m_dt(dt), m_max_shots(max_shots) {
+    check_grid(grid, pml, Order);
+    KSWEEP_REQUIRE(std::isfinite(dt) && dt > 0, "time.dt = " << dt << " must be > 0");
+    KSWEEP_REQUIRE(max_shots >= 1, "ksweep::core::Propagator: max_shots = " << max_shots << " must be >= 1");
+    m_layout = Layout(grid, pml, Order);
+    auto const& l = m_layout;
+    m_c = field2(Kokkos::view_alloc(m_space, std::string("ksweep::core::c")), l.NZ + 2 * M, l.NX + 2 * M);
+    allocate_state(m_fwd, "fwd");
+  }
+
+  Layout const& layout() const { return m_layout; }
+  ModelGrid const& grid() const { return m_grid; }
+  PmlConfig const& pml() const { return m_pml; }
+  double dt() const { return m_dt; }
+  int max_shots() const { return m_max_shots; }
+  int n_shots() const { return m_survey.n_shots; }
+  Survey const& survey() const { return m_survey; }
+  ExecSpace const& space() const { return m_space; }
+  double vmax() const { return m_vmax; }
+  double vmin() const { return m_vmin; }
+
+  /// Sets the velocity (m/s) of the model grid, row-major [nz][nx] on the host. The layer
+  /// repeats the model's edges; with `update_layer` false, the layer keeps its velocity and
+  /// damping profiles from the previous call (the gradient is with respect to the model cells
+  /// with the layer held fixed).
+  void set_velocity(float const* vp, bool update_layer = true) {
+    auto const& l = m_layout;
+    long long const n = static_cast<long long>(l.nz) * l.nx;
+    check_velocity(vp, n);
+    auto const [lo, hi] = std::minmax_element(vp, vp + n);
+    if (update_layer || m_vpad.empty()) {
+      m_vmin = *lo;
+      m_vmax = *hi;
+      check_cfl(m_vmax, m_dt, m_grid.dh, Order);
+      m_vpad.assign(static_cast<std::size_t>(l.NZ) * l.NX, 0.0);
+      for (int iz = 0; iz < l.NZ; ++iz) {
+        int const mz = std::clamp(iz - l.top, 0, l.nz - 1);
+        for (int ix = 0; ix < l.NX; ++ix) {
+          int const mx = std::clamp(ix - l.width, 0, l.nx - 1);
+          m_vpad[static_cast<std::size_t>(iz) * l.NX + ix] = vp[static_cast<std::size_t>(mz) * l.nx + mx];
+        }
+      }
+      build_profiles();
+    } else {
+      check_cfl(std::max<double>(*hi, m_vmax), m_dt, m_grid.dh, Order);
+      for (int iz = 0; iz < l.nz; ++iz)
+        for (int ix = 0; ix < l.nx; ++ix)
+          m_vpad[static_cast<std::size_t>(iz + l.top) * l.NX + ix + l.width] = vp[static_cast<std::size_t>(iz) * l.nx + ix];
+    }
+    auto c_host = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_c);
+    double const scale = m_dt * m_dt / (m_grid.dh * m_grid.dh);
+    Kokkos::deep_copy(c_host, Real(0));
+    for (int iz = 0; iz < l.NZ; ++iz)
+      for (int ix = 0; ix < l.NX; ++ix) {
+        double const v = m_vpad[static_cast<std::size_t>(iz) * l.NX + ix];
+        c_host(iz + M, ix + M) = static_cast<Real>(v * v * scale);
+      }
+    Kokkos::deep_copy(m_space, m_c, c_host);
+    m_vp_model = field2(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string("ksweep::core::vp")), l.nz, l.nx);
+    auto vp_host = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_vp_model);
+    for (int iz = 0; iz < l.nz; ++iz)
+      for (int ix = 0; ix < l.nx; ++ix) vp_host(iz, ix) = static_cast<Real>(vp[static_cast<std::size_t>(iz) * l.nx + ix]);
+    Kokkos::deep_copy(m_space, m_vp_model, vp_host);
+    m_space.fence();
+  }
+
+  /// Sets the sources and receivers of the next batch (at most max_shots shots).
+  void set_survey(Survey const& survey) {
+    check_survey(survey, m_grid, m_pml);
+    KSWEEP_REQUIRE(survey.n_shots <= m_max_shots, "batch of " << survey.n_shots << " shots exceeds the propagator's capacity of "
+                                                             << m_max_shots << " shots");
+    m_survey = survey;
+    auto to_device = [&](std::vector<Cell> const& cells, int n_per_shot, index2& z, index2& x, char const* lz,
+                         char const* lx) {
+      z = index2(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(lz)), survey.n_shots, n_per_shot);
+      x = index2(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(lx)), survey.n_shots, n_per_shot);
+      auto zh = Kokkos::create_mirror_view(Kokkos::HostSpace(), z);
+      auto xh = Kokkos::create_mirror_view(Kokkos::HostSpace(), x);
+      for (int s = 0; s < survey.n_shots; ++s)
+        for (int i = 0; i < n_per_shot; ++i) {
+          Cell const& c = cells[static_cast<std::size_t>(s) * n_per_shot + i];
+          zh(s, i) = c.z + m_layout.top + M;
+          xh(s, i) = c.x + m_layout.width + M;
+        }
+      Kokkos::deep_copy(m_space, z, zh);
+      Kokkos::deep_copy(m_space, x, xh);
+    };
+    to_device(survey.sources, survey.n_sources, m_src_z, m_src_x, "ksweep::core::src_z", "ksweep::core::src_x");
+    to_device(survey.receivers, survey.n_receivers, m_rec_z, m_rec_x, "ksweep::core::rec_z", "ksweep::core::rec_x");
+    m_space.fence();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Forward
+  // ---------------------------------------------------------------------------------------------
+
+  /// Zeroes the forward wavefields and layer memories (u^0 = u^{-1} = 0).
+  void forward_reset() { reset_state(m_fwd); }
+
+  /// One forward step n: u^{n+1}, then sources (w[n]) and receivers (r[n] = u^{n+1}).
+  /// `records` may be empty (no sampling).
+  void forward_step(int n, wavelet_view const& wavelets, record_view const& records) {
+    step<ForwardTag>(m_fwd, "ksweep::core::forward_step");
+    State& st = m_fwd;
+    int const ns = m_survey.n_shots;
+    if (wavelets.extent(0) > 0) {
+      InjectPoints<Real, memory_space> inject{st.u[st.cur], wavelets, m_src_z, m_src_x, n, m_survey.n_sources, false};
+      Kokkos::parallel_for("ksweep::core::inject_sources",
+                           Kokkos::RangePolicy<ExecSpace>(m_space, 0, ns * m_survey.n_sources), inject);
+    }
+    if (records.extent(0) > 0) {
+      SamplePoints<Real, memory_space> sample{st.u[st.cur], records, m_rec_z, m_rec_x, n, m_survey.n_receivers, true};
+      Kokkos::parallel_for("ksweep::core::sample_receivers",
+                           Kokkos::RangePolicy<ExecSpace>(m_space, 0, ns * m_survey.n_receivers), sample);
+    }
+  }
+
+  /// Forward modelling of the current batch: records [shot][nt][receiver] for wavelets
+  /// [shot][source][nt].
+  void forward(wavelet_view const& wavelets, record_view const& records) {
+    check_batch(wavelets, records);
+    int const nt = static_cast<int>(wavelets.extent(2));
+    forward_reset();
+    for (int n = 0; n < nt; ++n) forward_step(n, wavelets, records);
+    m_space.fence();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Adjoint
+  // ---------------------------------------------------------------------------------------------
+
+  /// Zeroes the adjoint wavefields (lambda^{nt} = lambda^{nt+1} = 0).
+  void adjoint_reset() {
+    if (m_adj.u[0].extent(0) == 0) allocate_state(m_adj, "adj");
+    reset_state(m_adj);
+  }
+
+  /// Receiver part of reverse step n: lambda^{n+1} += residual[n] at the receivers, then
+  /// wavelet_grad[n] = lambda^{n+1} at the sources (either view may be empty).
+  void adjoint_inject(int n, record_view const& residual, wavelet_view const& wavelet_grad) {
+    State& st = m_adj;
+    int const ns = m_survey.n_shots;
+    if (residual.extent(0) > 0) {
+      InjectPoints<Real, memory_space> inject{st.u[st.cur], residual, m_rec_z, m_rec_x, n, m_survey.n_receivers, true};
+      Kokkos::parallel_for("ksweep::core::inject_residuals",
+                           Kokkos::RangePolicy<ExecSpace>(m_space, 0, ns * m_survey.n_receivers), inject);
+    }
+    if (wavelet_grad.extent(0) > 0) {
+      SamplePoints<Real, memory_space> sample{st.u[st.cur], wavelet_grad, m_src_z, m_src_x, n, m_survey.n_sources, false};
+      Kokkos::parallel_for("ksweep::core::sample_sources",
+                           Kokkos::RangePolicy<ExecSpace>(m_space, 0, ns * m_survey.n_sources), sample);
+    }
+  }
+
+  /// Transposed time step: lambda^n from lambda^{n+1}, lambda^{n+2} and the layer memories.
+  void adjoint_step() { step<AdjointTag>(m_adj, "ksweep::core::adjoint_step"); }
+
+  /// The adjoint of forward(): wavelet_grad [shot][source][nt] from residual [shot][nt][receiver].
+  void adjoint(record_view const& residual, wavelet_view const& wavelet_grad) {
+    check_batch(wavelet_grad, residual);
+    int const nt = static_cast<int>(residual.extent(1));
+    adjoint_reset();
+    for (int n = nt - 1; n >= 0; --n) {
+      adjoint_inject(n, residual, wavelet_grad);
+      adjoint_step();
+    }
+    m_space.fence();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Access for gradient and storage layers
+  // ---------------------------------------------------------------------------------------------
+  State& forward_state() { return m_fwd; }
+  State& adjoint_state() { return m_adj; }
+  field2 const& c() const { return m_c; }
+  field2 const& vp_model() const { return m_vp_model; }
+  index2 const& source_z() const { return m_src_z; }
+  index2 const& source_x() const { return m_src_x; }
+
+  /// A kernel functor bound to `st` (cur -> out) with the layer memories in -> out.
+  kernel_type bind(State const& st) const {
+    kernel_type k(m_layout);
+    k.m_cur = st.u[st.cur];
+    k.m_out = st.u[1 - st.cur];
+    k.m_psix_in = st.psix[st.aux];
+    k.m_psix_out = st.psix[1 - st.aux];
+    k.m_zetax_in = st.zetax[st.aux];
+    k.m_zetax_out = st.zetax[1 - st.aux];
+    k.m_psiz_in = st.psiz[st.aux];
+    k.m_psiz_out = st.psiz[1 - st.aux];
+    k.m_zetaz_in = st.zetaz[st.aux];
+    k.m_zetaz_out = st.zetaz[1 - st.aux];
+    k.m_c = m_c;
+    k.m_ax = m_ax;
+    k.m_bx = m_bx;
+    k.m_mx = m_mx;
+    k.m_az = m_az;
+    k.m_bz = m_bz;
+    k.m_mz = m_mz;
+    return k;
+  }
+
+  /// Bytes of the working fields of one direction (two wavefield levels and layer memories).
+  std::size_t state_bytes() const {
+    auto const& st = m_fwd;
+    std::size_t b = 0;
+    for (int i = 0; i < 2; ++i)
+      b += (st.u[i].span() + st.psix[i].span() + st.zetax[i].span() + st.psiz[i].span() + st.zetaz[i].span()) * sizeof(Real);
+    return b;
+  }
+
+ private:
+  template <class Tag>
+  void step(State& st, char const* label) {
+    auto const& l = m_layout;
+    launch_step<Tag>(m_space, label, bind(st), m_survey.n_shots, l.NZ, l.NX);
+    st.cur = 1 - st.cur;
+    st.aux = 1 - st.aux;
+  }
+
+  void check_batch(wavelet_view const& w, record_view const& r) const {
+    KSWEEP_REQUIRE(m_survey.n_shots > 0, "ksweep::core::Propagator: no survey set");
+    KSWEEP_REQUIRE(static_cast<int>(w.extent(0)) == m_survey.n_shots && static_cast<int>(w.extent(1)) == m_survey.n_sources,
+                   "wavelets are [" << w.extent(0) << "][" << w.extent(1) << "][...], expected [" << m_survey.n_shots << "]["
+                                    << m_survey.n_sources << "][nt]");
+    KSWEEP_REQUIRE(static_cast<int>(r.extent(0)) == m_survey.n_shots && r.extent(1) == w.extent(2) &&
+                       static_cast<int>(r.extent(2)) == m_survey.n_receivers,
+                   "records are [" << r.extent(0) << "][" << r.extent(1) << "][" << r.extent(2) << "], expected ["
+                                   << m_survey.n_shots << "][" << w.extent(2) << "][" << m_survey.n_receivers << "]");
+    KSWEEP_REQUIRE(w.extent(2) > 0, "time.nt = " << w.extent(2) << " must be > 0");
+  }
+
+  void allocate_state(State& st, char const* which) {
+    auto const& l = m_layout;
+    int const S = m_max_shots, sw = l.width + 4 * M;
+    std::string const p = std::string("ksweep::core::") + which;
+    for (int i = 0; i < 2; ++i) {
+      std::string const suffix = std::to_string(i);
+      st.u[i] = field3(Kokkos::view_alloc(m_space, p + "::u" + suffix), S, l.NZ + 2 * M, l.NX + 2 * M);
+      st.psix[i] = field4(Kokkos::view_alloc(m_space, p + "::psix" + suffix), 2, S, l.NZ, sw);
+      st.zetax[i] = field4(Kokkos::view_alloc(m_space, p + "::zetax" + suffix), 2, S, l.NZ, sw);
+      st.psiz[i] = field4(Kokkos::view_alloc(m_space, p + "::psiz" + suffix), 2, S, sw, l.NX);
+      st.zetaz[i] = field4(Kokkos::view_alloc(m_space, p + "::zetaz" + suffix), 2, S, sw, l.NX);
+    }
+  }
+
+  void reset_state(State& st) {
+    for (int i = 0; i < 2; ++i) {
+      Kokkos::deep_copy(m_space, st.u[i], Real(0));
+      Kokkos::deep_copy(m_space, st.psix[i], Real(0));
+      Kokkos::deep_copy(m_space, st.zetax[i], Real(0));
+      Kokkos::deep_copy(m_space, st.psiz[i], Real(0));
+      Kokkos::deep_copy(m_space, st.zetaz[i], Real(0));
+    }
+    st.cur = 0;
+    st.aux = 0;
+  }
+
+  void build_profiles() {
+    auto const& l = m_layout;
+    auto px = cpml_profile(l.nx, l.width, l.width, M, m_grid.dh, m_dt, m_vmax, m_pml);
+    auto pz = cpml_profile(l.nz, l.top, l.width, M, m_grid.dh, m_dt, m_vmax, m_pml);
+    auto upload = [&](std::vector<double> const& h, field1& d, char const* label) {
+      d = field1(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(label)), h.size());
+      auto m = Kokkos::create_mirror_view(Kokkos::HostSpace(), d);
+      for (std::size_t i = 0; i < h.size(); ++i) m(i) = static_cast<Real>(h[i]);
+      Kokkos::deep_copy(m_space, d, m);
+    };
+    upload(px.a, m_ax, "ksweep::core::ax");
+    upload(px.b, m_bx, "ksweep::core::bx");
+    upload(px.mask, m_mx, "ksweep::core::mx");
+    upload(pz.a, m_az, "ksweep::core::az");
+    upload(pz.b, m_bz, "ksweep::core::bz");
+    upload(pz.mask, m_mz, "ksweep::core::mz");
+  }
+
+  ExecSpace m_space;
+  ModelGrid m_grid;
+  PmlConfig m_pml;
+  double m_dt;
+  int m_max_shots;
+  Layout m_layout;
+  Survey m_survey;
+  double m_vmin = 0, m_vmax = 0;
+  std::vector<double> m_vpad;  // padded velocity (host)
+  field2 m_c, m_vp_model;
+  field1 m_ax, m_bx, m_mx, m_az, m_bz, m_mz;
+  index2 m_src_z, m_src_x, m_rec_z, m_rec_x;
+  State m_fwd, m_adj;
+};
+
+}  // namespace ksweep::core

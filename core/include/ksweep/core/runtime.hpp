@@ -1,0 +1,21 @@
+#pragma once
+/// \file runtime.hpp
+/// What this build and this run use: backends, threads, versions.
+
+#include <string>
+#include <vector>
+
+namespace ksweep::core {
+
+/// Names of the enabled Kokkos execution spaces, e.g. {"Serial", "OpenMP"}.
+std::vector<std::string> enabled_backends();
+/// Name of Kokkos' default execution space.
+std::string default_backend();
+/// Kokkos version as "major.minor.patch".
+std::string kokkos_version();
+/// Concurrency of the default execution space (threads on hosts).
+int default_concurrency();
+/// A human-readable description of the build and the Kokkos configuration.
+std::string describe_build(bool verbose_kokkos_config = false);
+
+}  // namespace ksweep::core

@@ -1,0 +1,54 @@
+#include <ksweep/core/config.hpp>
+#include <ksweep/core/runtime.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <sstream>
+
+namespace ksweep::core {
+
+std::vector<std::string> enabled_backends() {
+  std::vector<std::string> out;
+#if defined(KOKKOS_ENABLE_SERIAL)
+  out.emplace_back("Serial");
+#endif
+#if defined(KOKKOS_ENABLE_OPENMP)
+  out.emplace_back("OpenMP");
+#endif
+#if defined(KOKKOS_ENABLE_THREADS)
+  out.emplace_back("Threads");
+#endif
+#if defined(KOKKOS_ENABLE_CUDA)
+  out.emplace_back("Cuda");
+#endif
+#if defined(KOKKOS_ENABLE_HIP)
+  out.emplace_back("HIP");
+#endif
+  return out;
+}
+
+std::string default_backend() { return Kokkos::DefaultExecutionSpace::name(); }
+
+std::string kokkos_version() {
+  int const v = KOKKOS_VERSION;
+  std::ostringstream os;
+  os << v / 10000 << "." << (v / 100) % 100 << "." << v % 100;
+  return os.str();
+}
+
+int default_concurrency() { return Kokkos::DefaultExecutionSpace{}.concurrency(); }
+
+std::string describe_build(bool verbose_kokkos_config) {
+  std::ostringstream os;
+  os << "ksweep " << KSWEEP_VERSION_STRING << " (git " << KSWEEP_GIT_REVISION << ")\n";
+  os << "Kokkos " << kokkos_version() << ", backends:";
+  for (auto const& b : enabled_backends()) os << " " << b;
+  os << "; default " << default_backend() << " with concurrency " << default_concurrency() << "\n";
+  os << "MPI: " << (KSWEEP_ENABLE_MPI ? "enabled" : "disabled")
+     << (KSWEEP_ENABLE_GPU_AWARE_MPI ? " (GPU-aware)" : "") << "; HDF5: " << (KSWEEP_ENABLE_HDF5 ? "enabled" : "disabled")
+     << "\n";
+  if (verbose_kokkos_config) Kokkos::print_configuration(os, true);
+  return os.str();
+}
+
+}  // namespace ksweep::core

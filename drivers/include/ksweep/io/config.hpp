@@ -1,0 +1,148 @@
+#pragma once
+/// \file config.hpp
+/// The run configuration of the ksweep programs: typed sections with defaults, read from a
+/// TOML file plus `--set section.key=value` overrides, and validated.
+
+#include <array>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ksweep::io {
+
+/// [model]: where the velocity model comes from and how it is resampled.
+struct ModelSection {
+  /// "marmousi2", "marmousi2_fine", "marmousi", or a path to a raw .f32/.bin or an .h5 file.
+  std::string source = "marmousi2";
+  /// Point subsampling of the source grid (v[::d, ::d], dh *= d).
+  int decimate = 2;
+  /// Grid size and spacing of a raw file (required for raw files only; 0 = unset).
+  int nz = 0;
+  int nx = 0;
+  double dh = 0.0;
+  /// Half-open cell ranges [z0, z1) and [x0, x1) after decimation; unset = whole model.
+  std::optional<std::array<int, 2>> crop_z;
+  std::optional<std::array<int, 2>> crop_x;
+};
+
+/// [time]: time stepping.
+struct TimeSection {
+  double dt = 0.002;
+  int nt = 2000;
+};
+
+/// [wavelet]: Ricker source wavelet.
+struct WaveletSection {
+  double freq = 5.0;
+  double delay = 0.2;
+};
+
+/// [shots]: source positions.
+struct ShotsSection {
+  int count = 20;
+  /// Source depth as a cell index.
+  int z = 2;
+  /// Fractions of the model width; shots are evenly spaced, both ends included.
+  std::array<double, 2> x_range{0.1, 0.9};
+};
+
+/// [receivers]: receiver line, evenly spaced over the full width.
+struct ReceiversSection {
+  int count = 200;
+  /// Receiver depth as a cell index.
+  int z = 4;
+};
+
+/// [propagator]: discretisation and absorbing boundary.
+struct PropagatorSection {
+  int order = 4;
+  int pml_width = 20;
+  double pml_reflection = 1e-3;
+  double pml_freq = 25.0;
+  bool free_surface = false;
+  /// "fp32" or "fp64".
+  std::string precision = "fp32";
+  /// Shots per kernel launch for `ksweep model`.
+  int batch = 8;
+};
+
+/// [storage]: how the forward wavefield is kept for the adjoint pass.
+struct StorageSection {
+  /// "full" or "boundary".
+  std::string strategy = "boundary";
+  /// "device", "host" or "disk".
+  std::string location = "device";
+  /// "fp32", "fp16", "bf16" or "int8".
+  std::string dtype = "fp32";
+  int transfer_interval = 64;
+  /// Directory for location = "disk"; empty = the system temporary directory.
+  std::string disk_dir;
+  bool pinned = true;
+};
+
+/// [fwi]: full-waveform inversion.
+struct FwiSection {
+  int iterations = 30;
+  int batch = 8;
+  double lr = 25.0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-16;
+  int seed = 1234;
+  int checkpoint_every = 5;
+  /// Velocity bounds in m/s; 0 disables a bound.
+  double vmin = 1000.0;
+  double vmax = 5000.0;
+  /// Rows of the water layer kept fixed; -1 = detect from the true model.
+  int water_rows = -1;
+  /// Gaussian smoothing (cells) of the true model that gives the starting model.
+  double smooth_sigma = 8.0;
+  /// "mean" or "sum".
+  std::string loss_norm = "mean";
+  /// Path to an observed.h5 written by `ksweep model`; empty = model the data.
+  std::string observed;
+  double grad_smooth = 0.0;
+  bool precondition = false;
+  int figures_every = 1;
+  bool save_models = true;
+};
+
+/// The complete, validated configuration.
+struct Config {
+  ModelSection model;
+  TimeSection time;
+  WaveletSection wavelet;
+  ShotsSection shots;
+  ReceiversSection receivers;
+  PropagatorSection propagator;
+  StorageSection storage;
+  FwiSection fwi;
+  /// The TOML file this was read from (empty when read from a string).
+  std::string source_path;
+};
+
+/// Reads `file` (TOML), applies `overrides` ("section.key=value", value parsed as TOML, a
+/// bare word taken as a string) and validates the result. Throws ksweep::Error.
+Config load_config(std::filesystem::path const& file, std::vector<std::string> const& overrides);
+
+/// As load_config, from TOML text (an empty string gives the defaults).
+Config config_from_string(std::string const& toml_text, std::vector<std::string> const& overrides);
+
+/// Checks every range and enumeration of `config`. Throws ksweep::Error naming the key,
+/// the value and the allowed values.
+void validate(Config const& config);
+
+/// The resolved configuration as JSON ({"model": {...}, "time": {...}, ...}).
+nlohmann::json config_to_json(Config const& config);
+
+/// Source x positions (cells): shots.count positions rounded to the nearest cell, evenly
+/// spaced over [x_range[0]*(nx-1), x_range[1]*(nx-1)]; one shot sits at the midpoint.
+std::vector<int> shot_x_positions(Config const& config, int nx);
+
+/// Receiver x positions (cells): receivers.count positions evenly spaced from 0 to nx-1.
+std::vector<int> receiver_x_positions(Config const& config, int nx);
+
+}  // namespace ksweep::io

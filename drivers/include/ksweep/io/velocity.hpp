@@ -1,0 +1,56 @@
+#pragma once
+/// \file velocity.hpp
+/// P-wave velocity models: the bundled Marmousi grids (looked up on disk and verified by
+/// SHA-256), raw float32 files and HDF5 files, with decimation and cropping.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <ksweep/io/config.hpp>
+
+namespace ksweep::io {
+
+/// A 2D velocity model on a regular grid with spacing dh in both directions.
+struct VelocityModel {
+  int nz = 0;
+  int nx = 0;
+  /// Grid spacing in metres.
+  double dh = 0;
+  /// Row-major [nz][nx] P-wave velocity in m/s (index iz*nx + ix, iz = 0 at the surface).
+  std::vector<float> vp;
+  /// Human-readable provenance (source, decimation, crop).
+  std::string description;
+};
+
+/// One of the named Marmousi grids.
+struct NamedModel {
+  /// The value of model.source that selects it ("marmousi2", "marmousi2_fine", "marmousi").
+  std::string name;
+  std::string file_name;
+  int nz;
+  int nx;
+  double dh;
+  std::string sha256;
+  std::uintmax_t bytes;
+};
+
+/// The named models known to load_velocity.
+std::vector<NamedModel> const& named_models();
+
+/// Finds `file_name` in, in order: $KSWEEP_MARMOUSI_DIR; ../shared/marmousi/ relative to
+/// the current directory; KSWEEP_SOURCE_DIR/../shared/marmousi/; and
+/// ${XDG_CACHE_HOME:-$HOME/.cache}/ksweep/marmousi/. Throws ksweep::Error listing every
+/// place looked and naming share/marmousi/fetch_marmousi.py when it is nowhere.
+std::filesystem::path find_marmousi_file(std::string const& file_name);
+
+/// The lower-case hex SHA-256 of the file at `path`. Throws ksweep::Error.
+std::string sha256_file(std::filesystem::path const& path);
+
+/// Loads model.source (a named model, a raw float32 file or an .h5 file), checks it (size,
+/// SHA-256 for named models, every value finite and > 0), then decimates
+/// (v[::d, ::d], dh *= d) and crops (model.crop_z, model.crop_x). Throws ksweep::Error.
+VelocityModel load_velocity(ModelSection const& model);
+
+}  // namespace ksweep::io

@@ -1,0 +1,594 @@
+#include <ksweep/io/config.hpp>
+
+#include <ksweep/core/error.hpp>
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+
+namespace ksweep::io {
+namespace {
+
+char const* type_name(toml::node_type type) {
+  switch (type) {
+    case toml::node_type::none: return "nothing";
+    case toml::node_type::table: return "table";
+    case toml::node_type::array: return "array";
+    case toml::node_type::string: return "string";
+    case toml::node_type::integer: return "integer";
+    case toml::node_type::floating_point: return "float";
+    case toml::node_type::boolean: return "boolean";
+    case toml::node_type::date: return "date";
+    case toml::node_type::time: return "time";
+    case toml::node_type::date_time: return "date-time";
+  }
+  return "unknown";
+}
+
+std::string join(std::vector<std::string> const& items) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += items[i];
+  }
+  return out;
+}
+
+std::vector<std::string> const& section_names() {
+  static std::vector<std::string> const names{"model", "time", "wavelet", "shots", "receivers",
+                                              "propagator", "storage", "fwi"};
+  return names;
+}
+
+/// Where each value came from, for error messages.
+class Origins {
+ public:
+  explicit Origins(std::string source) : m_source(std::move(source)) {}
+  void set_override(std::string const& dotted, std::string const& text) {
+    m_overrides[dotted] = text;
+  }
+  std::string of(std::string const& dotted) const {
+    auto const it = m_overrides.find(dotted);
+    if (it != m_overrides.end()) return "--set " + it->second;
+    return m_source;
+  }
+  std::string const& source() const { return m_source; }
+
+ private:
+  std::string m_source;
+  std::map<std::string, std::string> m_overrides;
+};
+
+/// Reads the keys of one section into typed fields and rejects unknown keys.
+class SectionReader {
+ public:
+  SectionReader(toml::table const* table, std::string section, Origins const& origins)
+      : m_table(table), m_section(std::move(section)), m_origins(origins) {}
+
+  void get(char const* key, int& out) {
+    toml::node const* node = find(key);
+    if (node == nullptr) return;
+    auto const* v = node->as_integer();
+    if (v == nullptr) type_error(key, *node, "integer");
+    std::int64_t const x = v->get();
+    KSWEEP_REQUIRE(x >= std::numeric_limits<int>::min() && x <= std::numeric_limits<int>::max(),
+                   dotted(key) << " = " << x << " in " << where(key)
+                               << " does not fit a 32-bit integer (limit "
+                               << std::numeric_limits<int>::max() << ")");
+    out = static_cast<int>(x);
+  }
+
+  void get(char const* key, double& out) {
+    toml::node const* node = find(key);
+    if (node == nullptr) return;
+    if (auto const* f = node->as_floating_point()) {
+      out = f->get();
+    } else if (auto const* i = node->as_integer()) {
+      out = static_cast<double>(i->get());
+    } else {
+      type_error(key, *node, "float");
+    }
+  }
+
+  void get(char const* key, bool& out) {
+    toml::node const* node = find(key);
+    if (node == nullptr) return;
+    auto const* v = node->as_boolean();
+    if (v == nullptr) type_error(key, *node, "boolean");
+    out = v->get();
+  }
+
+  void get(char const* key, std::string& out) {
+    toml::node const* node = find(key);
+    if (node == nullptr) return;
+    auto const* v = node->as_string();
+    if (v == nullptr) type_error(key, *node, "string");
+    out = v->get();
+  }
+
+  void get(char const* key, std::array<double, 2>& out) {
+    toml::array const* arr = find_pair(key, "array of 2 numbers");
+    if (arr == nullptr) return;
+    for (std::size_t i = 0; i < 2; ++i) {
+      toml::node const& e = *arr->get(i);
+      if (auto const* f = e.as_floating_point()) {
+        out[i] = f->get();
+      } else if (auto const* n = e.as_integer()) {
+        out[i] = static_cast<double>(n->get());
+      } else {
+        KSWEEP_REQUIRE(false, "wrong type for element " << i << " of '" << dotted(key) << "' in "
+                                                        << where(key) << ": got "
+                                                        << type_name(e.type())
+                                                        << ", expected float");
+      }
+    }
+  }
+
+  void get(char const* key, std::optional<std::array<int, 2>>& out) {
+    toml::array const* arr = find_pair(key, "array of 2 integers");
+    if (arr == nullptr) return;
+    std::array<int, 2> v{};
+    for (std::size_t i = 0; i < 2; ++i) {
+      toml::node const& e = *arr->get(i);
+      auto const* n = e.as_integer();
+      KSWEEP_REQUIRE(n != nullptr, "wrong type for element " << i << " of '" << dotted(key)
+                                                             << "' in " << where(key) << ": got "
+                                                             << type_name(e.type())
+                                                             << ", expected integer");
+      std::int64_t const x = n->get();
+      KSWEEP_REQUIRE(x >= std::numeric_limits<int>::min() && x <= std::numeric_limits<int>::max(),
+                     dotted(key) << "[" << i << "] = " << x << " in " << where(key)
+                                 << " does not fit a 32-bit integer (limit "
+                                 << std::numeric_limits<int>::max() << ")");
+      v[i] = static_cast<int>(x);
+    }
+    out = v;
+  }
+
+  /// Rejects keys of the section that no get() call asked for.
+  void finish() const {
+    if (m_table == nullptr) return;
+    for (auto const& [k, node] : *m_table) {
+      (void)node;
+      std::string const key(k.str());
+      if (std::find(m_known.begin(), m_known.end(), key) == m_known.end()) {
+        KSWEEP_REQUIRE(false, "unknown key '" << dotted(key.c_str()) << "' in " << where(key.c_str())
+                                              << " (allowed keys in [" << m_section
+                                              << "]: " << join(m_known) << ")");
+      }
+    }
+  }
+
+ private:
+  std::string dotted(char const* key) const { return m_section + "." + key; }
+  std::string where(char const* key) const { return m_origins.of(dotted(key)); }
+
+  toml::node const* find(char const* key) {
+    m_known.emplace_back(key);
+    if (m_table == nullptr) return nullptr;
+    return m_table->get(key);
+  }
+
+  toml::array const* find_pair(char const* key, char const* expected) {
+    toml::node const* node = find(key);
+    if (node == nullptr) return nullptr;
+    auto const* arr = node->as_array();
+    if (arr == nullptr) type_error(key, *node, expected);
+    KSWEEP_REQUIRE(arr->size() == 2, "'" << dotted(key) << "' in " << where(key) << " has "
+                                         << arr->size() << " elements, expected " << expected
+                                         << " ([lo, hi])");
+    return arr;
+  }
+
+  [[noreturn]] void type_error(char const* key, toml::node const& node,
+                               char const* expected) const {
+    KSWEEP_REQUIRE(false, "wrong type for '" << dotted(key) << "' in " << where(key) << ": got "
+                                             << type_name(node.type()) << ", expected "
+                                             << expected);
+    throw Error("unreachable");
+  }
+
+  toml::table const* m_table;
+  std::string m_section;
+  Origins const& m_origins;
+  std::vector<std::string> m_known;
+};
+
+toml::table parse_toml(std::string const& text, std::string const& origin) {
+  try {
+    return toml::parse(text, origin);
+  } catch (toml::parse_error const& e) {
+    auto const& pos = e.source().begin;
+    KSWEEP_REQUIRE(false, "TOML syntax error in " << origin << " at line " << pos.line
+                                                  << ", column " << pos.column << ": "
+                                                  << e.description());
+  }
+  throw Error("unreachable");
+}
+
+void apply_override(toml::table& root, std::string const& text, Origins& origins) {
+  auto const eq = text.find('=');
+  KSWEEP_REQUIRE(eq != std::string::npos && eq > 0,
+                 "--set '" << text << "' must have the form section.key=value");
+  std::string dotted = text.substr(0, eq);
+  std::string value = text.substr(eq + 1);
+  auto const trim = [](std::string& s) {
+    auto const b = s.find_first_not_of(" \t");
+    auto const e = s.find_last_not_of(" \t");
+    s = b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+  };
+  trim(dotted);
+  trim(value);
+  auto const dot = dotted.find('.');
+  KSWEEP_REQUIRE(dot != std::string::npos && dot > 0 && dot + 1 < dotted.size() &&
+                     dotted.find('.', dot + 1) == std::string::npos,
+                 "--set '" << text << "': key '" << dotted
+                           << "' must have the form section.key (sections: "
+                           << join(section_names()) << ")");
+  KSWEEP_REQUIRE(!value.empty(), "--set '" << text << "': empty value for '" << dotted << "'");
+  std::string const section = dotted.substr(0, dot);
+  std::string const key = dotted.substr(dot + 1);
+  KSWEEP_REQUIRE(std::find(section_names().begin(), section_names().end(), section) !=
+                     section_names().end(),
+                 "unknown section '" << section << "' in --set " << text
+                                     << " (allowed sections: " << join(section_names()) << ")");
+
+  if (root.get(section) == nullptr) root.insert(section, toml::table{});
+  toml::table* target = root.get(section)->as_table();
+  KSWEEP_REQUIRE(target != nullptr, "'" << section << "' in " << origins.source()
+                                        << " is not a table, so --set " << text
+                                        << " cannot apply");
+
+  toml::table parsed;
+  bool is_toml = true;
+  try {
+    parsed = toml::parse("v = " + value);
+  } catch (toml::parse_error const&) {
+    is_toml = false;
+  }
+  if (is_toml && parsed.size() == 1 && parsed.get("v") != nullptr) {
+    parsed.get("v")->visit([&](auto&& v) { target->insert_or_assign(key, v); });
+  } else {
+    target->insert_or_assign(key, value);
+  }
+  origins.set_override(dotted, text);
+}
+
+bool is_raw_path(std::string const& source) {
+  auto const ext = std::filesystem::path(source).extension().string();
+  return ext == ".f32" || ext == ".bin";
+}
+
+void require_one_of(std::string const& key, std::string const& value,
+                    std::vector<std::string> const& allowed) {
+  KSWEEP_REQUIRE(std::find(allowed.begin(), allowed.end(), value) != allowed.end(),
+                 key << " = \"" << value << "\" is not allowed (allowed: " << join(allowed)
+                     << ")");
+}
+
+void require_finite(std::string const& key, double value) {
+  KSWEEP_REQUIRE(std::isfinite(value), key << " = " << value << " must be a finite number");
+}
+
+Config build(toml::table root, std::string const& origin,
+             std::vector<std::string> const& overrides) {
+  Origins origins(origin);
+  for (auto const& text : overrides) apply_override(root, text, origins);
+
+  for (auto const& [k, node] : root) {
+    std::string const name(k.str());
+    KSWEEP_REQUIRE(std::find(section_names().begin(), section_names().end(), name) !=
+                       section_names().end(),
+                   "unknown section '" << name << "' in " << origin
+                                       << " (allowed sections: " << join(section_names())
+                                       << ")");
+    KSWEEP_REQUIRE(node.is_table(), "'" << name << "' in " << origin << " is a "
+                                        << type_name(node.type())
+                                        << ", expected a table [" << name << "]");
+  }
+  auto const section = [&](char const* name) -> toml::table const* {
+    toml::node const* n = root.get(name);
+    return n == nullptr ? nullptr : n->as_table();
+  };
+
+  Config c;
+  c.source_path = origin;
+  {
+    SectionReader r(section("model"), "model", origins);
+    r.get("source", c.model.source);
+    r.get("decimate", c.model.decimate);
+    r.get("nz", c.model.nz);
+    r.get("nx", c.model.nx);
+    r.get("dh", c.model.dh);
+    r.get("crop_z", c.model.crop_z);
+    r.get("crop_x", c.model.crop_x);
+    r.finish();
+  }
+  {
+    SectionReader r(section("time"), "time", origins);
+    r.get("dt", c.time.dt);
+    r.get("nt", c.time.nt);
+    r.finish();
+  }
+  {
+    SectionReader r(section("wavelet"), "wavelet", origins);
+    r.get("freq", c.wavelet.freq);
+    r.get("delay", c.wavelet.delay);
+    r.finish();
+  }
+  {
+    SectionReader r(section("shots"), "shots", origins);
+    r.get("count", c.shots.count);
+    r.get("z", c.shots.z);
+    r.get("x_range", c.shots.x_range);
+    r.finish();
+  }
+  {
+    SectionReader r(section("receivers"), "receivers", origins);
+    r.get("count", c.receivers.count);
+    r.get("z", c.receivers.z);
+    r.finish();
+  }
+  {
+    SectionReader r(section("propagator"), "propagator", origins);
+    r.get("order", c.propagator.order);
+    r.get("pml_width", c.propagator.pml_width);
+    r.get("pml_reflection", c.propagator.pml_reflection);
+    r.get("pml_freq", c.propagator.pml_freq);
+    r.get("free_surface", c.propagator.free_surface);
+    r.get("precision", c.propagator.precision);
+    r.get("batch", c.propagator.batch);
+    r.finish();
+  }
+  {
+    SectionReader r(section("storage"), "storage", origins);
+    r.get("strategy", c.storage.strategy);
+    r.get("location", c.storage.location);
+    r.get("dtype", c.storage.dtype);
+    r.get("transfer_interval", c.storage.transfer_interval);
+    r.get("disk_dir", c.storage.disk_dir);
+    r.get("pinned", c.storage.pinned);
+    r.finish();
+  }
+  {
+    SectionReader r(section("fwi"), "fwi", origins);
+    r.get("iterations", c.fwi.iterations);
+    r.get("batch", c.fwi.batch);
+    r.get("lr", c.fwi.lr);
+    r.get("beta1", c.fwi.beta1);
+    r.get("beta2", c.fwi.beta2);
+    r.get("eps", c.fwi.eps);
+    r.get("seed", c.fwi.seed);
+    r.get("checkpoint_every", c.fwi.checkpoint_every);
+    r.get("vmin", c.fwi.vmin);
+    r.get("vmax", c.fwi.vmax);
+    r.get("water_rows", c.fwi.water_rows);
+    r.get("smooth_sigma", c.fwi.smooth_sigma);
+    r.get("loss_norm", c.fwi.loss_norm);
+    r.get("observed", c.fwi.observed);
+    r.get("grad_smooth", c.fwi.grad_smooth);
+    r.get("precondition", c.fwi.precondition);
+    r.get("figures_every", c.fwi.figures_every);
+    r.get("save_models", c.fwi.save_models);
+    r.finish();
+  }
+  validate(c);
+  return c;
+}
+
+nlohmann::json crop_json(std::optional<std::array<int, 2>> const& crop) {
+  if (!crop) return nullptr;
+  return nlohmann::json::array({(*crop)[0], (*crop)[1]});
+}
+
+}  // namespace
+
+void validate(Config const& c) {
+  auto const& m = c.model;
+  KSWEEP_REQUIRE(!m.source.empty(),
+                 "model.source is empty (allowed: marmousi2, marmousi2_fine, marmousi, or a path "
+                 "to a .f32/.bin/.h5 file)");
+  KSWEEP_REQUIRE(m.decimate >= 1, "model.decimate = " << m.decimate << " must be >= 1");
+  KSWEEP_REQUIRE(m.nz >= 0, "model.nz = " << m.nz << " must be >= 0 (0 = not set)");
+  KSWEEP_REQUIRE(m.nx >= 0, "model.nx = " << m.nx << " must be >= 0 (0 = not set)");
+  require_finite("model.dh", m.dh);
+  KSWEEP_REQUIRE(m.dh >= 0, "model.dh = " << m.dh << " must be >= 0 (0 = not set)");
+  if (is_raw_path(m.source)) {
+    KSWEEP_REQUIRE(m.nz > 0 && m.nx > 0 && m.dh > 0,
+                   "model.source = \"" << m.source << "\" is a raw float32 file, so model.nz, "
+                                       << "model.nx and model.dh must all be > 0 (got nz = "
+                                       << m.nz << ", nx = " << m.nx << ", dh = " << m.dh << ")");
+  }
+  for (auto const& [name, crop] : {std::pair<char const*, std::optional<std::array<int, 2>> const*>{
+                                       "model.crop_z", &m.crop_z},
+                                   {"model.crop_x", &m.crop_x}}) {
+    if (!*crop) continue;
+    auto const [lo, hi] = **crop;
+    KSWEEP_REQUIRE(lo >= 0 && lo < hi, name << " = [" << lo << ", " << hi
+                                            << "] must satisfy 0 <= lo < hi (half-open cell range)");
+  }
+
+  require_finite("time.dt", c.time.dt);
+  KSWEEP_REQUIRE(c.time.dt > 0, "time.dt = " << c.time.dt << " must be > 0");
+  KSWEEP_REQUIRE(c.time.nt >= 1, "time.nt = " << c.time.nt << " must be >= 1");
+
+  require_finite("wavelet.freq", c.wavelet.freq);
+  require_finite("wavelet.delay", c.wavelet.delay);
+  KSWEEP_REQUIRE(c.wavelet.freq > 0, "wavelet.freq = " << c.wavelet.freq << " must be > 0");
+  KSWEEP_REQUIRE(c.wavelet.delay >= 0, "wavelet.delay = " << c.wavelet.delay << " must be >= 0");
+
+  KSWEEP_REQUIRE(c.shots.count >= 1, "shots.count = " << c.shots.count << " must be >= 1");
+  KSWEEP_REQUIRE(c.shots.z >= 0, "shots.z = " << c.shots.z << " must be >= 0 (a cell index)");
+  {
+    auto const [lo, hi] = c.shots.x_range;
+    KSWEEP_REQUIRE(std::isfinite(lo) && std::isfinite(hi) && lo >= 0 && hi <= 1 && lo < hi,
+                   "shots.x_range = [" << lo << ", " << hi
+                                       << "] must satisfy 0 <= lo < hi <= 1 (fractions of the "
+                                          "model width)");
+  }
+
+  KSWEEP_REQUIRE(c.receivers.count >= 1,
+                 "receivers.count = " << c.receivers.count << " must be >= 1");
+  KSWEEP_REQUIRE(c.receivers.z >= 0,
+                 "receivers.z = " << c.receivers.z << " must be >= 0 (a cell index)");
+
+  auto const& p = c.propagator;
+  KSWEEP_REQUIRE(p.order == 2 || p.order == 4 || p.order == 6 || p.order == 8,
+                 "propagator.order = " << p.order << " is not allowed (allowed: 2, 4, 6, 8)");
+  KSWEEP_REQUIRE(p.pml_width >= 0, "propagator.pml_width = " << p.pml_width << " must be >= 0");
+  require_finite("propagator.pml_reflection", p.pml_reflection);
+  require_finite("propagator.pml_freq", p.pml_freq);
+  KSWEEP_REQUIRE(p.pml_reflection > 0 && p.pml_reflection < 1,
+                 "propagator.pml_reflection = " << p.pml_reflection << " must be in (0, 1)");
+  KSWEEP_REQUIRE(p.pml_freq > 0, "propagator.pml_freq = " << p.pml_freq << " must be > 0");
+  require_one_of("propagator.precision", p.precision, {"fp32", "fp64"});
+  KSWEEP_REQUIRE(p.batch >= 1, "propagator.batch = " << p.batch << " must be >= 1");
+
+  auto const& s = c.storage;
+  require_one_of("storage.strategy", s.strategy, {"full", "boundary"});
+  require_one_of("storage.location", s.location, {"device", "host", "disk"});
+  require_one_of("storage.dtype", s.dtype, {"fp32", "fp16", "bf16", "int8"});
+  KSWEEP_REQUIRE(s.transfer_interval >= 1,
+                 "storage.transfer_interval = " << s.transfer_interval << " must be >= 1");
+
+  auto const& f = c.fwi;
+  KSWEEP_REQUIRE(f.iterations >= 0, "fwi.iterations = " << f.iterations << " must be >= 0");
+  KSWEEP_REQUIRE(f.batch >= 1, "fwi.batch = " << f.batch << " must be >= 1");
+  for (auto const& [name, v] : {std::pair<char const*, double>{"fwi.lr", f.lr},
+                                {"fwi.beta1", f.beta1},
+                                {"fwi.beta2", f.beta2},
+                                {"fwi.eps", f.eps},
+                                {"fwi.vmin", f.vmin},
+                                {"fwi.vmax", f.vmax},
+                                {"fwi.smooth_sigma", f.smooth_sigma},
+                                {"fwi.grad_smooth", f.grad_smooth}}) {
+    require_finite(name, v);
+  }
+  KSWEEP_REQUIRE(f.lr > 0, "fwi.lr = " << f.lr << " must be > 0");
+  KSWEEP_REQUIRE(f.beta1 >= 0 && f.beta1 < 1, "fwi.beta1 = " << f.beta1 << " must be in [0, 1)");
+  KSWEEP_REQUIRE(f.beta2 >= 0 && f.beta2 < 1, "fwi.beta2 = " << f.beta2 << " must be in [0, 1)");
+  KSWEEP_REQUIRE(f.eps > 0, "fwi.eps = " << f.eps << " must be > 0");
+  KSWEEP_REQUIRE(f.seed >= 0, "fwi.seed = " << f.seed << " must be >= 0");
+  KSWEEP_REQUIRE(f.checkpoint_every >= 0,
+                 "fwi.checkpoint_every = " << f.checkpoint_every << " must be >= 0 (0 = never)");
+  KSWEEP_REQUIRE(f.vmin >= 0, "fwi.vmin = " << f.vmin << " must be >= 0 (0 = no lower bound)");
+  KSWEEP_REQUIRE(f.vmax >= 0, "fwi.vmax = " << f.vmax << " must be >= 0 (0 = no upper bound)");
+  KSWEEP_REQUIRE(f.vmin == 0 || f.vmax == 0 || f.vmin < f.vmax,
+                 "fwi.vmin = " << f.vmin << " must be < fwi.vmax = " << f.vmax);
+  KSWEEP_REQUIRE(f.water_rows >= -1,
+                 "fwi.water_rows = " << f.water_rows << " must be >= -1 (-1 = detect)");
+  KSWEEP_REQUIRE(f.smooth_sigma >= 0,
+                 "fwi.smooth_sigma = " << f.smooth_sigma << " must be >= 0");
+  require_one_of("fwi.loss_norm", f.loss_norm, {"mean", "sum"});
+  KSWEEP_REQUIRE(f.grad_smooth >= 0, "fwi.grad_smooth = " << f.grad_smooth << " must be >= 0");
+  KSWEEP_REQUIRE(f.figures_every >= 0,
+                 "fwi.figures_every = " << f.figures_every << " must be >= 0 (0 = never)");
+}
+
+Config load_config(std::filesystem::path const& file, std::vector<std::string> const& overrides) {
+  std::error_code ec;
+  KSWEEP_REQUIRE(std::filesystem::is_regular_file(file, ec),
+                 "config file " << file << " does not exist or is not a regular file");
+  std::ifstream in(file, std::ios::binary);
+  KSWEEP_REQUIRE(in.good(), "cannot open config file " << file);
+  std::ostringstream text;
+  text << in.rdbuf();
+  KSWEEP_REQUIRE(!in.bad(), "cannot read config file " << file);
+  return build(parse_toml(text.str(), file.string()), file.string(), overrides);
+}
+
+Config config_from_string(std::string const& toml_text, std::vector<std::string> const& overrides) {
+  Config c = build(parse_toml(toml_text, "<config string>"), "<config string>", overrides);
+  c.source_path.clear();
+  return c;
+}
+
+nlohmann::json config_to_json(Config const& c) {
+  nlohmann::json j;
+  j["model"] = {{"source", c.model.source},
+                {"decimate", c.model.decimate},
+                {"nz", c.model.nz},
+                {"nx", c.model.nx},
+                {"dh", c.model.dh},
+                {"crop_z", crop_json(c.model.crop_z)},
+                {"crop_x", crop_json(c.model.crop_x)}};
+  j["time"] = {{"dt", c.time.dt}, {"nt", c.time.nt}};
+  j["wavelet"] = {{"freq", c.wavelet.freq}, {"delay", c.wavelet.delay}};
+  j["shots"] = {{"count", c.shots.count},
+                {"z", c.shots.z},
+                {"x_range", {c.shots.x_range[0], c.shots.x_range[1]}}};
+  j["receivers"] = {{"count", c.receivers.count}, {"z", c.receivers.z}};
+  j["propagator"] = {{"order", c.propagator.order},
+                     {"pml_width", c.propagator.pml_width},
+                     {"pml_reflection", c.propagator.pml_reflection},
+                     {"pml_freq", c.propagator.pml_freq},
+                     {"free_surface", c.propagator.free_surface},
+                     {"precision", c.propagator.precision},
+                     {"batch", c.propagator.batch}};
+  j["storage"] = {{"strategy", c.storage.strategy},
+                  {"location", c.storage.location},
+                  {"dtype", c.storage.dtype},
+                  {"transfer_interval", c.storage.transfer_interval},
+                  {"disk_dir", c.storage.disk_dir},
+                  {"pinned", c.storage.pinned}};
+  j["fwi"] = {{"iterations", c.fwi.iterations},
+              {"batch", c.fwi.batch},
+              {"lr", c.fwi.lr},
+              {"beta1", c.fwi.beta1},
+              {"beta2", c.fwi.beta2},
+              {"eps", c.fwi.eps},
+              {"seed", c.fwi.seed},
+              {"checkpoint_every", c.fwi.checkpoint_every},
+              {"vmin", c.fwi.vmin},
+              {"vmax", c.fwi.vmax},
+              {"water_rows", c.fwi.water_rows},
+              {"smooth_sigma", c.fwi.smooth_sigma},
+              {"loss_norm", c.fwi.loss_norm},
+              {"observed", c.fwi.observed},
+              {"grad_smooth", c.fwi.grad_smooth},
+              {"precondition", c.fwi.precondition},
+              {"figures_every", c.fwi.figures_every},
+              {"save_models", c.fwi.save_models}};
+  j["source_path"] = c.source_path;
+  return j;
+}
+
+std::vector<int> shot_x_positions(Config const& config, int nx) {
+  KSWEEP_REQUIRE(nx >= 1, "model width nx = " << nx << " must be >= 1");
+  int const n = config.shots.count;
+  KSWEEP_REQUIRE(n >= 1, "shots.count = " << n << " must be >= 1");
+  double const lo = config.shots.x_range[0] * (nx - 1);
+  double const hi = config.shots.x_range[1] * (nx - 1);
+  std::vector<int> x(static_cast<std::size_t>(n));
+  if (n == 1) {
+    x[0] = static_cast<int>(std::lround(0.5 * (lo + hi)));
+    return x;
+  }
+  for (int i = 0; i < n; ++i) {
+    x[static_cast<std::size_t>(i)] =
+        static_cast<int>(std::lround(lo + (hi - lo) * static_cast<double>(i) / (n - 1)));
+  }
+  return x;
+}
+
+std::vector<int> receiver_x_positions(Config const& config, int nx) {
+  KSWEEP_REQUIRE(nx >= 1, "model width nx = " << nx << " must be >= 1");
+  int const n = config.receivers.count;
+  KSWEEP_REQUIRE(n >= 1 && n <= nx, "receivers.count = " << n << " must be in [1, nx = " << nx
+                                                         << "] (one receiver per cell at most)");
+  std::vector<int> x(static_cast<std::size_t>(n), 0);
+  if (n == 1) return x;
+  for (int i = 0; i < n; ++i) {
+    x[static_cast<std::size_t>(i)] = static_cast<int>(
+        std::lround(static_cast<double>(nx - 1) * static_cast<double>(i) / (n - 1)));
+  }
+  return x;
+}
+
+}  // namespace ksweep::io

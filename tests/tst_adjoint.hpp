@@ -1,0 +1,69 @@
+// Dot-product test: <F x, y> = <x, F^T y> for the whole operator (source injection,
+// propagation with CPML and free surface, receiver sampling), every order.
+
+#include <test_utils.hpp>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using namespace ksweep;
+
+template <class Real, int Order>
+double dot_product_error(bool free_surface, int pml_width) {
+  using P = core::Propagator<Real, Order, TEST_EXECSPACE>;
+  int const nz = 24, nx = 30, nt = 60, n_shots = 2, n_rec = 7;
+  core::ModelGrid grid{nz, nx, 10.0};
+  core::PmlConfig pml;
+  pml.width = pml_width;
+  pml.free_surface = free_surface;
+  P prop(TEST_EXECSPACE(), grid, pml, 1e-3, n_shots);
+  auto vp = test::smooth_model(nz, nx);
+  prop.set_velocity(vp.data());
+  // Sources and receivers spread over the grid, including cells next to the layer.
+  core::Survey s;
+  s.n_shots = n_shots;
+  s.n_sources = 2;
+  s.n_receivers = n_rec;
+  int const z0 = free_surface ? 1 : 0;
+  s.sources = {{z0, 0}, {nz / 2, nx / 3}, {nz - 1, nx - 1}, {3, 5}};
+  for (int sh = 0; sh < n_shots; ++sh)
+    for (int r = 0; r < n_rec; ++r) s.receivers.push_back({z0 + (r * 5 + sh) % (nz - z0), (r * 7 + 3 * sh) % nx});
+  prop.set_survey(s);
+  typename P::wavelet_view x("x", n_shots, 2, nt), xt("xt", n_shots, 2, nt);
+  typename P::record_view y("y", n_shots, nt, n_rec), fx("fx", n_shots, nt, n_rec);
+  test::fill_random(x, 1);
+  test::fill_random(y, 2);
+  if (sizeof(Real) == 4) {
+    // fp32: y = F x, so both sides are ||F x||^2 and no cancellation hides the rounding.
+    prop.forward(x, y);
+  }
+  prop.forward(x, fx);
+  prop.adjoint(y, xt);
+  double const lhs = test::dot(fx, y), rhs = test::dot(x, xt);
+  EXPECT_GT(std::abs(lhs), 1e-8) << "the forward produced no signal at the receivers";
+  return std::abs(lhs - rhs) / std::max(std::abs(lhs), std::abs(rhs));
+}
+
+template <class Real>
+void check_all_orders(double tol) {
+  for (bool fs : {false, true}) {
+    for (int w : {4, 10}) {
+      double e2 = dot_product_error<Real, 2>(fs, w);
+      double e4 = dot_product_error<Real, 4>(fs, w);
+      double e6 = dot_product_error<Real, 6>(fs, w);
+      double e8 = dot_product_error<Real, 8>(fs, w);
+      EXPECT_LE(e2, tol) << "order 2, free surface " << fs << ", pml " << w;
+      EXPECT_LE(e4, tol) << "order 4, free surface " << fs << ", pml " << w;
+      EXPECT_LE(e6, tol) << "order 6, free surface " << fs << ", pml " << w;
+      EXPECT_LE(e8, tol) << "order 8, free surface " << fs << ", pml " << w;
+      std::printf("dot-product relative error (%s, free surface %d, pml %d): o2 %.2e o4 %.2e o6 %.2e o8 %.2e\n",
+                  sizeof(Real) == 8 ? "fp64" : "fp32", fs, w, e2, e4, e6, e8);
+    }
+  }
+}
+
+KSWEEP_TEST(adjoint_dot_product_fp64) { check_all_orders<double>(1e-12); }
+KSWEEP_TEST(adjoint_dot_product_fp32) { check_all_orders<float>(1e-5); }
+
+}  // namespace
