@@ -3,6 +3,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <fstream>
 #include <sstream>
 
 namespace ksweep::core {
@@ -37,6 +38,20 @@ std::string kokkos_version() {
 }
 
 int default_concurrency() { return Kokkos::DefaultExecutionSpace{}.concurrency(); }
+
+std::size_t peak_memory_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      std::istringstream is(line.substr(6));
+      std::size_t kb = 0;
+      is >> kb;
+      return kb * 1024;
+    }
+  }
+  return 0;
+}
 
 std::string describe_build(bool verbose_kokkos_config) {
   std::ostringstream os;

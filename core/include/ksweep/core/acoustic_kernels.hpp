@@ -315,6 +315,91 @@ void launch_step(ExecSpace const& space, char const* label, Functor const& f, in
   }
 }
 
+/// Imaging and backward reconstruction on the model cells (the region without layer terms).
+/// With u0 = u^n, u1 = u^{n+1} and lambda = lambda^{n+1}, per shot and cell:
+///   grad  += lambda * L u0          (d u^{n+1} / d c = L u^n)
+///   isrc  += u0^2,  irec += lambda^2
+/// and, when reconstructing, u1 <- 2 u0 - u1 + c L u0 (= u^{n-1} before the source term).
+template <class Real, int Order, class MemorySpace>
+struct AcousticImaging {
+  static constexpr int M = Order / 2;
+  using C = StencilCoefficients<Order>;
+  using field3 = Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace>;
+  Kokkos::View<Real const***, Kokkos::LayoutRight, MemorySpace> m_u0, m_lambda;
+  field3 m_u1;
+  Kokkos::View<Real const**, Kokkos::LayoutRight, MemorySpace> m_c;
+  field3 m_grad, m_isrc, m_irec;  // [shot][nz][nx]
+  int m_nz, m_nx, m_top, m_w;
+  bool m_free_surface, m_reconstruct;
+
+  template <bool FS>
+  KOKKOS_FORCEINLINE_FUNCTION void cell(int s, int iz, int ix) const {
+    int const hz = iz + m_top + M, hx = ix + m_w + M;
+    Real const uc = m_u0(s, hz, hx);
+    Real lap = Real(2 * C::second(0)) * uc;
+    for (int k = 1; k <= M; ++k) {
+      Real up;
+      int const pz = iz + m_top;  // padded row
+      if constexpr (FS) {
+        up = pz - k >= 0 ? m_u0(s, hz - k, hx) : -m_u0(s, M + k - pz, hx);
+      } else {
+        up = m_u0(s, hz - k, hx);
+      }
+      lap += Real(C::second(k)) * (m_u0(s, hz, hx - k) + m_u0(s, hz, hx + k) + up + m_u0(s, hz + k, hx));
+    }
+    Real const l = m_lambda(s, hz, hx);
+    m_grad(s, iz, ix) += l * lap;
+    m_isrc(s, iz, ix) += uc * uc;
+    m_irec(s, iz, ix) += l * l;
+    if (m_reconstruct) m_u1(s, hz, hx) = Real(2) * uc - m_u1(s, hz, hx) + m_c(hz, hx) * lap;
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(impl::RowTag<void>, int r) const {
+    int const s = r / m_nz, iz = r % m_nz;
+    if (m_free_surface && iz == 0) return;  // pressure held at zero: no sensitivity
+    if (m_free_surface && iz < M) {
+      for (int ix = 0; ix < m_nx; ++ix) cell<true>(s, iz, ix);
+    } else {
+      for (int ix = 0; ix < m_nx; ++ix) cell<false>(s, iz, ix);
+    }
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(impl::CellTag<void>, int s, int iz, int ix) const {
+    if (m_free_surface && iz == 0) return;
+    if (m_free_surface && iz < M) cell<true>(s, iz, ix);
+    else cell<false>(s, iz, ix);
+  }
+};
+
+/// Launches a functor with RowTag<void>/CellTag<void> operators over [shot][rows][cols].
+template <class ExecSpace, class Functor>
+void launch_cells(ExecSpace const& space, char const* label, Functor const& f, int n_shots, int rows, int cols) {
+  if constexpr (impl::runs_by_rows<ExecSpace>) {
+    (void)cols;
+    Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecSpace, impl::RowTag<void>>(space, 0, n_shots * rows), f);
+  } else {
+    using policy = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3, Kokkos::Iterate::Right, Kokkos::Iterate::Right>,
+                                         impl::CellTag<void>>;
+    Kokkos::parallel_for(label, policy(space, {0, 0, 0}, {n_shots, rows, cols}, {1, 4, 64}), f);
+  }
+}
+
+/// Gathers (or scatters back) a set of cells of each shot's wavefield: ring[s * n + i] <->
+/// field(s)[offset[i]], with offsets into one shot's [NZ + 2M][NX + 2M] plane.
+template <class Real, class MemorySpace>
+struct RingCopy {
+  Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace> m_field;
+  Kokkos::View<Real*, MemorySpace> m_ring;
+  Kokkos::View<int const*, MemorySpace> m_offset;
+  int m_n;
+  bool m_gather;
+  KOKKOS_INLINE_FUNCTION void operator()(int r) const {
+    int const s = r / m_n, i = r % m_n;
+    Real* plane = &m_field(s, 0, 0);
+    if (m_gather) m_ring(r) = plane[m_offset(i)];
+    else plane[m_offset(i)] = m_ring(r);
+  }
+};
+
 /// Point injection: field(s, z, x) += scale * values(s, i, it) for every shot s and point i
 /// (cells in padded coordinates including the halo offset). Atomic, so several points may
 /// share a cell.

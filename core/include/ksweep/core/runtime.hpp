@@ -2,6 +2,7 @@
 /// \file runtime.hpp
 /// What this build and this run use: backends, threads, versions.
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,8 @@ std::string default_backend();
 std::string kokkos_version();
 /// Concurrency of the default execution space (threads on hosts).
 int default_concurrency();
+/// Peak memory of this process in bytes (peak resident set, VmHWM); 0 where unknown.
+std::size_t peak_memory_bytes();
 /// A human-readable description of the build and the Kokkos configuration.
 std::string describe_build(bool verbose_kokkos_config = false);
 

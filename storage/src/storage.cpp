@@ -1,0 +1,171 @@
+#include <ksweep/storage/codec.hpp>
+#include <ksweep/storage/step_store.hpp>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <system_error>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace ksweep::storage {
+
+Dtype parse_dtype(std::string const& name) {
+  if (name == "fp32") return Dtype::fp32;
+  if (name == "fp16") return Dtype::fp16;
+  if (name == "bf16") return Dtype::bf16;
+  if (name == "int8") return Dtype::int8;
+  KSWEEP_REQUIRE(false, "storage.dtype = \"" << name << "\" is not supported (allowed: fp32, fp16, bf16, int8)");
+}
+
+std::string to_string(Dtype d) {
+  switch (d) {
+    case Dtype::fp32: return "fp32";
+    case Dtype::fp16: return "fp16";
+    case Dtype::bf16: return "bf16";
+    case Dtype::int8: return "int8";
+  }
+  return "?";
+}
+
+Location parse_location(std::string const& name) {
+  if (name == "device") return Location::device;
+  if (name == "host") return Location::host;
+  if (name == "disk") return Location::disk;
+  KSWEEP_REQUIRE(false, "storage.location = \"" << name << "\" is not supported (allowed: device, host, disk)");
+}
+
+std::string to_string(Location l) {
+  switch (l) {
+    case Location::device: return "device";
+    case Location::host: return "host";
+    case Location::disk: return "disk";
+  }
+  return "?";
+}
+
+StorageConfig make_storage_config(std::string const& strategy, std::string const& location, std::string const& dtype,
+                                  int transfer_interval, std::string const& disk_dir, bool pinned) {
+  StorageConfig c;
+  KSWEEP_REQUIRE(strategy == "full" || strategy == "boundary",
+                 "storage.strategy = \"" << strategy << "\" is not supported (allowed: full, boundary)");
+  c.strategy = strategy;
+  c.location = parse_location(location);
+  c.dtype = parse_dtype(dtype);
+  KSWEEP_REQUIRE(transfer_interval >= 1, "storage.transfer_interval = " << transfer_interval << " must be >= 1");
+  c.transfer_interval = transfer_interval;
+  c.disk_dir = disk_dir;
+  c.pinned = pinned;
+  if (c.location == Location::disk && !disk_dir.empty()) {
+    std::error_code ec;
+    KSWEEP_REQUIRE(std::filesystem::is_directory(disk_dir, ec),
+                   "storage.disk_dir = \"" << disk_dir << "\" does not exist or is not a directory");
+    KSWEEP_REQUIRE(::access(disk_dir.c_str(), W_OK | X_OK) == 0,
+                   "storage.disk_dir = \"" << disk_dir << "\" is not writable: " << std::strerror(errno));
+  }
+  return c;
+}
+
+namespace impl {
+
+namespace {
+std::atomic<int> g_run_counter{0};
+}
+
+DiskFile::DiskFile(std::string const& parent, std::size_t capacity_bytes) {
+  std::error_code ec;
+  std::filesystem::path const dir = parent.empty() ? std::filesystem::temp_directory_path(ec) : std::filesystem::path(parent);
+  KSWEEP_REQUIRE(!ec, "cannot find a temporary directory for disk storage: " << ec.message());
+  KSWEEP_REQUIRE(std::filesystem::is_directory(dir, ec),
+                 "storage.disk_dir = \"" << dir.string() << "\" does not exist or is not a directory");
+  std::random_device rd;
+  std::string const name = "ksweep-" + std::to_string(::getpid()) + "-" + std::to_string(g_run_counter++) + "-" +
+                           std::to_string(rd() % 1000000);
+  m_folder = dir / name;
+  KSWEEP_REQUIRE(::mkdir(m_folder.c_str(), 0700) == 0,
+                 "cannot create the disk storage folder " << m_folder.string() << " in storage.disk_dir = \""
+                                                           << dir.string() << "\": " << std::strerror(errno));
+  m_path = m_folder / "boundary.bin";
+  m_fd = ::open(m_path.c_str(), O_CREAT | O_RDWR | O_TRUNC | O_CLOEXEC, 0600);
+  if (m_fd < 0) {
+    int const err = errno;
+    ::rmdir(m_folder.c_str());
+    KSWEEP_REQUIRE(false, "cannot create " << m_path.string() << ": " << std::strerror(err));
+  }
+  (void)capacity_bytes;
+}
+
+DiskFile::~DiskFile() {
+  if (m_fd >= 0) ::close(m_fd);
+  std::error_code ec;
+  std::filesystem::remove_all(m_folder, ec);
+}
+
+void DiskFile::write(void const* data, std::size_t bytes, std::size_t offset) {
+  auto const* p = static_cast<char const*>(data);
+  std::size_t done = 0;
+  while (done < bytes) {
+    if (m_written >= m_fail_after) {
+      throw Error("disk storage: writing " + m_path.string() + " failed after " + std::to_string(m_written) +
+                  " bytes: " + std::strerror(ENOSPC));
+    }
+    std::size_t const want = std::min(bytes - done, m_fail_after - m_written);
+    ssize_t const n = ::pwrite(m_fd, p + done, want, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw Error("disk storage: writing " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
+                  " of " + m_path.string() + " failed: " + std::strerror(errno));
+    }
+    if (n == 0) throw Error("disk storage: writing " + m_path.string() + " made no progress");
+    done += static_cast<std::size_t>(n);
+    m_written += static_cast<std::size_t>(n);
+  }
+}
+
+void DiskFile::read(void* data, std::size_t bytes, std::size_t offset) const {
+  auto* p = static_cast<char*>(data);
+  std::size_t done = 0;
+  while (done < bytes) {
+    ssize_t const n = ::pread(m_fd, p + done, bytes - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw Error("disk storage: reading " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
+                  " of " + m_path.string() + " failed: " + std::strerror(errno));
+    }
+    if (n == 0)
+      throw Error("disk storage: " + m_path.string() + " ended at offset " + std::to_string(offset + done) +
+                  " (expected " + std::to_string(offset + bytes) + " bytes): the file was truncated");
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+}  // namespace impl
+}  // namespace ksweep::storage
+
+#include <ksweep/storage/gradient.hpp>
+
+#include <iomanip>
+#include <sstream>
+
+namespace ksweep::storage {
+
+std::string MemoryReport::to_string() const {
+  std::ostringstream os;
+  auto mib = [](std::size_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); };
+  os << std::fixed << std::setprecision(1);
+  os << "memory (" << strategy << ", " << location << ", " << dtype << "):\n"
+     << "  boundary / saved steps (" << location << "): " << mib(boundary_bytes) << " MiB\n"
+     << "  transfer staging:            " << mib(staging_bytes) << " MiB\n"
+     << "  wavefields and CPML fields:  " << mib(wavefield_bytes) << " MiB\n"
+     << "  seed snapshots (last two):   " << mib(seed_bytes) << " MiB\n"
+     << "  gradient and illumination:   " << mib(image_bytes) << " MiB\n"
+     << "  observed batch:              " << mib(observed_bytes) << " MiB\n"
+     << "  synthetic records:           " << mib(synthetic_bytes) << " MiB\n"
+     << "  measured peak:               " << mib(peak_device_bytes) << " MiB";
+  return os.str();
+}
+
+}  // namespace ksweep::storage

@@ -1,0 +1,190 @@
+// The FWI gradient: finite differences (fp64), boundary reconstruction against full storage on
+// every location, and the effect of lossy storage on the gradient.
+
+#include <ksweep/storage/gradient.hpp>
+#include <test_utils.hpp>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+namespace {
+
+using namespace ksweep;
+
+/// A layered, faulted model (a small Marmousi-like section), [nz][nx].
+inline std::vector<float> layered_model(int nz, int nx, double shift = 0.0) {
+  std::vector<float> v(static_cast<std::size_t>(nz) * nx);
+  for (int iz = 0; iz < nz; ++iz)
+    for (int ix = 0; ix < nx; ++ix) {
+      double const fault = ix > nx / 2 ? 0.15 * nz : 0.0;
+      double const depth = iz + 0.2 * ix * std::sin(0.05 * ix) - fault + shift;
+      double const layer = std::floor(depth / (nz / 6.0));
+      v[static_cast<std::size_t>(iz) * nx + ix] = static_cast<float>(
+          iz < 3 ? 1500.0 : 1700.0 + 250.0 * layer + 60.0 * std::sin(0.7 * layer + 0.1 * ix));
+    }
+  return v;
+}
+
+template <class Real, int Order>
+struct Problem {
+  using P = core::Propagator<Real, Order, TEST_EXECSPACE>;
+  using E = storage::GradientEngine<Real, Order, TEST_EXECSPACE>;
+  int nz, nx, nt, n_shots = 2, n_rec;
+  P prop;
+  typename P::wavelet_view w;
+  typename P::record_view observed, synthetic;
+  std::vector<float> v_true, v0;
+
+  Problem(int nz_, int nx_, int nt_, bool free_surface, double dh = 10.0, double dt = 1e-3, double freq = 15.0)
+      : nz(nz_), nx(nx_), nt(nt_), n_rec(nx_ / 2),
+        prop(TEST_EXECSPACE(), core::ModelGrid{nz_, nx_, dh}, pml(free_surface), dt, 2) {
+    v_true = layered_model(nz, nx);
+    v0 = layered_model(nz, nx, 1.5);
+    auto s = test::line_survey(n_shots, nz, nx, 2, 3, n_rec);
+    prop.set_survey(s);
+    w = typename P::wavelet_view("w", n_shots, 1, nt);
+    auto wh = Kokkos::create_mirror_view(Kokkos::HostSpace(), w);
+    auto r = core::ricker(freq, 1.2 / freq, dt, nt);
+    for (int sh = 0; sh < n_shots; ++sh)
+      for (int t = 0; t < nt; ++t) wh(sh, 0, t) = static_cast<Real>(r[t]);
+    Kokkos::deep_copy(w, wh);
+    observed = typename P::record_view("obs", n_shots, nt, n_rec);
+    synthetic = typename P::record_view("syn", n_shots, nt, n_rec);
+    prop.set_velocity(v_true.data());
+    prop.forward(w, observed);
+    prop.set_velocity(v0.data());
+  }
+  static core::PmlConfig pml(bool fs) {
+    core::PmlConfig p;
+    p.width = 8;
+    p.free_surface = fs;
+    return p;
+  }
+  /// Gradient with respect to the model velocity, [nz * nx] on the host, and the loss.
+  std::vector<double> gradient(storage::StorageConfig const& cfg, double* loss = nullptr) {
+    E engine(prop, cfg);
+    typename E::images_type img(nz, nx);
+    double const l = engine.loss_and_gradient(w, observed, 0.5, img, synthetic);
+    if (loss) *loss = l;
+    auto g = test::to_host(img.grad);
+    return std::vector<double>(g.data(), g.data() + g.span());
+  }
+  double loss_at(std::vector<float> const& v) {
+    prop.set_velocity(v.data(), /*update_layer=*/false);
+    prop.forward(w, synthetic);
+    double const d = test::dot(synthetic, synthetic) - 2 * test::dot(synthetic, observed) + test::dot(observed, observed);
+    prop.set_velocity(v0.data(), false);
+    return 0.5 * d;
+  }
+};
+
+double rel_l2(std::vector<double> const& a, std::vector<double> const& b) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
+double cosine(std::vector<double> const& a, std::vector<double> const& b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ab += a[i] * b[i];
+    aa += a[i] * a[i];
+    bb += b[i] * b[i];
+  }
+  return ab / std::sqrt(aa * bb);
+}
+
+storage::StorageConfig storage_cfg(std::string strategy, std::string location = "device", std::string dtype = "fp32",
+                                   int interval = 7) {
+  return storage::make_storage_config(strategy, location, dtype, interval, "", true);
+}
+
+template <int Order>
+void finite_difference_check(bool free_surface, std::string const& strategy) {
+  Problem<double, Order> p(26, 34, 220, free_surface);
+  double loss = 0;
+  auto g = p.gradient(storage_cfg(strategy), &loss);
+  ASSERT_GT(loss, 0);
+  std::mt19937 gen(7);
+  // Directions of multiples of 1/8 keep v0 + h d exact in float for h = 2^-k (v ~ 2000 m/s has
+  // an ulp of 2^-13 or 2^-12), so the finite differences see exactly the intended perturbation.
+  std::uniform_int_distribution<int> dist(-8, 8);
+  for (int trial = 0; trial < 2; ++trial) {
+    std::vector<double> d(g.size());
+    for (auto& x : d) x = dist(gen) / 8.0;
+    double gd = 0;
+    for (std::size_t i = 0; i < g.size(); ++i) gd += g[i] * d[i];
+    auto perturbed = [&](double h) {
+      std::vector<float> v(p.v0);
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(p.v0[i] + h * d[i]);
+      return v;
+    };
+    // The model is float: use steps that are exact in float around ~2000 m/s.
+    // Fourth-order central difference, so truncation stays far below the tolerance.
+    double const h = 0.125;
+    double const fd = (8 * (p.loss_at(perturbed(h)) - p.loss_at(perturbed(-h))) -
+                       (p.loss_at(perturbed(2 * h)) - p.loss_at(perturbed(-2 * h)))) /
+                      (12 * h);
+    double const err = std::abs(fd - gd) / std::abs(gd);
+    std::printf("order %d fs %d %s: <g,d> = %.10e, central FD = %.10e, relative error %.2e\n", Order, free_surface,
+                strategy.c_str(), gd, fd, err);
+    EXPECT_LE(err, 1e-6) << "order " << Order << " free surface " << free_surface << " " << strategy;
+    // Taylor test: the first-order remainder shrinks with slope 2.
+    double const l0 = p.loss_at(p.v0);
+    double r1 = std::abs(p.loss_at(perturbed(16 * h)) - l0 - 16 * h * gd);
+    double r2 = std::abs(p.loss_at(perturbed(8 * h)) - l0 - 8 * h * gd);
+    double const slope = std::log2(r1 / r2);
+    std::printf("  Taylor remainder slope %.3f\n", slope);
+    EXPECT_NEAR(slope, 2.0, 0.1);
+  }
+}
+
+KSWEEP_TEST(gradient_finite_difference_fp64_full) {
+  finite_difference_check<4>(false, "full");
+  finite_difference_check<8>(true, "full");
+}
+
+KSWEEP_TEST(gradient_finite_difference_fp64_boundary) {
+  finite_difference_check<2>(true, "boundary");
+  finite_difference_check<6>(false, "boundary");
+}
+
+template <int Order>
+void boundary_equals_full(bool free_surface) {
+  Problem<float, Order> p(30, 40, 300, free_surface);
+  auto ref = p.gradient(storage_cfg("full"));
+  for (std::string loc : {"device", "host", "disk"}) {
+    auto g = p.gradient(storage_cfg("boundary", loc));
+    double const e = rel_l2(g, ref);
+    std::printf("order %d fs %d boundary/%s vs full: relative L2 %.2e\n", Order, free_surface, loc.c_str(), e);
+    EXPECT_LE(e, 1e-5) << loc;
+  }
+}
+
+KSWEEP_TEST(gradient_boundary_equals_full_fp32) {
+  boundary_equals_full<4>(false);
+  boundary_equals_full<8>(true);
+}
+
+KSWEEP_TEST(gradient_lossy_storage_cosine) {
+  Problem<float, 4> p(60, 120, 500, false, 12.5, 1.2e-3, 12.0);
+  auto ref = p.gradient(storage_cfg("boundary", "device", "fp32"));
+  struct Case {
+    char const* dtype;
+    double min_cos;
+  };
+  for (Case c : {Case{"fp16", 0.99999}, Case{"bf16", 0.99999}, Case{"int8", 0.9999}}) {
+    for (std::string loc : {"device", "disk"}) {
+      auto g = p.gradient(storage_cfg("boundary", loc, c.dtype, 16));
+      double const cs = cosine(g, ref);
+      std::printf("dtype %s (%s): gradient cosine vs fp32 = %.8f\n", c.dtype, loc.c_str(), cs);
+      EXPECT_GE(cs, c.min_cos) << c.dtype;
+    }
+  }
+}
+
+}  // namespace
