@@ -191,6 +191,10 @@ def to_ms(v, declared):
     if declared == "km/s":
         v = v * 1000.0
     print(f"source units: {declared} (max {vmax:g})", file=sys.stderr)
+    lo, hi = float(np.min(v)), float(np.max(v))
+    if not (np.all(np.isfinite(v)) and 300.0 <= lo and hi <= 10000.0):
+        raise FetchError(f"velocities span {lo:g}..{hi:g} m/s after conversion from {declared}, "
+                         "outside the plausible 300..10000 m/s; check --units")
     return v
 
 

@@ -1,0 +1,96 @@
+#include "common.hpp"
+
+#include <ksweep/core/config.hpp>
+#include <ksweep/core/error.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include <sys/wait.h>
+
+namespace ksweep::app {
+
+core::Survey make_survey(io::Config const& cfg, int nz, int nx) {
+  auto const sx = io::shot_x_positions(cfg, nx);
+  auto const rx = io::receiver_x_positions(cfg, nx);
+  KSWEEP_REQUIRE(cfg.shots.z >= 0 && cfg.shots.z < nz,
+                 "shots.z = " << cfg.shots.z << " is outside the model's depth range [0, " << nz - 1 << "]");
+  KSWEEP_REQUIRE(cfg.receivers.z >= 0 && cfg.receivers.z < nz,
+                 "receivers.z = " << cfg.receivers.z << " is outside the model's depth range [0, " << nz - 1 << "]");
+  core::Survey s;
+  s.n_shots = static_cast<int>(sx.size());
+  s.n_sources = 1;
+  s.n_receivers = static_cast<int>(rx.size());
+  for (int x : sx) {
+    s.sources.push_back({cfg.shots.z, x});
+    for (int r : rx) s.receivers.push_back({cfg.receivers.z, r});
+  }
+  return s;
+}
+
+core::PmlConfig make_pml(io::Config const& cfg) {
+  core::PmlConfig p;
+  p.width = cfg.propagator.pml_width;
+  p.reflection = cfg.propagator.pml_reflection;
+  p.freq = cfg.propagator.pml_freq;
+  p.free_surface = cfg.propagator.free_surface;
+  return p;
+}
+
+std::vector<double> make_wavelet(io::Config const& cfg) {
+  return core::ricker(cfg.wavelet.freq, cfg.wavelet.delay, cfg.time.dt, cfg.time.nt);
+}
+
+namespace {
+fs::path python_dir() {
+  if (char const* e = std::getenv("KSWEEP_PYTHON_DIR")) return e;
+  fs::path const src = fs::path(KSWEEP_SOURCE_DIR) / "drivers" / "python";
+  if (fs::exists(src / "plot_gather.py")) return src;
+  return fs::path(KSWEEP_INSTALL_DATADIR) / "python";
+}
+std::string quote(std::string const& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+}  // namespace
+
+bool run_figure_script(std::string const& script, std::vector<std::string> const& args) {
+  char const* py = std::getenv("KSWEEP_PYTHON");
+  std::string cmd = quote(py ? py : KSWEEP_PYTHON_EXECUTABLE) + " " + quote((python_dir() / script).string());
+  for (auto const& a : args) cmd += " " + quote(a);
+  int const rc = std::system(cmd.c_str());
+  if (rc != 0) {
+    std::fprintf(stderr, "ksweep: warning: figure script %s failed (exit %d); the data files are complete\n",
+                 script.c_str(), WIFEXITED(rc) ? WEXITSTATUS(rc) : rc);
+    return false;
+  }
+  return true;
+}
+
+void make_directory(fs::path const& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  KSWEEP_REQUIRE(!ec && fs::is_directory(dir), "cannot create the output folder " << dir.string() << ": " << ec.message());
+}
+
+std::string format_seconds(double s) {
+  long const t = std::lround(std::max(0.0, s));
+  char buf[32];
+  if (t >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm%02lds", t / 3600, (t / 60) % 60, t % 60);
+  else if (t >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+  else std::snprintf(buf, sizeof buf, "%.1fs", s);
+  return buf;
+}
+
+void warn_sampling(io::Config const& cfg, io::VelocityModel const& vm, comm::Communicator const& comm) {
+  if (!comm.is_root()) return;
+  float vmin = vm.vp.empty() ? 0.0f : vm.vp[0];
+  for (float v : vm.vp) vmin = std::min(vmin, v);
+  auto const w = core::sampling_warning(vmin, cfg.wavelet.freq, vm.dh);
+  if (!w.empty()) std::fprintf(stderr, "ksweep: %s\n", w.c_str());
+}
+
+}  // namespace ksweep::app

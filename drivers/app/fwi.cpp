@@ -1,0 +1,462 @@
+// ksweep fwi: MPI shot-parallel full-waveform inversion with Adam, checkpoints and figures.
+//
+// Every iteration: rank 0 draws the batch of shots (seeded, no repeats) and broadcasts it; each
+// rank computes the gradient of its contiguous slice with the loss normalised by the global
+// batch; gradients and losses are summed over ranks; every rank takes the same Adam step, so
+// all ranks hold the same model. Outputs are written by rank 0 only, each file atomically.
+
+#include "common.hpp"
+
+#include <ksweep/core/math.hpp>
+#include <ksweep/core/propagator.hpp>
+#include <ksweep/core/runtime.hpp>
+#include <ksweep/io/hdf5_io.hpp>
+#include <ksweep/io/json_io.hpp>
+#include <ksweep/storage/gradient.hpp>
+
+#include <KokkosBlas1_axpby.hpp>
+#include <KokkosBlas1_mult.hpp>
+#include <KokkosBlas1_nrm2.hpp>
+#include <KokkosBlas1_update.hpp>
+#include <Kokkos_Core.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+namespace ksweep::app {
+
+io::RecordsFile model_observed(io::Config const& cfg, io::VelocityModel const& vm, core::Survey const& survey,
+                               bool verbose);
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Rows at the top of the model equal to the first row (the water layer).
+int detect_water_rows(io::VelocityModel const& vm) {
+  int rows = 0;
+  for (int iz = 0; iz < vm.nz; ++iz) {
+    bool same = true;
+    for (int ix = 0; ix < vm.nx && same; ++ix) same = vm.vp[static_cast<std::size_t>(iz) * vm.nx + ix] == vm.vp[0];
+    if (!same) break;
+    ++rows;
+  }
+  return rows == vm.nz ? 0 : rows;
+}
+
+/// Separable Gaussian smoothing (sigma in cells, edges clamped) of a [nz][nx] field.
+std::vector<double> gaussian_smooth(std::vector<double> const& f, int nz, int nx, double sigma) {
+  if (sigma <= 0) return f;
+  int const r = static_cast<int>(std::ceil(3 * sigma));
+  std::vector<double> k(2 * r + 1);
+  double sum = 0;
+  for (int i = -r; i <= r; ++i) sum += k[i + r] = std::exp(-0.5 * i * i / (sigma * sigma));
+  for (auto& x : k) x /= sum;
+  std::vector<double> tmp(f.size()), out(f.size());
+  for (int iz = 0; iz < nz; ++iz)
+    for (int ix = 0; ix < nx; ++ix) {
+      double s = 0;
+      for (int i = -r; i <= r; ++i) s += k[i + r] * f[static_cast<std::size_t>(iz) * nx + std::clamp(ix + i, 0, nx - 1)];
+      tmp[static_cast<std::size_t>(iz) * nx + ix] = s;
+    }
+  for (int iz = 0; iz < nz; ++iz)
+    for (int ix = 0; ix < nx; ++ix) {
+      double s = 0;
+      for (int i = -r; i <= r; ++i) s += k[i + r] * tmp[static_cast<std::size_t>(std::clamp(iz + i, 0, nz - 1)) * nx + ix];
+      out[static_cast<std::size_t>(iz) * nx + ix] = s;
+    }
+  return out;
+}
+
+/// Starting model: Gaussian-smoothed slowness of the true model, water rows kept.
+std::vector<float> starting_model(io::VelocityModel const& vm, double sigma, int water_rows) {
+  std::vector<double> slow(vm.vp.size());
+  for (std::size_t i = 0; i < slow.size(); ++i) slow[i] = 1.0 / vm.vp[i];
+  auto const sm = gaussian_smooth(slow, vm.nz, vm.nx, sigma);
+  std::vector<float> v(vm.vp.size());
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(1.0 / sm[i]);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(water_rows) * vm.nx; ++i) v[i] = vm.vp[i];
+  return v;
+}
+
+/// Checkpoint: everything needed to continue bit-identically.
+struct Checkpoint {
+  int iteration = 0;  // iterations done
+  std::string rng;
+  nlohmann::json history = nlohmann::json::array();
+  std::vector<float> model, m, v;
+};
+
+constexpr char checkpoint_magic[8] = {'K', 'S', 'W', 'C', 'K', 'P', 'T', '1'};
+
+void write_checkpoint(fs::path const& path, Checkpoint const& c) {
+  fs::path const tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    KSWEEP_REQUIRE(out, "cannot write the checkpoint " << tmp.string() << ": " << std::strerror(errno));
+    nlohmann::json meta = {{"iteration", c.iteration}, {"rng", c.rng}, {"history", c.history}, {"n", c.model.size()}};
+    std::string const js = meta.dump();
+    std::uint64_t const len = js.size();
+    out.write(checkpoint_magic, sizeof checkpoint_magic);
+    out.write(reinterpret_cast<char const*>(&len), sizeof len);
+    out.write(js.data(), static_cast<std::streamsize>(js.size()));
+    for (auto const* a : {&c.model, &c.m, &c.v})
+      out.write(reinterpret_cast<char const*>(a->data()), static_cast<std::streamsize>(a->size() * sizeof(float)));
+    out.flush();
+    KSWEEP_REQUIRE(out.good(), "writing the checkpoint " << tmp.string() << " failed: " << std::strerror(errno));
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  KSWEEP_REQUIRE(!ec, "cannot move the checkpoint into place at " << path.string() << ": " << ec.message());
+}
+
+Checkpoint read_checkpoint(fs::path const& path, std::size_t n) {
+  std::ifstream in(path, std::ios::binary);
+  KSWEEP_REQUIRE(in, "--resume: no checkpoint at " << path.string());
+  char magic[8];
+  in.read(magic, sizeof magic);
+  KSWEEP_REQUIRE(in && std::memcmp(magic, checkpoint_magic, sizeof magic) == 0,
+                 "--resume: " << path.string() << " is not a ksweep checkpoint");
+  std::uint64_t len = 0;
+  in.read(reinterpret_cast<char*>(&len), sizeof len);
+  KSWEEP_REQUIRE(in && len < (1u << 30), "--resume: " << path.string() << " is truncated or corrupt");
+  std::string js(len, '\0');
+  in.read(js.data(), static_cast<std::streamsize>(len));
+  KSWEEP_REQUIRE(in, "--resume: " << path.string() << " is truncated");
+  auto const meta = nlohmann::json::parse(js);
+  Checkpoint c;
+  c.iteration = meta.at("iteration").get<int>();
+  c.rng = meta.at("rng").get<std::string>();
+  c.history = meta.at("history");
+  std::size_t const cn = meta.at("n").get<std::size_t>();
+  KSWEEP_REQUIRE(cn == n, "--resume: the checkpoint holds a model of " << cn << " cells, this configuration has " << n);
+  for (auto* a : {&c.model, &c.m, &c.v}) {
+    a->resize(n);
+    in.read(reinterpret_cast<char*>(a->data()), static_cast<std::streamsize>(n * sizeof(float)));
+    KSWEEP_REQUIRE(in, "--resume: " << path.string() << " is truncated");
+  }
+  return c;
+}
+
+/// Checks that observed data read from a file match the configuration's acquisition.
+void check_observed(io::RecordsFile const& r, io::Config const& cfg, core::Survey const& s, io::VelocityModel const& vm,
+                    std::string const& path) {
+  KSWEEP_REQUIRE(r.shots == s.n_shots && r.nt == cfg.time.nt && r.receivers == s.n_receivers,
+                 "observed data " << path << " has shape [" << r.shots << ", " << r.nt << ", " << r.receivers
+                                  << "], the configuration needs [shots.count, time.nt, receivers.count] = ["
+                                  << s.n_shots << ", " << cfg.time.nt << ", " << s.n_receivers << "]");
+  KSWEEP_REQUIRE(std::abs(r.dt - cfg.time.dt) <= 1e-9 * cfg.time.dt,
+                 "observed data " << path << " has dt = " << r.dt << " s, the configuration has time.dt = " << cfg.time.dt);
+  KSWEEP_REQUIRE(std::abs(r.dh - vm.dh) <= 1e-9 * vm.dh,
+                 "observed data " << path << " has dh = " << r.dh << " m, the model has dh = " << vm.dh);
+  for (int i = 0; i < s.n_shots; ++i)
+    KSWEEP_REQUIRE(static_cast<int>(r.src_z.size()) == s.n_shots && r.src_z[i] == s.sources[i].z && r.src_x[i] == s.sources[i].x,
+                   "observed data " << path << ": source " << i << " is not at the configured position (z, x) = ("
+                                    << s.sources[i].z << ", " << s.sources[i].x << ")");
+  for (int i = 0; i < s.n_receivers; ++i)
+    KSWEEP_REQUIRE(static_cast<int>(r.rec_z.size()) == s.n_receivers && r.rec_z[i] == s.receivers[i].z &&
+                       r.rec_x[i] == s.receivers[i].x,
+                   "observed data " << path << ": receiver " << i << " is not at the configured position (z, x) = ("
+                                    << s.receivers[i].z << ", " << s.receivers[i].x << ")");
+}
+
+template <class Real, int Order>
+int fwi(io::Config const& cfg, fs::path const& out, std::string const& resume, comm::Communicator const& comm) {
+  using ExecSpace = Kokkos::DefaultExecutionSpace;
+  using P = core::Propagator<Real, Order, ExecSpace>;
+  using E = storage::GradientEngine<Real, Order, ExecSpace>;
+  using vec = Kokkos::View<Real*, ExecSpace::memory_space>;
+  auto const& f = cfg.fwi;
+  auto const t_start = Clock::now();
+
+  auto const truth = io::load_velocity(cfg.model);
+  warn_sampling(cfg, truth, comm);
+  int const nz = truth.nz, nx = truth.nx;
+  std::size_t const n = static_cast<std::size_t>(nz) * nx;
+  auto const survey = make_survey(cfg, nz, nx);
+  KSWEEP_REQUIRE(f.batch <= survey.n_shots,
+                 "fwi.batch = " << f.batch << " exceeds the number of shots shots.count = " << survey.n_shots);
+  core::check_time(cfg.time.dt, cfg.time.nt);
+  int const water = f.water_rows >= 0 ? f.water_rows : detect_water_rows(truth);
+  KSWEEP_REQUIRE(water < nz, "fwi.water_rows = " << water << " must be < nz = " << nz);
+  auto const scfg = storage::make_storage_config(cfg.storage.strategy, cfg.storage.location, cfg.storage.dtype,
+                                                 cfg.storage.transfer_interval, cfg.storage.disk_dir, cfg.storage.pinned);
+  int const nt = cfg.time.nt, nr = survey.n_receivers;
+
+  // Resume state (read by every rank: the same file).
+  Checkpoint ck;
+  bool const resuming = !resume.empty();
+  if (resuming) ck = read_checkpoint(fs::path(resume) / "checkpoint.bin", n);
+
+  if (comm.is_root()) {
+    make_directory(out);
+    make_directory(out / "epochs");
+    if (f.save_models) make_directory(out / "models");
+    make_directory(out / "figures");
+  }
+
+  // Observed data: read, or modelled once by rank 0; then broadcast.
+  io::RecordsFile obs;
+  if (comm.is_root()) {
+    if (!f.observed.empty()) {
+      obs = io::read_records(f.observed);
+      check_observed(obs, cfg, survey, truth, f.observed);
+    } else {
+      std::printf("modelling observed data (%d shots)\n", survey.n_shots);
+      obs = model_observed(cfg, truth, survey, false);
+    }
+    io::write_records(out / "observed.h5", obs);
+  }
+  comm.broadcast(obs.data);
+
+  // Models on the device; Adam moments.
+  std::vector<float> v_host = resuming ? ck.model : starting_model(truth, f.smooth_sigma, water);
+  auto const v0 = starting_model(truth, f.smooth_sigma, water);
+  vec model("ksweep::fwi::model", n), vtrue("ksweep::fwi::true", n), m("ksweep::fwi::adam_m", n),
+      v2("ksweep::fwi::adam_v", n), grad("ksweep::fwi::grad", n), diff("ksweep::fwi::diff", n);
+  auto upload = [](std::vector<float> const& h, vec const& d) {
+    auto mh = Kokkos::create_mirror_view(Kokkos::HostSpace(), d);
+    for (std::size_t i = 0; i < h.size(); ++i) mh(i) = static_cast<Real>(h[i]);
+    Kokkos::deep_copy(d, mh);
+  };
+  upload(v_host, model);
+  upload(truth.vp, vtrue);
+  if (resuming) {
+    upload(ck.m, m);
+    upload(ck.v, v2);
+  }
+  if (comm.is_root() && !resuming) {
+    io::write_model(out / "true_model.h5", truth.vp, nz, nx, truth.dh);
+    io::write_model(out / "initial_model.h5", v0, nz, nx, truth.dh);
+  }
+
+  int const cap = (f.batch + comm.size() - 1) / comm.size();
+  P prop(ExecSpace(), core::ModelGrid{nz, nx, truth.dh}, make_pml(cfg), cfg.time.dt, cap);
+  E engine(prop, scfg);
+  typename E::images_type img(nz, nx);
+  auto const wavelet = make_wavelet(cfg);
+  typename P::wavelet_view w("ksweep::fwi::wavelets", cap, 1, nt);
+  {
+    auto wh = Kokkos::create_mirror_view(Kokkos::HostSpace(), w);
+    for (int s = 0; s < cap; ++s)
+      for (int t = 0; t < nt; ++t) wh(s, 0, t) = static_cast<Real>(wavelet[t]);
+    Kokkos::deep_copy(w, wh);
+  }
+  double const scale = f.loss_norm == "sum" ? 1.0 : 1.0 / (static_cast<double>(f.batch) * nt * nr);
+
+  std::mt19937_64 rng(static_cast<std::uint64_t>(f.seed));
+  if (resuming) {
+    std::istringstream is(ck.rng);
+    is >> rng;
+  }
+  nlohmann::json history = resuming ? ck.history : nlohmann::json::array();
+  auto rmse_of = [&]() {
+    KokkosBlas::update(Real(1), model, Real(-1), vtrue, Real(0), diff);
+    return static_cast<double>(KokkosBlas::nrm2(diff)) / std::sqrt(static_cast<double>(n));
+  };
+  double const rmse0 = [&] {
+    auto keep = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model);
+    upload(v0, model);
+    double r = rmse_of();
+    Kokkos::deep_copy(model, keep);
+    return r;
+  }();
+
+  nlohmann::json summary;
+  summary["config"] = io::config_to_json(cfg);
+  summary["model"] = {{"nz", nz}, {"nx", nx}, {"dh", truth.dh}, {"description", truth.description}, {"water_rows", water}};
+  summary["wavelet"] = {{"dt", cfg.time.dt}, {"freq", cfg.wavelet.freq}, {"delay", cfg.wavelet.delay}, {"samples", wavelet}};
+  summary["ranks"] = comm.size();
+  summary["backend"] = core::default_backend();
+  summary["threads"] = core::default_concurrency();
+  summary["initial"] = {{"rmse", rmse0}};
+  summary["build"] = core::describe_build(false);
+
+  int const start = resuming ? ck.iteration : 0;
+  if (comm.is_root()) {
+    std::printf("ksweep fwi: %d x %d cells at %g m, %d shots, batch %d over %d rank(s), %d iterations, %s %s %s storage, "
+                "backend %s (%d threads)\n",
+                nz, nx, truth.dh, survey.n_shots, f.batch, comm.size(), f.iterations, scfg.strategy.c_str(),
+                storage::to_string(scfg.location).c_str(), storage::to_string(scfg.dtype).c_str(),
+                core::default_backend().c_str(), core::default_concurrency());
+    if (resuming) std::printf("resuming after iteration %d from %s\n", start, resume.c_str());
+    std::printf("initial model RMSE %.2f m/s, water rows kept: %d\n", rmse0, water);
+    std::fflush(stdout);
+  }
+
+  std::vector<int> all(survey.n_shots);
+  double seconds_total = 0;
+  storage::MemoryReport mem;
+  for (int it = start; it < f.iterations; ++it) {
+    auto const t0 = Clock::now();
+    // 1. Rank 0 draws the batch; everyone receives it.
+    std::vector<int> batch;
+    if (comm.is_root()) {
+      for (int i = 0; i < survey.n_shots; ++i) all[i] = i;
+      for (int i = 0; i < f.batch; ++i) {  // partial Fisher-Yates: no repeats
+        std::uniform_int_distribution<int> pick(i, survey.n_shots - 1);
+        std::swap(all[i], all[pick(rng)]);
+      }
+      batch.assign(all.begin(), all.begin() + f.batch);
+    }
+    comm.broadcast(batch);
+    // 2. This rank's slice.
+    auto const slice = comm::slice_of(f.batch, comm.rank(), comm.size());
+    Kokkos::deep_copy(img.grad, Real(0));
+    Kokkos::deep_copy(img.illum_src, Real(0));
+    Kokkos::deep_copy(img.illum_rec, Real(0));
+    double loss = 0;
+    if (slice.count > 0) {
+      std::vector<int> mine(batch.begin() + slice.first, batch.begin() + slice.first + slice.count);
+      prop.set_survey(survey.select(mine));
+      {
+        auto hm = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model);
+        std::vector<float> vf(n);
+        for (std::size_t i = 0; i < n; ++i) vf[i] = static_cast<float>(hm(i));
+        prop.set_velocity(vf.data());
+      }
+      typename P::record_view ob("ksweep::fwi::observed", slice.count, nt, nr), syn("ksweep::fwi::synthetic", slice.count, nt, nr);
+      auto oh = Kokkos::create_mirror_view(Kokkos::HostSpace(), ob);
+      for (int s = 0; s < slice.count; ++s)
+        for (int t = 0; t < nt; ++t)
+          for (int r = 0; r < nr; ++r) oh(s, t, r) = static_cast<Real>(obs.data[(static_cast<std::size_t>(mine[s]) * nt + t) * nr + r]);
+      Kokkos::deep_copy(ob, oh);
+      auto wb = Kokkos::subview(w, Kokkos::make_pair(0, slice.count), Kokkos::ALL, Kokkos::ALL);
+      loss = engine.loss_and_gradient(wb, ob, scale, img, syn);
+      mem = engine.memory_report(ob.span() * sizeof(Real), syn.span() * sizeof(Real));
+    }
+    // 3. Sum over ranks.
+    ExecSpace space;
+    comm.allreduce_sum_view(space, img.grad);
+    comm.allreduce_sum_view(space, img.illum_src);
+    comm.allreduce_sum_view(space, img.illum_rec);
+    loss = comm.allreduce_sum(loss);
+    // 4. Gradient conditioning: water fixed, optional illumination preconditioning.
+    Kokkos::View<Real*, ExecSpace::memory_space, Kokkos::MemoryUnmanaged> g(img.grad.data(), n), isrc(img.illum_src.data(), n);
+    Kokkos::deep_copy(grad, g);
+    if (water > 0) Kokkos::deep_copy(Kokkos::subview(grad, Kokkos::make_pair(std::size_t(0), static_cast<std::size_t>(water) * nx)), Real(0));
+    if (f.grad_smooth > 0) {  // Gaussian smoothing of the gradient (sigma in cells), on the host
+      auto gh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
+      std::vector<double> gd(gh.data(), gh.data() + n);
+      auto const sm = gaussian_smooth(gd, nz, nx, f.grad_smooth);
+      for (std::size_t i = 0; i < n; ++i) gh(i) = static_cast<Real>(sm[i]);
+      Kokkos::deep_copy(grad, gh);
+    }
+    if (f.precondition) {
+      Real imax = 0;
+      Kokkos::parallel_reduce("ksweep::fwi::illum_max", Kokkos::RangePolicy<ExecSpace>(0, n),
+                              KOKKOS_LAMBDA(std::size_t i, Real& mx) { mx = isrc(i) > mx ? isrc(i) : mx; },
+                              Kokkos::Max<Real>(imax));
+      Real const damp = Real(1e-3) * imax;
+      auto gr = grad;
+      Kokkos::parallel_for("ksweep::fwi::precondition", Kokkos::RangePolicy<ExecSpace>(0, n),
+                           KOKKOS_LAMBDA(std::size_t i) { gr(i) /= isrc(i) + damp; });
+    }
+    // 5. Adam (moments with KokkosBlas): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g.g.
+    int const t = it + 1;
+    KokkosBlas::axpby(Real(1 - f.beta1), grad, Real(f.beta1), m);
+    KokkosBlas::mult(Real(f.beta2), v2, Real(1 - f.beta2), grad, grad);
+    Real const c1 = Real(1 - std::pow(f.beta1, t)), c2 = Real(1 - std::pow(f.beta2, t));
+    Real const lr = Real(f.lr), eps = Real(f.eps), lo = Real(f.vmin), hi = Real(f.vmax);
+    std::size_t const nwater = static_cast<std::size_t>(water) * nx;
+    auto mm = m, vv = v2, mo = model, vt = vtrue;
+    Kokkos::parallel_for(
+        "ksweep::fwi::adam_step", Kokkos::RangePolicy<ExecSpace>(0, n), KOKKOS_LAMBDA(std::size_t i) {
+          if (i < nwater) {
+            mo(i) = vt(i);
+            return;
+          }
+          Real x = mo(i) - lr * (mm(i) / c1) / (core::math::sqrt(vv(i) / c2) + eps);
+          if (lo > 0) x = x < lo ? lo : x;
+          if (hi > 0) x = x > hi ? hi : x;
+          mo(i) = x;
+        });
+    double const rmse = rmse_of();
+    space.fence();
+    double const secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    seconds_total += secs;
+    history.push_back({{"iteration", t}, {"loss", loss}, {"rmse", rmse}, {"seconds", secs}, {"shots", batch}});
+
+    // 6. Outputs (rank 0), checkpoint.
+    if (comm.is_root()) {
+      int const done = t - start, left = f.iterations - t;
+      std::printf("iter %4d/%d  loss %.6e  rmse %8.2f m/s  %6.2f s/iter  left %s\n", t, f.iterations, loss, rmse, secs,
+                  format_seconds(seconds_total / done * left).c_str());
+      std::fflush(stdout);
+      auto hm = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model);
+      std::vector<float> vf(n);
+      for (std::size_t i = 0; i < n; ++i) vf[i] = static_cast<float>(hm(i));
+      char name[64];
+      if (f.save_models) {
+        std::snprintf(name, sizeof name, "model_%04d.h5", t);
+        io::write_model(out / "models" / name, vf, nz, nx, truth.dh);
+      }
+      if (f.figures_every > 0 && (t % f.figures_every == 0 || t == f.iterations)) {
+        auto to_ds = [&](std::string nm, auto const& view) {
+          auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
+          io::Dataset2D d{std::move(nm), nz, nx, std::vector<float>(n)};
+          for (std::size_t i = 0; i < n; ++i) d.data[i] = static_cast<float>(h.data()[i]);
+          return d;
+        };
+        std::snprintf(name, sizeof name, "epoch_%04d.h5", t);
+        io::write_datasets(out / "epochs" / name,
+                           {io::Dataset2D{"vp", nz, nx, vf}, to_ds("grad", img.grad), to_ds("illum_src", img.illum_src),
+                            to_ds("illum_rec", img.illum_rec)},
+                           truth.dh);
+      }
+      summary["iterations"] = history;
+      summary["memory"] = {{"strategy", mem.strategy},           {"location", mem.location},
+                           {"dtype", mem.dtype},                 {"boundary_bytes", mem.boundary_bytes},
+                           {"staging_bytes", mem.staging_bytes}, {"wavefield_bytes", mem.wavefield_bytes},
+                           {"seed_bytes", mem.seed_bytes},       {"image_bytes", mem.image_bytes},
+                           {"observed_bytes", mem.observed_bytes}, {"synthetic_bytes", mem.synthetic_bytes},
+                           {"peak_device_bytes", mem.peak_device_bytes}};
+      io::write_json_atomic(out / "summary.json", summary);
+      if (f.checkpoint_every > 0 && (t % f.checkpoint_every == 0 || t == f.iterations)) {
+        Checkpoint c;
+        c.iteration = t;
+        std::ostringstream os;
+        os << rng;
+        c.rng = os.str();
+        c.history = history;
+        c.model = vf;
+        for (auto [src, dst] : {std::pair{&m, &c.m}, std::pair{&v2, &c.v}}) {
+          auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), *src);
+          dst->resize(n);
+          for (std::size_t i = 0; i < n; ++i) (*dst)[i] = static_cast<float>(h(i));
+        }
+        write_checkpoint(out / "checkpoint.bin", c);
+      }
+    }
+  }
+  if (comm.is_root()) {
+    auto hm = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model);
+    std::vector<float> vf(n);
+    for (std::size_t i = 0; i < n; ++i) vf[i] = static_cast<float>(hm(i));
+    io::write_model(out / "model_final.h5", vf, nz, nx, truth.dh);
+    summary["seconds_total"] = std::chrono::duration<double>(Clock::now() - t_start).count();
+    summary["iterations"] = history;
+    io::write_json_atomic(out / "summary.json", summary);
+    std::printf("%s\n", mem.to_string().c_str());
+    std::printf("wrote %s and %s\n", (out / "model_final.h5").string().c_str(), (out / "summary.json").string().c_str());
+    if (f.figures_every > 0) run_figure_script("plot_fwi.py", {out.string()});
+  }
+  return 0;
+}
+
+}  // namespace
+
+int run_fwi(io::Config const& cfg, fs::path const& out, std::string const& resume, comm::Communicator const& comm) {
+  KSWEEP_REQUIRE(cfg.propagator.precision == "fp32",
+                 "propagator.precision = \"" << cfg.propagator.precision << "\": ksweep fwi computes in fp32 only");
+  return core::dispatch_order(cfg.propagator.order, [&](auto o) {
+    return fwi<float, decltype(o)::value>(cfg, out, resume, comm);
+  });
+}
+
+}  // namespace ksweep::app

@@ -1,0 +1,73 @@
+// ksweep: the command-line program (info, model, fwi).
+
+#include "common.hpp"
+
+#include <ksweep/comm/communicator.hpp>
+#include <ksweep/core/config.hpp>
+#include <ksweep/core/runtime.hpp>
+#include <ksweep/io/config.hpp>
+
+#include <CLI/CLI.hpp>
+#include <Kokkos_Core.hpp>
+
+#include <cstdio>
+#include <exception>
+
+#if KSWEEP_ENABLE_HDF5
+#include <hdf5.h>
+#endif
+
+namespace {
+
+int run_info(ksweep::comm::Communicator const& comm) {
+  if (!comm.is_root()) return 0;
+  std::printf("%s", ksweep::core::describe_build(false).c_str());
+  std::printf("MPI ranks: %d\n", comm.size());
+#if KSWEEP_ENABLE_HDF5
+  unsigned maj = 0, min = 0, rel = 0;
+  H5get_libversion(&maj, &min, &rel);
+  std::printf("HDF5 %u.%u.%u\n", maj, min, rel);
+#endif
+  std::printf("Kokkos configuration:\n");
+  Kokkos::print_configuration(std::cout, false);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ksweep::comm::Environment mpi(argc, argv);
+  ksweep::comm::Communicator comm;
+  CLI::App app{"ksweep: 2D acoustic modelling and full-waveform inversion"};
+  app.require_subcommand(1);
+  std::string config, out, resume;
+  std::vector<std::string> sets;
+  auto* info = app.add_subcommand("info", "backends, Kokkos configuration, threads, MPI, versions");
+  auto* model = app.add_subcommand("model", "forward-model every shot of a config into OUT/observed.h5");
+  auto* fwi = app.add_subcommand("fwi", "full-waveform inversion (MPI shot-parallel)");
+  for (auto* sc : {model, fwi}) {
+    sc->add_option("--config,-c", config, "TOML configuration file")->required()->check(CLI::ExistingFile);
+    sc->add_option("--out,-o", out, "output folder")->required();
+    sc->add_option("--set", sets, "override: section.key=value (repeatable)")->take_all();
+  }
+  fwi->add_option("--resume", resume, "folder of an earlier run whose checkpoint to continue from");
+  try {
+    app.parse(argc, argv);
+  } catch (CLI::ParseError const& e) {
+    return comm.is_root() ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
+  }
+  int rc = 0;
+  try {
+    Kokkos::ScopeGuard kokkos(argc, argv);
+    if (*info) {
+      rc = run_info(comm);
+    } else {
+      auto const cfg = ksweep::io::load_config(config, sets);
+      if (*model) rc = ksweep::app::run_model(cfg, out, comm);
+      else rc = ksweep::app::run_fwi(cfg, out, resume, comm);
+    }
+  } catch (std::exception const& e) {
+    comm.abort(e.what(), 1);
+  }
+  return rc;
+}

@@ -1,0 +1,552 @@
+#!/usr/bin/python3
+"""Plot the output folder of `ksweep fwi` as PNGs under OUTDIR/figures/.
+
+Usage: plot_fwi.py OUTDIR [--epochs all|last|N,M,...]
+
+Writes (each skipped with a message on stderr when its inputs are missing):
+  ricker.png         source wavelet and its amplitude spectrum (summary.json "wavelet")
+  observed_data.png  first, middle and last shot gathers of observed.h5
+  loss.png           loss (log scale) and model RMSE against iteration (summary.json)
+  epoch_XXXX.png     true model, inverted model, gradient, source and receiver
+                     illumination of epochs/epoch_XXXX.h5
+
+A missing or unreadable summary.json is an error (exit 1).
+"""
+
+import argparse
+import glob
+import json
+import os
+import re
+import sys
+import tempfile
+
+import matplotlib
+
+matplotlib.use("Agg")
+import h5py  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker as mticker  # noqa: E402
+import numpy as np  # noqa: E402
+from mpl_toolkits.axes_grid1 import make_axes_locatable  # noqa: E402
+
+PROG = "plot_fwi.py"
+DPI = 150
+EPOCH_RE = re.compile(r"^epoch_(\d+)\.h5$")
+
+
+def note(msg):
+    print(f"{PROG}: {msg}", file=sys.stderr)
+
+
+def save_atomic(fig, out, dpi):
+    out = os.path.abspath(out)
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(out) + ".", suffix=".tmp.png",
+                               dir=os.path.dirname(out))
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=dpi, format="png")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def fmt_num(value, spec):
+    """Format a number that may be missing (None / NaN) from the inputs."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return "n/a"
+    if not np.isfinite(v):
+        return "n/a"
+    return format(v, spec)
+
+
+def model_extent(nz, nx, dh):
+    k = dh / 1000.0
+    return [-0.5 * k, (nx - 0.5) * k, (nz - 0.5) * k, -0.5 * k]
+
+
+# --------------------------------------------------------------------------- ricker
+
+def plot_ricker(summary, out):
+    wav = summary.get("wavelet")
+    if not isinstance(wav, dict) or "dt" not in wav:
+        note("summary.json has no 'wavelet' section with 'dt'; skipping ricker.png")
+        return False
+    dt = float(wav["dt"])
+    freq = wav.get("freq")
+    freq = float(freq) if freq is not None else None
+    delay = wav.get("delay")
+    delay = float(delay) if delay is not None else None
+    samples = wav.get("samples")
+    if samples:
+        w = np.asarray(samples, dtype=np.float64)
+    elif freq is not None and freq > 0:
+        # No samples stored: synthesise the analytic Ricker wavelet from freq/delay.
+        if delay is None:
+            delay = 1.0 / freq
+        n = int(np.ceil((delay + 3.0 / freq) / dt)) + 1
+        t = np.arange(n) * dt - delay
+        a = (np.pi * freq * t) ** 2
+        w = (1.0 - 2.0 * a) * np.exp(-a)
+    else:
+        note("summary.json 'wavelet' has neither 'samples' nor 'freq'; skipping ricker.png")
+        return False
+    n = w.size
+    t = np.arange(n) * dt
+
+    # Time window: the wavelet usually sits at the start of a long trace; crop to
+    # where it is significant so its shape is visible.
+    peak = np.max(np.abs(w)) if n else 0.0
+    if peak > 0:
+        sig = np.nonzero(np.abs(w) > 1e-3 * peak)[0]
+        i1 = min(n - 1, sig[-1] + max(5, (sig[-1] - sig[0]) // 4))
+    else:
+        i1 = n - 1
+    cropped = i1 < n - 1
+
+    nfft = max(4096, 1 << int(np.ceil(np.log2(max(n, 1)))) + 1)
+    spec = np.abs(np.fft.rfft(w, nfft)) * dt
+    f = np.fft.rfftfreq(nfft, dt)
+    ipk = int(np.argmax(spec))
+    f_peak = f[ipk]
+    if 0 < ipk < spec.size - 1:
+        # Parabolic interpolation of the peak between FFT bins.
+        y0, y1, y2 = spec[ipk - 1], spec[ipk], spec[ipk + 1]
+        den = y0 - 2.0 * y1 + y2
+        if den < 0:
+            f_peak = f[ipk] + 0.5 * (y0 - y2) / den * (f[1] - f[0])
+    if spec[ipk] > 0:
+        above = np.nonzero(spec > 1e-3 * spec[ipk])[0]
+        f_max = min(f[-1], 1.15 * f[above[-1]])
+    else:
+        f_max = f[-1]
+    if freq is not None:
+        f_max = min(f[-1], max(f_max, 1.3 * freq))
+
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4))
+    ax0.plot(t[:i1 + 1], w[:i1 + 1], color="C0", lw=1.5)
+    ax0.axhline(0.0, color="0.6", lw=0.8)
+    if delay is not None and delay <= t[i1]:
+        ax0.axvline(delay, color="C3", ls="--", lw=1.0, label=f"delay = {delay:g} s")
+        ax0.legend(loc="upper right", fontsize=9)
+    ax0.set_xlim(0.0, t[i1] if i1 > 0 else dt)
+    ax0.set_xlabel("time (s)")
+    ax0.set_ylabel("amplitude")
+    crop_note = f", first {t[i1]:.3g} s of {(n - 1) * dt:.3g} s" if cropped else ""
+    ax0.set_title(f"source wavelet ({n} samples, dt = {dt:g} s{crop_note})", fontsize=10)
+    ax0.grid(alpha=0.3)
+
+    ax1.plot(f, spec, color="C0", lw=1.5)
+    ax1.axvline(f_peak, color="C3", ls="--", lw=1.0, label=f"spectral peak {f_peak:.2f} Hz")
+    ax1.plot([f_peak], [spec[ipk]], "o", color="C3", ms=5)
+    if freq is not None:
+        ax1.axvline(freq, color="C2", ls=":", lw=1.5, label=f"nominal peak {freq:g} Hz")
+    ax1.set_xlim(0.0, f_max)
+    ax1.set_ylim(0.0, 1.08 * spec[ipk] if spec[ipk] > 0 else 1.0)
+    ax1.set_xlabel("frequency (Hz)")
+    ax1.set_ylabel("|W(f)| (amplitude x s)")
+    ax1.set_title("amplitude spectrum", fontsize=10)
+    ax1.legend(loc="upper right", fontsize=9)
+    ax1.grid(alpha=0.3)
+    title = "Ricker source wavelet"
+    if freq is not None:
+        title += f": f = {freq:g} Hz"
+    fig.suptitle(title)
+    fig.tight_layout()
+    save_atomic(fig, out, DPI)
+    plt.close(fig)
+    return True
+
+
+# --------------------------------------------------------------------------- observed
+
+def plot_observed(path, out):
+    if not os.path.isfile(path):
+        note(f"{path} not found; skipping {os.path.basename(out)}")
+        return False
+    with h5py.File(path, "r") as f:
+        if "data" not in f:
+            raise ValueError(f"{path} has no dataset 'data'")
+        dset = f["data"]
+        if dset.ndim != 3:
+            raise ValueError(f"dataset 'data' in {path} has rank {dset.ndim}, "
+                             "expected 3 [shots][nt][receivers]")
+        shots, nt, nrec = dset.shape
+        if shots == 0 or nt == 0 or nrec == 0:
+            note(f"{path} holds no data (shape {dset.shape}); skipping {os.path.basename(out)}")
+            return False
+        idx = sorted(set([0, shots // 2, shots - 1]))
+        gathers = [np.asarray(dset[k], dtype=np.float64) for k in idx]
+        dt = float(f.attrs["dt"])
+        dh = float(f.attrs["dh"])
+        rec_x = np.asarray(f["rec_x"], dtype=np.float64)
+        src_x = np.asarray(f["src_x"], dtype=np.float64)
+        src_z = np.asarray(f["src_z"], dtype=np.float64) if "src_z" in f else None
+
+    x_km = rec_x * dh / 1000.0
+    clip = float(np.percentile(np.abs(np.stack(gathers)), 98)) or 1.0
+    t_max = (nt - 1) * dt
+    order = np.argsort(x_km, kind="stable")
+    xs = x_km[order]
+    uniform = nrec == 1 or (np.all(np.diff(xs) > 0)
+                            and np.allclose(np.diff(xs), (xs[-1] - xs[0]) / (nrec - 1),
+                                            rtol=1e-3, atol=1e-9))
+
+    ncol = len(idx)
+    fig, axes = plt.subplots(1, ncol, figsize=(3.6 * ncol + 1.6, 6.5), sharey=True,
+                             squeeze=False, layout="constrained")
+    axes = axes[0]
+    im = None
+    for ax, k, g in zip(axes, idx, gathers):
+        g = g[:, order]
+        if uniform:
+            half = 0.5 * (xs[-1] - xs[0]) / (nrec - 1) if nrec > 1 else 0.5 * dh / 1000.0
+            extent = [xs[0] - half, xs[-1] + half, t_max + 0.5 * dt, -0.5 * dt]
+            im = ax.imshow(g, cmap="gray", vmin=-clip, vmax=clip, aspect="auto",
+                           extent=extent, interpolation="nearest")
+        else:
+            t = np.arange(nt) * dt
+            im = ax.pcolormesh(xs, t, g, cmap="gray", vmin=-clip, vmax=clip,
+                               shading="nearest", rasterized=True)
+            ax.set_ylim(t_max, 0.0)
+        sx = src_x[k] * dh / 1000.0
+        ax.axvline(sx, color="C3", lw=0.8, ls="--", alpha=0.7)
+        depth = f", z = {src_z[k] * dh / 1000.0:.3f} km" if src_z is not None else ""
+        ax.set_title(f"shot {k + 1}/{shots}: source x = {sx:.3f} km{depth}", fontsize=9)
+        ax.set_xlabel("receiver position x (km)")
+    axes[0].set_ylabel("time (s)")
+    fig.suptitle(f"observed data ({nrec} receivers, {nt} samples, dt = {dt:g} s; "
+                 "dashed line: source x)", fontsize=11)
+    cbar = fig.colorbar(im, ax=list(axes), fraction=0.03, pad=0.02, aspect=40)
+    cbar.set_label("amplitude (clipped at 98th percentile of |data|)")
+    save_atomic(fig, out, DPI)
+    plt.close(fig)
+    return True
+
+
+# --------------------------------------------------------------------------- loss
+
+def plot_loss(summary, out):
+    its = summary.get("iterations") or []
+    rows = []
+    for r in its:
+        try:
+            rows.append((int(r["iteration"]), r.get("loss"), r.get("rmse")))
+        except (KeyError, TypeError, ValueError):
+            continue
+    if not rows:
+        note("summary.json has no iterations yet; skipping loss.png")
+        return False
+    init = summary.get("initial")
+    if isinstance(init, dict):
+        rows.insert(0, (0, init.get("loss"), init.get("rmse")))
+
+    def col(i):
+        return np.array([float(r[i]) if r[i] is not None else np.nan for r in rows])
+
+    it = np.array([r[0] for r in rows])
+    loss = col(1)
+    rmse = col(2)
+    have_rmse = np.any(np.isfinite(rmse))
+
+    ncol = 2 if have_rmse else 1
+    fig, axes = plt.subplots(1, ncol, figsize=(5.5 * ncol, 4.2), squeeze=False)
+    axes = axes[0]
+    ax = axes[0]
+    marker = "o" if it.size <= 60 else None
+    ax.plot(it, loss, marker=marker, ms=4, color="C0")
+    good = loss[np.isfinite(loss)]
+    if good.size and np.all(good > 0):
+        ax.set_yscale("log")
+        if good.max() / good.min() < 30.0:
+            # Less than ~1.5 decades: default log ticks would leave most of the axis
+            # unlabelled, so label 1-2-5 style values in plain notation.
+            ax.yaxis.set_major_locator(mticker.LogLocator(subs=(1.0, 2.0, 3.0, 5.0)))
+            ax.yaxis.set_major_formatter(mticker.FormatStrFormatter("%g"))
+            ax.yaxis.set_minor_formatter(mticker.NullFormatter())
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("loss (misfit)")
+    ax.set_title("data misfit" + (" (iteration 0 = initial model)" if isinstance(init, dict)
+                                  else ""), fontsize=10)
+    ax.grid(alpha=0.3, which="major")
+    if have_rmse:
+        ax = axes[1]
+        ax.plot(it, rmse, marker=marker, ms=4, color="C1")
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("model RMSE (m/s)")
+        ax.set_title("model error vs. true model", fontsize=10)
+        ax.grid(alpha=0.3)
+    for ax in axes:
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    last = rows[-1]
+    fig.suptitle(f"FWI convergence: {len(its)} iterations, final loss {fmt_num(last[1], '.4g')}, "
+                 f"RMSE {fmt_num(last[2], '.1f')} m/s", fontsize=11)
+    fig.tight_layout()
+    save_atomic(fig, out, DPI)
+    plt.close(fig)
+    return True
+
+
+# --------------------------------------------------------------------------- epochs
+
+def read_model(path, name="vp"):
+    with h5py.File(path, "r") as f:
+        if name not in f:
+            raise ValueError(f"{path} has no dataset '{name}'")
+        a = np.asarray(f[name], dtype=np.float64)
+        if a.ndim != 2:
+            raise ValueError(f"dataset '{name}' in {path} has rank {a.ndim}, expected 2")
+        dh = float(f.attrs["dh"]) if "dh" in f.attrs else None
+    return a, dh
+
+
+def list_epochs(outdir):
+    found = {}
+    for p in glob.glob(os.path.join(outdir, "epochs", "epoch_*.h5")):
+        m = EPOCH_RE.match(os.path.basename(p))
+        if m:
+            found[int(m.group(1))] = p
+    return found
+
+
+def select_epochs(found, spec):
+    its = sorted(found)
+    spec = spec.strip().lower()
+    if spec == "all":
+        return its
+    if spec == "last":
+        return its[-1:]
+    wanted = []
+    for tok in spec.split(","):
+        tok = tok.strip()
+        if tok:
+            wanted.append(int(tok))
+    chosen = []
+    for n in wanted:
+        if n in found:
+            if n not in chosen:
+                chosen.append(n)
+        else:
+            note(f"epoch {n} not found under epochs/; skipping it")
+    return chosen
+
+
+def add_panel(fig, ax, img, extent, title, cbar_label, **kw):
+    im = ax.imshow(img, extent=extent, aspect="equal", interpolation="nearest", **kw)
+    ax.set_title(title, fontsize=10, loc="left")
+    ax.set_xlabel("x (km)", fontsize=9)
+    ax.set_ylabel("depth (km)", fontsize=9)
+    ax.tick_params(labelsize=8)
+    cax = make_axes_locatable(ax).append_axes("right", size="1.5%", pad=0.1)
+    cbar = fig.colorbar(im, cax=cax)
+    cbar.set_label(cbar_label, fontsize=8)
+    cbar.ax.tick_params(labelsize=7)
+    return im
+
+
+def log_illum(a):
+    pos = a[np.isfinite(a) & (a > 0)]
+    if pos.size == 0:
+        return np.zeros_like(a), (0.0, 1.0)
+    hi = float(pos.max())
+    lo = max(float(np.percentile(pos, 0.5)), hi * 1e-8)
+    out = np.log10(np.clip(np.where(np.isfinite(a), a, lo), lo, None))
+    vmin, vmax = np.log10(lo), np.log10(hi)
+    if vmax <= vmin:
+        vmin = vmax - 1.0
+    return out, (vmin, vmax)
+
+
+def plot_epoch(path, iteration, true_vp, true_dh, summary_rows, dh_default, out):
+    with h5py.File(path, "r") as f:
+        fields = {}
+        for name in ("vp", "grad", "illum_src", "illum_rec"):
+            if name in f:
+                a = np.asarray(f[name], dtype=np.float64)
+                if a.ndim != 2:
+                    raise ValueError(f"dataset '{name}' in {path} has rank {a.ndim}, expected 2")
+                fields[name] = a
+            else:
+                note(f"{path} has no dataset '{name}'; its panel is left empty")
+        dh = float(f.attrs["dh"]) if "dh" in f.attrs else dh_default
+        loss = f.attrs.get("loss")
+        rmse = f.attrs.get("rmse")
+        if "iteration" in f.attrs:
+            iteration = int(f.attrs["iteration"])
+    row = summary_rows.get(iteration, {})
+    if loss is None:
+        loss = row.get("loss")
+    if rmse is None:
+        rmse = row.get("rmse")
+    if dh is None:
+        dh = true_dh
+    if dh is None:
+        raise ValueError(f"{path} has no 'dh' attribute and summary.json no model.dh")
+
+    shape = next((a.shape for a in fields.values()), true_vp.shape if true_vp is not None
+                 else None)
+    if shape is None:
+        raise ValueError(f"{path} has none of the datasets vp, grad, illum_src, illum_rec")
+    nz, nx = shape
+    extent = model_extent(nz, nx, dh)
+
+    width = 10.0
+    # Axes take ~84% of the width; each panel needs its image height plus room for
+    # a title, tick labels and the x label.
+    panel_h = 0.84 * width * nz / nx + 0.85
+    height = min(40.0, 5 * panel_h + 0.6)
+    fig, axes = plt.subplots(5, 1, figsize=(width, height))
+
+    def empty(ax, title):
+        ax.set_title(title, fontsize=10, loc="left")
+        ax.text(0.5, 0.5, "not available", ha="center", va="center", transform=ax.transAxes,
+                color="0.4")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        cax = make_axes_locatable(ax).append_axes("right", size="1.5%", pad=0.1)
+        cax.axis("off")
+
+    if true_vp is not None:
+        vmin, vmax = float(np.nanmin(true_vp)), float(np.nanmax(true_vp))
+        t_ext = model_extent(true_vp.shape[0], true_vp.shape[1], true_dh or dh)
+        add_panel(fig, axes[0], true_vp, t_ext, "true model", "vp (m/s)", cmap="viridis",
+                  vmin=vmin, vmax=vmax)
+    else:
+        vmin = vmax = None
+        empty(axes[0], "true model")
+
+    if "vp" in fields:
+        vp = fields["vp"]
+        if vmin is None:
+            vmin, vmax = float(np.nanmin(vp)), float(np.nanmax(vp))
+        add_panel(fig, axes[1], vp, extent, f"inverted model after iteration {iteration}"
+                  + (" (true-model colour limits)" if true_vp is not None else ""),
+                  "vp (m/s)", cmap="viridis", vmin=vmin, vmax=vmax)
+    else:
+        empty(axes[1], f"inverted model after iteration {iteration}")
+
+    if "grad" in fields:
+        g = fields["grad"]
+        finite = np.abs(g[np.isfinite(g)])
+        glim = float(np.percentile(finite, 99)) if finite.size else 0.0
+        if not glim > 0:
+            glim = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+        # Put the power of ten into the colour-bar label instead of matplotlib's
+        # offset text, which would collide with the panel title.
+        exp = int(np.floor(np.log10(glim)))
+        if -2 <= exp <= 3:
+            exp = 0
+        scale = 10.0 ** exp
+        unit = "d loss / d vp" + (f" (x 1e{exp})" if exp else "")
+        add_panel(fig, axes[2], g / scale, extent,
+                  "gradient (clipped at 99th percentile of |grad|)", unit, cmap="seismic",
+                  vmin=-glim / scale, vmax=glim / scale)
+    else:
+        empty(axes[2], "gradient")
+
+    for ax, name, label in ((axes[3], "illum_src", "source illumination"),
+                            (axes[4], "illum_rec", "receiver illumination")):
+        if name in fields:
+            img, (lo, hi) = log_illum(fields[name])
+            add_panel(fig, ax, img, extent, f"{label} (log10)", "log10(illumination)",
+                      cmap="viridis", vmin=lo, vmax=hi)
+        else:
+            empty(ax, label)
+
+    fig.suptitle(f"FWI iteration {iteration}: loss = {fmt_num(loss, '.4g')}, "
+                 f"model RMSE = {fmt_num(rmse, '.1f')} m/s  ({nz} x {nx}, dh = {dh:g} m)",
+                 fontsize=12)
+    # Leave room for the suptitle: tight_layout alone lets it overlap the first panel.
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_figheight()), h_pad=0.6)
+    save_atomic(fig, out, DPI)
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------- main
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description="Plot the output folder of `ksweep fwi` into OUTDIR/figures/.")
+    parser.add_argument("outdir", help="output folder of `ksweep fwi` (holds summary.json)")
+    parser.add_argument("--epochs", default="all",
+                        help="which epoch files to plot: all, last, or a comma-separated "
+                             "list of iteration numbers (default all)")
+    args = parser.parse_args(argv)
+
+    spec = args.epochs.strip().lower()
+    if spec not in ("all", "last") and not re.fullmatch(r"\s*\d+\s*(,\s*\d+\s*)*,?\s*", spec):
+        parser.error(f"--epochs must be all, last or N,M,...; got {args.epochs!r}")
+
+    outdir = args.outdir
+    summary_path = os.path.join(outdir, "summary.json")
+    try:
+        with open(summary_path, "r", encoding="utf-8") as fh:
+            summary = json.load(fh)
+        if not isinstance(summary, dict):
+            raise ValueError(f"{summary_path} does not hold a JSON object")
+    except (OSError, ValueError) as e:
+        print(f"{PROG}: error: cannot read {summary_path}: {e}", file=sys.stderr)
+        return 1
+
+    figdir = os.path.join(outdir, "figures")
+    try:
+        os.makedirs(figdir, exist_ok=True)
+    except OSError as e:
+        print(f"{PROG}: error: cannot create {figdir}: {e}", file=sys.stderr)
+        return 1
+
+    failed = False
+    written = []
+
+    def attempt(name, fn, *fargs):
+        nonlocal failed
+        out = os.path.join(figdir, name)
+        try:
+            if fn(*fargs, out) is not False:
+                written.append(out)
+        except (OSError, KeyError, ValueError, TypeError) as e:
+            print(f"{PROG}: error: {name}: {e}", file=sys.stderr)
+            failed = True
+
+    attempt("ricker.png", plot_ricker, summary)
+    attempt("observed_data.png", plot_observed, os.path.join(outdir, "observed.h5"))
+    attempt("loss.png", plot_loss, summary)
+
+    found = list_epochs(outdir)
+    if not found:
+        note(f"no epoch files under {os.path.join(outdir, 'epochs')}; skipping epoch figures")
+    else:
+        chosen = select_epochs(found, spec)
+        model = summary.get("model") if isinstance(summary.get("model"), dict) else {}
+        dh_default = float(model["dh"]) if model.get("dh") is not None else None
+        true_vp, true_dh = None, dh_default
+        true_path = os.path.join(outdir, "true_model.h5")
+        if os.path.isfile(true_path):
+            try:
+                true_vp, dh_t = read_model(true_path)
+                true_dh = dh_t if dh_t is not None else dh_default
+            except (OSError, KeyError, ValueError) as e:
+                print(f"{PROG}: error: {e}", file=sys.stderr)
+                failed = True
+        else:
+            note(f"{true_path} not found; epoch figures show no true model")
+        rows = {}
+        for r in summary.get("iterations") or []:
+            if isinstance(r, dict) and "iteration" in r:
+                rows[int(r["iteration"])] = r
+        for n in chosen:
+            attempt(f"epoch_{n:04d}.png", plot_epoch, found[n], n, true_vp, true_dh, rows,
+                    dh_default)
+
+    for p in written:
+        print(p)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
