@@ -193,14 +193,8 @@ int fwi(io::Config const& cfg, fs::path const& out, std::string const& resume, c
   bool const resuming = !resume.empty();
   if (resuming) ck = read_checkpoint(fs::path(resume) / "checkpoint.bin", n);
 
-  if (comm.is_root()) {
-    make_directory(out);
-    make_directory(out / "epochs");
-    if (f.save_models) make_directory(out / "models");
-    make_directory(out / "figures");
-  }
-
-  // Observed data: read, or modelled once by rank 0; then broadcast.
+  // Observed data: read, or modelled once by rank 0; then broadcast. Bad input stops the run
+  // before any output is written.
   io::RecordsFile obs;
   if (comm.is_root()) {
     if (!f.observed.empty()) {
@@ -210,6 +204,10 @@ int fwi(io::Config const& cfg, fs::path const& out, std::string const& resume, c
       std::printf("modelling observed data (%d shots)\n", survey.n_shots);
       obs = model_observed(cfg, truth, survey, false);
     }
+    make_directory(out);
+    make_directory(out / "epochs");
+    if (f.save_models) make_directory(out / "models");
+    make_directory(out / "figures");
     io::write_records(out / "observed.h5", obs);
   }
   comm.broadcast(obs.data);
@@ -255,16 +253,14 @@ int fwi(io::Config const& cfg, fs::path const& out, std::string const& resume, c
     is >> rng;
   }
   nlohmann::json history = resuming ? ck.history : nlohmann::json::array();
-  auto rmse_of = [&]() {
-    KokkosBlas::update(Real(1), model, Real(-1), vtrue, Real(0), diff);
+  auto rmse_of = [&](vec const& x) {
+    KokkosBlas::update(Real(1), x, Real(-1), vtrue, Real(0), diff);
     return static_cast<double>(KokkosBlas::nrm2(diff)) / std::sqrt(static_cast<double>(n));
   };
   double const rmse0 = [&] {
-    auto keep = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model);
-    upload(v0, model);
-    double r = rmse_of();
-    Kokkos::deep_copy(model, keep);
-    return r;
+    vec start("ksweep::fwi::start", n);
+    upload(v0, start);
+    return rmse_of(start);
   }();
 
   nlohmann::json summary;
@@ -337,8 +333,13 @@ int fwi(io::Config const& cfg, fs::path const& out, std::string const& resume, c
     comm.allreduce_sum_view(space, img.illum_rec);
     loss = comm.allreduce_sum(loss);
     // 4. Gradient conditioning: water fixed, optional illumination preconditioning.
-    Kokkos::View<Real*, ExecSpace::memory_space, Kokkos::MemoryUnmanaged> g(img.grad.data(), n), isrc(img.illum_src.data(), n);
-    Kokkos::deep_copy(grad, g);
+    Kokkos::View<double*, ExecSpace::memory_space, Kokkos::MemoryUnmanaged> g(img.grad.data(), n),
+        isrc(img.illum_src.data(), n);
+    {
+      auto gr = grad;
+      Kokkos::parallel_for("ksweep::fwi::gradient_to_real", Kokkos::RangePolicy<ExecSpace>(0, n),
+                           KOKKOS_LAMBDA(std::size_t i) { gr(i) = static_cast<Real>(g(i)); });
+    }
     if (water > 0) Kokkos::deep_copy(Kokkos::subview(grad, Kokkos::make_pair(std::size_t(0), static_cast<std::size_t>(water) * nx)), Real(0));
     if (f.grad_smooth > 0) {  // Gaussian smoothing of the gradient (sigma in cells), on the host
       auto gh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
@@ -348,14 +349,14 @@ int fwi(io::Config const& cfg, fs::path const& out, std::string const& resume, c
       Kokkos::deep_copy(grad, gh);
     }
     if (f.precondition) {
-      Real imax = 0;
+      double imax = 0;
       Kokkos::parallel_reduce("ksweep::fwi::illum_max", Kokkos::RangePolicy<ExecSpace>(0, n),
-                              KOKKOS_LAMBDA(std::size_t i, Real& mx) { mx = isrc(i) > mx ? isrc(i) : mx; },
-                              Kokkos::Max<Real>(imax));
-      Real const damp = Real(1e-3) * imax;
+                              KOKKOS_LAMBDA(std::size_t i, double& mx) { mx = isrc(i) > mx ? isrc(i) : mx; },
+                              Kokkos::Max<double>(imax));
+      double const damp = 1e-3 * imax;
       auto gr = grad;
       Kokkos::parallel_for("ksweep::fwi::precondition", Kokkos::RangePolicy<ExecSpace>(0, n),
-                           KOKKOS_LAMBDA(std::size_t i) { gr(i) /= isrc(i) + damp; });
+                           KOKKOS_LAMBDA(std::size_t i) { gr(i) = static_cast<Real>(gr(i) / (isrc(i) + damp)); });
     }
     // 5. Adam (moments with KokkosBlas): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g.g.
     int const t = it + 1;
@@ -376,7 +377,7 @@ int fwi(io::Config const& cfg, fs::path const& out, std::string const& resume, c
           if (hi > 0) x = x > hi ? hi : x;
           mo(i) = x;
         });
-    double const rmse = rmse_of();
+    double const rmse = rmse_of(model);
     space.fence();
     double const secs = std::chrono::duration<double>(Clock::now() - t0).count();
     seconds_total += secs;

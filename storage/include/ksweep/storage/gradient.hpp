@@ -42,8 +42,9 @@ struct MemoryReport {
 };
 
 /// Gradient, source illumination (sum u^2) and receiver illumination (sum lambda^2) on the
-/// model grid, [nz][nx].
-template <class MemorySpace, class Real>
+/// model grid, [nz][nx]. Shots (and ranks) are summed in `Real` (double), so that the sum
+/// hardly depends on how shots are split over ranks.
+template <class MemorySpace, class Real = double>
 struct Images {
   Kokkos::View<Real**, Kokkos::LayoutRight, MemorySpace> grad, illum_src, illum_rec;
   Images() = default;
@@ -61,7 +62,7 @@ class GradientEngine {
   using wavelet_view = typename propagator_type::wavelet_view;
   using record_view = typename propagator_type::record_view;
   using field3 = Kokkos::View<Real***, Kokkos::LayoutRight, memory_space>;
-  using images_type = Images<memory_space, Real>;
+  using images_type = Images<memory_space, double>;
 
   GradientEngine(propagator_type& prop, StorageConfig const& cfg) : m_prop(prop), m_cfg(cfg) {
     KSWEEP_REQUIRE(cfg.strategy == "full" || cfg.strategy == "boundary",
@@ -170,13 +171,13 @@ class GradientEngine {
         Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(space, {0, 0},
                                                                                                           {l.nz, l.nx}),
         KOKKOS_LAMBDA(int iz, int ix) {
-          Real sg = 0, ss = 0, sr = 0;
+          double sg = 0, ss = 0, sr = 0;
           for (int s = 0; s < S; ++s) {
             sg += gs(s, iz, ix);
             ss += iss(s, iz, ix);
             sr += irs(s, iz, ix);
           }
-          g(iz, ix) += sg * Real(2) * c(iz + top + M, ix + wd + M) / vp(iz, ix);
+          g(iz, ix) += sg * 2.0 * static_cast<double>(c(iz + top + M, ix + wd + M)) / static_cast<double>(vp(iz, ix));
           is(iz, ix) += ss;
           ir(iz, ix) += sr;
         });
@@ -228,7 +229,7 @@ class GradientEngine {
     std::size_t const level = static_cast<std::size_t>(m_prop.max_shots()) * (l.NZ + 2 * M) * (l.NX + 2 * M) * sizeof(Real);
     r.seed_bytes = 2 * level;
     r.wavefield_bytes = 2 * m_prop.state_bytes() - r.seed_bytes + m_ring.span() * sizeof(Real);
-    r.image_bytes = (3 * m_grad_s.span() + 3 * static_cast<std::size_t>(l.nz) * l.nx) * sizeof(Real);
+    r.image_bytes = 3 * m_grad_s.span() * sizeof(Real) + 3 * static_cast<std::size_t>(l.nz) * l.nx * sizeof(double);
     r.observed_bytes = observed_bytes;
     r.synthetic_bytes = synthetic_bytes;
     r.peak_device_bytes = m_peak;
