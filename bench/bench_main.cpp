@@ -1,0 +1,116 @@
+// ksweep_bench: Google Benchmark suite of ksweep on every enabled Kokkos backend.
+//
+//   ksweep_bench [--smoke] [--benchmark_* flags]
+//
+// --smoke shrinks every problem to a tiny size (the ctest smoke tests). The STREAM triad of
+// every backend is measured once before the benchmarks run; the best one is the bandwidth bound
+// of the "roofline_fraction" counters and is reported in the context.
+
+#include "bench_common.hpp"
+
+#include <ksweep/core/config.hpp>
+#include <ksweep/core/runtime.hpp>
+
+#include <Kokkos_Core.hpp>
+#include <benchmark/benchmark.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::string read_first_line(std::string const& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto const colon = line.find(':');
+      if (colon != std::string::npos) {
+        auto const start = line.find_first_not_of(" \t", colon + 1);
+        return start == std::string::npos ? std::string() : line.substr(start);
+      }
+    }
+  }
+  return "unknown";
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+  return buf;
+}
+
+std::string join(std::vector<std::string> const& v) {
+  std::string s;
+  for (auto const& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace ksweep;
+  bench::Options opts;
+  // Our own flags first, so that neither Kokkos nor Google Benchmark sees them.
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--smoke") == 0) opts.smoke = true;
+    else args.push_back(argv[i]);
+  }
+  int n_args = static_cast<int>(args.size());
+  args.push_back(nullptr);
+
+  Kokkos::ScopeGuard guard(n_args, args.data());
+  benchmark::Initialize(&n_args, args.data());
+  if (benchmark::ReportUnrecognizedArguments(n_args, args.data())) return 1;
+
+  char const* omp = std::getenv("OMP_NUM_THREADS");
+  benchmark::AddCustomContext("ksweep_git_revision", KSWEEP_GIT_REVISION);
+  benchmark::AddCustomContext("ksweep_version", KSWEEP_VERSION_STRING);
+  benchmark::AddCustomContext("kokkos_version", core::kokkos_version());
+  benchmark::AddCustomContext("kokkos_backends", join(core::enabled_backends()));
+  benchmark::AddCustomContext("kokkos_default_backend", core::default_backend());
+  benchmark::AddCustomContext("kokkos_concurrency", std::to_string(core::default_concurrency()));
+  benchmark::AddCustomContext("omp_num_threads", omp ? omp : "unset");
+  benchmark::AddCustomContext("cpu_model", cpu_model());
+  benchmark::AddCustomContext("l2_cache", read_first_line("/sys/devices/system/cpu/cpu0/cache/index2/size"));
+  benchmark::AddCustomContext("l3_cache", read_first_line("/sys/devices/system/cpu/cpu0/cache/index3/size"));
+  benchmark::AddCustomContext("hostname", host_name());
+  benchmark::AddCustomContext("smoke", opts.smoke ? "true" : "false");
+#if defined(KOKKOS_ENABLE_CUDA)
+  {
+    cudaDeviceProp prop;
+    int dev = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
+      benchmark::AddCustomContext("gpu_model", prop.name);
+  }
+#endif
+
+  // Bandwidth references, before anything else allocates.
+  for (auto const& b : bench::backends()) {
+    double const bw = b.measure_triad(opts);
+    bench::set_triad(b.name, bw);
+    benchmark::AddCustomContext("triad_bytes_per_second_" + b.name, std::to_string(bw));
+  }
+  benchmark::AddCustomContext("triad_bytes_per_second", std::to_string(bench::triad_best()));
+  std::fprintf(stderr, "ksweep_bench: triad %.2f GB/s (best over backends)%s\n", bench::triad_best() * 1e-9,
+               opts.smoke ? ", smoke sizes" : "");
+
+  for (auto const& b : bench::backends()) b.register_benchmarks(opts);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

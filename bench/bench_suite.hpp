@@ -1,0 +1,505 @@
+#pragma once
+/// \file bench_suite.hpp
+/// Every benchmark of ksweep, written once against an execution space; bench_<backend>.cpp
+/// instantiates it for each enabled Kokkos backend.
+///
+/// Families (names "family/Backend/key:value/..."):
+///  - stream_copy, stream_triad: the bandwidth reference (3 x 64 MiB double arrays);
+///  - forward: Propagator::forward_step loops (fp32, 20-cell CPML), grids from in-cache to far
+///    out of cache, orders 2/4/8, batches on a 141 x 681 (Marmousi-sized) grid, and nt series;
+///  - gradient: GradientEngine::loss_and_gradient, strategy x location x dtype;
+///  - codec_encode, codec_decode: the boundary codecs;
+///  - store_write, store_read: StepStore transfers (host memory and files in the temp dir).
+/// Every benchmark times itself (UseManualTime, wall clock around fenced work), so that set-up
+/// and resets stay out of the numbers. Bytes-per-cell models are in docs/PERFORMANCE.md.
+
+#include "bench_common.hpp"
+
+#include <ksweep/core/propagator.hpp>
+#include <ksweep/storage/codec.hpp>
+#include <ksweep/storage/gradient.hpp>
+#include <ksweep/storage/step_store.hpp>
+
+#include <Kokkos_Core.hpp>
+#include <benchmark/benchmark.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <vector>
+
+namespace ksweep::bench {
+
+using benchmark::Counter;
+
+// -------------------------------------------------------------------------------------------
+// STREAM copy and triad
+// -------------------------------------------------------------------------------------------
+
+/// Three double arrays of n elements, first touched by the backend that uses them.
+template <class ExecSpace>
+struct StreamArrays {
+  using view = Kokkos::View<double*, typename ExecSpace::memory_space>;
+  view a, b, c;
+  explicit StreamArrays(ExecSpace const& space, std::size_t n)
+      : a(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::bench::a")), n),
+        b(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::bench::b")), n),
+        c(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::bench::c")), n) {
+    auto va = a, vb = b, vc = c;
+    Kokkos::parallel_for(
+        "ksweep::bench::first_touch", Kokkos::RangePolicy<ExecSpace>(space, 0, n), KOKKOS_LAMBDA(std::size_t i) {
+          va(i) = 0.0;
+          vb(i) = 1.0;
+          vc(i) = 2.0;
+        });
+    space.fence();
+  }
+};
+
+template <class ExecSpace>
+void stream_copy(ExecSpace const& space, StreamArrays<ExecSpace> const& s) {
+  auto a = s.a, b = s.b;
+  Kokkos::parallel_for(
+      "ksweep::bench::stream_copy", Kokkos::RangePolicy<ExecSpace>(space, 0, a.extent(0)),
+      KOKKOS_LAMBDA(std::size_t i) { a(i) = b(i); });
+}
+
+template <class ExecSpace>
+void stream_triad(ExecSpace const& space, StreamArrays<ExecSpace> const& s) {
+  auto a = s.a, b = s.b, c = s.c;
+  double const q = 3.0;
+  Kokkos::parallel_for(
+      "ksweep::bench::stream_triad", Kokkos::RangePolicy<ExecSpace>(space, 0, a.extent(0)),
+      KOKKOS_LAMBDA(std::size_t i) { a(i) = b(i) + q * c(i); });
+}
+
+inline std::size_t stream_elements(Options const& o) {
+  return o.smoke ? (std::size_t(1) << 17) : (std::size_t(64) << 20) / sizeof(double);
+}
+
+/// Best triad bandwidth (bytes/s, 24 B/element) over `reps` fenced runs.
+template <class ExecSpace>
+double measure_triad(Options const& o) {
+  ExecSpace space;
+  StreamArrays<ExecSpace> s(space, stream_elements(o));
+  double best = 0;
+  int const reps = o.smoke ? 3 : 20;
+  for (int r = 0; r < reps; ++r) {
+    Timer t;
+    stream_triad(space, s);
+    space.fence();
+    best = std::max(best, 24.0 * static_cast<double>(s.a.extent(0)) / t.seconds());
+  }
+  return best;
+}
+
+template <class ExecSpace>
+void bm_stream(benchmark::State& state, Options o, bool triad) {
+  ExecSpace space;
+  StreamArrays<ExecSpace> s(space, stream_elements(o));
+  double const bytes = (triad ? 24.0 : 16.0) * static_cast<double>(s.a.extent(0));
+  double best = 0;
+  for (auto _ : state) {
+    Timer t;
+    if (triad) stream_triad(space, s);
+    else stream_copy(space, s);
+    space.fence();
+    double const sec = t.seconds();
+    state.SetIterationTime(sec);
+    best = std::max(best, bytes / sec);
+  }
+  state.counters["bytes_per_second"] = Counter(bytes * static_cast<double>(state.iterations()), Counter::kIsRate);
+  state.counters["best_bytes_per_second"] = best;
+}
+
+// -------------------------------------------------------------------------------------------
+// Forward propagation
+// -------------------------------------------------------------------------------------------
+
+struct ForwardCase {
+  int nz, nx, shots, nt;  // nt <= 0: chosen for ~2e8 cell updates per run
+};
+
+/// Bytes the forward kernel moves per shot and step when every field streams from memory:
+/// 4 reals per padded cell (read u^n, u^{n-1}, c; write u^{n+1}), plus, per axis of the layer,
+/// psi and zeta read and written (4 reals) on that axis' strip cells.
+template <class Real>
+double forward_bytes_per_step(core::Layout const& l) {
+  double const cells = static_cast<double>(l.NZ) * l.NX;
+  double const strip = static_cast<double>(l.NZ) * (l.NX - l.nx) + static_cast<double>(l.NX) * (l.NZ - l.nz);
+  return 4.0 * sizeof(Real) * (cells + strip);
+}
+
+template <class Real, class View>
+void fill_wavelets(View const& w, double dt) {
+  auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), w);
+  auto const r = bench_wavelet(dt, static_cast<int>(w.extent(2)));
+  for (std::size_t s = 0; s < w.extent(0); ++s)
+    for (std::size_t i = 0; i < w.extent(1); ++i)
+      for (std::size_t t = 0; t < w.extent(2); ++t) h(s, i, t) = static_cast<Real>(r[t]);
+  Kokkos::deep_copy(w, h);
+}
+
+template <class ExecSpace, int Order>
+void bm_forward(benchmark::State& state, ForwardCase c, std::string backend) {
+  using Real = float;
+  using prop_type = core::Propagator<Real, Order, ExecSpace>;
+  ExecSpace space;
+  double const dt = bench_dt();
+  core::ModelGrid const grid{c.nz, c.nx, grid_spacing};
+  core::PmlConfig pml;
+  pml.width = pml_width;
+  prop_type prop(space, grid, pml, dt, c.shots);
+  auto const vp = random_smooth_model(c.nz, c.nx);
+  prop.set_velocity(vp.data());
+  int const n_rec = std::min(c.nx, 100);
+  prop.set_survey(surface_survey(c.shots, c.nz, c.nx, n_rec));
+  auto const& l = prop.layout();
+  long long const cells = l.padded_cells() * c.shots;
+  int const nt = c.nt;
+  typename prop_type::wavelet_view w(Kokkos::view_alloc(space, std::string("ksweep::bench::wavelets")), c.shots, 1, nt);
+  fill_wavelets<Real>(w, dt);
+  typename prop_type::record_view rec(Kokkos::view_alloc(space, std::string("ksweep::bench::records")), c.shots, nt, n_rec);
+  double total = 0;
+  for (auto _ : state) {
+    prop.forward_reset();
+    space.fence();
+    Timer t;
+    for (int n = 0; n < nt; ++n) prop.forward_step(n, w, rec);
+    space.fence();
+    double const sec = t.seconds();
+    state.SetIterationTime(sec);
+    total += sec;
+  }
+  double const iters = static_cast<double>(state.iterations());
+  double const cell_steps = static_cast<double>(cells) * nt;
+  double const bytes16 = 4.0 * sizeof(Real) * cell_steps * iters;  // 16 B/cell-step for fp32
+  double const bytes_cpml = forward_bytes_per_step<Real>(l) * c.shots * nt * iters;
+  state.counters["cells_per_second"] = Counter(cell_steps * iters, Counter::kIsRate);
+  state.counters["padded_cells"] = static_cast<double>(l.padded_cells());
+  state.counters["nt"] = nt;
+  state.counters["shots"] = c.shots;
+  state.counters["state_bytes"] = static_cast<double>(prop.state_bytes() + prop.c().span() * sizeof(Real));
+  if (triad_best() > 0 && total > 0) {
+    state.counters["roofline_fraction"] = bytes16 / total / triad_best();
+    state.counters["roofline_fraction_cpml"] = bytes_cpml / total / triad_best();
+  }
+  if (triad_of(backend) > 0 && total > 0) state.counters["backend_roofline_fraction"] = bytes16 / total / triad_of(backend);
+}
+
+// -------------------------------------------------------------------------------------------
+// Gradient
+// -------------------------------------------------------------------------------------------
+
+struct GradientCase {
+  int nz, nx, shots, nt;
+  std::string strategy, location, dtype;
+};
+
+/// Bytes the current (unfused) gradient kernels move per iteration of loss_and_gradient; see
+/// docs/PERFORMANCE.md for the derivation.
+template <class Real>
+double gradient_bytes(core::Layout const& l, int order, int shots, int nt, int ring_cells, bool full,
+                      storage::Location loc, storage::Dtype dtype) {
+  int const m = order / 2;
+  double const R = sizeof(Real);
+  double const padded = static_cast<double>(l.NZ) * l.NX;
+  double const model = static_cast<double>(l.nz) * l.nx;
+  double const strip_fwd = static_cast<double>(l.NZ) * (l.NX - l.nx) + static_cast<double>(l.NX) * (l.NZ - l.nz);
+  double const strip_adj =
+      static_cast<double>(l.NZ) * (l.NX - l.nx + 2 * m) + static_cast<double>(l.NX) * (l.NZ - l.nz + 2 * m);
+  double const ring = static_cast<double>(ring_cells);
+  double const enc = static_cast<double>(storage::encoded_bytes(dtype, static_cast<std::size_t>(ring_cells), sizeof(Real))) /
+                     std::max(1.0, ring);  // encoded bytes per saved value
+  // save: gather (read u, write ring) + encode (read ring, write code); restore: decode (read
+  // code, write ring) + scatter (read ring, write u). Host/disk add one staging copy each way.
+  double const transfer = loc == storage::Location::device ? 0.0 : 2.0 * enc;
+  double const save = ring * (3 * R + enc + transfer);
+  double const restore = ring * (3 * R + enc + transfer);
+  double const forward = 4 * R * (padded + strip_fwd) + save;
+  // Adjoint step: lambda^{n+1}, lambda^{n+2}, c read, lambda^n written; layer memories as forward.
+  double const adjoint = 4 * R * (padded + strip_adj);
+  // Imaging on the model cells. Boundary (image_and_rebuild): read u^n, u^{n+1}, lambda, c,
+  // write u^{n-1}; grad, illum_src, illum_rec read + written: 11 reals. Full (image): read u^n,
+  // lambda; accumulators: 8 reals.
+  double const imaging = (full ? 8 * R : 11 * R) * model;
+  double const backward = adjoint + imaging + restore;
+  return static_cast<double>(shots) * nt * (forward + backward);
+}
+
+template <class ExecSpace>
+void bm_gradient(benchmark::State& state, GradientCase c) {
+  using Real = float;
+  constexpr int Order = 4;
+  using prop_type = core::Propagator<Real, Order, ExecSpace>;
+  using engine_type = storage::GradientEngine<Real, Order, ExecSpace>;
+  ExecSpace space;
+  reset_peak_rss();
+  std::size_t const rss0 = current_rss();
+  double const dt = bench_dt();
+  core::ModelGrid const grid{c.nz, c.nx, grid_spacing};
+  core::PmlConfig pml;
+  pml.width = pml_width;
+  prop_type prop(space, grid, pml, dt, c.shots);
+  auto const vp = random_smooth_model(c.nz, c.nx);
+  prop.set_velocity(vp.data());
+  int const n_rec = std::min(c.nx, 100);
+  prop.set_survey(surface_survey(c.shots, c.nz, c.nx, n_rec));
+  auto const cfg = storage::make_storage_config(c.strategy, c.location, c.dtype, 64, "", true);
+  engine_type engine(prop, cfg);
+  typename engine_type::images_type images(c.nz, c.nx);
+  typename prop_type::wavelet_view w(Kokkos::view_alloc(space, std::string("ksweep::bench::wavelets")), c.shots, 1, c.nt);
+  fill_wavelets<Real>(w, dt);
+  typename prop_type::record_view observed(Kokkos::view_alloc(space, std::string("ksweep::bench::observed")), c.shots, c.nt, n_rec);
+  typename prop_type::record_view synthetic(Kokkos::view_alloc(space, std::string("ksweep::bench::synthetic")), c.shots, c.nt,
+                                            n_rec);
+  double total = 0;
+  for (auto _ : state) {
+    Timer t;
+    engine.loss_and_gradient(w, observed, 1.0, images, synthetic);
+    space.fence();
+    double const sec = t.seconds();
+    state.SetIterationTime(sec);
+    total += sec;
+  }
+  auto const& l = prop.layout();
+  double const iters = static_cast<double>(state.iterations());
+  double const cell_steps = static_cast<double>(l.padded_cells()) * c.shots * c.nt;
+  auto const rep = engine.memory_report(observed.span() * sizeof(Real), synthetic.span() * sizeof(Real));
+  double const bytes = gradient_bytes<Real>(l, Order, c.shots, c.nt, engine.ring_cells(), engine.full(), cfg.location, cfg.dtype);
+  state.counters["cells_per_second"] = Counter(cell_steps * iters, Counter::kIsRate);
+  state.counters["bytes_per_cell_step"] = bytes / cell_steps;
+  if (triad_best() > 0 && total > 0) state.counters["roofline_fraction"] = bytes * iters / total / triad_best();
+  state.counters["peak_device_bytes"] = static_cast<double>(rep.peak_device_bytes);
+  state.counters["baseline_rss_bytes"] = static_cast<double>(rss0);
+  state.counters["boundary_bytes"] = static_cast<double>(rep.boundary_bytes);
+  state.counters["staging_bytes"] = static_cast<double>(rep.staging_bytes);
+  state.counters["wavefield_bytes"] = static_cast<double>(rep.wavefield_bytes + rep.seed_bytes);
+  state.counters["image_bytes"] = static_cast<double>(rep.image_bytes);
+  state.counters["modelled_bytes"] = static_cast<double>(
+      (cfg.location == storage::Location::device ? rep.boundary_bytes : 0) + rep.staging_bytes + rep.wavefield_bytes +
+      rep.seed_bytes + rep.image_bytes + rep.observed_bytes + rep.synthetic_bytes);
+  state.counters["padded_cells"] = static_cast<double>(l.padded_cells());
+  state.counters["nt"] = c.nt;
+  state.counters["shots"] = c.shots;
+}
+
+// -------------------------------------------------------------------------------------------
+// Codecs and step stores
+// -------------------------------------------------------------------------------------------
+
+/// Smooth, signed test values with a wide dynamic range (as a decaying wavefield has).
+template <class ExecSpace>
+Kokkos::View<float*, typename ExecSpace::memory_space> codec_input(ExecSpace const& space, std::size_t n) {
+  Kokkos::View<float*, typename ExecSpace::memory_space> v(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::bench::codec_in")), n);
+  auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), v);
+  for (std::size_t i = 0; i < n; ++i) {
+    double const x = static_cast<double>(i);
+    h(i) = static_cast<float>(std::sin(0.01 * x) * std::exp(-1e-7 * x));
+  }
+  Kokkos::deep_copy(space, v, h);
+  space.fence();
+  return v;
+}
+
+template <class ExecSpace>
+void bm_codec(benchmark::State& state, std::size_t n, std::string dtype_name, bool encoding) {
+  using mem = typename ExecSpace::memory_space;
+  ExecSpace space;
+  auto const dtype = storage::parse_dtype(dtype_name);
+  auto in = codec_input(space, n);
+  Kokkos::View<std::uint8_t*, mem> code(Kokkos::view_alloc(space, std::string("ksweep::bench::code")),
+                                        storage::encoded_bytes(dtype, n, sizeof(float)));
+  Kokkos::View<float*, mem> out(Kokkos::view_alloc(space, std::string("ksweep::bench::codec_out")), n);
+  Kokkos::View<int, mem> bad(Kokkos::view_alloc(space, std::string("ksweep::bench::bad")));
+  Kokkos::View<float const*, mem> cin = in;
+  storage::encode(space, dtype, cin, code, bad);
+  space.fence();
+  for (auto _ : state) {
+    Timer t;
+    if (encoding) storage::encode(space, dtype, cin, code, bad);
+    else storage::decode(space, dtype, Kokkos::View<std::uint8_t const*, mem>(code), out);
+    space.fence();
+    state.SetIterationTime(t.seconds());
+  }
+  double const iters = static_cast<double>(state.iterations());
+  state.counters["bytes_per_second"] = Counter(4.0 * static_cast<double>(n) * iters, Counter::kIsRate);
+  state.counters["encoded_bytes_per_second"] = Counter(static_cast<double>(code.span()) * iters, Counter::kIsRate);
+  state.counters["ratio"] = 4.0 * static_cast<double>(n) / static_cast<double>(code.span());
+}
+
+/// Drops the page cache of a file (after writing it back), so the next read comes from disk.
+inline bool drop_file_cache(std::string const& path) {
+  int const fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool ok = ::fdatasync(fd) == 0;
+  ok = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0 && ok;
+  ::close(fd);
+  return ok;
+}
+
+struct StoreCase {
+  std::string location, dtype;
+  std::size_t values;  // per step
+  int steps, interval;
+  bool cold;  // disk reads after dropping the file's page cache
+};
+
+template <class ExecSpace>
+void bm_store(benchmark::State& state, StoreCase c, bool writing) {
+  using mem = typename ExecSpace::memory_space;
+  using store_type = storage::StepStore<float, ExecSpace>;
+  ExecSpace space;
+  auto const cfg = storage::make_storage_config("boundary", c.location, c.dtype, c.interval, "", true);
+  auto in = codec_input(space, c.values);
+  Kokkos::View<float const*, mem> cin = in;
+  Kokkos::View<float*, mem> out(Kokkos::view_alloc(space, std::string("ksweep::bench::store_out")), c.values);
+  double stored = 0;
+  for (auto _ : state) {
+    store_type store(space, cfg, c.values, c.steps);
+    stored = static_cast<double>(store.stored_bytes());
+    Timer tw;
+    for (int n = 0; n < c.steps; ++n) store.put(n, cin);
+    store.finish_writes();
+    double const write_sec = tw.seconds();
+    if (writing) {
+      state.SetIterationTime(write_sec);
+      continue;
+    }
+    if (c.cold && store.disk() != nullptr) drop_file_cache(store.disk()->path().string());
+    Timer tr;
+    for (int n = c.steps - 1; n >= 0; --n) store.get(n, out);
+    space.fence();
+    state.SetIterationTime(tr.seconds());
+  }
+  double const iters = static_cast<double>(state.iterations());
+  state.counters["bytes_per_second"] =
+      Counter(4.0 * static_cast<double>(c.values) * c.steps * iters, Counter::kIsRate);  // fp32 values
+  state.counters["stored_bytes_per_second"] = Counter(stored * iters, Counter::kIsRate);
+  state.counters["stored_bytes"] = stored;
+}
+
+// -------------------------------------------------------------------------------------------
+// Registration
+// -------------------------------------------------------------------------------------------
+
+/// Registers a manually timed benchmark; an exception (a ksweep::Error from a check) skips it
+/// with the message instead of ending the run.
+template <class F>
+benchmark::internal::Benchmark* add(std::string const& name, F f) {
+  return benchmark::RegisterBenchmark(name.c_str(),
+                                      [f](benchmark::State& st) {
+                                        try {
+                                          f(st);
+                                        } catch (std::exception const& e) {
+                                          st.SkipWithError(e.what());
+                                        }
+                                      })
+      ->UseManualTime();
+}
+
+template <class ExecSpace, int Order>
+void register_forward(std::string const& b, ForwardCase c, double cell_steps, Options const& o) {
+  if (c.nt <= 0) {
+    long long const per_step = static_cast<long long>(c.nz + 2 * pml_width) * (c.nx + 2 * pml_width) * c.shots;
+    c.nt = steps_for(cell_steps, per_step, o.smoke ? 3 : 10, o.smoke ? 20 : 4000);
+  }
+  add(bench_name("forward", b,
+                 {{"order", std::to_string(Order)},
+                  {"nz", std::to_string(c.nz)},
+                  {"nx", std::to_string(c.nx)},
+                  {"shots", std::to_string(c.shots)},
+                  {"nt", std::to_string(c.nt)}}),
+      [c, b](benchmark::State& st) { bm_forward<ExecSpace, Order>(st, c, b); })
+      ->Unit(benchmark::kMillisecond);
+}
+
+template <class ExecSpace>
+void register_benchmarks(Options const& o) {
+  std::string const b = ExecSpace::name();
+  bool const s = o.smoke;
+
+  // Bandwidth reference.
+  std::string const mib = std::to_string(stream_elements(o) * sizeof(double) >> 20);
+  add(bench_name("stream_copy", b, {{"mib", mib}}), [o](benchmark::State& st) { bm_stream<ExecSpace>(st, o, false); })
+      ->Unit(benchmark::kMillisecond);
+  add(bench_name("stream_triad", b, {{"mib", mib}}), [o](benchmark::State& st) { bm_stream<ExecSpace>(st, o, true); })
+      ->Unit(benchmark::kMillisecond);
+
+  // Forward, one shot: in L2 (128^2), in L3 (512^2), out of cache (2048^2, 4096^2); the order 8
+  // series adds 256^2 and 1024^2 for the growth with cells.
+  double const target = s ? 2e4 : 2e8;  // cell updates per run: ~0.1-1 s on two cores
+  std::vector<int> const sizes = s ? std::vector<int>{10, 16, 24} : std::vector<int>{128, 512, 2048, 4096};
+  std::vector<int> const extra = s ? std::vector<int>{12} : std::vector<int>{256, 1024};
+  for (int n : sizes) {
+    register_forward<ExecSpace, 2>(b, {n, n, 1, 0}, target, o);
+    register_forward<ExecSpace, 4>(b, {n, n, 1, 0}, target, o);
+    register_forward<ExecSpace, 8>(b, {n, n, 1, 0}, target, o);
+  }
+  for (int n : extra) register_forward<ExecSpace, 8>(b, {n, n, 1, 0}, target, o);
+
+  // Batches on the Marmousi-sized grid, orders 4 and 8; nt series at order 4.
+  int const mz = s ? 12 : 141, mx = s ? 40 : 681;
+  for (int shots : {1, 4, 8, 16, 32}) {
+    register_forward<ExecSpace, 4>(b, {mz, mx, shots, 0}, target, o);
+    register_forward<ExecSpace, 8>(b, {mz, mx, shots, 0}, target, o);
+  }
+  for (int nt : s ? std::vector<int>{4, 8} : std::vector<int>{125, 250, 500, 1000})
+    register_forward<ExecSpace, 4>(b, {mz, mx, 1, nt}, target, o);
+
+  // Gradient: 4 shots of 141 x 681, order 4, nt 500.
+  int const gs = s ? 2 : 4, gnt = s ? 12 : 500;
+  for (std::string strategy : {"full", "boundary"})
+    for (std::string location : {"device", "host", "disk"})
+      for (std::string dtype : {"fp32", "fp16", "bf16", "int8"}) {
+        GradientCase const c{mz, mx, gs, gnt, strategy, location, dtype};
+        add(bench_name("gradient", b,
+                       {{"order", "4"},
+                        {"nz", std::to_string(mz)},
+                        {"nx", std::to_string(mx)},
+                        {"shots", std::to_string(gs)},
+                        {"nt", std::to_string(gnt)},
+                        {"strategy", strategy},
+                        {"location", location},
+                        {"dtype", dtype}}),
+            [c](benchmark::State& st) { bm_gradient<ExecSpace>(st, c); })
+            ->Unit(benchmark::kMillisecond);
+      }
+
+  // Codecs on 16 Mi values (64 MiB of fp32).
+  std::size_t const nc = s ? (std::size_t(1) << 14) : (std::size_t(1) << 24);
+  for (std::string dtype : {"fp32", "fp16", "bf16", "int8"}) {
+    add(bench_name("codec_encode", b, {{"dtype", dtype}, {"n", std::to_string(nc)}}),
+        [nc, dtype](benchmark::State& st) { bm_codec<ExecSpace>(st, nc, dtype, true); })
+        ->Unit(benchmark::kMillisecond);
+    add(bench_name("codec_decode", b, {{"dtype", dtype}, {"n", std::to_string(nc)}}),
+        [nc, dtype](benchmark::State& st) { bm_codec<ExecSpace>(st, nc, dtype, false); })
+        ->Unit(benchmark::kMillisecond);
+  }
+
+  // Step stores: 128 steps of 1 MiB (fp32), 16 steps per transfer.
+  std::size_t const vs = s ? 4096 : (std::size_t(1) << 18);
+  int const steps = s ? 8 : 128, interval = s ? 4 : 16;
+  std::string const total_mib = std::to_string(vs * 4 * static_cast<std::size_t>(steps) >> 20);
+  std::vector<StoreCase> const cases = {{"host", "fp32", vs, steps, interval, false},
+                                        {"disk", "fp32", vs, steps, interval, false},
+                                        {"disk", "fp32", vs, steps, interval, true},
+                                        {"disk", "int8", vs, steps, interval, false}};
+  for (auto const& c : cases) {
+    std::vector<std::pair<std::string, std::string>> p = {
+        {"location", c.location}, {"dtype", c.dtype}, {"mib", total_mib}};
+    if (!c.cold)
+      add(bench_name("store_write", b, p), [c](benchmark::State& st) { bm_store<ExecSpace>(st, c, true); })
+          ->Unit(benchmark::kMillisecond);
+    if (c.location == "disk") p.emplace_back("cache", c.cold ? "cold" : "warm");
+    add(bench_name("store_read", b, p), [c](benchmark::State& st) { bm_store<ExecSpace>(st, c, false); })
+        ->Unit(benchmark::kMillisecond);
+  }
+}
+
+}  // namespace ksweep::bench

@@ -1,0 +1,384 @@
+#!/usr/bin/python3
+"""Turns Google Benchmark JSON outputs of ksweep_bench (and peer timings written by
+scripts/peer_deepwave.py) into docs/benchmarks/REPORT.md with PNG plots.
+
+    scripts/bench_report.py RUN1.json [RUN2.json ...] [--peer PEER.json ...] --out docs/benchmarks
+
+Runs may come from different machines and backends (Serial, OpenMP, Cuda); every series is
+labelled host/backend. A JSON whose top level has "peer" is taken as a peer timing file.
+Needs only matplotlib (Agg) and json.
+"""
+import argparse
+import json
+import os
+import sys
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+REGEN = "scripts/run_benchmarks.sh"
+
+
+def parse_name(name):
+    parts = [p for p in name.split("/") if p not in ("manual_time", "real_time")]
+    family = parts[0]
+    backend = parts[1] if len(parts) > 1 else "?"
+    params = {}
+    for p in parts[2:]:
+        if ":" in p:
+            k, v = p.split(":", 1)
+            params[k] = v
+    return family, backend, params
+
+
+def num(v):
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            return v
+
+
+def to_seconds(t, unit):
+    return t * {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}.get(unit, 1.0)
+
+
+def load(paths):
+    runs, peers = [], []
+    for path in paths:
+        with open(path) as f:
+            data = json.load(f)
+        if "peer" in data:
+            data["_path"] = path
+            peers.append(data)
+            continue
+        ctx = data.get("context", {})
+        rows = []
+        for b in data.get("benchmarks", []):
+            if b.get("run_type", "iteration") != "iteration" or b.get("error_occurred"):
+                continue
+            family, backend, params = parse_name(b["name"])
+            row = {k: v for k, v in b.items()}
+            row.update(family=family, backend=backend, params={k: num(v) for k, v in params.items()},
+                       seconds=to_seconds(b.get("real_time", 0.0), b.get("time_unit", "ns")))
+            rows.append(row)
+        runs.append({"path": path, "context": ctx, "rows": rows})
+    return runs, peers
+
+
+def threads_of(ctx, backend):
+    if backend == "Serial":
+        return "1 thread"
+    if backend == "OpenMP":
+        return "%s threads" % ctx.get("omp_num_threads", ctx.get("kokkos_concurrency", "?"))
+    return ctx.get("gpu_model", backend)
+
+
+def label(run, backend):
+    ctx = run["context"]
+    return "%s/%s (%s)" % (ctx.get("hostname", "?"), backend, threads_of(ctx, backend))
+
+
+def series(runs, family):
+    """{label: [rows]} for one family over all runs and backends."""
+    out = defaultdict(list)
+    for run in runs:
+        for r in run["rows"]:
+            if r["family"] == family:
+                out[label(run, r["backend"])].append(r)
+    return out
+
+
+def gb(x):
+    return "%.2f" % (x * 1e-9)
+
+
+def fmt_bytes(x):
+    for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if x >= scale:
+            return "%.1f %s" % (x / scale, unit)
+    return "%d B" % x
+
+
+def save(fig, out, name):
+    path = os.path.join(out, name)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return name
+
+
+def is_single_grid(r):
+    p = r["params"]
+    return p.get("shots") == 1 and p.get("nz") == p.get("nx")
+
+
+def plot_forward_backends(runs, out):
+    s = series(runs, "forward")
+    cases = sorted({(r["params"]["order"], r["params"]["nz"]) for rows in s.values() for r in rows if is_single_grid(r)},
+                   key=lambda c: (c[1], c[0]))
+    if not cases:
+        return None
+    fig, ax = plt.subplots(figsize=(max(8, 0.6 * len(cases) * max(1, len(s))), 4.5))
+    width = 0.8 / max(1, len(s))
+    for i, (lab, rows) in enumerate(sorted(s.items())):
+        by = {(r["params"]["order"], r["params"]["nz"]): r.get("cells_per_second", 0) for r in rows if is_single_grid(r)}
+        xs = [j + i * width for j in range(len(cases))]
+        ax.bar(xs, [by.get(c, 0) * 1e-9 for c in cases], width, label=lab)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(cases))])
+    ax.set_xticklabels(["o%d\n%d²" % c for c in cases], fontsize=8)
+    ax.set_ylabel("Gcells/s (padded cells x steps / s)")
+    ax.set_title("Forward throughput, one shot, fp32, 20-cell CPML")
+    ax.legend(fontsize=8)
+    return save(fig, out, "forward_backends.png")
+
+
+def plot_roofline(runs, out):
+    s = series(runs, "forward")
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    any_ = False
+    for lab, rows in sorted(s.items()):
+        for order in sorted({r["params"]["order"] for r in rows}):
+            pts = sorted((r["padded_cells"], r.get("roofline_fraction", 0)) for r in rows
+                         if is_single_grid(r) and r["params"]["order"] == order and "roofline_fraction" in r)
+            if pts:
+                any_ = True
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label="%s order %d" % (lab, order))
+    if not any_:
+        plt.close(fig)
+        return None
+    ax.axhline(0.6, color="k", ls="--", lw=0.8, label="goal 60 %")
+    ax.set_xscale("log")
+    ax.set_xlabel("padded cells per shot")
+    ax.set_ylabel("fraction of triad bandwidth at 16 B/cell-step")
+    ax.set_title("Forward: fraction of the measured roofline")
+    ax.legend(fontsize=7, ncol=2)
+    return save(fig, out, "roofline.png")
+
+
+def plot_growth(runs, out, key, title, fname, select, xlabel, yfun=lambda r: r["seconds"], ylabel="seconds per run"):
+    s = series(runs, "forward")
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    any_ = False
+    for lab, rows in sorted(s.items()):
+        for order in sorted({r["params"]["order"] for r in rows}):
+            pts = sorted((key(r), yfun(r)) for r in rows if select(r) and r["params"]["order"] == order)
+            if len(pts) > 1:
+                any_ = True
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label="%s order %d" % (lab, order))
+    if not any_:
+        plt.close(fig)
+        return None
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    return save(fig, out, fname)
+
+
+def marmousi(r):
+    return r["params"].get("nz") == 141 and r["params"].get("nx") == 681
+
+
+def plot_shots(runs, peers, out):
+    s = series(runs, "forward")
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    any_ = False
+    for lab, rows in sorted(s.items()):
+        for order in sorted({r["params"]["order"] for r in rows}):
+            nts = defaultdict(list)
+            for r in rows:
+                if marmousi(r) and r["params"]["order"] == order:
+                    nts[r["params"]["shots"]].append(r)
+            pts = sorted((k, max(v, key=lambda r: r["params"]["nt"])["cells_per_second"]) for k, v in nts.items())
+            if len(pts) > 1:
+                any_ = True
+                ax.plot([p[0] for p in pts], [p[1] * 1e-9 for p in pts], marker="o", label="%s order %d" % (lab, order))
+    for p in peers:
+        for r in p.get("results", []):
+            if r.get("kind") == "forward" and r.get("cells_per_second"):
+                any_ = True
+                ax.plot([r["shots"]], [r["cells_per_second"] * 1e-9], marker="*", ms=12, ls="none",
+                        label="%s %s (%s)" % (p["peer"], r["kind"], p.get("context", {}).get("device", "?")))
+    if not any_:
+        plt.close(fig)
+        return None
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("shots per batch (141 x 681 model)")
+    ax.set_ylabel("Gcells/s")
+    ax.set_title("Forward throughput vs batch size")
+    ax.legend(fontsize=7)
+    return save(fig, out, "growth_shots.png")
+
+
+def grad_key(r):
+    p = r["params"]
+    return "%s/%s/%s" % (p.get("strategy"), p.get("location"), p.get("dtype"))
+
+
+def plot_memory(runs, out):
+    s = series(runs, "gradient")
+    if not s:
+        return None, None
+    names = []
+    fig, axes = plt.subplots(len(s), 1, figsize=(11, 4 * len(s)), squeeze=False)
+    fig2, axes2 = plt.subplots(len(s), 1, figsize=(11, 4 * len(s)), squeeze=False)
+    for ax, ax2, (lab, rows) in zip(axes[:, 0], axes2[:, 0], sorted(s.items())):
+        rows = sorted(rows, key=grad_key)
+        xs = range(len(rows))
+        ax.bar([x - 0.2 for x in xs], [r.get("boundary_bytes", 0) / 2 ** 20 for r in rows], 0.4, label="saved steps (boundary_bytes)")
+        ax.bar([x + 0.2 for x in xs], [r.get("peak_device_bytes", 0) / 2 ** 20 for r in rows], 0.4, label="peak (peak_device_bytes)")
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels([grad_key(r) for r in rows], rotation=60, ha="right", fontsize=7)
+        ax.set_ylabel("MiB")
+        ax.set_yscale("log")
+        ax.set_title("Gradient memory, %s" % lab)
+        ax.legend(fontsize=8)
+        ax2.bar(list(xs), [r.get("cells_per_second", 0) * 1e-6 for r in rows])
+        ax2.set_xticks(list(xs))
+        ax2.set_xticklabels([grad_key(r) for r in rows], rotation=60, ha="right", fontsize=7)
+        ax2.set_ylabel("Mcells/s (fwd + bwd)")
+        ax2.set_title("Gradient throughput, %s" % lab)
+    names.append(save(fig, out, "gradient_memory.png"))
+    names.append(save(fig2, out, "gradient_throughput.png"))
+    return names
+
+
+def plot_codec(runs, out):
+    fams = ["codec_encode", "codec_decode", "store_write", "store_read"]
+    data = {f: series(runs, f) for f in fams}
+    if not any(data.values()):
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for ax, group in zip(axes, (fams[:2], fams[2:])):
+        bars = []
+        for f in group:
+            for lab, rows in sorted(data[f].items()):
+                for r in rows:
+                    p = r["params"]
+                    tag = "/".join(str(p[k]) for k in ("location", "dtype", "cache") if k in p)
+                    bars.append(("%s %s\n%s" % (f.split("_")[1], tag, lab), r.get("bytes_per_second", 0)))
+        ax.barh(range(len(bars)), [b[1] * 1e-9 for b in bars])
+        ax.set_yticks(range(len(bars)))
+        ax.set_yticklabels([b[0] for b in bars], fontsize=6)
+        ax.set_xlabel("GB/s of fp32 values")
+    axes[0].set_title("Codecs")
+    axes[1].set_title("Step stores")
+    return save(fig, out, "codec_store.png")
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", help="Google Benchmark JSON files (or peer JSON files)")
+    ap.add_argument("--peer", action="append", default=[], help="peer timing JSON (scripts/peer_deepwave.py)")
+    ap.add_argument("--out", default="docs/benchmarks", help="output folder")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    runs, peers = load(args.runs + args.peer)
+    if not runs:
+        sys.exit("bench_report.py: no benchmark runs given")
+
+    md = ["# ksweep benchmark report", "",
+          "Generated by `scripts/bench_report.py` from %s. Regenerate everything with `%s` "
+          "(see [README.md](README.md)); the cost model behind the roofline numbers is in "
+          "[../PERFORMANCE.md](../PERFORMANCE.md)." % (", ".join("`%s`" % os.path.basename(r["path"]) for r in runs), REGEN), ""]
+    md += ["## Machines", ""]
+    rows = []
+    for r in runs:
+        c = r["context"]
+        backends = sorted({x["backend"] for x in r["rows"]})
+        rows.append([os.path.basename(r["path"]), c.get("hostname", "?"), c.get("gpu_model", c.get("cpu_model", "?")),
+                     c.get("num_cpus", "?"), c.get("omp_num_threads", "?"), ", ".join(backends), c.get("kokkos_version", "?"),
+                     c.get("ksweep_git_revision", "?"), c.get("date", "?"), gb(float(c.get("triad_bytes_per_second", 0))),
+                     c.get("load_avg", ""), c.get("library_build_type", "")])
+    md += [table(["run", "host", "CPU / GPU", "CPUs", "OMP_NUM_THREADS", "backends", "Kokkos", "git", "date",
+                  "triad GB/s (start-up)", "load avg", "gbench build"], rows), ""]
+
+    md += ["## Bandwidth reference (STREAM, 3 x 64 MiB double arrays)", ""]
+    rows = []
+    for f in ("stream_copy", "stream_triad"):
+        for lab, rs in sorted(series(runs, f).items()):
+            for r in rs:
+                rows.append([f, lab, gb(r.get("bytes_per_second", 0)), gb(r.get("best_bytes_per_second", 0))])
+    md += [table(["kernel", "series", "mean GB/s", "best GB/s"], rows), ""]
+
+    md += ["## Forward", ""]
+    for name in (plot_forward_backends(runs, args.out), plot_roofline(runs, args.out),
+                 plot_growth(runs, args.out, lambda r: r["padded_cells"], "Cost growth with cells (one shot; nt chosen per size, see table)",
+                             "growth_cells.png", lambda r: is_single_grid(r), "padded cells",
+                             lambda r: r["seconds"] / r["params"]["nt"], "seconds per time step"),
+                 plot_growth(runs, args.out, lambda r: r["params"]["nt"], "Cost growth with time steps (141 x 681, one shot)",
+                             "growth_nt.png", lambda r: marmousi(r) and r["params"]["shots"] == 1, "time steps"),
+                 plot_shots(runs, peers, args.out)):
+        if name:
+            md += ["![%s](%s)" % (name, name), ""]
+    rows = []
+    for lab, rs in sorted(series(runs, "forward").items()):
+        for r in sorted(rs, key=lambda r: (r["params"]["nz"], r["params"]["nx"], r["params"]["shots"], r["params"]["order"], r["params"]["nt"])):
+            p = r["params"]
+            steps = p["nt"]
+            rows.append([lab, p["order"], "%dx%d" % (p["nz"], p["nx"]), p["shots"], steps, "%.3f" % (r["seconds"] / steps * 1e3),
+                         "%.3f" % (r.get("cells_per_second", 0) * 1e-9), "%.1f %%" % (100 * r.get("roofline_fraction", 0)),
+                         "%.1f %%" % (100 * r.get("roofline_fraction_cpml", 0))])
+    md += [table(["series", "order", "model grid", "shots", "nt", "ms/step", "Gcells/s", "of triad (16 B/cell)",
+                  "of triad (with CPML memories)"], rows), ""]
+
+    md += ["## Gradient (loss_and_gradient: forward + backward)", ""]
+    names = plot_memory(runs, args.out)
+    for name in names or []:
+        md += ["![%s](%s)" % (name, name), ""]
+    rows = []
+    for lab, rs in sorted(series(runs, "gradient").items()):
+        for r in sorted(rs, key=grad_key):
+            rows.append([lab, grad_key(r), "%.1f" % (r["seconds"] * 1e3), "%.1f" % (r.get("cells_per_second", 0) * 1e-6),
+                         "%.1f" % r.get("bytes_per_cell_step", 0), "%.1f %%" % (100 * r.get("roofline_fraction", 0)),
+                         fmt_bytes(r.get("boundary_bytes", 0)), fmt_bytes(r.get("peak_device_bytes", 0)),
+                         fmt_bytes(r.get("modelled_bytes", 0))])
+    md += [table(["series", "strategy/location/dtype", "ms", "Mcells/s", "B/cell-step (model)", "of triad",
+                  "saved steps", "peak RSS / device", "modelled working set"], rows), ""]
+
+    md += ["## Codecs and step stores", ""]
+    name = plot_codec(runs, args.out)
+    if name:
+        md += ["![%s](%s)" % (name, name), ""]
+    rows = []
+    for f in ("codec_encode", "codec_decode", "store_write", "store_read"):
+        for lab, rs in sorted(series(runs, f).items()):
+            for r in rs:
+                p = r["params"]
+                rows.append([f, lab, ", ".join("%s=%s" % kv for kv in sorted(p.items())),
+                             gb(r.get("bytes_per_second", 0)), ("%.2f" % r["ratio"]) if "ratio" in r else ""])
+    md += [table(["benchmark", "series", "parameters", "GB/s (fp32 values)", "compression"], rows), ""]
+
+    md += ["## Peers", ""]
+    if not peers:
+        md += ["No peer timings given (scripts/peer_deepwave.py writes them when Deepwave is importable).", ""]
+    for p in peers:
+        c = p.get("context", {})
+        md += ["%s %s on %s (%s), torch %s, threads %s: %s" % (p["peer"], c.get("version", "?"), c.get("device", "?"),
+                                                               c.get("cpu_model", ""), c.get("torch", "?"), c.get("threads", "?"),
+                                                               p.get("problem", "")), ""]
+        md += [table(["kind", "shots", "nt", "seconds", "Gcells/s"],
+                     [[r["kind"], r["shots"], r["nt"], "%.3f" % r["seconds"], "%.3f" % (r.get("cells_per_second", 0) * 1e-9)]
+                      for r in p.get("results", [])]), ""]
+
+    with open(os.path.join(args.out, "REPORT.md"), "w") as f:
+        f.write("\n".join(md))
+    print("wrote %s" % os.path.join(args.out, "REPORT.md"))
+
+
+if __name__ == "__main__":
+    main()

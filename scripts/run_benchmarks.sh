@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Builds ksweep_bench if needed, runs it on every enabled backend with OMP_NUM_THREADS threads
+# (default 2), times the Deepwave peer when it is importable, and regenerates
+# docs/benchmarks/REPORT.md.
+#
+#   scripts/run_benchmarks.sh
+#
+# Environment:
+#   KSWEEP_BENCH_BUILD     build folder (default <repo>/build-bench; configured with
+#                          -DKSWEEP_ENABLE_BENCHMARKS=ON if it has no ksweep_bench target)
+#   CMAKE_PREFIX_PATH      where Kokkos is (default <repo>/.deps/install)
+#   OMP_NUM_THREADS        threads of the OpenMP backend (default 2)
+#   KSWEEP_BENCH_BACKENDS  backends to run (default: every backend ksweep_bench reports)
+#   KSWEEP_BENCH_FILTER    extra regex on benchmark names, e.g. 'forward|stream' (default all)
+#   KSWEEP_BENCH_MIN_TIME  --benchmark_min_time in seconds (default 0.1)
+# Run it on a quiet machine: the report records the load average next to each run.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${KSWEEP_BENCH_BUILD:-$repo/build-bench}
+out=$repo/docs/benchmarks
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+export OMP_PROC_BIND=${OMP_PROC_BIND:-false}
+min_time=${KSWEEP_BENCH_MIN_TIME:-0.1}
+filter=${KSWEEP_BENCH_FILTER:-.*}
+python=/usr/bin/python3
+host=$(hostname -s 2>/dev/null || hostname)
+
+if [ ! -f "$build/build.ninja" ] && [ ! -f "$build/Makefile" ]; then
+  cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="${CMAKE_PREFIX_PATH:-$repo/.deps/install}" -DKSWEEP_ENABLE_BENCHMARKS=ON
+else
+  cmake "$build" -DKSWEEP_ENABLE_BENCHMARKS=ON >/dev/null
+fi
+cmake --build "$build" --target ksweep_bench
+bench=$build/bench/ksweep_bench
+
+mkdir -p "$out"
+if [ -n "${KSWEEP_BENCH_BACKENDS:-}" ]; then
+  read -r -a backends <<<"$KSWEEP_BENCH_BACKENDS"
+else
+  # Backends that registered benchmarks: the second field of the names.
+  mapfile -t backends < <("$bench" --benchmark_list_tests=true --benchmark_filter='^stream_triad/' 2>/dev/null | cut -d/ -f2 | sort -u)
+fi
+
+jsons=()
+for b in "${backends[@]}"; do
+  json=$out/$host-$(echo "$b" | tr '[:upper:]' '[:lower:]').json
+  echo "== $b -> $json (OMP_NUM_THREADS=$OMP_NUM_THREADS, load: $(cut -d' ' -f1-3 /proc/loadavg))"
+  "$bench" --benchmark_filter="^($filter)/$b/" --benchmark_min_time="$min_time" \
+    --benchmark_out="$json" --benchmark_out_format=json
+  jsons+=("$json")
+done
+
+peer=$out/$host-deepwave.json
+"$python" "$repo/scripts/peer_deepwave.py" --out "$peer" || echo "peer_deepwave.py failed: report without it"
+[ -f "$peer" ] && jsons+=("$peer")
+
+"$python" "$repo/scripts/bench_report.py" "${jsons[@]}" --out "$out"

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Builds the unit tests with AddressSanitizer + UndefinedBehaviorSanitizer (Serial backend
+# binary) and runs them.
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${KSWEEP_SAN_BUILD_DIR:-$repo/build-asan}
+prefix=$(bash "$repo/scripts/setup.sh" | tail -n 1)
+flags="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
+  -DKSWEEP_ENABLE_BENCHMARKS=OFF -DKSWEEP_ENABLE_DRIVERS=OFF >/dev/null
+cmake --build "$build" -j "$(nproc)" --target ksweep_tests_serial
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+"$build/tests/ksweep_tests_serial"
