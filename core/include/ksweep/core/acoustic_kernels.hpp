@@ -257,15 +257,89 @@ struct AcousticStep {
     }
   }
 
+  // Runs of a row inside the top or bottom layer (z terms only): the z-layer coefficients are
+  // constant along the row, so these vectorise too.
+  KOKKOS_INLINE_FUNCTION void forward_zlayer_run(int s, int iz, int x0, int x1) const {
+    int const hz = iz + M, side = z_side(iz), row = z_row(side, iz);
+    std::ptrdiff_t const sz = static_cast<std::ptrdiff_t>(m_cur.stride(1));
+    std::ptrdiff_t const ps = static_cast<std::ptrdiff_t>(m_psiz_in.stride(2));
+    Real const* KOKKOS_RESTRICT u = &m_cur(s, hz, M);
+    Real* KOKKOS_RESTRICT out = &m_out(s, hz, M);
+    Real const* KOKKOS_RESTRICT c = &m_c(hz, M);
+    Real const* KOKKOS_RESTRICT pin = &m_psiz_in(side, s, row, 0);
+    Real* KOKKOS_RESTRICT pout = &m_psiz_out(side, s, row, 0);
+    Real const* KOKKOS_RESTRICT zin = &m_zetaz_in(side, s, row, 0);
+    Real* KOKKOS_RESTRICT zout = &m_zetaz_out(side, s, row, 0);
+    Real const a = m_az(hz), b = m_bz(hz);
+#pragma omp simd
+    for (int ix = x0; ix < x1; ++ix) {
+      Real dxx = Real(C::second(0)) * u[ix], dzz = Real(C::second(0)) * u[ix], dzu = 0, dzpsi = 0;
+      for (int k = 1; k <= M; ++k) {
+        dxx += Real(C::second(k)) * (u[ix - k] + u[ix + k]);
+        dzz += Real(C::second(k)) * (u[ix - k * sz] + u[ix + k * sz]);
+        dzu += Real(C::first(k)) * (u[ix + k * sz] - u[ix - k * sz]);
+        dzpsi += Real(C::first(k)) * (pin[ix + k * ps] - pin[ix - k * ps]);
+      }
+      Real const q = dzz + dzpsi;
+      pout[ix] = a * pin[ix] + b * dzu;
+      Real const zeta = a * zin[ix] + b * q;
+      zout[ix] = zeta;
+      out[ix] = Real(2) * u[ix] - out[ix] + c[ix] * (dxx + q + zeta);
+    }
+  }
+  template <bool InLayer>
+  KOKKOS_INLINE_FUNCTION void adjoint_zlayer_run(int s, int iz, int x0, int x1) const {
+    int const hz = iz + M, side = z_side(iz), row = z_row(side, iz);
+    std::ptrdiff_t const sz = static_cast<std::ptrdiff_t>(m_cur.stride(1));
+    std::ptrdiff_t const ps = static_cast<std::ptrdiff_t>(m_psiz_in.stride(2));
+    Real const* KOKKOS_RESTRICT l = &m_cur(s, hz, M);
+    Real* KOKKOS_RESTRICT out = &m_out(s, hz, M);
+    Real const* KOKKOS_RESTRICT c = &m_c(hz, M);
+    Real const* KOKKOS_RESTRICT pin = &m_psiz_in(side, s, row, 0);
+    Real* KOKKOS_RESTRICT pout = &m_psiz_out(side, s, row, 0);
+    Real const* KOKKOS_RESTRICT zin = &m_zetaz_in(side, s, row, 0);
+    Real* KOKKOS_RESTRICT zout = &m_zetaz_out(side, s, row, 0);
+    Real bz[2 * M + 1], mz[2 * M + 1];
+    for (int k = -M; k <= M; ++k) {
+      bz[k + M] = m_bz(hz + k);
+      mz[k + M] = m_mz(hz + k);
+    }
+    Real const a = m_az(hz);
+#pragma omp simd
+    for (int ix = x0; ix < x1; ++ix) {
+      Real const g0 = c[ix] * l[ix];
+      Real lapx = Real(C::second(0)) * g0;
+      Real const w0 = g0 + bz[M] * (g0 + zin[ix]);
+      Real lapz = Real(C::second(0)) * w0, dbz = 0, dq = 0;
+      for (int k = 1; k <= M; ++k) {
+        lapx += Real(C::second(k)) * (c[ix - k] * l[ix - k] + c[ix + k] * l[ix + k]);
+        Real const gm = c[ix - k * sz] * l[ix - k * sz], gp = c[ix + k * sz] * l[ix + k * sz];
+        Real const wm = gm + bz[M - k] * (gm + zin[ix - k * ps]), wp = gp + bz[M + k] * (gp + zin[ix + k * ps]);
+        lapz += Real(C::second(k)) * (wm + wp);
+        dbz += Real(C::first(k)) * (bz[M + k] * pin[ix + k * ps] - bz[M - k] * pin[ix - k * ps]);
+        dq += Real(C::first(k)) * (mz[M + k] * wp - mz[M - k] * wm);
+      }
+      if constexpr (InLayer) {
+        pout[ix] = a * pin[ix] - dq;
+        zout[ix] = a * (g0 + zin[ix]);
+      }
+      out[ix] = Real(2) * l[ix] - out[ix] + lapx + lapz - dbz;
+    }
+  }
+
   template <bool A, bool B, bool FS, class Tag>
   KOKKOS_INLINE_FUNCTION void run(Tag, int s, int iz, int x0, int x1) const {
     if constexpr (std::is_same_v<Tag, ForwardTag>) {
       if constexpr (!A && !B && !FS) forward_interior_run(s, iz, x0, x1);
+      else if constexpr (!A && B && !FS) forward_zlayer_run(s, iz, x0, x1);
       else
         for (int ix = x0; ix < x1; ++ix) forward_cell<A, B, FS>(s, iz, ix);
     } else {
       if constexpr (!A && !B && !FS) adjoint_interior_run(s, iz, x0, x1);
-      else
+      else if constexpr (!A && B && !FS) {
+        if (m_mz(iz + M) != Real(0)) adjoint_zlayer_run<true>(s, iz, x0, x1);
+        else adjoint_zlayer_run<false>(s, iz, x0, x1);
+      } else
         for (int ix = x0; ix < x1; ++ix) adjoint_cell<A, B, FS>(s, iz, ix);
     }
   }
