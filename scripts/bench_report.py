@@ -274,6 +274,20 @@ def plot_codec(runs, out):
     return save(fig, out, "codec_store.png")
 
 
+def plot_allreduce(rows, out):
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for nz, nx in sorted({(r["params"]["nz"], r["params"]["nx"]) for r in rows}):
+        rs = sorted((r for r in rows if (r["params"]["nz"], r["params"]["nx"]) == (nz, nx)), key=lambda r: r["params"]["ranks"])
+        ax.plot([r["params"]["ranks"] for r in rs], [r["seconds"] * 1e6 for r in rs], "o-", label="%d x %d" % (nz, nx))
+    ax.set_xlabel("MPI ranks")
+    ax.set_ylabel("microseconds per all-reduce")
+    ax.set_yscale("log")
+    ax.set_title("Gradient all-reduce (double, host memory)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(title="model grid")
+    return save(fig, out, "allreduce.png")
+
+
 def table(header, rows):
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
@@ -362,6 +376,21 @@ def main():
                 rows.append([f, lab, ", ".join("%s=%s" % kv for kv in sorted(p.items())),
                              gb(r.get("bytes_per_second", 0)), ("%.2f" % r["ratio"]) if "ratio" in r else ""])
     md += [table(["benchmark", "series", "parameters", "GB/s (fp32 values)", "compression"], rows), ""]
+
+    md += ["## MPI all-reduce of model-sized gradients (double)", ""]
+    ar = [r for lab, rs in series(runs, "allreduce").items() for r in rs]
+    if ar:
+        name = plot_allreduce(ar, args.out)
+        if name:
+            md += ["![%s](%s)" % (name, name), ""]
+        rows = []
+        for r in sorted(ar, key=lambda r: (r["params"]["nz"], r["params"]["ranks"])):
+            p = r["params"]
+            rows.append(["%dx%d" % (p["nz"], p["nx"]), p["ranks"], fmt_bytes(r.get("bytes", 0)),
+                         "%.1f" % (r["seconds"] * 1e6), gb(r.get("bytes_per_second", 0))])
+        md += [table(["model grid", "ranks", "gradient", "us per all-reduce", "GB/s"], rows), ""]
+    else:
+        md += ["No all-reduce runs given (`mpirun -n N ksweep_bench_mpi`, see scripts/run_benchmarks.sh).", ""]
 
     md += ["## Peers", ""]
     if not peers:

@@ -52,6 +52,17 @@ for b in "${backends[@]}"; do
   jsons+=("$json")
 done
 
+# MPI all-reduce of model-sized gradients over 1-4 ranks (one thread per rank).
+if [ -x "$build/bench/ksweep_bench_mpi" ] || cmake --build "$build" --target ksweep_bench_mpi >/dev/null 2>&1; then
+  for n in 1 2 3 4; do
+    json=$out/$host-allreduce-$n.json
+    OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+      mpirun -n "$n" --oversubscribe "$build/bench/ksweep_bench_mpi" \
+      --benchmark_out="$json" --benchmark_out_format=json >/dev/null
+    jsons+=("$json")
+  done
+fi
+
 peer=$out/$host-deepwave.json
 "$python" "$repo/scripts/peer_deepwave.py" --out "$peer" || echo "peer_deepwave.py failed: report without it"
 [ -f "$peer" ] && jsons+=("$peer")

@@ -430,90 +430,99 @@ void launch_step(ExecSpace const& space, char const* label, Functor const& f, in
 }
 
 /// Imaging and backward reconstruction on the model cells (the region without layer terms).
-/// With u0 = u^n, u1 = u^{n+1} and lambda = lambda^{n+1}, per shot and cell:
-///   grad  += lambda * L u0          (d u^{n+1} / d c = L u^n)
-///   isrc  += u0^2,  irec += lambda^2
-/// and, when reconstructing, u1 <- 2 u0 - u1 + c L u0 (= u^{n-1} before the source term).
+/// With u0 = u^n, u1 = u^{n+1} and lambda = lambda^{n+1}, per cell, summed over the shots:
+///   grad  += sum_s lambda * L u0          (d u^{n+1} / d c = L u^n)
+///   isrc  += sum_s u0^2,  irec += sum_s lambda^2
+/// and, when reconstructing, per shot u1 <- 2 u0 - u1 + c L u0 (= u^{n-1} before the source
+/// term). The images accumulate in double, so sums hardly depend on how shots are split.
 template <class Real, int Order, class MemorySpace>
 struct AcousticImaging {
   static constexpr int M = Order / 2;
   using C = StencilCoefficients<Order>;
   using field3 = Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace>;
+  using image = Kokkos::View<double**, Kokkos::LayoutRight, MemorySpace>;
   Kokkos::View<Real const***, Kokkos::LayoutRight, MemorySpace> m_u0, m_lambda;
   field3 m_u1;
   Kokkos::View<Real const**, Kokkos::LayoutRight, MemorySpace> m_c;
-  field3 m_grad, m_isrc, m_irec;  // [shot][nz][nx]
-  int m_nz, m_nx, m_top, m_w;
+  image m_grad, m_isrc, m_irec;  // [nz][nx]
+  int m_nz, m_nx, m_top, m_w, m_shots;
   bool m_free_surface, m_reconstruct;
 
   template <bool FS>
-  KOKKOS_FORCEINLINE_FUNCTION void cell(int s, int iz, int ix) const {
-    int const hz = iz + m_top + M, hx = ix + m_w + M;
-    Real const uc = m_u0(s, hz, hx);
-    Real lap = Real(2 * C::second(0)) * uc;
-    for (int k = 1; k <= M; ++k) {
-      Real up;
-      int const pz = iz + m_top;  // padded row
-      if constexpr (FS) {
-        up = pz - k >= 0 ? m_u0(s, hz - k, hx) : -m_u0(s, M + k - pz, hx);
-      } else {
-        up = m_u0(s, hz - k, hx);
+  KOKKOS_FORCEINLINE_FUNCTION void cell(int iz, int ix) const {
+    int const hz = iz + m_top + M, hx = ix + m_w + M, pz = iz + m_top;
+    double g = 0, is = 0, ir = 0;
+    for (int s = 0; s < m_shots; ++s) {
+      Real const uc = m_u0(s, hz, hx);
+      Real lap = Real(2 * C::second(0)) * uc;
+      for (int k = 1; k <= M; ++k) {
+        Real up;
+        if constexpr (FS) {
+          up = pz - k >= 0 ? m_u0(s, hz - k, hx) : -m_u0(s, M + k - pz, hx);
+        } else {
+          up = m_u0(s, hz - k, hx);
+        }
+        lap += Real(C::second(k)) * (m_u0(s, hz, hx - k) + m_u0(s, hz, hx + k) + up + m_u0(s, hz + k, hx));
       }
-      lap += Real(C::second(k)) * (m_u0(s, hz, hx - k) + m_u0(s, hz, hx + k) + up + m_u0(s, hz + k, hx));
+      Real const l = m_lambda(s, hz, hx);
+      g += static_cast<double>(l * lap);
+      is += static_cast<double>(uc * uc);
+      ir += static_cast<double>(l * l);
+      if (m_reconstruct) m_u1(s, hz, hx) = Real(2) * uc - m_u1(s, hz, hx) + m_c(hz, hx) * lap;
     }
-    Real const l = m_lambda(s, hz, hx);
-    m_grad(s, iz, ix) += l * lap;
-    m_isrc(s, iz, ix) += uc * uc;
-    m_irec(s, iz, ix) += l * l;
-    if (m_reconstruct) m_u1(s, hz, hx) = Real(2) * uc - m_u1(s, hz, hx) + m_c(hz, hx) * lap;
+    m_grad(iz, ix) += g;
+    m_isrc(iz, ix) += is;
+    m_irec(iz, ix) += ir;
   }
 
-  KOKKOS_INLINE_FUNCTION void operator()(impl::RowTag<void>, int r) const {
-    int const s = r / m_nz, iz = r % m_nz;
+  KOKKOS_INLINE_FUNCTION void operator()(impl::RowTag<void>, int iz) const {
     if (m_free_surface && iz == 0) return;  // pressure held at zero: no sensitivity
     if (m_free_surface && iz < M) {
-      for (int ix = 0; ix < m_nx; ++ix) cell<true>(s, iz, ix);
+      for (int ix = 0; ix < m_nx; ++ix) cell<true>(iz, ix);
       return;
     }
     int const hz = iz + m_top + M, hx = m_w + M;
     std::ptrdiff_t const sz = static_cast<std::ptrdiff_t>(m_u0.stride(1));
-    Real const* KOKKOS_RESTRICT u0 = &m_u0(s, hz, hx);
-    Real const* KOKKOS_RESTRICT l = &m_lambda(s, hz, hx);
-    Real* KOKKOS_RESTRICT u1 = &m_u1(s, hz, hx);
+    double* KOKKOS_RESTRICT g = &m_grad(iz, 0);
+    double* KOKKOS_RESTRICT is = &m_isrc(iz, 0);
+    double* KOKKOS_RESTRICT ir = &m_irec(iz, 0);
     Real const* KOKKOS_RESTRICT c = &m_c(hz, hx);
-    Real* KOKKOS_RESTRICT g = &m_grad(s, iz, 0);
-    Real* KOKKOS_RESTRICT is = &m_isrc(s, iz, 0);
-    Real* KOKKOS_RESTRICT ir = &m_irec(s, iz, 0);
     bool const rebuild = m_reconstruct;
+    for (int s = 0; s < m_shots; ++s) {
+      Real const* KOKKOS_RESTRICT u0 = &m_u0(s, hz, hx);
+      Real const* KOKKOS_RESTRICT l = &m_lambda(s, hz, hx);
+      Real* KOKKOS_RESTRICT u1 = &m_u1(s, hz, hx);
 #pragma omp simd
-    for (int ix = 0; ix < m_nx; ++ix) {
-      Real const uc = u0[ix];
-      Real lap = Real(2 * C::second(0)) * uc;
-      for (int k = 1; k <= M; ++k)
-        lap += Real(C::second(k)) * (u0[ix - k] + u0[ix + k] + u0[ix - k * sz] + u0[ix + k * sz]);
-      g[ix] += l[ix] * lap;
-      is[ix] += uc * uc;
-      ir[ix] += l[ix] * l[ix];
-      if (rebuild) u1[ix] = Real(2) * uc - u1[ix] + c[ix] * lap;
+      for (int ix = 0; ix < m_nx; ++ix) {
+        Real const uc = u0[ix];
+        Real lap = Real(2 * C::second(0)) * uc;
+        for (int k = 1; k <= M; ++k)
+          lap += Real(C::second(k)) * (u0[ix - k] + u0[ix + k] + u0[ix - k * sz] + u0[ix + k * sz]);
+        g[ix] += static_cast<double>(l[ix] * lap);
+        is[ix] += static_cast<double>(uc * uc);
+        ir[ix] += static_cast<double>(l[ix] * l[ix]);
+        if (rebuild) u1[ix] = Real(2) * uc - u1[ix] + c[ix] * lap;
+      }
     }
   }
-  KOKKOS_INLINE_FUNCTION void operator()(impl::CellTag<void>, int s, int iz, int ix) const {
+  KOKKOS_INLINE_FUNCTION void operator()(impl::CellTag<void>, int iz, int ix) const {
     if (m_free_surface && iz == 0) return;
-    if (m_free_surface && iz < M) cell<true>(s, iz, ix);
-    else cell<false>(s, iz, ix);
+    if (m_free_surface && iz < M) cell<true>(iz, ix);
+    else cell<false>(iz, ix);
   }
 };
 
-/// Launches a functor with RowTag<void>/CellTag<void> operators over [shot][rows][cols].
+/// Launches a functor with RowTag<void>(row) / CellTag<void>(row, col) operators over a
+/// rows x cols grid: rows on host backends, cells on devices.
 template <class ExecSpace, class Functor>
-void launch_cells(ExecSpace const& space, char const* label, Functor const& f, int n_shots, int rows, int cols) {
+void launch_cells(ExecSpace const& space, char const* label, Functor const& f, int rows, int cols) {
   if constexpr (impl::runs_by_rows<ExecSpace>) {
     (void)cols;
-    Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecSpace, impl::RowTag<void>>(space, 0, n_shots * rows), f);
+    Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecSpace, impl::RowTag<void>>(space, 0, rows), f);
   } else {
-    using policy = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3, Kokkos::Iterate::Right, Kokkos::Iterate::Right>,
+    using policy = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>,
                                          impl::CellTag<void>>;
-    Kokkos::parallel_for(label, policy(space, {0, 0, 0}, {n_shots, rows, cols}, {1, 4, 64}), f);
+    Kokkos::parallel_for(label, policy(space, {0, 0}, {rows, cols}, {4, 64}), f);
   }
 }
 

@@ -63,6 +63,7 @@ class GradientEngine {
   using record_view = typename propagator_type::record_view;
   using field3 = Kokkos::View<Real***, Kokkos::LayoutRight, memory_space>;
   using images_type = Images<memory_space, double>;
+  using image = Kokkos::View<double**, Kokkos::LayoutRight, memory_space>;
 
   GradientEngine(propagator_type& prop, StorageConfig const& cfg) : m_prop(prop), m_cfg(cfg) {
     KSWEEP_REQUIRE(cfg.strategy == "full" || cfg.strategy == "boundary",
@@ -84,9 +85,9 @@ class GradientEngine {
     Kokkos::deep_copy(m_offsets, h);
     int const S = prop.max_shots();
     m_ring = Kokkos::View<Real*, memory_space>(std::string("ksweep::storage::ring"), static_cast<std::size_t>(S) * m_n_ring);
-    m_grad_s = field3(std::string("ksweep::storage::grad_shots"), S, l.nz, l.nx);
-    m_isrc_s = field3(std::string("ksweep::storage::isrc_shots"), S, l.nz, l.nx);
-    m_irec_s = field3(std::string("ksweep::storage::irec_shots"), S, l.nz, l.nx);
+    m_grad_c = image(std::string("ksweep::storage::grad_c"), l.nz, l.nx);
+    m_isrc = image(std::string("ksweep::storage::isrc"), l.nz, l.nx);
+    m_irec = image(std::string("ksweep::storage::irec"), l.nz, l.nx);
   }
 
   bool full() const { return m_cfg.strategy == "full"; }
@@ -122,9 +123,9 @@ class GradientEngine {
     KSWEEP_REQUIRE(static_cast<int>(residual.extent(1)) == nt,
                    "residual has " << residual.extent(1) << " time samples, the forward run had " << nt);
     auto const space = p.space();
-    Kokkos::deep_copy(space, m_grad_s, Real(0));
-    Kokkos::deep_copy(space, m_isrc_s, Real(0));
-    Kokkos::deep_copy(space, m_irec_s, Real(0));
+    Kokkos::deep_copy(space, m_grad_c, 0.0);
+    Kokkos::deep_copy(space, m_isrc, 0.0);
+    Kokkos::deep_copy(space, m_irec, 0.0);
     p.adjoint_reset();
     auto& fs = p.forward_state();
     auto& as = p.adjoint_state();
@@ -160,26 +161,20 @@ class GradientEngine {
       }
       p.adjoint_step();  // lambda^n
     }
-    // Sum over shots and convert d/dc to d/dv: dc/dv = 2 c / v.
+    // Convert d/dc to d/dv: dc/dv = 2 c / v.
     auto g = out.grad, is = out.illum_src, ir = out.illum_rec;
-    auto gs = m_grad_s, iss = m_isrc_s, irs = m_irec_s;
+    auto gc = m_grad_c, isc = m_isrc, irc = m_irec;
     auto c = p.c();
     auto vp = p.vp_model();
     int const top = l.top, wd = l.width;
     Kokkos::parallel_for(
-        "ksweep::storage::sum_images",
+        "ksweep::storage::scale_images",
         Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(space, {0, 0},
                                                                                                           {l.nz, l.nx}),
         KOKKOS_LAMBDA(int iz, int ix) {
-          double sg = 0, ss = 0, sr = 0;
-          for (int s = 0; s < S; ++s) {
-            sg += gs(s, iz, ix);
-            ss += iss(s, iz, ix);
-            sr += irs(s, iz, ix);
-          }
-          g(iz, ix) += sg * 2.0 * static_cast<double>(c(iz + top + M, ix + wd + M)) / static_cast<double>(vp(iz, ix));
-          is(iz, ix) += ss;
-          ir(iz, ix) += sr;
+          g(iz, ix) += gc(iz, ix) * 2.0 * static_cast<double>(c(iz + top + M, ix + wd + M)) / static_cast<double>(vp(iz, ix));
+          is(iz, ix) += isc(iz, ix);
+          ir(iz, ix) += irc(iz, ix);
         });
     space.fence();
     m_store.reset();
@@ -229,7 +224,7 @@ class GradientEngine {
     std::size_t const level = static_cast<std::size_t>(m_prop.max_shots()) * (l.NZ + 2 * M) * (l.NX + 2 * M) * sizeof(Real);
     r.seed_bytes = 2 * level;
     r.wavefield_bytes = 2 * m_prop.state_bytes() - r.seed_bytes + m_ring.span() * sizeof(Real);
-    r.image_bytes = 3 * m_grad_s.span() * sizeof(Real) + 3 * static_cast<std::size_t>(l.nz) * l.nx * sizeof(double);
+    r.image_bytes = 6 * static_cast<std::size_t>(l.nz) * l.nx * sizeof(double);
     r.observed_bytes = observed_bytes;
     r.synthetic_bytes = synthetic_bytes;
     r.peak_device_bytes = m_peak;
@@ -247,10 +242,10 @@ class GradientEngine {
   }
   void imaging(field3 const& u0, field3 const& u1, field3 const& lambda, bool reconstruct, int S) {
     auto const& l = m_prop.layout();
-    core::AcousticImaging<Real, Order, memory_space> f{u0, lambda, u1, m_prop.c(), m_grad_s, m_isrc_s, m_irec_s,
-                                                       l.nz, l.nx, l.top, l.width, l.free_surface, reconstruct};
+    core::AcousticImaging<Real, Order, memory_space> f{u0, lambda, u1, m_prop.c(), m_grad_c, m_isrc, m_irec,
+                                                       l.nz, l.nx, l.top, l.width, S, l.free_surface, reconstruct};
     core::launch_cells(m_prop.space(), reconstruct ? "ksweep::storage::image_and_rebuild" : "ksweep::storage::image", f,
-                       S, l.nz, l.nx);
+                       l.nz, l.nx);
   }
 
   propagator_type& m_prop;
@@ -260,7 +255,7 @@ class GradientEngine {
   std::size_t m_peak = 0;
   Kokkos::View<int*, memory_space> m_offsets;
   Kokkos::View<Real*, memory_space> m_ring;
-  field3 m_grad_s, m_isrc_s, m_irec_s;
+  image m_grad_c, m_isrc, m_irec;  // d/dc and illuminations of a batch, summed over shots
   std::unique_ptr<StepStore<Real, ExecSpace>> m_store;
 };
 
