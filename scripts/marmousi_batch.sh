@@ -28,14 +28,14 @@ done
 import json, os, sys
 import h5py, numpy as np
 out = sys.argv[1]
-ref = h5py.File(os.path.join(out, "boundary-device-fp32", "epochs", "epoch_0001.h5"), "r")["grad"][...].ravel()
+ref = h5py.File(os.path.join(out, "boundary-device-fp32", "epochs", "epoch_0001.h5"), "r")["grad"][...].ravel().astype(np.float64)
 mib = lambda b: "%.1f" % (b / 2**20)
 rows = ["| strategy | location | dtype | s/iteration | saved steps MiB | staging MiB | wavefields+CPML MiB | seeds MiB | images MiB | observed MiB | synthetic MiB | peak RSS MiB | gradient cosine vs boundary/device/fp32 |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 for name in sorted(d for d in os.listdir(out) if d.count("-") == 2):
     s = json.load(open(os.path.join(out, name, "summary.json")))
     m = s["memory"]
-    g = h5py.File(os.path.join(out, name, "epochs", "epoch_0001.h5"), "r")["grad"][...].ravel()
+    g = h5py.File(os.path.join(out, name, "epochs", "epoch_0001.h5"), "r")["grad"][...].ravel().astype(np.float64)
     cos = float(np.dot(g, ref) / np.sqrt(np.dot(g, g) * np.dot(ref, ref)))
     rows.append("| %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %.8f |" % (
         m["strategy"], m["location"], m["dtype"], s["iterations"][0]["seconds"], mib(m["boundary_bytes"]),

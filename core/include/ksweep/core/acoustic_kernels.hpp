@@ -327,18 +327,150 @@ struct AcousticStep {
     }
   }
 
+  // Runs inside the left or right layer (x terms; z terms too in the corners). The strip side
+  // is constant along a run; the x profiles are read per cell.
+  template <bool ZP>
+  KOKKOS_INLINE_FUNCTION void forward_xlayer_run(int s, int iz, int x0, int x1) const {
+    int const hz = iz + M, side = x_side(x0), off = x_col(side, 0);
+    std::ptrdiff_t const sz = static_cast<std::ptrdiff_t>(m_cur.stride(1));
+    Real const* KOKKOS_RESTRICT u = &m_cur(s, hz, M);
+    Real* KOKKOS_RESTRICT out = &m_out(s, hz, M);
+    Real const* KOKKOS_RESTRICT c = &m_c(hz, M);
+    Real const* KOKKOS_RESTRICT pxi = &m_psix_in(side, s, iz, 0);
+    Real* KOKKOS_RESTRICT pxo = &m_psix_out(side, s, iz, 0);
+    Real const* KOKKOS_RESTRICT zxi = &m_zetax_in(side, s, iz, 0);
+    Real* KOKKOS_RESTRICT zxo = &m_zetax_out(side, s, iz, 0);
+    Real const* KOKKOS_RESTRICT ax = &m_ax(M);
+    Real const* KOKKOS_RESTRICT bx = &m_bx(M);
+    int zside = 0, row = 0;
+    if constexpr (ZP) {
+      zside = z_side(iz);
+      row = z_row(zside, iz);
+    }
+    std::ptrdiff_t const ps = static_cast<std::ptrdiff_t>(m_psiz_in.stride(2));
+    Real const* KOKKOS_RESTRICT pzi = ZP ? &m_psiz_in(zside, s, row, 0) : nullptr;
+    Real* KOKKOS_RESTRICT pzo = ZP ? &m_psiz_out(zside, s, row, 0) : nullptr;
+    Real const* KOKKOS_RESTRICT zzi = ZP ? &m_zetaz_in(zside, s, row, 0) : nullptr;
+    Real* KOKKOS_RESTRICT zzo = ZP ? &m_zetaz_out(zside, s, row, 0) : nullptr;
+    Real const az = ZP ? m_az(hz) : Real(0), bz = ZP ? m_bz(hz) : Real(0);
+#pragma omp simd
+    for (int ix = x0; ix < x1; ++ix) {
+      Real dxx = Real(C::second(0)) * u[ix], dzz = Real(C::second(0)) * u[ix], dxu = 0, dxpsi = 0;
+      for (int k = 1; k <= M; ++k) {
+        dxx += Real(C::second(k)) * (u[ix - k] + u[ix + k]);
+        dzz += Real(C::second(k)) * (u[ix - k * sz] + u[ix + k * sz]);
+        dxu += Real(C::first(k)) * (u[ix + k] - u[ix - k]);
+        dxpsi += Real(C::first(k)) * (pxi[ix + off + k] - pxi[ix + off - k]);
+      }
+      Real const qx = dxx + dxpsi;
+      pxo[ix + off] = ax[ix] * pxi[ix + off] + bx[ix] * dxu;
+      Real const zx = ax[ix] * zxi[ix + off] + bx[ix] * qx;
+      zxo[ix + off] = zx;
+      Real tz = dzz;
+      if constexpr (ZP) {
+        Real dzu = 0, dzpsi = 0;
+        for (int k = 1; k <= M; ++k) {
+          dzu += Real(C::first(k)) * (u[ix + k * sz] - u[ix - k * sz]);
+          dzpsi += Real(C::first(k)) * (pzi[ix + k * ps] - pzi[ix - k * ps]);
+        }
+        Real const qz = dzz + dzpsi;
+        pzo[ix] = az * pzi[ix] + bz * dzu;
+        Real const zz = az * zzi[ix] + bz * qz;
+        zzo[ix] = zz;
+        tz = qz + zz;
+      }
+      out[ix] = Real(2) * u[ix] - out[ix] + c[ix] * (qx + zx + tz);
+    }
+  }
+  // Adjoint runs whose stencil reaches the left or right layer. The layer memories are
+  // written with the mask as a factor, so cells outside the strip keep its zero padding.
+  template <bool ZN, bool ZIn>
+  KOKKOS_INLINE_FUNCTION void adjoint_xlayer_run(int s, int iz, int x0, int x1) const {
+    int const hz = iz + M, side = x_side(x0), off = x_col(side, 0);
+    std::ptrdiff_t const sz = static_cast<std::ptrdiff_t>(m_cur.stride(1));
+    Real const* KOKKOS_RESTRICT l = &m_cur(s, hz, M);
+    Real* KOKKOS_RESTRICT out = &m_out(s, hz, M);
+    Real const* KOKKOS_RESTRICT c = &m_c(hz, M);
+    Real const* KOKKOS_RESTRICT pxi = &m_psix_in(side, s, iz, 0);
+    Real* KOKKOS_RESTRICT pxo = &m_psix_out(side, s, iz, 0);
+    Real const* KOKKOS_RESTRICT zxi = &m_zetax_in(side, s, iz, 0);
+    Real* KOKKOS_RESTRICT zxo = &m_zetax_out(side, s, iz, 0);
+    Real const* KOKKOS_RESTRICT ax = &m_ax(M);
+    Real const* KOKKOS_RESTRICT bx = &m_bx(M);
+    Real const* KOKKOS_RESTRICT mx = &m_mx(M);
+    int zside = 0, row = 0;
+    if constexpr (ZN) {
+      zside = z_side(iz);
+      row = z_row(zside, iz);
+    }
+    std::ptrdiff_t const ps = static_cast<std::ptrdiff_t>(m_psiz_in.stride(2));
+    Real const* KOKKOS_RESTRICT pzi = ZN ? &m_psiz_in(zside, s, row, 0) : nullptr;
+    Real* KOKKOS_RESTRICT pzo = ZN ? &m_psiz_out(zside, s, row, 0) : nullptr;
+    Real const* KOKKOS_RESTRICT zzi = ZN ? &m_zetaz_in(zside, s, row, 0) : nullptr;
+    Real* KOKKOS_RESTRICT zzo = ZN ? &m_zetaz_out(zside, s, row, 0) : nullptr;
+    Real bz[2 * M + 1] = {}, mz[2 * M + 1] = {};
+    if constexpr (ZN) {
+      for (int k = -M; k <= M; ++k) {
+        bz[k + M] = m_bz(hz + k);
+        mz[k + M] = m_mz(hz + k);
+      }
+    }
+    Real const az = ZN ? m_az(hz) : Real(0);
+#pragma omp simd
+    for (int ix = x0; ix < x1; ++ix) {
+      Real const g0 = c[ix] * l[ix];
+      Real const wx0 = g0 + bx[ix] * (g0 + zxi[ix + off]);
+      Real lapx = Real(C::second(0)) * wx0, dbx = 0, dqx = 0;
+      Real lapz = 0, dbz = 0, dqz = 0;
+      Real const wz0 = ZN ? g0 + bz[M] * (g0 + zzi[ix]) : g0;
+      lapz = Real(C::second(0)) * wz0;
+      for (int k = 1; k <= M; ++k) {
+        Real const gm = c[ix - k] * l[ix - k], gp = c[ix + k] * l[ix + k];
+        Real const wm = gm + bx[ix - k] * (gm + zxi[ix + off - k]), wp = gp + bx[ix + k] * (gp + zxi[ix + off + k]);
+        lapx += Real(C::second(k)) * (wm + wp);
+        dbx += Real(C::first(k)) * (bx[ix + k] * pxi[ix + off + k] - bx[ix - k] * pxi[ix + off - k]);
+        dqx += Real(C::first(k)) * (mx[ix + k] * wp - mx[ix - k] * wm);
+        Real const hm = c[ix - k * sz] * l[ix - k * sz], hp = c[ix + k * sz] * l[ix + k * sz];
+        if constexpr (ZN) {
+          Real const vm = hm + bz[M - k] * (hm + zzi[ix - k * ps]), vp = hp + bz[M + k] * (hp + zzi[ix + k * ps]);
+          lapz += Real(C::second(k)) * (vm + vp);
+          dbz += Real(C::first(k)) * (bz[M + k] * pzi[ix + k * ps] - bz[M - k] * pzi[ix - k * ps]);
+          dqz += Real(C::first(k)) * (mz[M + k] * vp - mz[M - k] * vm);
+        } else {
+          lapz += Real(C::second(k)) * (hm + hp);
+        }
+      }
+      pxo[ix + off] = mx[ix] * (ax[ix] * pxi[ix + off] - dqx);
+      zxo[ix + off] = ax[ix] * (g0 + zxi[ix + off]);
+      if constexpr (ZIn) {
+        pzo[ix] = az * pzi[ix] - dqz;
+        zzo[ix] = az * (g0 + zzi[ix]);
+      }
+      out[ix] = Real(2) * l[ix] - out[ix] + lapx + lapz - dbx - dbz;
+    }
+  }
+
   template <bool A, bool B, bool FS, class Tag>
   KOKKOS_INLINE_FUNCTION void run(Tag, int s, int iz, int x0, int x1) const {
     if constexpr (std::is_same_v<Tag, ForwardTag>) {
       if constexpr (!A && !B && !FS) forward_interior_run(s, iz, x0, x1);
       else if constexpr (!A && B && !FS) forward_zlayer_run(s, iz, x0, x1);
+      else if constexpr (A && !FS) forward_xlayer_run<B>(s, iz, x0, x1);
       else
         for (int ix = x0; ix < x1; ++ix) forward_cell<A, B, FS>(s, iz, ix);
     } else {
+      bool const zin = m_mz(iz + M) != Real(0);
       if constexpr (!A && !B && !FS) adjoint_interior_run(s, iz, x0, x1);
       else if constexpr (!A && B && !FS) {
-        if (m_mz(iz + M) != Real(0)) adjoint_zlayer_run<true>(s, iz, x0, x1);
+        if (zin) adjoint_zlayer_run<true>(s, iz, x0, x1);
         else adjoint_zlayer_run<false>(s, iz, x0, x1);
+      } else if constexpr (A && !FS) {
+        if constexpr (B) {
+          if (zin) adjoint_xlayer_run<true, true>(s, iz, x0, x1);
+          else adjoint_xlayer_run<true, false>(s, iz, x0, x1);
+        } else {
+          adjoint_xlayer_run<false, false>(s, iz, x0, x1);
+        }
       } else
         for (int ix = x0; ix < x1; ++ix) adjoint_cell<A, B, FS>(s, iz, ix);
     }
