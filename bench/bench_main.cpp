@@ -7,6 +7,7 @@
 // of the "roofline_fraction" counters and is reported in the context.
 
 #include "bench_common.hpp"
+#include "bench_context.hpp"
 
 #include <ksweep/core/config.hpp>
 #include <ksweep/core/runtime.hpp>
@@ -30,27 +31,6 @@ std::string read_first_line(std::string const& path) {
   std::string line;
   std::getline(in, line);
   return line;
-}
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      auto const colon = line.find(':');
-      if (colon != std::string::npos) {
-        auto const start = line.find_first_not_of(" \t", colon + 1);
-        return start == std::string::npos ? std::string() : line.substr(start);
-      }
-    }
-  }
-  return "unknown";
-}
-
-std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
-  return buf;
 }
 
 std::string join(std::vector<std::string> const& v) {
@@ -85,10 +65,10 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("kokkos_default_backend", core::default_backend());
   benchmark::AddCustomContext("kokkos_concurrency", std::to_string(core::default_concurrency()));
   benchmark::AddCustomContext("omp_num_threads", omp ? omp : "unset");
-  benchmark::AddCustomContext("cpu_model", cpu_model());
+  benchmark::AddCustomContext("cpu_model", ksweep::bench::cpu_model());
   benchmark::AddCustomContext("l2_cache", read_first_line("/sys/devices/system/cpu/cpu0/cache/index2/size"));
   benchmark::AddCustomContext("l3_cache", read_first_line("/sys/devices/system/cpu/cpu0/cache/index3/size"));
-  benchmark::AddCustomContext("hostname", host_name());
+  benchmark::AddCustomContext("hostname", ksweep::bench::host_name());
   benchmark::AddCustomContext("smoke", opts.smoke ? "true" : "false");
 #if defined(KOKKOS_ENABLE_CUDA)
   {

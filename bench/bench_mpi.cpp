@@ -2,6 +2,8 @@
 // ksweep::comm::Communicator. Run with mpirun -n 1..4; rank 0 reports.
 //   mpirun -n 4 ksweep_bench_mpi --benchmark_out=allreduce-4.json --benchmark_out_format=json
 
+#include "bench_context.hpp"
+
 #include <ksweep/comm/communicator.hpp>
 #include <ksweep/core/config.hpp>
 
@@ -69,6 +71,9 @@ int main(int argc, char** argv) {
   }
   benchmark::AddCustomContext("ksweep_git_revision", KSWEEP_GIT_REVISION);
   benchmark::AddCustomContext("mpi_ranks", ranks);
+  benchmark::AddCustomContext("cpu_model", ksweep::bench::cpu_model());
+  benchmark::AddCustomContext("hostname", ksweep::bench::host_name());
+  benchmark::AddCustomContext("omp_num_threads", std::to_string(Kokkos::DefaultExecutionSpace{}.concurrency()));
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     if (std::strcmp(argv[i], "--smoke") == 0) continue;

@@ -223,10 +223,10 @@ double gradient_bytes(core::Layout const& l, int order, int shots, int nt, int r
   double const forward = 4 * R * (padded + strip_fwd) + save;
   // Adjoint step: lambda^{n+1}, lambda^{n+2}, c read, lambda^n written; layer memories as forward.
   double const adjoint = 4 * R * (padded + strip_adj);
-  // Imaging on the model cells. Boundary (image_and_rebuild): read u^n, u^{n+1}, lambda, c,
-  // write u^{n-1}; grad, illum_src, illum_rec read + written: 11 reals. Full (image): read u^n,
-  // lambda; accumulators: 8 reals.
-  double const imaging = (full ? 8 * R : 11 * R) * model;
+  // Imaging on the model cells, per shot: boundary (image_and_rebuild) reads u^n, u^{n+1},
+  // lambda, c and writes u^{n-1} (5 reals); full (image) reads u^n and lambda (2 reals). The
+  // three double images (read + write, 48 B per model cell and step) are shared by the shots.
+  double const imaging = (full ? 2 * R : 5 * R) * model + 48.0 * model / shots;
   double const backward = adjoint + imaging + restore;
   return static_cast<double>(shots) * nt * (forward + backward);
 }
