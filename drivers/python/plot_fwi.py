@@ -19,7 +19,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 
 import matplotlib
 
@@ -28,6 +27,7 @@ import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker as mticker  # noqa: E402
 import numpy as np  # noqa: E402
+from ksweep_figures import save_atomic  # noqa: E402
 from mpl_toolkits.axes_grid1 import make_axes_locatable  # noqa: E402
 
 PROG = "plot_fwi.py"
@@ -37,21 +37,6 @@ EPOCH_RE = re.compile(r"^epoch_(\d+)\.h5$")
 
 def note(msg):
     print(f"{PROG}: {msg}", file=sys.stderr)
-
-
-def save_atomic(fig, out, dpi):
-    out = os.path.abspath(out)
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(out) + ".", suffix=".tmp.png",
-                               dir=os.path.dirname(out))
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=dpi, format="png")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def fmt_num(value, spec):

@@ -5,9 +5,7 @@ Usage: plot_gather.py observed.h5 out.png [--shot K]
 """
 
 import argparse
-import os
 import sys
-import tempfile
 
 import matplotlib
 
@@ -15,21 +13,7 @@ matplotlib.use("Agg")
 import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-
-
-def save_atomic(fig, out, dpi):
-    out = os.path.abspath(out)
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(out) + ".", suffix=".tmp.png",
-                               dir=os.path.dirname(out))
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=dpi, format="png")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+from ksweep_figures import save_atomic  # noqa: E402
 
 
 def main(argv=None):

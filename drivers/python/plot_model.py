@@ -7,7 +7,6 @@ Usage: plot_model.py model.h5 out.png [--dataset vp] [--title TEXT]
 import argparse
 import os
 import sys
-import tempfile
 
 import matplotlib
 
@@ -15,22 +14,8 @@ matplotlib.use("Agg")
 import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from ksweep_figures import save_atomic  # noqa: E402
 from mpl_toolkits.axes_grid1 import make_axes_locatable  # noqa: E402
-
-
-def save_atomic(fig, out, dpi):
-    out = os.path.abspath(out)
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(out) + ".", suffix=".tmp.png",
-                               dir=os.path.dirname(out))
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=dpi, format="png")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def main(argv=None):
