@@ -28,6 +28,9 @@
 #include <random>
 #include <sstream>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 namespace ksweep::app {
 
 io::RecordsFile model_observed(io::Config const& cfg, io::VelocityModel const& vm, core::Survey const& survey,
@@ -110,9 +113,18 @@ void write_checkpoint(fs::path const& path, Checkpoint const& c) {
     out.flush();
     KSWEEP_REQUIRE(out.good(), "writing the checkpoint " << tmp.string() << " failed: " << std::strerror(errno));
   }
+  // On disk before it replaces the previous checkpoint, so that even a power loss keeps one.
+  int const fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+  KSWEEP_REQUIRE(fd >= 0 && ::fsync(fd) == 0, "cannot flush the checkpoint " << tmp.string() << ": " << std::strerror(errno));
+  ::close(fd);
   std::error_code ec;
   fs::rename(tmp, path, ec);
   KSWEEP_REQUIRE(!ec, "cannot move the checkpoint into place at " << path.string() << ": " << ec.message());
+  int const dfd = ::open(path.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
 }
 
 Checkpoint read_checkpoint(fs::path const& path, std::size_t n) {
