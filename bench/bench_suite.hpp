@@ -40,6 +40,20 @@ using benchmark::Counter;
 // STREAM copy and triad
 // -------------------------------------------------------------------------------------------
 
+/// First touch of the STREAM arrays by the backend that uses them. (A free function: nvcc
+/// does not allow an extended lambda inside a constructor.)
+template <class ExecSpace, class View>
+void stream_first_touch(ExecSpace const& space, View const& a, View const& b, View const& c) {
+  Kokkos::parallel_for(
+      "ksweep::bench::first_touch", Kokkos::RangePolicy<ExecSpace>(space, 0, a.extent(0)),
+      KOKKOS_LAMBDA(std::size_t i) {
+        a(i) = 0.0;
+        b(i) = 1.0;
+        c(i) = 2.0;
+      });
+  space.fence();
+}
+
 /// Three double arrays of n elements, first touched by the backend that uses them.
 template <class ExecSpace>
 struct StreamArrays {
@@ -49,14 +63,7 @@ struct StreamArrays {
       : a(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::bench::a")), n),
         b(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::bench::b")), n),
         c(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::bench::c")), n) {
-    auto va = a, vb = b, vc = c;
-    Kokkos::parallel_for(
-        "ksweep::bench::first_touch", Kokkos::RangePolicy<ExecSpace>(space, 0, n), KOKKOS_LAMBDA(std::size_t i) {
-          va(i) = 0.0;
-          vb(i) = 1.0;
-          vc(i) = 2.0;
-        });
-    space.fence();
+    stream_first_touch(space, a, b, c);
   }
 };
 

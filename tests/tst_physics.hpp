@@ -105,7 +105,7 @@ double cpml_reflection_db() {
   std::vector<float> vs(static_cast<std::size_t>(small.nz) * small.nx, static_cast<float>(c));
   std::vector<float> vb(static_cast<std::size_t>(big.nz) * big.nx, static_cast<float>(c));
   auto rs = test::forward_records<double, Order, TEST_EXECSPACE>(small, pml, dt, vs, test::one_shot({src}, recs), w, nt);
-  auto rb = test::forward_records<double, Order, TEST_EXECSPACE>(big, pml, dt, vb, test::one_shot({shift(src)}, recs_big), w, nt);
+  auto rb = test::forward_records<double, Order, TEST_EXECSPACE>(big, pml, dt, vb, test::one_shot(std::vector<core::Cell>{shift(src)}, recs_big), w, nt);
   double e_refl = 0, e_direct = 0;
   for (std::size_t i = 0; i < rs.size(); ++i) {
     e_refl += (rs[i] - rb[i]) * (rs[i] - rb[i]);
