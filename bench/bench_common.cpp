@@ -1,5 +1,7 @@
 #include "bench_common.hpp"
 
+#include <ksweep/core/runtime.hpp>
+
 #include <ksweep/core/wavelet.hpp>
 
 #include <algorithm>
@@ -95,19 +97,7 @@ bool reset_peak_rss() {
   return static_cast<bool>(out);
 }
 
-std::size_t current_rss() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) {
-      std::istringstream is(line.substr(6));
-      std::size_t kb = 0;
-      is >> kb;
-      return kb * 1024;
-    }
-  }
-  return 0;
-}
+std::size_t current_rss() { return core::current_memory_bytes(); }
 
 std::string bench_name(std::string const& family, std::string const& backend,
                        std::vector<std::pair<std::string, std::string>> const& params) {

@@ -39,12 +39,15 @@ std::string kokkos_version() {
 
 int default_concurrency() { return Kokkos::DefaultExecutionSpace{}.concurrency(); }
 
-std::size_t peak_memory_bytes() {
+namespace {
+/// A "Vm...:" line of /proc/self/status in bytes (0 where unknown).
+std::size_t proc_status_bytes(char const* key) {
   std::ifstream in("/proc/self/status");
   std::string line;
+  std::string const k = std::string(key) + ":";
   while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) {
-      std::istringstream is(line.substr(6));
+    if (line.rfind(k, 0) == 0) {
+      std::istringstream is(line.substr(k.size()));
       std::size_t kb = 0;
       is >> kb;
       return kb * 1024;
@@ -52,6 +55,10 @@ std::size_t peak_memory_bytes() {
   }
   return 0;
 }
+}  // namespace
+
+std::size_t peak_memory_bytes() { return proc_status_bytes("VmHWM"); }
+std::size_t current_memory_bytes() { return proc_status_bytes("VmRSS"); }
 
 std::string describe_build(bool verbose_kokkos_config) {
   std::ostringstream os;

@@ -18,6 +18,8 @@ std::string kokkos_version();
 int default_concurrency();
 /// Peak memory of this process in bytes (peak resident set, VmHWM); 0 where unknown.
 std::size_t peak_memory_bytes();
+/// Current memory of this process in bytes (resident set, VmRSS); 0 where unknown.
+std::size_t current_memory_bytes();
 /// A human-readable description of the build and the Kokkos configuration.
 std::string describe_build(bool verbose_kokkos_config = false);
 
