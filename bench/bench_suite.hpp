@@ -151,20 +151,31 @@ void fill_wavelets(View const& w, double dt) {
   Kokkos::deep_copy(w, h);
 }
 
+/// The benchmarks' absorbing layer.
+inline core::PmlConfig bench_pml() {
+  core::PmlConfig pml;
+  pml.width = pml_width;
+  return pml;
+}
+
+/// Smooth random model and a surface survey on a propagator; returns the receivers per shot.
+template <class Prop>
+int set_up(Prop& prop, int nz, int nx, int shots) {
+  auto const vp = random_smooth_model(nz, nx);
+  prop.set_velocity(vp.data());
+  int const n_rec = std::min(nx, 100);
+  prop.set_survey(surface_survey(shots, nz, nx, n_rec));
+  return n_rec;
+}
+
 template <class ExecSpace, int Order>
 void bm_forward(benchmark::State& state, ForwardCase c, std::string backend) {
   using Real = float;
   using prop_type = core::Propagator<Real, Order, ExecSpace>;
   ExecSpace space;
   double const dt = bench_dt();
-  core::ModelGrid const grid{c.nz, c.nx, grid_spacing};
-  core::PmlConfig pml;
-  pml.width = pml_width;
-  prop_type prop(space, grid, pml, dt, c.shots);
-  auto const vp = random_smooth_model(c.nz, c.nx);
-  prop.set_velocity(vp.data());
-  int const n_rec = std::min(c.nx, 100);
-  prop.set_survey(surface_survey(c.shots, c.nz, c.nx, n_rec));
+  prop_type prop(space, core::ModelGrid{c.nz, c.nx, grid_spacing}, bench_pml(), dt, c.shots);
+  int const n_rec = set_up(prop, c.nz, c.nx, c.shots);
   auto const& l = prop.layout();
   long long const cells = l.padded_cells() * c.shots;
   int const nt = c.nt;
@@ -248,14 +259,8 @@ void bm_gradient(benchmark::State& state, GradientCase c) {
   reset_peak_rss();
   std::size_t const rss0 = current_rss();
   double const dt = bench_dt();
-  core::ModelGrid const grid{c.nz, c.nx, grid_spacing};
-  core::PmlConfig pml;
-  pml.width = pml_width;
-  prop_type prop(space, grid, pml, dt, c.shots);
-  auto const vp = random_smooth_model(c.nz, c.nx);
-  prop.set_velocity(vp.data());
-  int const n_rec = std::min(c.nx, 100);
-  prop.set_survey(surface_survey(c.shots, c.nz, c.nx, n_rec));
+  prop_type prop(space, core::ModelGrid{c.nz, c.nx, grid_spacing}, bench_pml(), dt, c.shots);
+  int const n_rec = set_up(prop, c.nz, c.nx, c.shots);
   auto const cfg = storage::make_storage_config(c.strategy, c.location, c.dtype, 64, "", true);
   engine_type engine(prop, cfg);
   typename engine_type::images_type images(c.nz, c.nx);

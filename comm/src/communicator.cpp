@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <type_traits>
 
 #if KSWEEP_ENABLE_MPI
 #define OMPI_SKIP_MPICXX 1  // the C API only
@@ -80,31 +81,26 @@ void Communicator::broadcast_bytes(void* data, std::size_t bytes, int root) cons
 #endif
 }
 
-void Communicator::allreduce_sum(double* data, std::size_t n) const {
+namespace {
+template <class T>
+void allreduce_in_place(T* data, std::size_t n, int size) {
 #if KSWEEP_ENABLE_MPI
-  if (m_size == 1) return;
+  if (size == 1) return;
+  MPI_Datatype const type = std::is_same_v<T, double> ? MPI_DOUBLE : MPI_FLOAT;
   for (std::size_t off = 0; off < n; off += chunk) {
     int const c = static_cast<int>(std::min(chunk, n - off));
-    check(MPI_Allreduce(MPI_IN_PLACE, data + off, c, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+    check(MPI_Allreduce(MPI_IN_PLACE, data + off, c, type, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
   }
 #else
   (void)data;
   (void)n;
+  (void)size;
 #endif
 }
+}  // namespace
 
-void Communicator::allreduce_sum(float* data, std::size_t n) const {
-#if KSWEEP_ENABLE_MPI
-  if (m_size == 1) return;
-  for (std::size_t off = 0; off < n; off += chunk) {
-    int const c = static_cast<int>(std::min(chunk, n - off));
-    check(MPI_Allreduce(MPI_IN_PLACE, data + off, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
-  }
-#else
-  (void)data;
-  (void)n;
-#endif
-}
+void Communicator::allreduce_sum(double* data, std::size_t n) const { allreduce_in_place(data, n, m_size); }
+void Communicator::allreduce_sum(float* data, std::size_t n) const { allreduce_in_place(data, n, m_size); }
 
 void Communicator::abort(std::string const& message, int code) const {
   std::fprintf(stderr, "ksweep: error%s: %s\n", m_size > 1 ? (" on rank " + std::to_string(m_rank)).c_str() : "",

@@ -218,7 +218,7 @@ class StepStore {
   // Runs on the transfer thread: staging chunk j (bytes) -> destination at offset.
   void store_chunk(int j, std::size_t bytes, std::size_t offset) {
     if (m_cfg.location == Location::host) {
-      copy_out(m_stage[j], offset, bytes);
+      move_host(m_stage[j], offset, bytes, true);
     } else if constexpr (device_is_host) {
       m_disk->write(m_stage[j].data(), bytes, offset);
     } else {
@@ -232,7 +232,7 @@ class StepStore {
     std::size_t const bytes = static_cast<std::size_t>(std::min(m_interval, m_steps - c * m_interval)) * m_step_bytes;
     std::size_t const offset = static_cast<std::size_t>(c) * m_chunk_bytes;
     if (m_cfg.location == Location::host) {
-      copy_in(m_stage[j], offset, bytes);
+      move_host(m_stage[j], offset, bytes, false);
     } else if constexpr (device_is_host) {
       m_disk->read(m_stage[j].data(), bytes, offset);
     } else {
@@ -241,29 +241,22 @@ class StepStore {
                         Kokkos::subview(m_bounce[j], Kokkos::make_pair(std::size_t(0), bytes)));
     }
   }
-  void copy_out(bytes_view const& stage, std::size_t offset, std::size_t bytes) {
-    auto src = Kokkos::subview(stage, Kokkos::make_pair(std::size_t(0), bytes));
-    if (m_cfg.pinned) {
-      auto dst = Kokkos::subview(m_pinned, Kokkos::make_pair(offset, offset + bytes));
-      if constexpr (device_is_host) std::memcpy(dst.data(), src.data(), bytes);
-      else Kokkos::deep_copy(dst, src);
-    } else {
-      auto dst = Kokkos::subview(m_host, Kokkos::make_pair(offset, offset + bytes));
-      if constexpr (device_is_host) std::memcpy(dst.data(), src.data(), bytes);
-      else Kokkos::deep_copy(dst, src);
-    }
+  // Byte copy between a staging chunk and host memory (a plain memcpy on host backends).
+  template <class Dst, class Src>
+  static void copy_bytes(Dst const& dst, Src const& src, std::size_t bytes) {
+    if constexpr (device_is_host) std::memcpy(dst.data(), src.data(), bytes);
+    else Kokkos::deep_copy(dst, src);
   }
-  void copy_in(bytes_view const& stage, std::size_t offset, std::size_t bytes) {
-    auto dst = Kokkos::subview(stage, Kokkos::make_pair(std::size_t(0), bytes));
-    if (m_cfg.pinned) {
-      auto src = Kokkos::subview(m_pinned, Kokkos::make_pair(offset, offset + bytes));
-      if constexpr (device_is_host) std::memcpy(dst.data(), src.data(), bytes);
-      else Kokkos::deep_copy(dst, src);
-    } else {
-      auto src = Kokkos::subview(m_host, Kokkos::make_pair(offset, offset + bytes));
-      if constexpr (device_is_host) std::memcpy(dst.data(), src.data(), bytes);
-      else Kokkos::deep_copy(dst, src);
-    }
+  // Staging chunk <-> host store at offset (to_host: staging -> host).
+  void move_host(bytes_view const& stage, std::size_t offset, std::size_t bytes, bool to_host) {
+    auto const st = Kokkos::subview(stage, Kokkos::make_pair(std::size_t(0), bytes));
+    auto run = [&](auto const& host) {
+      auto const h = Kokkos::subview(host, Kokkos::make_pair(offset, offset + bytes));
+      if (to_host) copy_bytes(h, st, bytes);
+      else copy_bytes(st, h, bytes);
+    };
+    if (m_cfg.pinned) run(m_pinned);
+    else run(m_host);
   }
 
   ExecSpace m_space;
