@@ -658,23 +658,6 @@ void launch_cells(ExecSpace const& space, char const* label, Functor const& f, i
   }
 }
 
-/// Gathers (or scatters back) a set of cells of each shot's wavefield: ring[s * n + i] <->
-/// field(s)[offset[i]], with offsets into one shot's [NZ + 2M][NX + 2M] plane.
-template <class Real, class MemorySpace>
-struct RingCopy {
-  Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace> m_field;
-  Kokkos::View<Real*, MemorySpace> m_ring;
-  Kokkos::View<int const*, MemorySpace> m_offset;
-  int m_n;
-  bool m_gather;
-  KOKKOS_INLINE_FUNCTION void operator()(int r) const {
-    int const s = r / m_n, i = r % m_n;
-    Real* plane = &m_field(s, 0, 0);
-    if (m_gather) m_ring(r) = plane[m_offset(i)];
-    else plane[m_offset(i)] = m_ring(r);
-  }
-};
-
 /// Point injection: field(s, z, x) += scale * values(s, i, it) for every shot s and point i
 /// (cells in padded coordinates including the halo offset). Atomic, so several points may
 /// share a cell.
@@ -685,10 +668,11 @@ struct InjectPoints {
   Kokkos::View<int const**, Kokkos::LayoutRight, MemorySpace> m_z, m_x;    // [shot][point]
   int m_it, m_n_points;
   bool m_time_major;  // values indexed [shot][time][point]
+  Real m_scale;
   KOKKOS_INLINE_FUNCTION void operator()(int r) const {
     int const s = r / m_n_points, i = r % m_n_points;
     Real const v = m_time_major ? m_values(s, m_it, i) : m_values(s, i, m_it);
-    Kokkos::atomic_add(&m_field(s, m_z(s, i), m_x(s, i)), v);
+    Kokkos::atomic_add(&m_field(s, m_z(s, i), m_x(s, i)), m_scale * v);
   }
 };
 
@@ -707,5 +691,30 @@ struct SamplePoints {
     else m_out(s, i, m_it) = v;
   }
 };
+
+/// Index-range functors fused into one launch: indices [0, n_first) run `first`, the rest run
+/// `second` (shifted to start at 0). The two must touch disjoint memory, or only commute
+/// (atomic adds).
+template <class First, class Second>
+struct Concat {
+  First m_first;
+  Second m_second;
+  int m_n_first;
+  KOKKOS_INLINE_FUNCTION void operator()(int r) const {
+    if (r < m_n_first) m_first(r);
+    else m_second(r - m_n_first);
+  }
+};
+
+/// A functor that does nothing (an empty part of a Concat).
+struct NoWork {
+  KOKKOS_INLINE_FUNCTION void operator()(int) const {}
+};
+
+/// Launches `f` over [0, n) on `space` (nothing when n == 0).
+template <class ExecSpace, class Functor>
+void launch_points(ExecSpace const& space, char const* label, Functor const& f, int n) {
+  if (n > 0) Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecSpace>(space, 0, n), f);
+}
 
 }  // namespace ksweep::core

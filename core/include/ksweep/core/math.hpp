@@ -16,4 +16,14 @@ KOKKOS_INLINE_FUNCTION T sqrt(T x) {
 #endif
 }
 
+/// Rounds to the nearest integer, ties to even (the default rounding mode).
+template <class T>
+KOKKOS_INLINE_FUNCTION T nearbyint(T x) {
+#if KOKKOS_VERSION >= 30700
+  return Kokkos::nearbyint(x);
+#else
+  return Kokkos::Experimental::nearbyint(x);
+#endif
+}
+
 }  // namespace ksweep::core::math

@@ -20,8 +20,9 @@ namespace ksweep::core {
 /// Forward time stepping and its adjoint for batches of up to `max_shots` shots.
 ///
 /// Conventions. Time step n (n = 0..nt-1) computes u^{n+1} from u^n and u^{n-1}
-/// (u^0 = u^{-1} = 0), then adds the wavelet sample w[n] of each source to u^{n+1} at its cell
-/// (the raw amplitude, no v^2 dt^2 factor), then records r[n] = u^{n+1} at each receiver.
+/// (u^0 = u^{-1} = 0) and adds the wavelet sample w[n] of each source to u^{n+1} at its cell
+/// (the raw amplitude, no v^2 dt^2 factor); r[n] = u^{n+1} at each receiver. Each step is two
+/// launches: the point work (records of the step before, sources of this one) and the stencil.
 /// Wavelets are [shot][source][time], records [shot][time][receiver].
 /// The absorbing layer surrounds the model grid; its velocity repeats the nearest model edge.
 template <class Real, int Order, class ExecSpace = Kokkos::DefaultExecutionSpace>
@@ -145,28 +146,60 @@ class Propagator {
   }
 
   // ---------------------------------------------------------------------------------------------
+  // Point work (sources and receivers)
+  // ---------------------------------------------------------------------------------------------
+
+  /// Source injection and receiver sampling of one step, fused into one launch.
+  using points_functor = Concat<InjectPoints<Real, memory_space>, SamplePoints<Real, memory_space>>;
+  struct PointWork {
+    points_functor f;
+    int count = 0;  ///< launch range
+  };
+
+  /// The point work before forward step n. The records r[n-1] = u^n are final by then; the
+  /// sources w[n] go into u^{n-1} with a minus sign, so that the step's "- u^{n-1}" adds them
+  /// to u^{n+1}. The two touch different wavefield levels, so they share one launch.
+  PointWork forward_points(int n, wavelet_view const& wavelets, record_view const& records) const {
+    State const& st = m_fwd;
+    return points(st.u[1 - st.cur], wavelets, m_src_z, m_src_x, m_survey.n_sources, false,
+                  n < static_cast<int>(wavelets.extent(2)) ? n : -1, st.u[st.cur], records, m_rec_z, m_rec_x,
+                  m_survey.n_receivers, true, n - 1);
+  }
+
+  /// The point work before reverse step n. The source samples wavelet_grad[n] = lambda^{n+1}
+  /// are final by then; the residual[n-1] goes into lambda^{n+2} with a minus sign, so that the
+  /// step's "- lambda^{n+2}" adds it to lambda^n.
+  PointWork adjoint_points(int n, record_view const& residual, wavelet_view const& wavelet_grad) const {
+    State const& st = m_adj;
+    return points(st.u[1 - st.cur], residual, m_rec_z, m_rec_x, m_survey.n_receivers, true, n - 1, st.u[st.cur],
+                  wavelet_grad, m_src_z, m_src_x, m_survey.n_sources, false, n);
+  }
+
+  // ---------------------------------------------------------------------------------------------
   // Forward
   // ---------------------------------------------------------------------------------------------
 
   /// Zeroes the forward wavefields and layer memories (u^0 = u^{-1} = 0).
   void forward_reset() { reset_state(m_fwd); }
 
-  /// One forward step n: u^{n+1}, then sources (w[n]) and receivers (r[n] = u^{n+1}).
-  /// `records` may be empty (no sampling).
+  /// Forward step n: records r[n-1] (n >= 1) and sources w[n] (one launch), then u^{n+1} (one
+  /// launch). After the last step, forward_finish() records r[nt-1]. Either view may be empty.
   void forward_step(int n, wavelet_view const& wavelets, record_view const& records) {
-    step<ForwardTag>(m_fwd, "ksweep::core::forward_step");
-    State& st = m_fwd;
-    int const ns = m_survey.n_shots;
-    if (wavelets.extent(0) > 0) {
-      InjectPoints<Real, memory_space> inject{st.u[st.cur], wavelets, m_src_z, m_src_x, n, m_survey.n_sources, false};
-      Kokkos::parallel_for("ksweep::core::inject_sources",
-                           Kokkos::RangePolicy<ExecSpace>(m_space, 0, ns * m_survey.n_sources), inject);
-    }
-    if (records.extent(0) > 0) {
-      SamplePoints<Real, memory_space> sample{st.u[st.cur], records, m_rec_z, m_rec_x, n, m_survey.n_receivers, true};
-      Kokkos::parallel_for("ksweep::core::sample_receivers",
-                           Kokkos::RangePolicy<ExecSpace>(m_space, 0, ns * m_survey.n_receivers), sample);
-    }
+    auto const w = forward_points(n, wavelets, records);
+    launch_points(m_space, "ksweep::core::forward_points", w.f, w.count);
+    advance_forward();
+  }
+
+  /// The forward time step alone: u^{n+1} from u^n, u^{n-1} and the layer memories.
+  void advance_forward() { step<ForwardTag>(m_fwd, "ksweep::core::forward_step"); }
+
+  /// Records r[nt-1] = u^{nt} after the last of nt steps (nothing for empty records).
+  void forward_finish(record_view const& records) {
+    if (records.extent(0) == 0) return;
+    State const& st = m_fwd;
+    int const nt = static_cast<int>(records.extent(1));
+    SamplePoints<Real, memory_space> sample{st.u[st.cur], records, m_rec_z, m_rec_x, nt - 1, m_survey.n_receivers, true};
+    launch_points(m_space, "ksweep::core::sample_receivers", sample, m_survey.n_shots * m_survey.n_receivers);
   }
 
   /// Forward modelling of the current batch: records [shot][nt][receiver] for wavelets
@@ -176,6 +209,7 @@ class Propagator {
     int const nt = static_cast<int>(wavelets.extent(2));
     forward_reset();
     for (int n = 0; n < nt; ++n) forward_step(n, wavelets, records);
+    forward_finish(records);
     m_space.fence();
   }
 
@@ -189,35 +223,36 @@ class Propagator {
     reset_state(m_adj);
   }
 
-  /// Receiver part of reverse step n: lambda^{n+1} += residual[n] at the receivers, then
-  /// wavelet_grad[n] = lambda^{n+1} at the sources (either view may be empty).
-  void adjoint_inject(int n, record_view const& residual, wavelet_view const& wavelet_grad) {
-    State& st = m_adj;
-    int const ns = m_survey.n_shots;
-    if (residual.extent(0) > 0) {
-      InjectPoints<Real, memory_space> inject{st.u[st.cur], residual, m_rec_z, m_rec_x, n, m_survey.n_receivers, true};
-      Kokkos::parallel_for("ksweep::core::inject_residuals",
-                           Kokkos::RangePolicy<ExecSpace>(m_space, 0, ns * m_survey.n_receivers), inject);
-    }
-    if (wavelet_grad.extent(0) > 0) {
-      SamplePoints<Real, memory_space> sample{st.u[st.cur], wavelet_grad, m_src_z, m_src_x, n, m_survey.n_sources, false};
-      Kokkos::parallel_for("ksweep::core::sample_sources",
-                           Kokkos::RangePolicy<ExecSpace>(m_space, 0, ns * m_survey.n_sources), sample);
-    }
+  /// Starts the reverse pass: zero adjoint wavefields, then lambda^{nt} = residual[nt-1] at the
+  /// receivers (nothing more for an empty residual).
+  void adjoint_start(record_view const& residual) {
+    adjoint_reset();
+    if (residual.extent(0) == 0) return;
+    State const& st = m_adj;
+    int const nt = static_cast<int>(residual.extent(1));
+    InjectPoints<Real, memory_space> inject{st.u[st.cur], residual, m_rec_z, m_rec_x, nt - 1, m_survey.n_receivers, true,
+                                            Real(1)};
+    launch_points(m_space, "ksweep::core::inject_residuals", inject, m_survey.n_shots * m_survey.n_receivers);
   }
 
-  /// Transposed time step: lambda^n from lambda^{n+1}, lambda^{n+2} and the layer memories.
-  void adjoint_step() { step<AdjointTag>(m_adj, "ksweep::core::adjoint_step"); }
+  /// Reverse step n (after adjoint_start, n = nt-1 down to 0): wavelet_grad[n] = lambda^{n+1}
+  /// and residual[n-1] (one launch), then lambda^n (one launch). Either view may be empty.
+  void adjoint_step(int n, record_view const& residual, wavelet_view const& wavelet_grad) {
+    auto const w = adjoint_points(n, residual, wavelet_grad);
+    launch_points(m_space, "ksweep::core::adjoint_points", w.f, w.count);
+    advance_adjoint();
+  }
+
+  /// The transposed time step alone: lambda^n from lambda^{n+1}, lambda^{n+2} and the layer
+  /// memories.
+  void advance_adjoint() { step<AdjointTag>(m_adj, "ksweep::core::adjoint_step"); }
 
   /// The adjoint of forward(): wavelet_grad [shot][source][nt] from residual [shot][nt][receiver].
   void adjoint(record_view const& residual, wavelet_view const& wavelet_grad) {
     check_batch(wavelet_grad, residual);
     int const nt = static_cast<int>(residual.extent(1));
-    adjoint_reset();
-    for (int n = nt - 1; n >= 0; --n) {
-      adjoint_inject(n, residual, wavelet_grad);
-      adjoint_step();
-    }
+    adjoint_start(residual);
+    for (int n = nt - 1; n >= 0; --n) adjoint_step(n, residual, wavelet_grad);
     m_space.fence();
   }
 
@@ -270,6 +305,20 @@ class Propagator {
     launch_step<Tag>(m_space, label, bind(st), m_survey.n_shots, l.NZ, l.NX);
     st.cur = 1 - st.cur;
     st.aux = 1 - st.aux;
+  }
+
+  // Injection of values[.., it_in, ..] * -1 into `into` and sampling of `from` into
+  // out[.., it_out, ..]; a negative time index (or an empty view) leaves that part out.
+  PointWork points(field3 const& into, wavelet_view const& values, index2 const& iz, index2 const& ix, int n_in,
+                   bool in_time_major, int it_in, field3 const& from, record_view const& out, index2 const& oz,
+                   index2 const& ox, int n_out, bool out_time_major, int it_out) const {
+    int const ns = m_survey.n_shots;
+    PointWork w;
+    w.f.m_first = InjectPoints<Real, memory_space>{into, values, iz, ix, it_in, n_in, in_time_major, Real(-1)};
+    w.f.m_second = SamplePoints<Real, memory_space>{from, out, oz, ox, it_out, n_out, out_time_major};
+    w.f.m_n_first = values.extent(0) > 0 && it_in >= 0 ? ns * n_in : 0;
+    w.count = w.f.m_n_first + (out.extent(0) > 0 && it_out >= 0 ? ns * n_out : 0);
+    return w;
   }
 
   void check_batch(wavelet_view const& w, record_view const& r) const {

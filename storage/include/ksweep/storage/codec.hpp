@@ -12,6 +12,7 @@
 /// NaN and infinity cannot be encoded: the encoder flags them.
 
 #include <ksweep/core/error.hpp>
+#include <ksweep/core/math.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -107,83 +108,106 @@ KOKKOS_INLINE_FUNCTION std::uint16_t float_to_bf16(float f) {
 }
 KOKKOS_INLINE_FUNCTION float bf16_to_float(std::uint16_t b) { return bits_float(static_cast<std::uint32_t>(b) << 16); }
 
-/// Round to nearest, ties to even, for |x| <= 2^22.
-KOKKOS_INLINE_FUNCTION float rne(float x) {
-  float const r = static_cast<float>(static_cast<long long>(x >= 0 ? x + 0.5f : x - 0.5f));
-  // Ties: x + 0.5 landed on an integer r with |r - x| == 0.5; choose the even neighbour.
-  float const diff = r - x;
-  if (diff == 0.5f || diff == -0.5f) {
-    long long const ri = static_cast<long long>(r);
-    if (ri % 2 != 0) return x >= 0 ? r - 1.0f : r + 1.0f;
-  }
-  return r;
-}
+/// Round to nearest, ties to even (a single instruction where the ISA has one, so the encode
+/// loops vectorise).
+KOKKOS_INLINE_FUNCTION float rne(float x) { return core::math::nearbyint(x); }
 
 KOKKOS_INLINE_FUNCTION bool finite(float v) { return (float_bits(v) & 0x7f800000u) != 0x7f800000u; }
 KOKKOS_INLINE_FUNCTION bool finite(double v) { return v - v == 0.0; }
 
 }  // namespace impl
 
-/// Encodes n values `in` into `out` (bytes) block by block; sets *bad = 1 on NaN or infinity.
+/// Value sources and sinks of the codecs: a plain view, or a ring of cells gathered from (or
+/// scattered into) each shot's wavefield, value s * n + i <-> field(s)[offset[i]].
 template <class Real, class MemorySpace>
+struct ViewValues {
+  Kokkos::View<Real*, MemorySpace> m_v;
+  KOKKOS_INLINE_FUNCTION Real& operator()(std::size_t i) const { return m_v(i); }
+};
+template <class Real, class MemorySpace>
+struct RingValues {
+  Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace> m_field;  // [shot][NZ + 2M][NX + 2M]
+  Kokkos::View<int const*, MemorySpace> m_offset;                     // [n]
+  int m_n;
+  KOKKOS_INLINE_FUNCTION Real& operator()(std::size_t i) const {
+    std::size_t const s = i / static_cast<std::size_t>(m_n), k = i % static_cast<std::size_t>(m_n);
+    return m_field.data()[s * m_field.stride(0) + static_cast<std::size_t>(m_offset(k))];
+  }
+};
+
+/// Encodes n values of `in` into `out` (bytes), one team per block; sets bad() = 1 on NaN or
+/// infinity. Host backends run teams of one thread (a plain loop over the block), devices one
+/// thread per value with a team reduction for the block scale.
+template <class Real, class MemorySpace, class Source = ViewValues<Real const, MemorySpace>>
 struct EncodeBlocks {
-  Kokkos::View<Real const*, MemorySpace> m_in;
+  Source m_in;
   Kokkos::View<std::uint8_t*, MemorySpace> m_out;
   Kokkos::View<int, MemorySpace> m_bad;
   std::size_t m_n;
   Dtype m_dtype;
 
-  KOKKOS_INLINE_FUNCTION void operator()(std::size_t b) const {
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void operator()(Member const& team) const {
+    std::size_t const b = static_cast<std::size_t>(team.league_rank());
     std::size_t const i0 = b * block_size;
-    std::size_t const i1 = i0 + block_size < m_n ? i0 + block_size : m_n;
+    int const len = static_cast<int>((i0 + block_size < m_n ? i0 + block_size : m_n) - i0);
     std::uint8_t* base = m_out.data();
+    auto const& in = m_in;
+    auto const& bad = m_bad;
     if (m_dtype == Dtype::fp32) {
-      Real* codes = reinterpret_cast<Real*>(base);
-      for (std::size_t i = i0; i < i1; ++i) {
-        if (!impl::finite(m_in(i))) m_bad() = 1;
-        codes[i] = m_in(i);
-      }
+      Real* codes = reinterpret_cast<Real*>(base) + i0;
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, len), [&](int k) {
+        Real const v = in(i0 + k);
+        if (!impl::finite(v)) bad() = 1;
+        codes[k] = v;
+      });
       return;
     }
     if (m_dtype == Dtype::bf16) {
-      std::uint16_t* codes = reinterpret_cast<std::uint16_t*>(base);
-      for (std::size_t i = i0; i < i1; ++i) {
-        float const v = static_cast<float>(m_in(i));
-        if (!impl::finite(v)) m_bad() = 1;
-        codes[i] = impl::float_to_bf16(v);
-      }
+      std::uint16_t* codes = reinterpret_cast<std::uint16_t*>(base) + i0;
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, len), [&](int k) {
+        float const v = static_cast<float>(in(i0 + k));
+        if (!impl::finite(v)) bad() = 1;
+        codes[k] = impl::float_to_bf16(v);
+      });
       return;
     }
     float amax = 0.0f;
-    for (std::size_t i = i0; i < i1; ++i) {
-      float const v = static_cast<float>(m_in(i));
-      if (!impl::finite(v)) m_bad() = 1;
-      float const a = v < 0 ? -v : v;
-      amax = a > amax ? a : amax;
-    }
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, len),
+        [&](int k, float& m) {
+          float const v = static_cast<float>(in(i0 + k));
+          if (!impl::finite(v)) bad() = 1;
+          float const a = v < 0 ? -v : v;
+          m = a > m ? a : m;
+        },
+        Kokkos::Max<float>(amax));
     std::size_t const code_bytes = (m_n * value_bytes(m_dtype, sizeof(Real)) + 7) / 8 * 8;
-    reinterpret_cast<float*>(base + code_bytes)[b] = amax;
+    float* scales = reinterpret_cast<float*>(base + code_bytes);
+    Kokkos::single(Kokkos::PerTeam(team), [&]() { scales[b] = amax; });
     // Divide rather than multiply by 1 / amax: for a subnormal amax the reciprocal overflows.
-    float const den = amax > 0.0f ? amax : 1.0f;
+    float const den = amax > 0.0f && impl::finite(amax) ? amax : 1.0f;
     if (m_dtype == Dtype::fp16) {
-      std::uint16_t* codes = reinterpret_cast<std::uint16_t*>(base);
-      for (std::size_t i = i0; i < i1; ++i) codes[i] = impl::float_to_half(static_cast<float>(m_in(i)) / den);
+      std::uint16_t* codes = reinterpret_cast<std::uint16_t*>(base) + i0;
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, len),
+                           [&](int k) { codes[k] = impl::float_to_half(static_cast<float>(in(i0 + k)) / den); });
     } else {
-      std::int8_t* codes = reinterpret_cast<std::int8_t*>(base);
-      for (std::size_t i = i0; i < i1; ++i) {
-        float q = impl::rne(static_cast<float>(m_in(i)) / den * 127.0f);
-        q = q > 127.0f ? 127.0f : (q < -127.0f ? -127.0f : q);
-        codes[i] = static_cast<std::int8_t>(q);
-      }
+      std::int8_t* codes = reinterpret_cast<std::int8_t*>(base) + i0;
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, len), [&](int k) {
+        float q = impl::rne(static_cast<float>(in(i0 + k)) / den * 127.0f);
+        q = q > 127.0f ? 127.0f : q;
+        q = q >= -127.0f ? q : -127.0f;  // also NaN (flagged above), so the cast is defined
+        codes[k] = static_cast<std::int8_t>(q);
+      });
     }
   }
 };
 
-/// Decodes n values from `in` (bytes) into `out`.
-template <class Real, class MemorySpace>
+/// Decodes n values from `in` (bytes) into `out`, one value per index.
+template <class Real, class MemorySpace, class Sink = ViewValues<Real, MemorySpace>>
 struct DecodeValues {
   Kokkos::View<std::uint8_t const*, MemorySpace> m_in;
-  Kokkos::View<Real*, MemorySpace> m_out;
+  Sink m_out;
   std::size_t m_n;
   Dtype m_dtype;
 
@@ -204,15 +228,23 @@ struct DecodeValues {
   }
 };
 
-/// Encodes `in` (n values) into `out` (encoded_bytes(dtype, n) bytes) on `space`. NaN or
+/// Encodes n values from `in` into `out` (encoded_bytes(dtype, n) bytes) on `space`. NaN or
 /// infinity sets `bad()` to 1 (checked by the caller at a convenient synchronisation point).
+template <class ExecSpace, class Real, class MemorySpace, class Source>
+void encode_from(ExecSpace const& space, Dtype dtype, Source const& in, std::size_t n,
+                 Kokkos::View<std::uint8_t*, MemorySpace> out, Kokkos::View<int, MemorySpace> bad) {
+  constexpr bool host = Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;
+  int const blocks = static_cast<int>((n + block_size - 1) / block_size);
+  if (blocks == 0) return;
+  Kokkos::parallel_for("ksweep::storage::encode", Kokkos::TeamPolicy<ExecSpace>(space, blocks, host ? 1 : block_size),
+                       EncodeBlocks<Real, MemorySpace, Source>{in, out, bad, n, dtype});
+}
+
+/// Encodes `in` (n values) into `out` on `space`.
 template <class ExecSpace, class Real, class MemorySpace>
 void encode(ExecSpace const& space, Dtype dtype, Kokkos::View<Real const*, MemorySpace> in,
             Kokkos::View<std::uint8_t*, MemorySpace> out, Kokkos::View<int, MemorySpace> bad) {
-  std::size_t const n = in.extent(0);
-  std::size_t const blocks = (n + block_size - 1) / block_size;
-  Kokkos::parallel_for("ksweep::storage::encode", Kokkos::RangePolicy<ExecSpace>(space, 0, blocks),
-                       EncodeBlocks<Real, MemorySpace>{in, out, bad, n, dtype});
+  encode_from<ExecSpace, Real>(space, dtype, ViewValues<Real const, MemorySpace>{in}, in.extent(0), out, bad);
 }
 
 /// Decodes `in` into `out` (n values) on `space`.
@@ -221,7 +253,7 @@ void decode(ExecSpace const& space, Dtype dtype, Kokkos::View<std::uint8_t const
             Kokkos::View<Real*, MemorySpace> out) {
   std::size_t const n = out.extent(0);
   Kokkos::parallel_for("ksweep::storage::decode", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
-                       DecodeValues<Real, MemorySpace>{in, out, n, dtype});
+                       DecodeValues<Real, MemorySpace>{in, ViewValues<Real, MemorySpace>{out}, n, dtype});
 }
 
 }  // namespace ksweep::storage

@@ -83,8 +83,6 @@ class GradientEngine {
     auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_offsets);
     for (std::size_t i = 0; i < off.size(); ++i) h(i) = off[i];
     Kokkos::deep_copy(m_offsets, h);
-    int const S = prop.max_shots();
-    m_ring = Kokkos::View<Real*, memory_space>(std::string("ksweep::storage::ring"), static_cast<std::size_t>(S) * m_n_ring);
     m_grad_c = image(std::string("ksweep::storage::grad_c"), l.nz, l.nx);
     m_isrc = image(std::string("ksweep::storage::isrc"), l.nz, l.nx);
     m_irec = image(std::string("ksweep::storage::irec"), l.nz, l.nx);
@@ -95,7 +93,8 @@ class GradientEngine {
   int ring_cells() const { return m_n_ring; }
   StorageConfig const& config() const { return m_cfg; }
 
-  /// Forward modelling of the current batch that saves what the backward pass needs.
+  /// Forward modelling of the current batch that saves what the backward pass needs. Three
+  /// launches per step: point work, stencil, and the ring gathered straight into the encoder.
   void forward(wavelet_view const& w, record_view const& synthetic) {
     auto& p = m_prop;
     int const nt = static_cast<int>(w.extent(2)), S = p.n_shots();
@@ -103,18 +102,19 @@ class GradientEngine {
     m_store.reset();
     m_store = std::make_unique<StepStore<Real, ExecSpace>>(p.space(), m_cfg, static_cast<std::size_t>(S) * m_n_ring, nt);
     p.forward_reset();
-    auto ring = active_ring();
     for (int n = 0; n < nt; ++n) {
       p.forward_step(n, w, synthetic);
-      ring_copy(p.forward_state().u[p.forward_state().cur], ring, true);
-      m_store->put(n, ring);  // u^{n+1}
+      m_store->put_from(n, ring_values(p.forward_state().u[p.forward_state().cur]));  // u^{n+1}
     }
+    p.forward_finish(synthetic);
     m_store->finish_writes();
     m_peak = std::max(m_peak, core::peak_memory_bytes());
   }
 
   /// Backward pass for the batch run by forward(): `residual` = dL/d(synthetic) [shot][nt][rec].
-  /// Adds the batch's gradient (w.r.t. the model velocity) and illuminations to `out`.
+  /// Adds the batch's gradient (w.r.t. the model velocity) and illuminations to `out`. Three
+  /// launches per step: the point work of both wavefields with the decoded ring, imaging with
+  /// reconstruction, and the adjoint stencil.
   void backward(wavelet_view const& w, record_view const& residual, images_type const& out) {
     auto& p = m_prop;
     auto const& l = p.layout();
@@ -126,40 +126,42 @@ class GradientEngine {
     Kokkos::deep_copy(space, m_grad_c, 0.0);
     Kokkos::deep_copy(space, m_isrc, 0.0);
     Kokkos::deep_copy(space, m_irec, 0.0);
-    p.adjoint_reset();
+    p.adjoint_start(residual);  // lambda^{nt}
     auto& fs = p.forward_state();
     auto& as = p.adjoint_state();
-    auto ring = active_ring();
-    typename propagator_type::record_view no_records;
     typename propagator_type::wavelet_view no_wavelets;
+    int const n_src = S * p.survey().n_sources, n_ring = S * m_n_ring;
     for (int n = nt - 1; n >= 0; --n) {
-      p.adjoint_inject(n, residual, no_wavelets);  // lambda^{n+1}
+      // Fields on entry: lambda^{n+1} = as.u[cur]; boundary: u^{n+1} = fs.u[cur], u^n = fs.u[1 - cur].
+      auto const adj = p.adjoint_points(n, residual, no_wavelets);
       if (full()) {
-        // u^n from the store (u^0 = 0 contributes nothing).
+        // u^n from the store (u^0 = 0 contributes nothing) into fs.u[1 - cur].
         if (n >= 1) {
-          m_store->get(n - 1, ring);
-          ring_copy(fs.u[1 - fs.cur], ring, false);
+          RingValues<Real, memory_space> sink{fs.u[1 - fs.cur], m_offsets, m_n_ring};
+          launch_fused(adj, core::NoWork{}, 0, m_store->decoder(m_store->fetch(n - 1), sink), n_ring);
           imaging(fs.u[1 - fs.cur], fs.u[fs.cur], as.u[as.cur], false, S);
+        } else {
+          core::launch_points(space, "ksweep::storage::adjoint_points", adj.f, adj.count);
         }
+      } else if (n >= 1) {
+        // Rebuild u^{n-1} into fs.u[cur] (which holds u^{n+1}): the sources w[n] are taken
+        // out of u^{n+1} first (the forward step added them through "- u^{n-1}"), the ring of
+        // u^{n-1} comes from the store, the model cells from the reversed step.
+        core::InjectPoints<Real, memory_space> sources{fs.u[fs.cur], w, p.source_z(), p.source_x(), n,
+                                                       p.survey().n_sources, false, Real(-1)};
+        RingValues<Real, memory_space> sink{fs.u[fs.cur], m_offsets, m_n_ring};
+        if (n >= 2) {
+          launch_fused(adj, sources, n_src, m_store->decoder(m_store->fetch(n - 2), sink), n_ring);
+        } else {
+          launch_fused(adj, sources, n_src, ZeroRing{sink}, n_ring);  // u^0 = 0
+        }
+        imaging(fs.u[1 - fs.cur], fs.u[fs.cur], as.u[as.cur], true, S);
+        fs.cur = 1 - fs.cur;
       } else {
-        // u^{n+1} = fs.u[cur], u^n = fs.u[1 - cur]; rebuild u^{n-1} into fs.u[cur].
-        imaging(fs.u[1 - fs.cur], fs.u[fs.cur], as.u[as.cur], n >= 1, S);
-        if (n >= 1) {
-          typename propagator_type::State& st = fs;
-          core::InjectPoints<Real, memory_space> inject{st.u[st.cur], w, p.source_z(), p.source_x(), n,
-                                                        p.survey().n_sources, false};
-          Kokkos::parallel_for("ksweep::storage::reinject_sources",
-                               Kokkos::RangePolicy<ExecSpace>(space, 0, S * p.survey().n_sources), inject);
-          if (n >= 2) {
-            m_store->get(n - 2, ring);  // ring of u^{n-1}
-          } else {
-            Kokkos::deep_copy(space, ring, Real(0));  // u^0 = 0
-          }
-          ring_copy(st.u[st.cur], ring, false);
-          st.cur = 1 - st.cur;
-        }
+        core::launch_points(space, "ksweep::storage::adjoint_points", adj.f, adj.count);
+        imaging(fs.u[1 - fs.cur], fs.u[fs.cur], as.u[as.cur], false, S);
       }
-      p.adjoint_step();  // lambda^n
+      p.advance_adjoint();  // lambda^n
     }
     // Convert d/dc to d/dv: dc/dv = 2 c / v.
     auto g = out.grad, is = out.illum_src, ir = out.illum_rec;
@@ -223,7 +225,7 @@ class GradientEngine {
     auto const& l = m_prop.layout();
     std::size_t const level = static_cast<std::size_t>(m_prop.max_shots()) * (l.NZ + 2 * M) * (l.NX + 2 * M) * sizeof(Real);
     r.seed_bytes = 2 * level;
-    r.wavefield_bytes = 2 * m_prop.state_bytes() - r.seed_bytes + m_ring.span() * sizeof(Real);
+    r.wavefield_bytes = 2 * m_prop.state_bytes() - r.seed_bytes;
     r.image_bytes = 6 * static_cast<std::size_t>(l.nz) * l.nx * sizeof(double);
     r.observed_bytes = observed_bytes;
     r.synthetic_bytes = synthetic_bytes;
@@ -232,13 +234,24 @@ class GradientEngine {
   }
 
  private:
-  Kokkos::View<Real*, memory_space> active_ring() const {
-    return Kokkos::subview(m_ring, Kokkos::make_pair(std::size_t(0), static_cast<std::size_t>(m_prop.n_shots()) * m_n_ring));
-  }
-  void ring_copy(field3 const& u, Kokkos::View<Real*, memory_space> const& ring, bool gather) {
-    core::RingCopy<Real, memory_space> f{u, ring, m_offsets, m_n_ring, gather};
-    Kokkos::parallel_for(gather ? "ksweep::storage::save_ring" : "ksweep::storage::restore_ring",
-                         Kokkos::RangePolicy<ExecSpace>(m_prop.space(), 0, static_cast<int>(ring.extent(0))), f);
+  // The saved cells of each shot's wavefield `u`, as a codec value source or sink.
+  RingValues<Real, memory_space> ring_values(field3 const& u) const { return {u, m_offsets, m_n_ring}; }
+
+  // Writes zeros through a ring sink.
+  struct ZeroRing {
+    RingValues<Real, memory_space> m_sink;
+    KOKKOS_INLINE_FUNCTION void operator()(std::size_t i) const { m_sink(i) = Real(0); }
+  };
+
+  // One launch: the adjoint point work, then `first` over n_first indices, then `second`
+  // over n_second indices. All three write disjoint cells (adjoint wavefield; source cells of
+  // the forward wavefield; ring cells of the forward wavefield).
+  template <class First, class Second>
+  void launch_fused(typename propagator_type::PointWork const& adj, First const& first, int n_first, Second const& second,
+                    int n_second) const {
+    using inner = core::Concat<First, Second>;
+    core::Concat<typename propagator_type::points_functor, inner> f{adj.f, inner{first, second, n_first}, adj.count};
+    core::launch_points(m_prop.space(), "ksweep::storage::backward_points", f, adj.count + n_first + n_second);
   }
   void imaging(field3 const& u0, field3 const& u1, field3 const& lambda, bool reconstruct, int S) {
     auto const& l = m_prop.layout();
@@ -254,7 +267,6 @@ class GradientEngine {
   int m_nt = 0;
   std::size_t m_peak = 0;
   Kokkos::View<int*, memory_space> m_offsets;
-  Kokkos::View<Real*, memory_space> m_ring;
   image m_grad_c, m_isrc, m_irec;  // d/dc and illuminations of a batch, summed over shots
   std::unique_ptr<StepStore<Real, ExecSpace>> m_store;
 };

@@ -4,8 +4,9 @@
 ///
 /// Steps are written in increasing order during the forward pass and read in decreasing order
 /// during the backward pass. Host and disk stores move `transfer_interval` steps at a time
-/// between two device staging chunks and their destination, on a background thread, so the
-/// transfer of one chunk overlaps the computation of the next.
+/// between two device staging chunks and their destination, on a background thread and (on
+/// devices) a second execution space instance, so the transfer of one chunk overlaps the
+/// computation of the next.
 
 #include <ksweep/core/error.hpp>
 #include <ksweep/storage/codec.hpp>
@@ -75,12 +76,27 @@ struct PinnedSpace<Kokkos::CudaSpace> {
 };
 #endif
 
+namespace impl {
+/// The execution space instance that carries host/disk transfers: on devices a second
+/// instance (its own stream), so that copies overlap the kernels of the compute instance; on
+/// host backends the copies are plain memcpy on the transfer thread.
+template <class ExecSpace>
+ExecSpace transfer_instance(ExecSpace const& space) {
+#if KOKKOS_VERSION >= 40000
+  if constexpr (!Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible)
+    return Kokkos::Experimental::partition_space(space, 1)[0];
+#endif
+  return space;
+}
+}  // namespace impl
+
 /// Encoded storage of `n_steps` steps of `values_per_step` values each.
 template <class Real, class ExecSpace>
 class StepStore {
  public:
   using memory_space = typename ExecSpace::memory_space;
   using bytes_view = Kokkos::View<std::uint8_t*, memory_space>;
+  using const_bytes_view = Kokkos::View<std::uint8_t const*, memory_space>;
   using host_bytes_view = Kokkos::View<std::uint8_t*, Kokkos::HostSpace>;
   using pinned_bytes_view = Kokkos::View<std::uint8_t*, typename PinnedSpace<memory_space>::type>;
   static constexpr bool device_is_host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, memory_space>::accessible;
@@ -97,6 +113,7 @@ class StepStore {
       m_all = bytes_view(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string("ksweep::storage::device")), total);
       return;
     }
+    m_transfer = impl::transfer_instance(m_space);
     m_interval = std::min(cfg.transfer_interval, n_steps);
     m_chunk_bytes = m_step_bytes * static_cast<std::size_t>(m_interval);
     for (auto& c : m_stage)
@@ -137,15 +154,24 @@ class StepStore {
   /// Encodes and saves step `step` (steps in increasing order).
   void put(int step, Kokkos::View<Real const*, memory_space> values) {
     check_size(values.extent(0));
+    put_from(step, ViewValues<Real const, memory_space>{values});
+  }
+
+  /// Encodes values_per_step() values read through `source` (a codec value source, such as a
+  /// ring of wavefield cells) and saves them as step `step`: one launch.
+  template <class Source>
+  void put_from(int step, Source const& source) {
     if (m_cfg.location == Location::device) {
-      encode(m_space, m_cfg.dtype, values, slot(m_all, step), m_bad);
+      encode_from<ExecSpace, Real>(m_space, m_cfg.dtype, source, m_n, slot(m_all, step), m_bad);
       return;
     }
     int const c = step / m_interval, j = c % 2;
     if (step % m_interval == 0) wait(j);  // the staging chunk is free again
-    encode(m_space, m_cfg.dtype, values, bytes_view(Kokkos::subview(m_stage[j], range((step - c * m_interval) * m_step_bytes))), m_bad);
+    encode_from<ExecSpace, Real>(m_space, m_cfg.dtype, source, m_n,
+                                 bytes_view(Kokkos::subview(m_stage[j], range((step - c * m_interval) * m_step_bytes))),
+                                 m_bad);
     if (step % m_interval == m_interval - 1 || step == m_steps - 1) {
-      m_space.fence();
+      m_space.fence();  // the chunk is encoded; the transfer runs on its own instance and thread
       check_finite();
       std::size_t const bytes = static_cast<std::size_t>(std::min(m_interval, m_steps - c * m_interval)) * m_step_bytes;
       std::size_t const offset = static_cast<std::size_t>(c) * m_chunk_bytes;
@@ -168,10 +194,15 @@ class StepStore {
   /// Decodes step `step` into `values` (steps in decreasing order).
   void get(int step, Kokkos::View<Real*, memory_space> values) {
     check_size(values.extent(0));
-    if (m_cfg.location == Location::device) {
-      decode(m_space, m_cfg.dtype, Kokkos::View<std::uint8_t const*, memory_space>(slot(m_all, step)), values);
-      return;
-    }
+    Kokkos::parallel_for("ksweep::storage::decode", Kokkos::RangePolicy<ExecSpace>(m_space, 0, m_n),
+                         decoder(fetch(step), ViewValues<Real, memory_space>{values}));
+  }
+
+  /// The encoded bytes of step `step` in device memory (steps in decreasing order), valid for
+  /// kernels launched on the store's execution space before the next fetch(). Host and disk
+  /// stores load the chunk if needed and start loading the chunk before it.
+  const_bytes_view fetch(int step) {
+    if (m_cfg.location == Location::device) return slot(m_all, step);
     int const c = step / m_interval, j = c % 2;
     if (m_loaded != c) {
       if (!m_pending[j].valid()) {
@@ -188,10 +219,14 @@ class StepStore {
         m_pending[jn] = std::async(std::launch::async, [this, c, jn] { load_chunk(c - 1, jn); });
       }
     }
-    decode(m_space, m_cfg.dtype,
-           Kokkos::View<std::uint8_t const*, memory_space>(
-               Kokkos::subview(m_stage[j], range((step - c * m_interval) * m_step_bytes))),
-           values);
+    return Kokkos::subview(m_stage[j], range((step - c * m_interval) * m_step_bytes));
+  }
+
+  /// A per-value functor (index 0 .. values_per_step()-1) that decodes `bytes` from fetch()
+  /// through `sink` (a codec value sink), for fusing into a caller's launch.
+  template <class Sink>
+  DecodeValues<Real, memory_space, Sink> decoder(const_bytes_view const& bytes, Sink const& sink) const {
+    return DecodeValues<Real, memory_space, Sink>{bytes, sink, m_n, m_cfg.dtype};
   }
 
  private:
@@ -207,7 +242,10 @@ class StepStore {
   }
   void check_finite() {
     int bad = 0;
-    Kokkos::deep_copy(bad, m_bad);
+    // Through the compute instance: a plain deep_copy would fence every instance, the
+    // transfer instance's copies too.
+    Kokkos::deep_copy(m_space, Kokkos::View<int, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(&bad), m_bad);
+    m_space.fence();
     KSWEEP_REQUIRE(bad == 0, "the saved wavefield contains NaN or infinity: the forward run diverged "
                              "(check the CFL condition and the velocity model)");
   }
@@ -222,8 +260,9 @@ class StepStore {
     } else if constexpr (device_is_host) {
       m_disk->write(m_stage[j].data(), bytes, offset);
     } else {
-      Kokkos::deep_copy(Kokkos::subview(m_bounce[j], Kokkos::make_pair(std::size_t(0), bytes)),
+      Kokkos::deep_copy(m_transfer, Kokkos::subview(m_bounce[j], Kokkos::make_pair(std::size_t(0), bytes)),
                         Kokkos::subview(m_stage[j], Kokkos::make_pair(std::size_t(0), bytes)));
+      m_transfer.fence();
       m_disk->write(m_bounce[j].data(), bytes, offset);
     }
   }
@@ -237,15 +276,20 @@ class StepStore {
       m_disk->read(m_stage[j].data(), bytes, offset);
     } else {
       m_disk->read(m_bounce[j].data(), bytes, offset);
-      Kokkos::deep_copy(Kokkos::subview(m_stage[j], Kokkos::make_pair(std::size_t(0), bytes)),
+      Kokkos::deep_copy(m_transfer, Kokkos::subview(m_stage[j], Kokkos::make_pair(std::size_t(0), bytes)),
                         Kokkos::subview(m_bounce[j], Kokkos::make_pair(std::size_t(0), bytes)));
+      m_transfer.fence();
     }
   }
   // Byte copy between a staging chunk and host memory (a plain memcpy on host backends).
   template <class Dst, class Src>
-  static void copy_bytes(Dst const& dst, Src const& src, std::size_t bytes) {
-    if constexpr (device_is_host) std::memcpy(dst.data(), src.data(), bytes);
-    else Kokkos::deep_copy(dst, src);
+  void copy_bytes(Dst const& dst, Src const& src, std::size_t bytes) const {
+    if constexpr (device_is_host) {
+      std::memcpy(dst.data(), src.data(), bytes);
+    } else {
+      Kokkos::deep_copy(m_transfer, dst, src);
+      m_transfer.fence();
+    }
   }
   // Staging chunk <-> host store at offset (to_host: staging -> host).
   void move_host(bytes_view const& stage, std::size_t offset, std::size_t bytes, bool to_host) {
@@ -260,6 +304,7 @@ class StepStore {
   }
 
   ExecSpace m_space;
+  ExecSpace m_transfer;  // host/disk transfers (see impl::transfer_instance)
   StorageConfig m_cfg;
   std::size_t m_n;
   int m_steps;
