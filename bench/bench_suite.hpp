@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <exception>
@@ -127,6 +128,32 @@ void bm_stream(benchmark::State& state, Options o, bool triad) {
 // Forward propagation
 // -------------------------------------------------------------------------------------------
 
+/// Kernel launches made by f(), counted through the Kokkos Tools callbacks (outside the timed
+/// runs: the callbacks cost time).
+template <class F>
+long count_launches(F const& f) {
+  static std::atomic<long> count{0};
+  auto begin = [](char const*, std::uint32_t, std::uint64_t* id) {
+    ++count;
+    *id = 0;
+  };
+  auto end = [](std::uint64_t) {};
+  namespace T = Kokkos::Tools::Experimental;
+  Kokkos::fence();
+  count = 0;
+  T::set_begin_parallel_for_callback(+begin);
+  T::set_begin_parallel_reduce_callback(+begin);
+  T::set_end_parallel_for_callback(+end);
+  T::set_end_parallel_reduce_callback(+end);
+  f();
+  Kokkos::fence();
+  T::set_begin_parallel_for_callback(nullptr);
+  T::set_begin_parallel_reduce_callback(nullptr);
+  T::set_end_parallel_for_callback(nullptr);
+  T::set_end_parallel_reduce_callback(nullptr);
+  return count;
+}
+
 struct ForwardCase {
   int nz, nx, shots, nt;  // nt <= 0: chosen for ~2e8 cell updates per run
 };
@@ -188,6 +215,7 @@ void bm_forward(benchmark::State& state, ForwardCase c, std::string backend) {
     space.fence();
     Timer t;
     for (int n = 0; n < nt; ++n) prop.forward_step(n, w, rec);
+    prop.forward_finish(rec);
     space.fence();
     double const sec = t.seconds();
     state.SetIterationTime(sec);
@@ -202,6 +230,12 @@ void bm_forward(benchmark::State& state, ForwardCase c, std::string backend) {
   state.counters["nt"] = nt;
   state.counters["shots"] = c.shots;
   state.counters["state_bytes"] = static_cast<double>(prop.state_bytes() + prop.c().span() * sizeof(Real));
+  state.counters["us_per_step"] = total / iters / nt * 1e6;
+  prop.forward_reset();
+  state.counters["launches_per_step"] = static_cast<double>(count_launches([&] {
+                                          for (int n = 0; n < nt; ++n) prop.forward_step(n, w, rec);
+                                          prop.forward_finish(rec);
+                                        })) / nt;
   if (triad_best() > 0 && total > 0) {
     state.counters["roofline_fraction"] = bytes16 / total / triad_best();
     state.counters["roofline_fraction_cpml"] = bytes_cpml / total / triad_best();
@@ -218,8 +252,8 @@ struct GradientCase {
   std::string strategy, location, dtype;
 };
 
-/// Bytes the current (unfused) gradient kernels move per iteration of loss_and_gradient; see
-/// docs/PERFORMANCE.md for the derivation.
+/// Bytes the gradient kernels move per iteration of loss_and_gradient; see docs/PERFORMANCE.md
+/// for the derivation.
 template <class Real>
 double gradient_bytes(core::Layout const& l, int order, int shots, int nt, int ring_cells, bool full,
                       storage::Location loc, storage::Dtype dtype) {
@@ -233,11 +267,11 @@ double gradient_bytes(core::Layout const& l, int order, int shots, int nt, int r
   double const ring = static_cast<double>(ring_cells);
   double const enc = static_cast<double>(storage::encoded_bytes(dtype, static_cast<std::size_t>(ring_cells), sizeof(Real))) /
                      std::max(1.0, ring);  // encoded bytes per saved value
-  // save: gather (read u, write ring) + encode (read ring, write code); restore: decode (read
-  // code, write ring) + scatter (read ring, write u). Host/disk add one staging copy each way.
+  // save: the ring gathered straight into the encoder (read u, write code); restore: decoded
+  // straight into the wavefield (read code, write u). Host/disk add one staging copy each way.
   double const transfer = loc == storage::Location::device ? 0.0 : 2.0 * enc;
-  double const save = ring * (3 * R + enc + transfer);
-  double const restore = ring * (3 * R + enc + transfer);
+  double const save = ring * (R + enc + transfer);
+  double const restore = ring * (R + enc + transfer);
   double const forward = 4 * R * (padded + strip_fwd) + save;
   // Adjoint step: lambda^{n+1}, lambda^{n+2}, c read, lambda^n written; layer memories as forward.
   double const adjoint = 4 * R * (padded + strip_adj);
@@ -298,6 +332,9 @@ void bm_gradient(benchmark::State& state, GradientCase c) {
   state.counters["padded_cells"] = static_cast<double>(l.padded_cells());
   state.counters["nt"] = c.nt;
   state.counters["shots"] = c.shots;
+  state.counters["us_per_step"] = total / iters / c.nt * 1e6;
+  state.counters["launches_per_step"] =
+      static_cast<double>(count_launches([&] { engine.loss_and_gradient(w, observed, 1.0, images, synthetic); })) / c.nt;
 }
 
 // -------------------------------------------------------------------------------------------
@@ -482,6 +519,23 @@ void register_benchmarks(Options const& o) {
             [c](benchmark::State& st) { bm_gradient<ExecSpace>(st, c); })
             ->Unit(benchmark::kMillisecond);
       }
+
+  // Small problem (launch-bound on devices): one shot of 141 x 681, boundary saving on the
+  // device; its forward is the shots:1 case of the batch series above.
+  for (std::string dtype : {"fp32", "fp16"}) {
+    GradientCase const c{mz, mx, 1, gnt, "boundary", "device", dtype};
+    add(bench_name("gradient", b,
+                   {{"order", "4"},
+                    {"nz", std::to_string(mz)},
+                    {"nx", std::to_string(mx)},
+                    {"shots", "1"},
+                    {"nt", std::to_string(gnt)},
+                    {"strategy", "boundary"},
+                    {"location", "device"},
+                    {"dtype", dtype}}),
+        [c](benchmark::State& st) { bm_gradient<ExecSpace>(st, c); })
+        ->Unit(benchmark::kMillisecond);
+  }
 
   // Codecs on 16 Mi values (64 MiB of fp32).
   std::size_t const nc = s ? (std::size_t(1) << 14) : (std::size_t(1) << 24);

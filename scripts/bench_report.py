@@ -350,6 +350,23 @@ def main():
     md += [table(["series", "order", "model grid", "shots", "nt", "ms/step", "Gcells/s", "of triad (16 B/cell)",
                   "of triad (with CPML memories)"], rows), ""]
 
+    md += ["## Small problem: one shot of 141 x 681 (launch-bound on GPUs)", "",
+           "Time per step and kernel launches per step (counted through the Kokkos Tools callbacks in a separate, "
+           "untimed run; gradient launches include the per-run set-up, divided by nt).", ""]
+    rows = []
+    for fam in ("forward", "gradient"):
+        for lab, rs in sorted(series(runs, fam).items()):
+            for r in rs:
+                pr = r["params"]
+                if not (marmousi(r) and pr["shots"] == 1) or "us_per_step" not in r:
+                    continue
+                if fam == "forward" and pr["nt"] not in (max(x["params"]["nt"] for x in rs if marmousi(x) and x["params"]["shots"] == 1),):
+                    continue
+                what = "forward" if fam == "forward" else "gradient %s/%s/%s" % (pr["strategy"], pr["location"], pr["dtype"])
+                rows.append([lab, what, pr["order"], pr["nt"], "%.1f" % r["us_per_step"], "%.2f" % r.get("launches_per_step", 0)])
+    if rows:
+        md += [table(["series", "run", "order", "nt", "us per step", "launches per step"], rows), ""]
+
     md += ["## Gradient (loss_and_gradient: forward + backward)", ""]
     names = plot_memory(runs, args.out)
     for name in names or []:

@@ -135,6 +135,13 @@ struct RingValues {
   }
 };
 
+/// Writes zeros through a value sink (index 0 .. n-1).
+template <class Sink>
+struct ZeroValues {
+  Sink m_sink;
+  KOKKOS_INLINE_FUNCTION void operator()(std::size_t i) const { m_sink(i) = 0; }
+};
+
 /// Encodes n values of `in` into `out` (bytes), one team per block; sets bad() = 1 on NaN or
 /// infinity. Host backends run teams of one thread (a plain loop over the block), devices one
 /// thread per value with a team reduction for the block scale.

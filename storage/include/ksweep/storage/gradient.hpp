@@ -153,7 +153,7 @@ class GradientEngine {
         if (n >= 2) {
           launch_fused(adj, sources, n_src, m_store->decoder(m_store->fetch(n - 2), sink), n_ring);
         } else {
-          launch_fused(adj, sources, n_src, ZeroRing{sink}, n_ring);  // u^0 = 0
+          launch_fused(adj, sources, n_src, ZeroValues<RingValues<Real, memory_space>>{sink}, n_ring);  // u^0 = 0
         }
         imaging(fs.u[1 - fs.cur], fs.u[fs.cur], as.u[as.cur], true, S);
         fs.cur = 1 - fs.cur;
@@ -236,12 +236,6 @@ class GradientEngine {
  private:
   // The saved cells of each shot's wavefield `u`, as a codec value source or sink.
   RingValues<Real, memory_space> ring_values(field3 const& u) const { return {u, m_offsets, m_n_ring}; }
-
-  // Writes zeros through a ring sink.
-  struct ZeroRing {
-    RingValues<Real, memory_space> m_sink;
-    KOKKOS_INLINE_FUNCTION void operator()(std::size_t i) const { m_sink(i) = Real(0); }
-  };
 
   // One launch: the adjoint point work, then `first` over n_first indices, then `second`
   // over n_second indices. All three write disjoint cells (adjoint wavefield; source cells of
