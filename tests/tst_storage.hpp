@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <limits>
+#include <random>
 
 #include <csignal>
 #include <sys/resource.h>
@@ -112,6 +113,27 @@ KSWEEP_TEST(codec_special_blocks) {
   EXPECT_EQ(t[3], 2.0f);
   EXPECT_EQ(t[4], 0.0f);
   EXPECT_EQ(t[5], -2.0f);
+}
+
+KSWEEP_TEST(fast_divisor_is_exact) {
+  // Ring indexing divides by the cells per shot with a multiply and shift: exact for all
+  // 0 <= v < 2^31. Divisors around powers of two, odd ones, and the ring sizes seen in use.
+  std::mt19937 gen(7);
+  std::uniform_int_distribution<int> any(0, std::numeric_limits<int>::max());
+  std::vector<int> divisors = {1, 2, 3, 5, 7, 255, 256, 257, 3304, 99325, 65535, 65536, 65537, 1 << 20, (1 << 30) + 1,
+                               std::numeric_limits<int>::max()};
+  for (int d : divisors) {
+    storage::FastDivisor const f(d);
+    std::vector<int> vs = {0, 1, d - 1, d, std::numeric_limits<int>::max(), std::numeric_limits<int>::max() - 1};
+    for (int q : {1, 2, 1000, 123457})
+      if (static_cast<long long>(q) * d < std::numeric_limits<int>::max()) {
+        vs.push_back(q * d - 1);
+        vs.push_back(q * d);
+      }
+    for (int i = 0; i < 20000; ++i) vs.push_back(any(gen));
+    for (int v : vs) ASSERT_EQ(f.divide(v), v / d) << v << " / " << d;
+  }
+  EXPECT_THROW(storage::FastDivisor(0), ksweep::Error);
 }
 
 KSWEEP_TEST(codec_rejects_nan) {

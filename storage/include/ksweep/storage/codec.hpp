@@ -124,14 +124,35 @@ struct ViewValues {
   Kokkos::View<Real*, MemorySpace> m_v;
   KOKKOS_INLINE_FUNCTION Real& operator()(std::size_t i) const { return m_v(i); }
 };
+/// Division by a fixed n >= 1 of 0 <= v < 2^31 as a multiply and a shift:
+/// q = (v m) >> (31 + l) with l = ceil(log2 n) and m = ceil(2^(31+l) / n) is exact, because
+/// the error term v (m n - 2^(31+l)) / (n 2^(31+l)) stays below 2^-l <= 1/n.
+struct FastDivisor {
+  std::uint64_t m_magic = std::uint64_t(1) << 31;
+  int m_shift = 31;
+  int m_n = 1;
+  FastDivisor() = default;
+  explicit FastDivisor(int n) : m_n(n) {
+    KSWEEP_REQUIRE(n >= 1, "ksweep::storage::FastDivisor: divisor " << n << " must be >= 1");
+    int l = 0;
+    while ((std::int64_t(1) << l) < n) ++l;
+    m_shift = 31 + l;
+    m_magic = ((std::uint64_t(1) << m_shift) + static_cast<std::uint64_t>(n) - 1) / static_cast<std::uint64_t>(n);
+  }
+  KOKKOS_INLINE_FUNCTION int divide(int v) const {
+    return static_cast<int>((static_cast<std::uint64_t>(v) * m_magic) >> m_shift);
+  }
+};
+
 template <class Real, class MemorySpace>
 struct RingValues {
   Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace> m_field;  // [shot][NZ + 2M][NX + 2M]
   Kokkos::View<int const*, MemorySpace> m_offset;                     // [n]
-  int m_n;
+  FastDivisor m_n;                                                    // n: ring cells per shot
   KOKKOS_INLINE_FUNCTION Real& operator()(std::size_t i) const {
-    std::size_t const s = i / static_cast<std::size_t>(m_n), k = i % static_cast<std::size_t>(m_n);
-    return m_field.data()[s * m_field.stride(0) + static_cast<std::size_t>(m_offset(k))];
+    int const v = static_cast<int>(i);  // shots x ring cells < 2^31 (checked by the owner)
+    int const s = m_n.divide(v), k = v - s * m_n.m_n;
+    return m_field.data()[static_cast<std::size_t>(s) * m_field.stride(0) + static_cast<std::size_t>(m_offset(k))];
   }
 };
 
