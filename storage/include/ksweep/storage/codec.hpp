@@ -163,9 +163,9 @@ struct ZeroValues {
   KOKKOS_INLINE_FUNCTION void operator()(std::size_t i) const { m_sink(i) = 0; }
 };
 
-/// Encodes n values of `in` into `out` (bytes), one team per block; sets bad() = 1 on NaN or
-/// infinity. Host backends run teams of one thread (a plain loop over the block), devices one
-/// thread per value with a team reduction for the block scale.
+/// Encodes n values of `in` into `out` (bytes) block by block; sets bad() = 1 on NaN or
+/// infinity. Devices run one team per block (a thread per value, a team reduction for the
+/// block scale); host backends one index per block with plain loops, which vectorise.
 template <class Real, class MemorySpace, class Source = ViewValues<Real const, MemorySpace>>
 struct EncodeBlocks {
   Source m_in;
@@ -174,9 +174,10 @@ struct EncodeBlocks {
   std::size_t m_n;
   Dtype m_dtype;
 
-  template <class Member>
-  KOKKOS_INLINE_FUNCTION void operator()(Member const& team) const {
-    std::size_t const b = static_cast<std::size_t>(team.league_rank());
+  // Block b, with the loops supplied by the launch shape: for_each(len, f(k)), max_of(len,
+  // f(k, m)) -> the maximum, once(f) runs f on one thread.
+  template <class ForEach, class MaxOf, class Once>
+  KOKKOS_INLINE_FUNCTION void block(std::size_t b, ForEach const& for_each, MaxOf const& max_of, Once const& once) const {
     std::size_t const i0 = b * block_size;
     int const len = static_cast<int>((i0 + block_size < m_n ? i0 + block_size : m_n) - i0);
     std::uint8_t* base = m_out.data();
@@ -184,7 +185,7 @@ struct EncodeBlocks {
     auto const& bad = m_bad;
     if (m_dtype == Dtype::fp32) {
       Real* codes = reinterpret_cast<Real*>(base) + i0;
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, len), [&](int k) {
+      for_each(len, [&](int k) {
         Real const v = in(i0 + k);
         if (!impl::finite(v)) bad() = 1;
         codes[k] = v;
@@ -193,41 +194,65 @@ struct EncodeBlocks {
     }
     if (m_dtype == Dtype::bf16) {
       std::uint16_t* codes = reinterpret_cast<std::uint16_t*>(base) + i0;
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, len), [&](int k) {
+      for_each(len, [&](int k) {
         float const v = static_cast<float>(in(i0 + k));
         if (!impl::finite(v)) bad() = 1;
         codes[k] = impl::float_to_bf16(v);
       });
       return;
     }
-    float amax = 0.0f;
-    Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(team, len),
-        [&](int k, float& m) {
-          float const v = static_cast<float>(in(i0 + k));
-          if (!impl::finite(v)) bad() = 1;
-          float const a = v < 0 ? -v : v;
-          m = a > m ? a : m;
-        },
-        Kokkos::Max<float>(amax));
+    float const amax = max_of(len, [&](int k, float& m) {
+      float const v = static_cast<float>(in(i0 + k));
+      if (!impl::finite(v)) bad() = 1;
+      float const a = v < 0 ? -v : v;
+      m = a > m ? a : m;
+    });
     std::size_t const code_bytes = (m_n * value_bytes(m_dtype, sizeof(Real)) + 7) / 8 * 8;
     float* scales = reinterpret_cast<float*>(base + code_bytes);
-    Kokkos::single(Kokkos::PerTeam(team), [&]() { scales[b] = amax; });
+    once([&]() { scales[b] = amax; });
     // Divide rather than multiply by 1 / amax: for a subnormal amax the reciprocal overflows.
     float const den = amax > 0.0f && impl::finite(amax) ? amax : 1.0f;
     if (m_dtype == Dtype::fp16) {
       std::uint16_t* codes = reinterpret_cast<std::uint16_t*>(base) + i0;
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, len),
-                           [&](int k) { codes[k] = impl::float_to_half(static_cast<float>(in(i0 + k)) / den); });
+      for_each(len, [&](int k) { codes[k] = impl::float_to_half(static_cast<float>(in(i0 + k)) / den); });
     } else {
       std::int8_t* codes = reinterpret_cast<std::int8_t*>(base) + i0;
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, len), [&](int k) {
+      for_each(len, [&](int k) {
         float q = impl::rne(static_cast<float>(in(i0 + k)) / den * 127.0f);
         q = q > 127.0f ? 127.0f : q;
         q = q >= -127.0f ? q : -127.0f;  // also NaN (flagged above), so the cast is defined
         codes[k] = static_cast<std::int8_t>(q);
       });
     }
+  }
+
+  // Devices: one team per block.
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void operator()(Member const& team) const {
+    block(
+        static_cast<std::size_t>(team.league_rank()),
+        [&](int len, auto const& f) { Kokkos::parallel_for(Kokkos::TeamThreadRange(team, len), f); },
+        [&](int len, auto const& f) {
+          float m = 0.0f;
+          Kokkos::parallel_reduce(Kokkos::TeamThreadRange(team, len), f, Kokkos::Max<float>(m));
+          return m;
+        },
+        [&](auto const& f) { Kokkos::single(Kokkos::PerTeam(team), f); });
+  }
+
+  // Hosts: one index per block.
+  KOKKOS_INLINE_FUNCTION void operator()(std::size_t b) const {
+    block(
+        b,
+        [](int len, auto const& f) {
+          for (int k = 0; k < len; ++k) f(k);
+        },
+        [](int len, auto const& f) {
+          float m = 0.0f;
+          for (int k = 0; k < len; ++k) f(k, m);
+          return m;
+        },
+        [](auto const& f) { f(); });
   }
 };
 
@@ -261,11 +286,14 @@ struct DecodeValues {
 template <class ExecSpace, class Real, class MemorySpace, class Source>
 void encode_from(ExecSpace const& space, Dtype dtype, Source const& in, std::size_t n,
                  Kokkos::View<std::uint8_t*, MemorySpace> out, Kokkos::View<int, MemorySpace> bad) {
-  constexpr bool host = Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;
   int const blocks = static_cast<int>((n + block_size - 1) / block_size);
   if (blocks == 0) return;
-  Kokkos::parallel_for("ksweep::storage::encode", Kokkos::TeamPolicy<ExecSpace>(space, blocks, host ? 1 : block_size),
-                       EncodeBlocks<Real, MemorySpace, Source>{in, out, bad, n, dtype});
+  EncodeBlocks<Real, MemorySpace, Source> const f{in, out, bad, n, dtype};
+  if constexpr (Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible) {
+    Kokkos::parallel_for("ksweep::storage::encode", Kokkos::RangePolicy<ExecSpace>(space, 0, static_cast<std::size_t>(blocks)), f);
+  } else {
+    Kokkos::parallel_for("ksweep::storage::encode", Kokkos::TeamPolicy<ExecSpace>(space, blocks, block_size), f);
+  }
 }
 
 /// Encodes `in` (n values) into `out` on `space`.
