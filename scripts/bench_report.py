@@ -220,7 +220,8 @@ def plot_shots(runs, peers, out):
 
 def grad_key(r):
     p = r["params"]
-    return "%s/%s/%s" % (p.get("strategy"), p.get("location"), p.get("dtype"))
+    key = "%s/%s/%s" % (p.get("strategy"), p.get("location"), p.get("dtype"))
+    return key if p.get("shots") != 1 else key + " (1 shot)"
 
 
 def plot_memory(runs, out):
