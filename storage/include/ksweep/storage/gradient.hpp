@@ -21,6 +21,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -82,6 +83,7 @@ class GradientEngine {
                    "storage: " << off.size() << " saved cells per shot x " << prop.max_shots()
                                << " shots exceeds 2^31 values per step; use fewer shots per batch");
     m_n_ring = static_cast<int>(off.size());
+    m_ring_div = FastDivisor(std::max(m_n_ring, 1));
     m_offsets = Kokkos::View<int*, memory_space>(std::string("ksweep::storage::ring_offsets"), off.size());
     auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_offsets);
     for (std::size_t i = 0; i < off.size(); ++i) h(i) = off[i];
@@ -140,7 +142,7 @@ class GradientEngine {
       if (full()) {
         // u^n from the store (u^0 = 0 contributes nothing) into fs.u[1 - cur].
         if (n >= 1) {
-          RingValues<Real, memory_space> sink{fs.u[1 - fs.cur], m_offsets, FastDivisor(m_n_ring)};
+          RingValues<Real, memory_space> sink{fs.u[1 - fs.cur], m_offsets, m_ring_div};
           launch_fused(adj, core::NoWork{}, 0, m_store->decoder(m_store->fetch(n - 1), sink), n_ring);
           imaging(fs.u[1 - fs.cur], fs.u[fs.cur], as.u[as.cur], false, S);
         } else {
@@ -152,7 +154,7 @@ class GradientEngine {
         // u^{n-1} comes from the store, the model cells from the reversed step.
         core::InjectPoints<Real, memory_space> sources{fs.u[fs.cur], w, p.source_z(), p.source_x(), n,
                                                        p.survey().n_sources, false, Real(-1)};
-        RingValues<Real, memory_space> sink{fs.u[fs.cur], m_offsets, FastDivisor(m_n_ring)};
+        RingValues<Real, memory_space> sink{fs.u[fs.cur], m_offsets, m_ring_div};
         if (n >= 2) {
           launch_fused(adj, sources, n_src, m_store->decoder(m_store->fetch(n - 2), sink), n_ring);
         } else {
@@ -238,7 +240,7 @@ class GradientEngine {
 
  private:
   // The saved cells of each shot's wavefield `u`, as a codec value source or sink.
-  RingValues<Real, memory_space> ring_values(field3 const& u) const { return {u, m_offsets, FastDivisor(m_n_ring)}; }
+  RingValues<Real, memory_space> ring_values(field3 const& u) const { return {u, m_offsets, m_ring_div}; }
 
   // One launch: the adjoint point work, then `first` over n_first indices, then `second`
   // over n_second indices. All three write disjoint cells (adjoint wavefield; source cells of
@@ -261,6 +263,7 @@ class GradientEngine {
   propagator_type& m_prop;
   StorageConfig m_cfg;
   int m_n_ring = 0;
+  FastDivisor m_ring_div;  // index -> (shot, ring cell) in the codec's ring sources and sinks
   int m_nt = 0;
   std::size_t m_peak = 0;
   Kokkos::View<int*, memory_space> m_offsets;
