@@ -16,6 +16,7 @@
 #include "bench_common.hpp"
 
 #include <ksweep/core/propagator.hpp>
+#include <ksweep/core/runtime.hpp>
 #include <ksweep/storage/codec.hpp>
 #include <ksweep/storage/gradient.hpp>
 #include <ksweep/storage/step_store.hpp>
@@ -26,7 +27,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <exception>
@@ -128,30 +128,12 @@ void bm_stream(benchmark::State& state, Options o, bool triad) {
 // Forward propagation
 // -------------------------------------------------------------------------------------------
 
-/// Kernel launches made by f(), counted through the Kokkos Tools callbacks (outside the timed
-/// runs: the callbacks cost time).
+/// Kernel launches made by f() (outside the timed runs: the counting callbacks cost time).
 template <class F>
 long count_launches(F const& f) {
-  static std::atomic<long> count{0};
-  auto begin = [](char const*, std::uint32_t, std::uint64_t* id) {
-    ++count;
-    *id = 0;
-  };
-  auto end = [](std::uint64_t) {};
-  namespace T = Kokkos::Tools::Experimental;
-  Kokkos::fence();
-  count = 0;
-  T::set_begin_parallel_for_callback(+begin);
-  T::set_begin_parallel_reduce_callback(+begin);
-  T::set_end_parallel_for_callback(+end);
-  T::set_end_parallel_reduce_callback(+end);
+  core::LaunchCounter counter;
   f();
-  Kokkos::fence();
-  T::set_begin_parallel_for_callback(nullptr);
-  T::set_begin_parallel_reduce_callback(nullptr);
-  T::set_end_parallel_for_callback(nullptr);
-  T::set_end_parallel_reduce_callback(nullptr);
-  return count;
+  return counter.count();
 }
 
 struct ForwardCase {

@@ -12,53 +12,13 @@
 
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <map>
-#include <mutex>
+#include <ksweep/core/runtime.hpp>
+
 #include <string>
 
 namespace {
 
 using namespace ksweep;
-
-struct LaunchCounter {
-  static inline std::atomic<long> count{0};
-  static inline std::mutex mutex;
-  static inline std::map<std::string, long> by_label;
-  static void begin(char const* label, std::uint32_t, std::uint64_t* id) {
-    ++count;
-    std::lock_guard<std::mutex> lock(mutex);
-    ++by_label[label];
-    *id = 0;
-  }
-  static void end(std::uint64_t) {}
-  LaunchCounter() {
-    Kokkos::fence();
-    count = 0;
-    by_label.clear();
-    namespace T = Kokkos::Tools::Experimental;
-    T::set_begin_parallel_for_callback(&begin);
-    T::set_begin_parallel_reduce_callback(&begin);
-    T::set_begin_parallel_scan_callback(&begin);
-    T::set_end_parallel_for_callback(&end);
-    T::set_end_parallel_reduce_callback(&end);
-    T::set_end_parallel_scan_callback(&end);
-  }
-  ~LaunchCounter() {
-    namespace T = Kokkos::Tools::Experimental;
-    T::set_begin_parallel_for_callback(nullptr);
-    T::set_begin_parallel_reduce_callback(nullptr);
-    T::set_begin_parallel_scan_callback(nullptr);
-    T::set_end_parallel_for_callback(nullptr);
-    T::set_end_parallel_reduce_callback(nullptr);
-    T::set_end_parallel_scan_callback(nullptr);
-  }
-  static std::string labels() {
-    std::string s;
-    for (auto const& [k, v] : by_label) s += "  " + k + ": " + std::to_string(v) + "\n";
-    return s;
-  }
-};
 
 struct LaunchProblem {
   using P = core::Propagator<float, 8, TEST_EXECSPACE>;
@@ -79,42 +39,42 @@ struct LaunchProblem {
   P::record_view records(int nt) const { return P::record_view("r", shots, nt, 12); }
 };
 
-// Launches of `run(nt)` per step: (launches(nt2) - launches(nt1)) / (nt2 - nt1).
+// Launches of `run(nt, counter)` per step: (launches(nt2) - launches(nt1)) / (nt2 - nt1).
 template <class Run>
 double launches_per_step(Run const& run, std::string* labels) {
   int const nt1 = 10, nt2 = 30;
-  run(nt1);  // first use allocates (the adjoint fields, for one)
+  {
+    core::LaunchCounter warm_up;
+    run(nt1, warm_up);  // first use allocates (the adjoint fields, for one)
+  }
   long counts[2];
   int i = 0;
   for (int nt : {nt1, nt2}) {
-    LaunchCounter counter;
-    run(nt);
-    Kokkos::fence();
-    counts[i++] = LaunchCounter::count;
-    if (nt == nt2) *labels = LaunchCounter::labels();
+    core::LaunchCounter counter;
+    run(nt, counter);
+    counts[i++] = counter.count();
+    if (nt == nt2) {
+      labels->clear();
+      for (auto const& [k, v] : counter.by_label()) *labels += "  " + k + ": " + std::to_string(v) + "\n";
+    }
   }
   return static_cast<double>(counts[1] - counts[0]) / (nt2 - nt1);
 }
 
 KSWEEP_TEST(launches_per_step_forward_and_adjoint) {
   LaunchProblem p;
-  std::string labels;
-  double const fwd = launches_per_step(
-      [&](int nt) {
-        auto w = p.wavelets(nt);
-        auto r = p.records(nt);
-        p.prop.forward(w, r);
-      },
-      &labels);
-  EXPECT_EQ(fwd, 2.0) << labels;
-  double const adj = launches_per_step(
-      [&](int nt) {
-        auto w = p.wavelets(nt);
-        auto r = p.records(nt);
-        p.prop.adjoint(r, w);
-      },
-      &labels);
-  EXPECT_EQ(adj, 2.0) << labels;
+  for (bool adjoint : {false, true}) {
+    std::string labels;
+    double const per_step = launches_per_step(
+        [&](int nt, core::LaunchCounter&) {
+          auto w = p.wavelets(nt);
+          auto r = p.records(nt);
+          if (adjoint) p.prop.adjoint(r, w);
+          else p.prop.forward(w, r);
+        },
+        &labels);
+    EXPECT_EQ(per_step, 2.0) << (adjoint ? "adjoint" : "forward") << "\n" << labels;
+  }
 }
 
 KSWEEP_TEST(launches_per_step_gradient) {
@@ -126,7 +86,7 @@ KSWEEP_TEST(launches_per_step_gradient) {
     LaunchProblem::E engine(p.prop, cfg);
     std::string labels;
     double const fwd = launches_per_step(
-        [&](int nt) {
+        [&](int nt, core::LaunchCounter&) {
           auto w = p.wavelets(nt);
           auto r = p.records(nt);
           engine.forward(w, r);
@@ -134,12 +94,11 @@ KSWEEP_TEST(launches_per_step_gradient) {
         &labels);
     EXPECT_EQ(fwd, 3.0) << strategy << "\n" << labels;
     double const bwd = launches_per_step(
-        [&](int nt) {
+        [&](int nt, core::LaunchCounter& counter) {
           auto w = p.wavelets(nt);
           auto r = p.records(nt);
           engine.forward(w, r);
-          LaunchCounter::count = 0;  // the backward pass alone
-          LaunchCounter::by_label.clear();
+          counter.reset();  // the backward pass alone
           LaunchProblem::E::images_type images(LaunchProblem::nz, LaunchProblem::nx);
           engine.backward(w, r, images);
         },

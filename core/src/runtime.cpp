@@ -1,12 +1,73 @@
 #include <ksweep/core/config.hpp>
+#include <ksweep/core/error.hpp>
 #include <ksweep/core/runtime.hpp>
 
 #include <Kokkos_Core.hpp>
 
+#include <atomic>
+#include <cstdint>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 namespace ksweep::core {
+
+namespace {
+struct LaunchCounts {
+  std::atomic<long> total{0};
+  std::atomic<bool> active{false};
+  std::mutex mutex;
+  std::map<std::string, long> by_label;
+};
+LaunchCounts& launch_counts() {
+  static LaunchCounts c;
+  return c;
+}
+void begin_launch(char const* label, std::uint32_t, std::uint64_t* id) {
+  auto& c = launch_counts();
+  ++c.total;
+  std::lock_guard<std::mutex> lock(c.mutex);
+  ++c.by_label[label];
+  *id = 0;
+}
+void end_launch(std::uint64_t) {}
+void set_launch_callbacks(bool on) {
+  namespace T = Kokkos::Tools::Experimental;
+  T::set_begin_parallel_for_callback(on ? &begin_launch : nullptr);
+  T::set_begin_parallel_reduce_callback(on ? &begin_launch : nullptr);
+  T::set_begin_parallel_scan_callback(on ? &begin_launch : nullptr);
+  T::set_end_parallel_for_callback(on ? &end_launch : nullptr);
+  T::set_end_parallel_reduce_callback(on ? &end_launch : nullptr);
+  T::set_end_parallel_scan_callback(on ? &end_launch : nullptr);
+}
+}  // namespace
+
+LaunchCounter::LaunchCounter() {
+  KSWEEP_REQUIRE(!launch_counts().active.exchange(true), "ksweep::core::LaunchCounter: another counter is alive");
+  reset();
+  set_launch_callbacks(true);
+}
+LaunchCounter::~LaunchCounter() {
+  Kokkos::fence();
+  set_launch_callbacks(false);
+  launch_counts().active = false;
+}
+long LaunchCounter::count() const {
+  Kokkos::fence();
+  return launch_counts().total;
+}
+std::map<std::string, long> LaunchCounter::by_label() const {
+  Kokkos::fence();
+  std::lock_guard<std::mutex> lock(launch_counts().mutex);
+  return launch_counts().by_label;
+}
+void LaunchCounter::reset() {
+  Kokkos::fence();
+  auto& c = launch_counts();
+  c.total = 0;
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.by_label.clear();
+}
 
 std::vector<std::string> enabled_backends() {
   std::vector<std::string> out;

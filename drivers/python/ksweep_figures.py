@@ -17,3 +17,13 @@ def save_atomic(fig, out, dpi):
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def records_dataset(f, path):
+    """The [shots][nt][receivers] dataset 'data' of an open ksweep records file, checked."""
+    if "data" not in f:
+        raise ValueError(f"{path} has no dataset 'data'")
+    dset = f["data"]
+    if dset.ndim != 3:
+        raise ValueError(f"dataset 'data' in {path} has rank {dset.ndim}, expected 3 [shots][nt][receivers]")
+    return dset

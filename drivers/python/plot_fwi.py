@@ -27,7 +27,7 @@ import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker as mticker  # noqa: E402
 import numpy as np  # noqa: E402
-from ksweep_figures import save_atomic  # noqa: E402
+from ksweep_figures import records_dataset, save_atomic  # noqa: E402
 from mpl_toolkits.axes_grid1 import make_axes_locatable  # noqa: E402
 
 PROG = "plot_fwi.py"
@@ -155,12 +155,7 @@ def plot_observed(path, out):
         note(f"{path} not found; skipping {os.path.basename(out)}")
         return False
     with h5py.File(path, "r") as f:
-        if "data" not in f:
-            raise ValueError(f"{path} has no dataset 'data'")
-        dset = f["data"]
-        if dset.ndim != 3:
-            raise ValueError(f"dataset 'data' in {path} has rank {dset.ndim}, "
-                             "expected 3 [shots][nt][receivers]")
+        dset = records_dataset(f, path)
         shots, nt, nrec = dset.shape
         if shots == 0 or nt == 0 or nrec == 0:
             note(f"{path} holds no data (shape {dset.shape}); skipping {os.path.basename(out)}")

@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from ksweep_figures import save_atomic  # noqa: E402
+from ksweep_figures import records_dataset, save_atomic  # noqa: E402
 
 
 def main(argv=None):
@@ -25,12 +25,7 @@ def main(argv=None):
 
     try:
         with h5py.File(args.records, "r") as f:
-            if "data" not in f:
-                raise ValueError(f"{args.records} has no dataset 'data'")
-            dset = f["data"]
-            if dset.ndim != 3:
-                raise ValueError(f"dataset 'data' in {args.records} has rank {dset.ndim}, "
-                                 "expected 3 [shots][nt][receivers]")
+            dset = records_dataset(f, args.records)
             shots, nt, nrec = dset.shape
             if not 0 <= args.shot < shots:
                 raise ValueError(f"--shot {args.shot} is out of range [0, {shots - 1}]")

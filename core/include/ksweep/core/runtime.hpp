@@ -3,6 +3,7 @@
 /// What this build and this run use: backends, threads, versions.
 
 #include <cstddef>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,23 @@ int default_concurrency();
 std::size_t peak_memory_bytes();
 /// Current memory of this process in bytes (resident set, VmRSS); 0 where unknown.
 std::size_t current_memory_bytes();
+/// Counts kernel launches (parallel_for, parallel_reduce, parallel_scan) through the Kokkos
+/// Tools callbacks while it lives; one may be alive at a time. The callbacks cost time: keep
+/// counting out of timed runs.
+class LaunchCounter {
+ public:
+  LaunchCounter();
+  ~LaunchCounter();
+  LaunchCounter(LaunchCounter const&) = delete;
+  LaunchCounter& operator=(LaunchCounter const&) = delete;
+  /// Launches since construction or the last reset() (fences first).
+  long count() const;
+  /// Launches per kernel label.
+  std::map<std::string, long> by_label() const;
+  /// Fences, then starts counting from zero.
+  void reset();
+};
+
 /// A human-readable description of the build and the Kokkos configuration.
 std::string describe_build(bool verbose_kokkos_config = false);
 
