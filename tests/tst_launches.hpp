@@ -29,6 +29,7 @@ struct LaunchProblem {
     std::vector<float> v(static_cast<std::size_t>(nz) * nx, 2000.0f);
     prop.set_velocity(v.data());
     prop.set_survey(test::line_survey(shots, nz, nx, 2, 3, 12));
+    prop.set_schedule(core::Schedule::batched);  // launches per step: the device schedule
   }
   static core::PmlConfig pml() {
     core::PmlConfig p;

@@ -102,6 +102,32 @@ void allreduce_in_place(T* data, std::size_t n, int size) {
 void Communicator::allreduce_sum(double* data, std::size_t n) const { allreduce_in_place(data, n, m_size); }
 void Communicator::allreduce_sum(float* data, std::size_t n) const { allreduce_in_place(data, n, m_size); }
 
+void Communicator::send(double const* data, std::size_t n, int peer) const {
+#if KSWEEP_ENABLE_MPI
+  for (std::size_t off = 0; off < n; off += chunk) {
+    int const c = static_cast<int>(std::min(chunk, n - off));
+    check(MPI_Send(data + off, c, MPI_DOUBLE, peer, 17, MPI_COMM_WORLD), "MPI_Send");
+  }
+#else
+  (void)data;
+  (void)n;
+  throw Error("ksweep::comm::Communicator::send to rank " + std::to_string(peer) + " without MPI");
+#endif
+}
+
+void Communicator::recv(double* data, std::size_t n, int peer) const {
+#if KSWEEP_ENABLE_MPI
+  for (std::size_t off = 0; off < n; off += chunk) {
+    int const c = static_cast<int>(std::min(chunk, n - off));
+    check(MPI_Recv(data + off, c, MPI_DOUBLE, peer, 17, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv");
+  }
+#else
+  (void)data;
+  (void)n;
+  throw Error("ksweep::comm::Communicator::recv from rank " + std::to_string(peer) + " without MPI");
+#endif
+}
+
 void Communicator::abort(std::string const& message, int code) const {
   std::fprintf(stderr, "ksweep: error%s: %s\n", m_size > 1 ? (" on rank " + std::to_string(m_rank)).c_str() : "",
                message.c_str());

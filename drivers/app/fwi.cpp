@@ -16,7 +16,6 @@
 
 #include <KokkosBlas1_axpby.hpp>
 #include <KokkosBlas1_mult.hpp>
-#include <KokkosBlas1_nrm2.hpp>
 #include <KokkosBlas1_update.hpp>
 #include <Kokkos_Core.hpp>
 
@@ -247,6 +246,7 @@ int fwi(io::Config const& cfg, fs::path const& out, std::string const& resume, c
 
   int const cap = (f.batch + comm.size() - 1) / comm.size();
   P prop(ExecSpace(), core::ModelGrid{nz, nx, truth.dh}, make_pml(cfg), cfg.time.dt, cap);
+  prop.set_schedule(core::parse_schedule(cfg.propagator.schedule));
   E engine(prop, scfg);
   typename E::images_type img(nz, nx);
   auto const wavelet = make_wavelet(cfg);
@@ -265,9 +265,26 @@ int fwi(io::Config const& cfg, fs::path const& out, std::string const& resume, c
     is >> rng;
   }
   nlohmann::json history = resuming ? ck.history : nlohmann::json::array();
+  // RMSE against the true model, summed in a fixed order (rows in parallel, each row in order,
+  // then the rows in order), so that it does not depend on the number of threads.
+  Kokkos::View<double*, ExecSpace::memory_space> row_sums("ksweep::fwi::row_sums", nz);
   auto rmse_of = [&](vec const& x) {
     KokkosBlas::update(Real(1), x, Real(-1), vtrue, Real(0), diff);
-    return static_cast<double>(KokkosBlas::nrm2(diff)) / std::sqrt(static_cast<double>(n));
+    auto d = diff;
+    auto rs = row_sums;
+    int const ncols = nx;
+    Kokkos::parallel_for("ksweep::fwi::rmse_rows", Kokkos::RangePolicy<ExecSpace>(0, nz), KOKKOS_LAMBDA(int iz) {
+      double acc = 0;
+      for (int ix = 0; ix < ncols; ++ix) {
+        double const e = static_cast<double>(d(static_cast<std::size_t>(iz) * ncols + ix));
+        acc += e * e;
+      }
+      rs(iz) = acc;
+    });
+    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), row_sums);
+    double sum = 0;
+    for (int iz = 0; iz < nz; ++iz) sum += h(iz);
+    return std::sqrt(sum / static_cast<double>(n));
   };
   double const rmse0 = [&] {
     vec start("ksweep::fwi::start", n);
@@ -318,7 +335,7 @@ int fwi(io::Config const& cfg, fs::path const& out, std::string const& resume, c
     Kokkos::deep_copy(img.grad, Real(0));
     Kokkos::deep_copy(img.illum_src, Real(0));
     Kokkos::deep_copy(img.illum_rec, Real(0));
-    double loss = 0;
+    std::vector<double> shot_loss(static_cast<std::size_t>(f.batch), 0.0);  // this rank's slots only
     if (slice.count > 0) {
       std::vector<int> mine(batch.begin() + slice.first, batch.begin() + slice.first + slice.count);
       prop.set_survey(survey.select(mine));
@@ -335,15 +352,23 @@ int fwi(io::Config const& cfg, fs::path const& out, std::string const& resume, c
           for (int r = 0; r < nr; ++r) oh(s, t, r) = static_cast<Real>(obs.data[(static_cast<std::size_t>(mine[s]) * nt + t) * nr + r]);
       Kokkos::deep_copy(ob, oh);
       auto wb = Kokkos::subview(w, Kokkos::make_pair(0, slice.count), Kokkos::ALL, Kokkos::ALL);
-      loss = engine.loss_and_gradient(wb, ob, scale, img, syn);
+      engine.compute(wb, ob, scale, syn);
+      for (int s = 0; s < slice.count; ++s) shot_loss[static_cast<std::size_t>(slice.first + s)] = engine.shot_losses()[s];
       mem = engine.memory_report(ob.span() * sizeof(Real), syn.span() * sizeof(Real));
     }
-    // 3. Sum over ranks.
+    // 3. Sum over ranks, shot by shot in batch order, so that the sums (and hence the model)
+    // are the same bits whatever the number of ranks: images along the rank chain, losses
+    // gathered (each slot is filled by one rank, so the sum over ranks is exact) and added in
+    // order.
     ExecSpace space;
-    comm.allreduce_sum_view(space, img.grad);
-    comm.allreduce_sum_view(space, img.illum_src);
-    comm.allreduce_sum_view(space, img.illum_rec);
-    loss = comm.allreduce_sum(loss);
+    comm.sum_in_rank_order(
+        space, [&] {
+          if (slice.count > 0) engine.accumulate(img);
+        },
+        img.grad, img.illum_src, img.illum_rec);
+    comm.allreduce_sum(shot_loss.data(), shot_loss.size());
+    double loss = 0;
+    for (double x : shot_loss) loss += x;
     // 4. Gradient conditioning: water fixed, optional illumination preconditioning.
     Kokkos::View<double*, ExecSpace::memory_space, Kokkos::MemoryUnmanaged> g(img.grad.data(), n),
         isrc(img.illum_src.data(), n);

@@ -22,6 +22,7 @@ io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm
   int const nt = cfg.time.nt, nr = survey.n_receivers, n_shots = survey.n_shots;
   int const batch = std::min(cfg.propagator.batch, n_shots);
   P prop(Kokkos::DefaultExecutionSpace(), core::ModelGrid{vm.nz, vm.nx, vm.dh}, make_pml(cfg), cfg.time.dt, batch);
+  prop.set_schedule(core::parse_schedule(cfg.propagator.schedule));
   prop.set_velocity(vm.vp.data());
   auto const wavelet = make_wavelet(cfg);
   io::RecordsFile out;

@@ -1,6 +1,7 @@
 #include <ksweep/io/config.hpp>
 
 #include <ksweep/core/error.hpp>
+#include <ksweep/core/schedule.hpp>
 
 #include <toml++/toml.h>
 
@@ -344,6 +345,7 @@ Config build(toml::table root, std::string const& origin,
     r.get("free_surface", c.propagator.free_surface);
     r.get("precision", c.propagator.precision);
     r.get("batch", c.propagator.batch);
+    r.get("schedule", c.propagator.schedule);
     r.finish();
   }
   {
@@ -449,6 +451,7 @@ void validate(Config const& c) {
   KSWEEP_REQUIRE(p.pml_freq > 0, "propagator.pml_freq = " << p.pml_freq << " must be > 0");
   require_one_of("propagator.precision", p.precision, {"fp32", "fp64"});
   KSWEEP_REQUIRE(p.batch >= 1, "propagator.batch = " << p.batch << " must be >= 1");
+  require_one_of("propagator.schedule", p.schedule, core::schedule_names());
 
   auto const& s = c.storage;
   require_one_of("storage.strategy", s.strategy, {"full", "boundary"});
@@ -530,7 +533,8 @@ nlohmann::json config_to_json(Config const& c) {
                      {"pml_freq", c.propagator.pml_freq},
                      {"free_surface", c.propagator.free_surface},
                      {"precision", c.propagator.precision},
-                     {"batch", c.propagator.batch}};
+                     {"batch", c.propagator.batch},
+                     {"schedule", c.propagator.schedule}};
   j["storage"] = {{"strategy", c.storage.strategy},
                   {"location", c.storage.location},
                   {"dtype", c.storage.dtype},

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace ksweep::comm {
@@ -67,10 +68,52 @@ class Communicator {
       Kokkos::deep_copy(v, h);
     }
   }
+  /// Point to point: `n` doubles to / from rank `peer`.
+  void send(double const* data, std::size_t n, int peer) const;
+  void recv(double* data, std::size_t n, int peer) const;
+  void broadcast(double* data, std::size_t n, int root) const { broadcast_bytes(data, n * sizeof(double), root); }
+
+  /// A sum over ranks that does not depend on how the terms are split over them: the partial
+  /// sum in `views` (contiguous views of double) travels from rank 0 to the last rank; rank r
+  /// receives the partial of ranks 0..r-1 into `views`, calls `add_local()`, which adds its own
+  /// terms to `views` one by one in their global order, and passes the result on; the last
+  /// rank's sum is broadcast to all. With the terms in global order over the ranks (contiguous
+  /// slices), every rank ends with (((v + t0) + t1) + ...) exactly as one rank adding all
+  /// terms would. Rank 0 starts from what `views` hold (zero them first for a plain sum).
+  /// `space` is fenced before any transfer.
+  template <class ExecSpace, class AddLocal, class... Views>
+  void sum_in_rank_order(ExecSpace const& space, AddLocal&& add_local, Views const&... views) const {
+    if (m_rank > 0) (with_host_data(space, views, true, [&](double* p, std::size_t n) { recv(p, n, m_rank - 1); }), ...);
+    add_local();
+    space.fence();
+    if (m_size == 1) return;
+    if (m_rank + 1 < m_size)
+      (with_host_data(space, views, false, [&](double* p, std::size_t n) { send(p, n, m_rank + 1); }), ...);
+    (with_host_data(space, views, true, [&](double* p, std::size_t n) { broadcast(p, n, m_size - 1); }), ...);
+  }
+
   /// Ends every rank's process with `message` on stderr; never returns (no rank can hang).
   [[noreturn]] void abort(std::string const& message, int code = 1) const;
 
  private:
+  // Calls f(pointer, size) on host-accessible data of the contiguous view `v` (a host mirror
+  // for device views without GPU-aware MPI), copied back into `v` when `writes`.
+  template <class ExecSpace, class View, class F>
+  static void with_host_data(ExecSpace const& space, View const& v, bool writes, F&& f) {
+    static_assert(std::is_same_v<typename View::non_const_value_type, double>, "sum_in_rank_order sums doubles");
+    space.fence();
+    using host_accessible = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename View::memory_space>;
+    if constexpr (host_accessible::accessible || KSWEEP_ENABLE_GPU_AWARE_MPI) {
+      (void)writes;
+      f(v.data(), v.span());
+    } else {
+      auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+      f(h.data(), h.span());
+      if (writes) Kokkos::deep_copy(space, v, h);
+      space.fence();
+    }
+  }
+
   int m_rank = 0, m_size = 1;
 };
 

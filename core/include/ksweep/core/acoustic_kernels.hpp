@@ -22,6 +22,7 @@
 ///   zetabar_x' = a h_x                            (in the layer)
 /// (Dxx is symmetric, also with the image rows; Dx is antisymmetric.)
 
+#include <ksweep/core/fp_env.hpp>
 #include <ksweep/core/geometry.hpp>
 #include <ksweep/core/stencil.hpp>
 
@@ -45,6 +46,31 @@ template <class Tag>
 struct RowTag {};
 template <class Tag>
 struct CellTag {};
+
+/// A host launch over `n` rows in chunks: each chunk runs its rows under FlushDenormals, so
+/// the mode is set once per chunk on the thread that runs it (see fp_env.hpp).
+template <class Tag, class Functor>
+struct HostRowChunks {
+  Functor m_f;
+  int m_n, m_chunk;
+  bool m_flush;
+  void operator()(int c) const {
+    FlushDenormals guard(m_flush);
+    int const r1 = (c + 1) * m_chunk < m_n ? (c + 1) * m_chunk : m_n;
+    for (int r = c * m_chunk; r < r1; ++r) m_f(RowTag<Tag>{}, r);
+  }
+};
+
+/// Launches `f(RowTag<Tag>, row)` for rows [0, n) on a host space: about four chunks per
+/// thread (the result does not depend on the chunking: rows are independent).
+template <class Tag, class ExecSpace, class Functor>
+void launch_host_rows(ExecSpace const& space, char const* label, Functor const& f, int n) {
+  int const parts = 4 * space.concurrency();
+  int const chunk = n / parts + (n % parts != 0);
+  int const chunks = chunk > 0 ? (n + chunk - 1) / chunk : 0;
+  Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecSpace>(space, 0, chunks),
+                       HostRowChunks<Tag, Functor>{f, n, chunk, flush_denormals()});
+}
 
 }  // namespace impl
 
@@ -81,9 +107,10 @@ struct AcousticStep {
   cfield2 m_c;  // v^2 dt^2 / dh^2, [NZ + 2M][NX + 2M], zero in the halo
   cfield1 m_ax, m_bx, m_mx;  // [NX + 2M]
   cfield1 m_az, m_bz, m_mz;  // [NZ + 2M]
-  int m_nz, m_nx, m_w, m_top, m_NZ, m_NX;
-  bool m_free_surface;
+  int m_nz = 0, m_nx = 0, m_w = 0, m_top = 0, m_NZ = 0, m_NX = 0;
+  bool m_free_surface = false;
 
+  AcousticStep() = default;
   AcousticStep(Layout const& l) : m_nz(l.nz), m_nx(l.nx), m_w(l.width), m_top(l.top), m_NZ(l.NZ), m_NX(l.NX),
                                   m_free_surface(l.free_surface) {}
 
@@ -553,7 +580,7 @@ template <class Tag, class ExecSpace, class Functor>
 void launch_step(ExecSpace const& space, char const* label, Functor const& f, int n_shots, int NZ, int NX) {
   if constexpr (impl::runs_by_rows<ExecSpace>) {
     (void)NX;
-    Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecSpace, impl::RowTag<Tag>>(space, 0, n_shots * NZ), f);
+    impl::launch_host_rows<Tag>(space, label, f, n_shots * NZ);
   } else {
     using policy = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3, Kokkos::Iterate::Right, Kokkos::Iterate::Right>,
                                          impl::CellTag<Tag>>;
@@ -562,85 +589,82 @@ void launch_step(ExecSpace const& space, char const* label, Functor const& f, in
 }
 
 /// Imaging and backward reconstruction on the model cells (the region without layer terms).
-/// With u0 = u^n, u1 = u^{n+1} and lambda = lambda^{n+1}, per cell, summed over the shots:
-///   grad  += sum_s lambda * L u0          (d u^{n+1} / d c = L u^n)
-///   isrc  += sum_s u0^2,  irec += sum_s lambda^2
-/// and, when reconstructing, per shot u1 <- 2 u0 - u1 + c L u0 (= u^{n-1} before the source
-/// term). The images accumulate in double, so sums hardly depend on how shots are split.
+/// With u0 = u^n, u1 = u^{n+1} and lambda = lambda^{n+1}, per shot s and cell:
+///   grad(s)  += lambda * L u0          (d u^{n+1} / d c = L u^n)
+///   isrc(s)  += u0^2,  irec(s) += lambda^2
+/// and, when reconstructing, u1 <- 2 u0 - u1 + c L u0 (= u^{n-1} before the source term).
+/// Each shot has its own images, accumulated in double over the time steps in a fixed order, so
+/// that a shot's image does not depend on the other shots of its batch; shots are summed
+/// afterwards in a fixed order (GradientEngine::accumulate), whatever the split.
 template <class Real, int Order, class MemorySpace>
 struct AcousticImaging {
   static constexpr int M = Order / 2;
   using C = StencilCoefficients<Order>;
   using field3 = Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace>;
-  using image = Kokkos::View<double**, Kokkos::LayoutRight, MemorySpace>;
+  using image = Kokkos::View<double***, Kokkos::LayoutRight, MemorySpace>;  // [shot][nz][nx]
   Kokkos::View<Real const***, Kokkos::LayoutRight, MemorySpace> m_u0, m_lambda;
   field3 m_u1;
   Kokkos::View<Real const**, Kokkos::LayoutRight, MemorySpace> m_c;
-  image m_grad, m_isrc, m_irec;  // [nz][nx]
-  int m_nz, m_nx, m_top, m_w, m_shots;
+  image m_grad, m_isrc, m_irec;
+  int m_nz, m_nx, m_top, m_w;
   bool m_free_surface, m_reconstruct;
 
   template <bool FS>
-  KOKKOS_FORCEINLINE_FUNCTION void cell(int iz, int ix) const {
+  KOKKOS_FORCEINLINE_FUNCTION void cell(int s, int iz, int ix, bool rebuild) const {
     int const hz = iz + m_top + M, hx = ix + m_w + M, pz = iz + m_top;
-    double g = 0, is = 0, ir = 0;
-    for (int s = 0; s < m_shots; ++s) {
-      Real const uc = m_u0(s, hz, hx);
-      Real lap = Real(2 * C::second(0)) * uc;
-      for (int k = 1; k <= M; ++k) {
-        Real up;
-        if constexpr (FS) {
-          up = pz - k >= 0 ? m_u0(s, hz - k, hx) : -m_u0(s, M + k - pz, hx);
-        } else {
-          up = m_u0(s, hz - k, hx);
-        }
-        lap += Real(C::second(k)) * (m_u0(s, hz, hx - k) + m_u0(s, hz, hx + k) + up + m_u0(s, hz + k, hx));
+    Real const uc = m_u0(s, hz, hx);
+    Real lap = Real(2 * C::second(0)) * uc;
+    for (int k = 1; k <= M; ++k) {
+      Real up;
+      if constexpr (FS) {
+        up = pz - k >= 0 ? m_u0(s, hz - k, hx) : -m_u0(s, M + k - pz, hx);
+      } else {
+        up = m_u0(s, hz - k, hx);
       }
-      Real const l = m_lambda(s, hz, hx);
-      g += static_cast<double>(l * lap);
-      is += static_cast<double>(uc * uc);
-      ir += static_cast<double>(l * l);
-      if (m_reconstruct) m_u1(s, hz, hx) = Real(2) * uc - m_u1(s, hz, hx) + m_c(hz, hx) * lap;
+      lap += Real(C::second(k)) * (m_u0(s, hz, hx - k) + m_u0(s, hz, hx + k) + up + m_u0(s, hz + k, hx));
     }
-    m_grad(iz, ix) += g;
-    m_isrc(iz, ix) += is;
-    m_irec(iz, ix) += ir;
+    Real const l = m_lambda(s, hz, hx);
+    m_grad(s, iz, ix) += static_cast<double>(l * lap);
+    m_isrc(s, iz, ix) += static_cast<double>(uc * uc);
+    m_irec(s, iz, ix) += static_cast<double>(l * l);
+    if (rebuild) m_u1(s, hz, hx) = Real(2) * uc - m_u1(s, hz, hx) + m_c(hz, hx) * lap;
   }
 
-  KOKKOS_INLINE_FUNCTION void operator()(impl::RowTag<void>, int iz) const {
+  /// Row iz of shot s, as a vectorisable loop (host schedules); reconstructs when `rebuild`.
+  KOKKOS_INLINE_FUNCTION void row(int s, int iz, bool rebuild) const {
     if (m_free_surface && iz == 0) return;  // pressure held at zero: no sensitivity
     if (m_free_surface && iz < M) {
-      for (int ix = 0; ix < m_nx; ++ix) cell<true>(iz, ix);
+      for (int ix = 0; ix < m_nx; ++ix) cell<true>(s, iz, ix, rebuild);
       return;
     }
     int const hz = iz + m_top + M, hx = m_w + M;
     std::ptrdiff_t const sz = static_cast<std::ptrdiff_t>(m_u0.stride(1));
-    double* KOKKOS_RESTRICT g = &m_grad(iz, 0);
-    double* KOKKOS_RESTRICT is = &m_isrc(iz, 0);
-    double* KOKKOS_RESTRICT ir = &m_irec(iz, 0);
+    double* KOKKOS_RESTRICT g = &m_grad(s, iz, 0);
+    double* KOKKOS_RESTRICT is = &m_isrc(s, iz, 0);
+    double* KOKKOS_RESTRICT ir = &m_irec(s, iz, 0);
     Real const* KOKKOS_RESTRICT c = &m_c(hz, hx);
-    bool const rebuild = m_reconstruct;
-    for (int s = 0; s < m_shots; ++s) {
-      Real const* KOKKOS_RESTRICT u0 = &m_u0(s, hz, hx);
-      Real const* KOKKOS_RESTRICT l = &m_lambda(s, hz, hx);
-      Real* KOKKOS_RESTRICT u1 = &m_u1(s, hz, hx);
+    Real const* KOKKOS_RESTRICT u0 = &m_u0(s, hz, hx);
+    Real const* KOKKOS_RESTRICT l = &m_lambda(s, hz, hx);
+    Real* KOKKOS_RESTRICT u1 = &m_u1(s, hz, hx);
 #pragma omp simd
-      for (int ix = 0; ix < m_nx; ++ix) {
-        Real const uc = u0[ix];
-        Real lap = Real(2 * C::second(0)) * uc;
-        for (int k = 1; k <= M; ++k)
-          lap += Real(C::second(k)) * (u0[ix - k] + u0[ix + k] + u0[ix - k * sz] + u0[ix + k * sz]);
-        g[ix] += static_cast<double>(l[ix] * lap);
-        is[ix] += static_cast<double>(uc * uc);
-        ir[ix] += static_cast<double>(l[ix] * l[ix]);
-        if (rebuild) u1[ix] = Real(2) * uc - u1[ix] + c[ix] * lap;
-      }
+    for (int ix = 0; ix < m_nx; ++ix) {
+      Real const uc = u0[ix];
+      Real lap = Real(2 * C::second(0)) * uc;
+      for (int k = 1; k <= M; ++k)
+        lap += Real(C::second(k)) * (u0[ix - k] + u0[ix + k] + u0[ix - k * sz] + u0[ix + k * sz]);
+      g[ix] += static_cast<double>(l[ix] * lap);
+      is[ix] += static_cast<double>(uc * uc);
+      ir[ix] += static_cast<double>(l[ix] * l[ix]);
+      if (rebuild) u1[ix] = Real(2) * uc - u1[ix] + c[ix] * lap;
     }
   }
-  KOKKOS_INLINE_FUNCTION void operator()(impl::CellTag<void>, int iz, int ix) const {
+
+  KOKKOS_INLINE_FUNCTION void operator()(impl::RowTag<void>, int r) const { row(r / m_nz, r % m_nz, m_reconstruct); }
+  KOKKOS_INLINE_FUNCTION void operator()(impl::CellTag<void>, int r, int ix) const {
+    int const s = r / m_nz, iz = r % m_nz;
     if (m_free_surface && iz == 0) return;
-    if (m_free_surface && iz < M) cell<true>(iz, ix);
-    else cell<false>(iz, ix);
+    if (m_free_surface && iz < M) cell<true>(s, iz, ix, m_reconstruct);
+    else cell<false>(s, iz, ix, m_reconstruct);
   }
 };
 
@@ -650,7 +674,7 @@ template <class ExecSpace, class Functor>
 void launch_cells(ExecSpace const& space, char const* label, Functor const& f, int rows, int cols) {
   if constexpr (impl::runs_by_rows<ExecSpace>) {
     (void)cols;
-    Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecSpace, impl::RowTag<void>>(space, 0, rows), f);
+    impl::launch_host_rows<void>(space, label, f, rows);
   } else {
     using policy = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>,
                                          impl::CellTag<void>>;
@@ -660,7 +684,8 @@ void launch_cells(ExecSpace const& space, char const* label, Functor const& f, i
 
 /// Point injection: field(s, z, x) += scale * values(s, i, it) for every shot s and point i
 /// (cells in padded coordinates including the halo offset). Atomic, so several points may
-/// share a cell.
+/// share a cell. `apply` is the body for one shot and point, for schedules that run shots
+/// one by one.
 template <class Real, class MemorySpace>
 struct InjectPoints {
   Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace> m_field;
@@ -669,11 +694,12 @@ struct InjectPoints {
   int m_it, m_n_points;
   bool m_time_major;  // values indexed [shot][time][point]
   Real m_scale;
-  KOKKOS_INLINE_FUNCTION void operator()(int r) const {
-    int const s = r / m_n_points, i = r % m_n_points;
-    Real const v = m_time_major ? m_values(s, m_it, i) : m_values(s, i, m_it);
-    Kokkos::atomic_add(&m_field(s, m_z(s, i), m_x(s, i)), m_scale * v);
+  template <class Field>
+  KOKKOS_INLINE_FUNCTION void apply(Field const& field, int s, int i, int it) const {
+    Real const v = m_time_major ? m_values(s, it, i) : m_values(s, i, it);
+    Kokkos::atomic_add(&field(s, m_z(s, i), m_x(s, i)), m_scale * v);
   }
+  KOKKOS_INLINE_FUNCTION void operator()(int r) const { apply(m_field, r / m_n_points, r % m_n_points, m_it); }
 };
 
 /// Point sampling: out(s, it, i) or out(s, i, it) = field(s, z, x).
@@ -684,12 +710,13 @@ struct SamplePoints {
   Kokkos::View<int const**, Kokkos::LayoutRight, MemorySpace> m_z, m_x;
   int m_it, m_n_points;
   bool m_time_major;
-  KOKKOS_INLINE_FUNCTION void operator()(int r) const {
-    int const s = r / m_n_points, i = r % m_n_points;
-    Real const v = m_field(s, m_z(s, i), m_x(s, i));
-    if (m_time_major) m_out(s, m_it, i) = v;
-    else m_out(s, i, m_it) = v;
+  template <class Field>
+  KOKKOS_INLINE_FUNCTION void apply(Field const& field, int s, int i, int it) const {
+    Real const v = field(s, m_z(s, i), m_x(s, i));
+    if (m_time_major) m_out(s, it, i) = v;
+    else m_out(s, i, it) = v;
   }
+  KOKKOS_INLINE_FUNCTION void operator()(int r) const { apply(m_field, r / m_n_points, r % m_n_points, m_it); }
 };
 
 /// Index-range functors fused into one launch: indices [0, n_first) run `first`, the rest run
@@ -710,6 +737,37 @@ struct Concat {
 struct NoWork {
   KOKKOS_INLINE_FUNCTION void operator()(int) const {}
 };
+
+namespace impl {
+/// The `shots` schedule on hosts: shot s runs body(s, n) for its steps n in [n0, n1), in
+/// increasing order (or decreasing, when `reverse`), on one thread, under FlushDenormals.
+template <class Body>
+struct ShotSteps {
+  Body m_body;
+  int m_n0, m_n1;
+  bool m_reverse, m_flush;
+  void operator()(int s) const {
+    FlushDenormals guard(m_flush);
+    if (m_reverse) {
+      for (int n = m_n1 - 1; n >= m_n0; --n) m_body(s, n);
+    } else {
+      for (int n = m_n0; n < m_n1; ++n) m_body(s, n);
+    }
+  }
+};
+}  // namespace impl
+
+/// Launches the steps [n0, n1) of `n_shots` shots with the `shots` schedule: each thread takes
+/// whole shots (dynamically, one at a time) and runs their steps back to back (host backends).
+template <class ExecSpace, class Body>
+void launch_shot_steps(ExecSpace const& space, char const* label, Body const& body, int n_shots, int n0, int n1,
+                       bool reverse) {
+  static_assert(impl::runs_by_rows<ExecSpace>, "the shots schedule runs on host backends");
+  if (n_shots <= 0 || n1 <= n0) return;
+  Kokkos::parallel_for(label,
+                       Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, n_shots).set_chunk_size(1),
+                       impl::ShotSteps<Body>{body, n0, n1, reverse, flush_denormals()});
+}
 
 /// Launches `f` over [0, n) on `space` (nothing when n == 0).
 template <class ExecSpace, class Functor>

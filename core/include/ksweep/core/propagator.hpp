@@ -6,12 +6,14 @@
 #include <ksweep/core/cpml.hpp>
 #include <ksweep/core/error.hpp>
 #include <ksweep/core/geometry.hpp>
+#include <ksweep/core/schedule.hpp>
 
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -73,6 +75,19 @@ class Propagator {
   ExecSpace const& space() const { return m_space; }
   double vmax() const { return m_vmax; }
   double vmin() const { return m_vmin; }
+
+  /// The schedule of the next runs (default: automatic; see schedule.hpp).
+  void set_schedule(Schedule s) { m_schedule = s; }
+  Schedule schedule() const { return m_schedule; }
+  /// Whether the current batch runs with the `shots` schedule (never on devices).
+  bool runs_shots() const {
+    if constexpr (!impl::runs_by_rows<ExecSpace>) {
+      return false;
+    } else {
+      if (m_schedule == Schedule::automatic) return shots_schedule_pays(m_survey.n_shots, m_space.concurrency());
+      return m_schedule == Schedule::shots;
+    }
+  }
 
   /// Sets the velocity (m/s) of the model grid, row-major [nz][nx] on the host. The layer
   /// repeats the model's edges; with `update_layer` false, the layer keeps its velocity and
@@ -208,7 +223,11 @@ class Propagator {
     check_batch(wavelets, records);
     int const nt = static_cast<int>(wavelets.extent(2));
     forward_reset();
-    for (int n = 0; n < nt; ++n) forward_step(n, wavelets, records);
+    if (runs_shots()) {
+      run_shot_steps(m_fwd, "ksweep::core::forward_shots", forward_shot_step(wavelets, records), 0, nt, false);
+    } else {
+      for (int n = 0; n < nt; ++n) forward_step(n, wavelets, records);
+    }
     forward_finish(records);
     m_space.fence();
   }
@@ -252,8 +271,89 @@ class Propagator {
     check_batch(wavelet_grad, residual);
     int const nt = static_cast<int>(residual.extent(1));
     adjoint_start(residual);
-    for (int n = nt - 1; n >= 0; --n) adjoint_step(n, residual, wavelet_grad);
+    if (runs_shots()) {
+      run_shot_steps(m_adj, "ksweep::core::adjoint_shots", adjoint_shot_step(residual, wavelet_grad, nt - 1), 0, nt, true);
+    } else {
+      for (int n = nt - 1; n >= 0; --n) adjoint_step(n, residual, wavelet_grad);
+    }
     m_space.fence();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // The `shots` schedule (host backends)
+  // ---------------------------------------------------------------------------------------------
+
+  /// One time step of one shot: the point work and the stencil of a forward (ForwardTag) or
+  /// adjoint (AdjointTag) step, with the bodies of the batched launches, in the same order.
+  template <class Tag>
+  struct ShotStep {
+    static constexpr bool is_forward = std::is_same_v<Tag, ForwardTag>;
+    kernel_type m_k[2];  // the kernel after an even / odd number of steps from m_n_base
+    InjectPoints<Real, memory_space> m_in;  // forward: sources w[n]; adjoint: residual[n-1]
+    SamplePoints<Real, memory_space> m_out;  // forward: records r[n-1]; adjoint: wavelet_grad[n]
+    int m_n_in = 0, m_n_out = 0, m_nt_in = 0, m_n_base = 0, m_rows = 0;
+
+    kernel_type const& at(int n) const { return m_k[(n - m_n_base) & 1]; }
+    void points(int s, int n) const {
+      auto const& k = at(n);
+      int const it_in = is_forward ? n : n - 1, it_out = is_forward ? n - 1 : n;
+      if (it_out >= 0)
+        for (int i = 0; i < m_n_out; ++i) m_out.apply(k.m_cur, s, i, it_out);
+      if (it_in >= 0 && it_in < m_nt_in)
+        for (int i = 0; i < m_n_in; ++i) m_in.apply(k.m_out, s, i, it_in);
+    }
+    void stencil(int s, int n) const {
+      auto const& k = at(n);
+      for (int iz = 0; iz < m_rows; ++iz) k(impl::RowTag<Tag>{}, s * m_rows + iz);
+    }
+    void operator()(int s, int n) const {
+      points(s, n);
+      stencil(s, n);
+    }
+  };
+
+  /// The forward step body of the `shots` schedule for steps counted from n_base (the forward
+  /// state as it is now is the state before step n_base).
+  ShotStep<ForwardTag> forward_shot_step(wavelet_view const& wavelets, record_view const& records, int n_base = 0) const {
+    ShotStep<ForwardTag> b;
+    bind_pair(m_fwd, b.m_k);
+    b.m_in = InjectPoints<Real, memory_space>{{}, wavelets, m_src_z, m_src_x, 0, m_survey.n_sources, false, Real(-1)};
+    b.m_out = SamplePoints<Real, memory_space>{{}, records, m_rec_z, m_rec_x, 0, m_survey.n_receivers, true};
+    b.m_n_in = wavelets.extent(0) > 0 ? m_survey.n_sources : 0;
+    b.m_nt_in = static_cast<int>(wavelets.extent(2));
+    b.m_n_out = records.extent(0) > 0 ? m_survey.n_receivers : 0;
+    b.m_n_base = n_base;
+    b.m_rows = m_layout.NZ;
+    return b;
+  }
+  /// The adjoint step body of the `shots` schedule for steps counted down from n_base.
+  ShotStep<AdjointTag> adjoint_shot_step(record_view const& residual, wavelet_view const& wavelet_grad, int n_base) const {
+    ShotStep<AdjointTag> b;
+    bind_pair(m_adj, b.m_k);
+    b.m_in = InjectPoints<Real, memory_space>{{}, residual, m_rec_z, m_rec_x, 0, m_survey.n_receivers, true, Real(-1)};
+    b.m_out = SamplePoints<Real, memory_space>{{}, wavelet_grad, m_src_z, m_src_x, 0, m_survey.n_sources, false};
+    b.m_n_in = residual.extent(0) > 0 ? m_survey.n_receivers : 0;
+    b.m_nt_in = static_cast<int>(residual.extent(1));
+    b.m_n_out = wavelet_grad.extent(0) > 0 ? m_survey.n_sources : 0;
+    b.m_n_base = n_base;
+    b.m_rows = m_layout.NZ;
+    return b;
+  }
+
+  /// Runs `body(s, n)` for the steps [n0, n1) (decreasing when `reverse`) of every shot with the
+  /// `shots` schedule, then advances `st` by that many steps.
+  template <class Body>
+  void run_shot_steps(State& st, char const* label, Body const& body, int n0, int n1, bool reverse) {
+    if constexpr (impl::runs_by_rows<ExecSpace>) {
+      launch_shot_steps(m_space, label, body, m_survey.n_shots, n0, n1, reverse);
+      if ((n1 - n0) % 2 != 0) {
+        st.cur = 1 - st.cur;
+        st.aux = 1 - st.aux;
+      }
+    } else {
+      (void)st, (void)label, (void)body, (void)n0, (void)n1, (void)reverse;
+      KSWEEP_REQUIRE(false, "ksweep::core::Propagator: the shots schedule runs on host backends only");
+    }
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -287,6 +387,15 @@ class Propagator {
     k.m_bz = m_bz;
     k.m_mz = m_mz;
     return k;
+  }
+
+  /// Kernels bound to `st` (k[0]) and to `st` one step later (k[1]).
+  void bind_pair(State const& st, kernel_type (&k)[2]) const {
+    State next = st;
+    next.cur = 1 - st.cur;
+    next.aux = 1 - st.aux;
+    k[0] = bind(st);
+    k[1] = bind(next);
   }
 
   /// Bytes of the working fields of one direction (two wavefield levels and layer memories).
@@ -390,6 +499,7 @@ class Propagator {
   field1 m_ax, m_bx, m_mx, m_az, m_bz, m_mz;
   index2 m_src_z, m_src_x, m_rec_z, m_rec_x;
   State m_fwd, m_adj;
+  Schedule m_schedule = Schedule::automatic;
 };
 
 }  // namespace ksweep::core

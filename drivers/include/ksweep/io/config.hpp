@@ -67,6 +67,8 @@ struct PropagatorSection {
   std::string precision = "fp32";
   /// Shots per kernel launch for `ksweep model`.
   int batch = 8;
+  /// "auto", "batched" or "shots" (host backends; see ksweep/core/schedule.hpp).
+  std::string schedule = "auto";
 };
 
 /// [storage]: how the forward wavefield is kept for the adjoint pass.

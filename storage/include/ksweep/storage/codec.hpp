@@ -144,14 +144,21 @@ struct FastDivisor {
   }
 };
 
+/// The ring of each shot is `stride` values: `cells` cells of the field, then padding (zeros
+/// read from and written to `pad`, [shot][stride - cells]) so that a codec block of 256 values
+/// never holds values of two shots: a shot's encoding then does not depend on its neighbours
+/// in the batch.
 template <class Real, class MemorySpace>
 struct RingValues {
   Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace> m_field;  // [shot][NZ + 2M][NX + 2M]
-  Kokkos::View<int const*, MemorySpace> m_offset;                     // [n]
-  FastDivisor m_n;                                                    // n: ring cells per shot
+  Kokkos::View<int const*, MemorySpace> m_offset;                     // [cells]
+  FastDivisor m_n;                                                    // n: values per shot (stride)
+  Kokkos::View<Real**, Kokkos::LayoutRight, MemorySpace> m_pad;       // [shot][stride - cells]
+  int m_cells;
   KOKKOS_INLINE_FUNCTION Real& operator()(std::size_t i) const {
-    int const v = static_cast<int>(i);  // shots x ring cells < 2^31 (checked by the owner)
+    int const v = static_cast<int>(i);  // shots x stride < 2^31 (checked by the owner)
     int const s = m_n.divide(v), k = v - s * m_n.m_n;
+    if (k >= m_cells) return m_pad(s, k - m_cells);
     return m_field.data()[static_cast<std::size_t>(s) * m_field.stride(0) + static_cast<std::size_t>(m_offset(k))];
   }
 };

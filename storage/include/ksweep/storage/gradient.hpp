@@ -43,8 +43,9 @@ struct MemoryReport {
 };
 
 /// Gradient, source illumination (sum u^2) and receiver illumination (sum lambda^2) on the
-/// model grid, [nz][nx]. Shots (and ranks) are summed in `Real` (double), so that the sum
-/// hardly depends on how shots are split over ranks.
+/// model grid, [nz][nx], summed over shots in `Real` (double). GradientEngine::accumulate adds
+/// shots one by one in batch order, so a sum over a batch split over ranks or threads is the
+/// same, bit for bit, as over the whole batch at once (see comm::Communicator::sum_in_rank_order).
 template <class MemorySpace, class Real = double>
 struct Images {
   Kokkos::View<Real**, Kokkos::LayoutRight, MemorySpace> grad, illum_src, illum_rec;
@@ -65,6 +66,7 @@ class GradientEngine {
   using field3 = Kokkos::View<Real***, Kokkos::LayoutRight, memory_space>;
   using images_type = Images<memory_space, double>;
   using image = Kokkos::View<double**, Kokkos::LayoutRight, memory_space>;
+  using shot_images = Kokkos::View<double***, Kokkos::LayoutRight, memory_space>;  // [shot][nz][nx]
 
   GradientEngine(propagator_type& prop, StorageConfig const& cfg) : m_prop(prop), m_cfg(cfg) {
     KSWEEP_REQUIRE(cfg.strategy == "full" || cfg.strategy == "boundary",
@@ -79,18 +81,30 @@ class GradientEngine {
         bool const model = iz >= l.top && iz < l.top + l.nz && ix >= l.width && ix < l.width + l.nx;
         if (full() || !model) off.push_back((iz + M) * P + ix + M);
       }
-    KSWEEP_REQUIRE(static_cast<long long>(off.size()) * prop.max_shots() < (1LL << 31),
-                   "storage: " << off.size() << " saved cells per shot x " << prop.max_shots()
-                               << " shots exceeds 2^31 values per step; use fewer shots per batch");
     m_n_ring = static_cast<int>(off.size());
-    m_ring_div = FastDivisor(std::max(m_n_ring, 1));
+    // Codecs with a scale per block: each shot's ring padded to whole blocks (see RingValues).
+    bool const scaled = cfg.dtype == Dtype::fp16 || cfg.dtype == Dtype::int8;
+    m_stride = scaled ? (m_n_ring + static_cast<int>(block_size) - 1) / static_cast<int>(block_size) * static_cast<int>(block_size)
+                      : m_n_ring;
+    KSWEEP_REQUIRE(static_cast<long long>(m_stride) * prop.max_shots() < (1LL << 31),
+                   "storage: " << m_stride << " saved values per shot x " << prop.max_shots()
+                               << " shots exceeds 2^31 values per step; use fewer shots per batch");
+    m_ring_div = FastDivisor(std::max(m_stride, 1));
+    m_pad = Kokkos::View<Real**, Kokkos::LayoutRight, memory_space>(std::string("ksweep::storage::ring_pad"), prop.max_shots(),
+                                                                     m_stride - m_n_ring);
     m_offsets = Kokkos::View<int*, memory_space>(std::string("ksweep::storage::ring_offsets"), off.size());
     auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_offsets);
     for (std::size_t i = 0; i < off.size(); ++i) h(i) = off[i];
     Kokkos::deep_copy(m_offsets, h);
-    m_grad_c = image(std::string("ksweep::storage::grad_c"), l.nz, l.nx);
-    m_isrc = image(std::string("ksweep::storage::isrc"), l.nz, l.nx);
-    m_irec = image(std::string("ksweep::storage::irec"), l.nz, l.nx);
+    auto const space = prop.space();
+    int const S = prop.max_shots();
+    using Kokkos::view_alloc;
+    using Kokkos::WithoutInitializing;
+    m_grad_c = shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::storage::grad_c")), S, l.nz, l.nx);
+    m_isrc = shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::storage::isrc")), S, l.nz, l.nx);
+    m_irec = shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::storage::irec")), S, l.nz, l.nx);
+    m_misfit = Kokkos::View<double**, Kokkos::LayoutRight, memory_space>(
+        view_alloc(space, WithoutInitializing, std::string("ksweep::storage::misfit")), S, 0);
   }
 
   bool full() const { return m_cfg.strategy == "full"; }
@@ -105,22 +119,32 @@ class GradientEngine {
     int const nt = static_cast<int>(w.extent(2)), S = p.n_shots();
     m_nt = nt;
     m_store.reset();
-    m_store = std::make_unique<StepStore<Real, ExecSpace>>(p.space(), m_cfg, static_cast<std::size_t>(S) * m_n_ring, nt);
+    m_store = std::make_unique<StepStore<Real, ExecSpace>>(p.space(), m_cfg, static_cast<std::size_t>(S) * m_stride, nt);
     p.forward_reset();
-    for (int n = 0; n < nt; ++n) {
-      p.forward_step(n, w, synthetic);
-      m_store->put_from(n, ring_values(p.forward_state().u[p.forward_state().cur]));  // u^{n+1}
+    if (p.runs_shots()) {
+      forward_shots(w, synthetic, nt);
+    } else {
+      for (int n = 0; n < nt; ++n) {
+        p.forward_step(n, w, synthetic);
+        m_store->put_from(n, ring_values(p.forward_state().u[p.forward_state().cur]));  // u^{n+1}
+      }
     }
     p.forward_finish(synthetic);
     m_store->finish_writes();
     m_peak = std::max(m_peak, core::peak_memory_bytes());
   }
 
-  /// Backward pass for the batch run by forward(): `residual` = dL/d(synthetic) [shot][nt][rec].
-  /// Adds the batch's gradient (w.r.t. the model velocity) and illuminations to `out`. Three
-  /// launches per step: the point work of both wavefields with the decoded ring, imaging with
-  /// reconstruction, and the adjoint stencil.
+  /// Backward pass for the batch run by forward(), then accumulate(out).
   void backward(wavelet_view const& w, record_view const& residual, images_type const& out) {
+    backward(w, residual);
+    accumulate(out);
+  }
+
+  /// Backward pass for the batch run by forward(): `residual` = dL/d(synthetic) [shot][nt][rec].
+  /// Computes each shot's gradient (w.r.t. the model velocity) and illuminations, kept until
+  /// the next batch (accumulate() adds them up). Three launches per step: the point work of
+  /// both wavefields with the decoded ring, imaging with reconstruction, and the adjoint stencil.
+  void backward(wavelet_view const& w, record_view const& residual) {
     auto& p = m_prop;
     auto const& l = p.layout();
     int const nt = m_nt, S = p.n_shots();
@@ -131,18 +155,19 @@ class GradientEngine {
     Kokkos::deep_copy(space, m_grad_c, 0.0);
     Kokkos::deep_copy(space, m_isrc, 0.0);
     Kokkos::deep_copy(space, m_irec, 0.0);
+    m_shots = S;
     p.adjoint_start(residual);  // lambda^{nt}
     auto& fs = p.forward_state();
     auto& as = p.adjoint_state();
     typename propagator_type::wavelet_view no_wavelets;
-    int const n_src = S * p.survey().n_sources, n_ring = S * m_n_ring;
-    for (int n = nt - 1; n >= 0; --n) {
+    int const n_src = S * p.survey().n_sources, n_ring = S * m_stride;
+    for (int n = p.runs_shots() ? backward_shots(w, residual) : nt - 1; n >= 0; --n) {
       // Fields on entry: lambda^{n+1} = as.u[cur]; boundary: u^{n+1} = fs.u[cur], u^n = fs.u[1 - cur].
       auto const adj = p.adjoint_points(n, residual, no_wavelets);
       if (full()) {
         // u^n from the store (u^0 = 0 contributes nothing) into fs.u[1 - cur].
         if (n >= 1) {
-          RingValues<Real, memory_space> sink{fs.u[1 - fs.cur], m_offsets, m_ring_div};
+          auto const sink = ring_values(fs.u[1 - fs.cur]);
           launch_fused(adj, core::NoWork{}, 0, m_store->decoder(m_store->fetch(n - 1), sink), n_ring);
           imaging(fs.u[1 - fs.cur], fs.u[fs.cur], as.u[as.cur], false, S);
         } else {
@@ -154,7 +179,7 @@ class GradientEngine {
         // u^{n-1} comes from the store, the model cells from the reversed step.
         core::InjectPoints<Real, memory_space> sources{fs.u[fs.cur], w, p.source_z(), p.source_x(), n,
                                                        p.survey().n_sources, false, Real(-1)};
-        RingValues<Real, memory_space> sink{fs.u[fs.cur], m_offsets, m_ring_div};
+        auto const sink = ring_values(fs.u[fs.cur]);
         if (n >= 2) {
           launch_fused(adj, sources, n_src, m_store->decoder(m_store->fetch(n - 2), sink), n_ring);
         } else {
@@ -168,50 +193,114 @@ class GradientEngine {
       }
       p.advance_adjoint();  // lambda^n
     }
-    // Convert d/dc to d/dv: dc/dv = 2 c / v.
-    auto g = out.grad, is = out.illum_src, ir = out.illum_rec;
-    auto gc = m_grad_c, isc = m_isrc, irc = m_irec;
+    // Convert d/dc to d/dv: dc/dv = 2 c / v, per shot.
+    auto gc = m_grad_c;
     auto c = p.c();
     auto vp = p.vp_model();
     int const top = l.top, wd = l.width;
     Kokkos::parallel_for(
         "ksweep::storage::scale_images",
-        Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(space, {0, 0},
-                                                                                                          {l.nz, l.nx}),
-        KOKKOS_LAMBDA(int iz, int ix) {
-          g(iz, ix) += gc(iz, ix) * 2.0 * static_cast<double>(c(iz + top + M, ix + wd + M)) / static_cast<double>(vp(iz, ix));
-          is(iz, ix) += isc(iz, ix);
-          ir(iz, ix) += irc(iz, ix);
+        Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(space, {0, 0, 0},
+                                                                                                          {S, l.nz, l.nx}),
+        KOKKOS_LAMBDA(int s, int iz, int ix) {
+          gc(s, iz, ix) *= 2.0 * static_cast<double>(c(iz + top + M, ix + wd + M)) / static_cast<double>(vp(iz, ix));
         });
     space.fence();
     m_store.reset();
     m_peak = std::max(m_peak, core::peak_memory_bytes());
   }
 
-  /// Loss scale * sum (synthetic - observed)^2 of the batch; its gradient is added to `out`.
-  /// `synthetic` receives the batch's records.
-  double loss_and_gradient(wavelet_view const& w, record_view const& observed, double scale, images_type const& out,
-                           record_view const& synthetic) {
+  /// Adds the images of the last batch's shots to `out`, one shot after the other in batch
+  /// order: out = (((out + shot 0) + shot 1) + ...). The same shots added to the same `out`
+  /// give the same bits whatever the split of a batch over engines, ranks or threads.
+  void accumulate(images_type const& out) const {
+    auto g = out.grad, is = out.illum_src, ir = out.illum_rec;
+    auto gc = m_grad_c, isc = m_isrc, irc = m_irec;
+    int const S = m_shots;
+    Kokkos::parallel_for(
+        "ksweep::storage::accumulate_images",
+        Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(
+            m_prop.space(), {0, 0}, {static_cast<int>(g.extent(0)), static_cast<int>(g.extent(1))}),
+        KOKKOS_LAMBDA(int iz, int ix) {
+          double a = g(iz, ix), b = is(iz, ix), d = ir(iz, ix);
+          for (int s = 0; s < S; ++s) {
+            a += gc(s, iz, ix);
+            b += isc(s, iz, ix);
+            d += irc(s, iz, ix);
+          }
+          g(iz, ix) = a;
+          is(iz, ix) = b;
+          ir(iz, ix) = d;
+        });
+    m_prop.space().fence();
+  }
+
+  /// Per-shot images of the last batch, [shot][nz][nx] (gradient w.r.t. velocity, and the
+  /// source and receiver illuminations); the first n_shots() entries are valid.
+  shot_images const& shot_gradient() const { return m_grad_c; }
+  shot_images const& shot_illum_src() const { return m_isrc; }
+  shot_images const& shot_illum_rec() const { return m_irec; }
+
+  /// The misfit of each shot of the last batch (scale included), in batch order.
+  std::vector<double> const& shot_losses() const { return m_shot_loss; }
+
+  /// Forward and backward passes of the batch: per-shot misfits scale * sum (synthetic -
+  /// observed)^2 (shot_losses()) and per-shot images, nothing added anywhere. `synthetic`
+  /// receives the batch's records. Each shot's misfit is summed in a fixed order (receivers,
+  /// then time samples), so it does not depend on the backend's threads either.
+  void compute(wavelet_view const& w, record_view const& observed, double scale, record_view const& synthetic) {
     forward(w, synthetic);
-    record_view residual(Kokkos::view_alloc(m_prop.space(), Kokkos::WithoutInitializing, std::string("ksweep::storage::residual")),
-                         synthetic.extent(0), synthetic.extent(1), synthetic.extent(2));
-    double loss = 0;
+    int const S = static_cast<int>(synthetic.extent(0)), nt = static_cast<int>(synthetic.extent(1)),
+              nr = static_cast<int>(synthetic.extent(2));
+    auto const space = m_prop.space();
+    record_view residual(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::storage::residual")), S,
+                         nt, nr);
+    if (static_cast<int>(m_misfit.extent(1)) != nt)
+      m_misfit = Kokkos::View<double**, Kokkos::LayoutRight, memory_space>(
+          Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::storage::misfit")), m_prop.max_shots(), nt);
     Real const two_scale = static_cast<Real>(2 * scale);
     auto syn = synthetic;
     auto obs = observed;
-    int const nt = static_cast<int>(synthetic.extent(1)), nr = static_cast<int>(synthetic.extent(2));
-    Kokkos::parallel_reduce(
+    auto mis = m_misfit;
+    Kokkos::parallel_for(
         "ksweep::storage::residual",
-        Kokkos::RangePolicy<ExecSpace>(m_prop.space(), 0, static_cast<int>(synthetic.extent(0)) * nt * nr),
-        KOKKOS_LAMBDA(int i, double& acc) {
-          int const s = i / (nt * nr), t = (i / nr) % nt, r = i % nr;
-          Real const d = syn(s, t, r) - obs(s, t, r);
-          residual(s, t, r) = two_scale * d;
-          acc += static_cast<double>(d) * static_cast<double>(d);
-        },
-        loss);
-    backward(w, residual, out);
-    return scale * loss;
+        Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(space, {0, 0},
+                                                                                                          {S, nt}),
+        KOKKOS_LAMBDA(int s, int t) {
+          double acc = 0;
+          for (int r = 0; r < nr; ++r) {
+            Real const d = syn(s, t, r) - obs(s, t, r);
+            residual(s, t, r) = two_scale * d;
+            acc += static_cast<double>(d) * static_cast<double>(d);
+          }
+          mis(s, t) = acc;
+        });
+    auto const mh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), Kokkos::subview(m_misfit, Kokkos::make_pair(0, S), Kokkos::ALL));
+    m_shot_loss.assign(S, 0.0);
+    for (int s = 0; s < S; ++s) {
+      double acc = 0;
+      for (int t = 0; t < nt; ++t) acc += mh(s, t);
+      m_shot_loss[s] = scale * acc;
+    }
+    backward(w, residual);
+  }
+
+  /// Loss scale * sum (synthetic - observed)^2 of the batch (the shots' misfits added in batch
+  /// order); its gradient is added to `out` (accumulate). `synthetic` receives the records.
+  double loss_and_gradient(wavelet_view const& w, record_view const& observed, double scale, images_type const& out,
+                           record_view const& synthetic) {
+    compute(w, observed, scale, synthetic);
+    accumulate(out);
+    double loss = 0;
+    for (double x : m_shot_loss) loss += x;
+    return loss;
+  }
+
+  /// Steps per chunk of the `shots` schedule: the saved ring of a chunk's steps waits in a
+  /// staging buffer of at most 16 MiB (and 32 steps) between the shots' time loops and the codec.
+  int chunk_steps() const {
+    std::size_t const step = static_cast<std::size_t>(std::max(m_prop.max_shots(), 1)) * std::max(m_stride, 1) * sizeof(Real);
+    return static_cast<int>(std::clamp<std::size_t>((std::size_t(16) << 20) / step, 1, 32));
   }
 
   /// Memory of the last run (boundary bytes of the last forward) for `observed` and
@@ -221,17 +310,18 @@ class GradientEngine {
     r.strategy = m_cfg.strategy;
     r.location = to_string(m_cfg.location);
     r.dtype = to_string(m_cfg.dtype);
-    std::size_t const values = static_cast<std::size_t>(m_prop.n_shots()) * m_n_ring;
+    std::size_t const values = static_cast<std::size_t>(m_prop.n_shots()) * m_stride;
     std::size_t const step = encoded_bytes(m_cfg.dtype, values, sizeof(Real));
     r.boundary_bytes = step * static_cast<std::size_t>(m_nt);
-    r.staging_bytes = m_cfg.location == Location::device
-                          ? 0
-                          : 2 * step * static_cast<std::size_t>(std::min(m_cfg.transfer_interval, std::max(m_nt, 1)));
+    r.staging_bytes = (m_cfg.location == Location::device
+                           ? 0
+                           : 2 * step * static_cast<std::size_t>(std::min(m_cfg.transfer_interval, std::max(m_nt, 1)))) +
+                      m_stage.span() * sizeof(Real);
     auto const& l = m_prop.layout();
     std::size_t const level = static_cast<std::size_t>(m_prop.max_shots()) * (l.NZ + 2 * M) * (l.NX + 2 * M) * sizeof(Real);
     r.seed_bytes = 2 * level;
     r.wavefield_bytes = 2 * m_prop.state_bytes() - r.seed_bytes;
-    r.image_bytes = 6 * static_cast<std::size_t>(l.nz) * l.nx * sizeof(double);
+    r.image_bytes = (3 * static_cast<std::size_t>(m_prop.max_shots()) + 3) * l.nz * l.nx * sizeof(double);
     r.observed_bytes = observed_bytes;
     r.synthetic_bytes = synthetic_bytes;
     r.peak_device_bytes = m_peak;
@@ -239,8 +329,135 @@ class GradientEngine {
   }
 
  private:
+  using stage_view = Kokkos::View<Real**, Kokkos::LayoutRight, memory_space>;  // [step of chunk][shot x ring cell]
+
+  stage_view const& stage(int steps) {
+    std::size_t const width = static_cast<std::size_t>(m_prop.n_shots()) * m_stride;
+    if (static_cast<int>(m_stage.extent(0)) < steps || m_stage.extent(1) != width)  // zeros: the padding stays zero
+      m_stage = stage_view(Kokkos::view_alloc(m_prop.space(), std::string("ksweep::storage::ring_stage")), steps, width);
+    return m_stage;
+  }
+  auto stage_row(int i) const { return Kokkos::subview(m_stage, i, Kokkos::ALL); }
+
+  // The `shots` schedule, forward: each chunk of steps runs shot by shot (the ring of u^{n+1}
+  // copied into the staging row of step n), then the chunk's rows go through the codec.
+  struct ForwardSave {
+    typename propagator_type::template ShotStep<core::ForwardTag> m_step;
+    Kokkos::View<int const*, memory_space> m_offsets;
+    stage_view m_stage;
+    int m_n_ring, m_stride, m_n0;
+    void operator()(int s, int n) const {
+      m_step(s, n);
+      auto const& u = m_step.at(n).m_out;  // u^{n+1}
+      Real const* src = u.data() + static_cast<std::size_t>(s) * u.stride(0);
+      Real* dst = &m_stage(n - m_n0, static_cast<std::size_t>(s) * m_stride);
+      for (int k = 0; k < m_n_ring; ++k) dst[k] = src[m_offsets(k)];
+    }
+  };
+  void forward_shots(wavelet_view const& w, record_view const& synthetic, int nt) {
+    if constexpr (core::impl::runs_by_rows<ExecSpace>) {
+      auto& p = m_prop;
+      int const T = chunk_steps();
+      stage(T);
+      for (int n0 = 0; n0 < nt; n0 += T) {
+        int const n1 = std::min(nt, n0 + T);
+        ForwardSave body{p.forward_shot_step(w, synthetic, n0), m_offsets, m_stage, m_n_ring, m_stride, n0};
+        p.run_shot_steps(p.forward_state(), "ksweep::storage::forward_shots", body, n0, n1, false);
+        for (int n = n0; n < n1; ++n) m_store->put_from(n, ViewValues<Real const, memory_space>{stage_row(n - n0)});
+      }
+    } else {
+      (void)w, (void)synthetic, (void)nt;
+    }
+  }
+
+  // The `shots` schedule, backward: the same per-step work as the batched loop in backward(),
+  // shot by shot, with the saved steps a chunk needs decoded into the staging rows first.
+  struct BackwardShots {
+    using imaging_type = core::AcousticImaging<Real, Order, memory_space>;
+    typename propagator_type::template ShotStep<core::AdjointTag> m_adj;
+    core::InjectPoints<Real, memory_space> m_src;  // w[n] taken out of u^{n+1}
+    imaging_type m_img[2];                          // by parity of the steps from m_n_base
+    field3 m_u0[2];                                 // the u^n buffer of each parity (full: decoded into)
+    Kokkos::View<int const*, memory_space> m_offsets;
+    stage_view m_stage;
+    int m_n_ring, m_stride, m_n_base, m_nz, m_n_src;
+    bool m_full;
+    void restore(field3 const& u, int s, int row) const {  // ring cells of shot s from a staging row, or zeros
+      Real* dst = u.data() + static_cast<std::size_t>(s) * u.stride(0);
+      if (row < 0) {
+        for (int k = 0; k < m_n_ring; ++k) dst[m_offsets(k)] = Real(0);
+      } else {
+        Real const* src = &m_stage(row, static_cast<std::size_t>(s) * m_stride);
+        for (int k = 0; k < m_n_ring; ++k) dst[m_offsets(k)] = src[k];
+      }
+    }
+    void operator()(int s, int n) const {
+      m_adj.points(s, n);
+      imaging_type const& img = m_img[(m_n_base - n) & 1];
+      int const row = m_n_base - n;
+      if (m_full) {
+        if (n >= 1) {
+          restore(m_u0[(m_n_base - n) & 1], s, row);  // u^n
+          for (int iz = 0; iz < m_nz; ++iz) img.row(s, iz, false);
+        }
+      } else if (n >= 1) {
+        for (int i = 0; i < m_n_src; ++i) m_src.apply(img.m_u1, s, i, n);
+        restore(img.m_u1, s, n >= 2 ? row : -1);  // the ring of u^{n-1}
+        for (int iz = 0; iz < m_nz; ++iz) img.row(s, iz, true);
+      } else {
+        for (int iz = 0; iz < m_nz; ++iz) img.row(s, iz, false);
+      }
+      m_adj.stencil(s, n);
+    }
+  };
+  // Runs the backward steps of the `shots` schedule down to n = 0 and returns -1 (the batched
+  // loop of backward() then has nothing left to do).
+  int backward_shots(wavelet_view const& w, record_view const& residual) {
+    if constexpr (core::impl::runs_by_rows<ExecSpace>) {
+      auto& p = m_prop;
+      auto const& l = p.layout();
+      auto& fs = p.forward_state();
+      auto& as = p.adjoint_state();
+      int const T = chunk_steps(), S = p.n_shots();
+      stage(T);
+      wavelet_view no_wavelets;
+      for (int n1 = m_nt; n1 > 0; n1 -= T) {
+        int const n0 = std::max(0, n1 - T), top = n1 - 1;
+        for (int n = top; n >= n0; --n) {  // the saved steps this chunk reads, in decreasing order
+          int const need = full() ? n - 1 : n - 2;
+          if (need >= 0)
+            Kokkos::parallel_for("ksweep::storage::decode_chunk", Kokkos::RangePolicy<ExecSpace>(p.space(), 0, S * m_stride),
+                                 m_store->decoder(m_store->fetch(need), ViewValues<Real, memory_space>{stage_row(top - n)}));
+        }
+        BackwardShots body;
+        body.m_adj = p.adjoint_shot_step(residual, no_wavelets, top);
+        body.m_src = core::InjectPoints<Real, memory_space>{{}, w, p.source_z(), p.source_x(), 0, p.survey().n_sources, false, Real(-1)};
+        for (int par = 0; par < 2; ++par) {
+          int const fcur = full() ? fs.cur : (par == 0 ? fs.cur : 1 - fs.cur);
+          auto& img = body.m_img[par];
+          img = typename BackwardShots::imaging_type{fs.u[1 - fcur], body.m_adj.m_k[par].m_cur, fs.u[fcur], p.c(), m_grad_c,
+                                                     m_isrc, m_irec, l.nz, l.nx, l.top, l.width, l.free_surface, !full()};
+          body.m_u0[par] = fs.u[1 - fcur];
+        }
+        body.m_offsets = m_offsets;
+        body.m_stage = m_stage;
+        body.m_n_ring = m_n_ring;
+        body.m_stride = m_stride;
+        body.m_n_base = top;
+        body.m_nz = l.nz;
+        body.m_n_src = p.survey().n_sources;
+        body.m_full = full();
+        p.run_shot_steps(as, "ksweep::storage::backward_shots", body, n0, n1, true);
+        if (!full() && ((n1 - std::max(n0, 1)) % 2 != 0) && n1 > 1) fs.cur = 1 - fs.cur;
+      }
+    } else {
+      (void)w, (void)residual;
+    }
+    return -1;
+  }
+
   // The saved cells of each shot's wavefield `u`, as a codec value source or sink.
-  RingValues<Real, memory_space> ring_values(field3 const& u) const { return {u, m_offsets, m_ring_div}; }
+  RingValues<Real, memory_space> ring_values(field3 const& u) const { return {u, m_offsets, m_ring_div, m_pad, m_n_ring}; }
 
   // One launch: the adjoint point work, then `first` over n_first indices, then `second`
   // over n_second indices. All three write disjoint cells (adjoint wavefield; source cells of
@@ -255,20 +472,26 @@ class GradientEngine {
   void imaging(field3 const& u0, field3 const& u1, field3 const& lambda, bool reconstruct, int S) {
     auto const& l = m_prop.layout();
     core::AcousticImaging<Real, Order, memory_space> f{u0, lambda, u1, m_prop.c(), m_grad_c, m_isrc, m_irec,
-                                                       l.nz, l.nx, l.top, l.width, S, l.free_surface, reconstruct};
+                                                       l.nz, l.nx, l.top, l.width, l.free_surface, reconstruct};
     core::launch_cells(m_prop.space(), reconstruct ? "ksweep::storage::image_and_rebuild" : "ksweep::storage::image", f,
-                       l.nz, l.nx);
+                       S * l.nz, l.nx);
   }
 
   propagator_type& m_prop;
   StorageConfig m_cfg;
-  int m_n_ring = 0;
-  FastDivisor m_ring_div;  // index -> (shot, ring cell) in the codec's ring sources and sinks
+  int m_n_ring = 0;        // saved cells per shot
+  int m_stride = 0;        // saved values per shot (cells and padding to whole codec blocks)
+  FastDivisor m_ring_div;  // index -> (shot, ring value) in the codec's ring sources and sinks
+  Kokkos::View<Real**, Kokkos::LayoutRight, memory_space> m_pad;  // the padding values (zeros)
   int m_nt = 0;
   std::size_t m_peak = 0;
   Kokkos::View<int*, memory_space> m_offsets;
-  image m_grad_c, m_isrc, m_irec;  // d/dc and illuminations of a batch, summed over shots
+  shot_images m_grad_c, m_isrc, m_irec;  // per shot: d/dc (d/dv after backward) and illuminations
+  Kokkos::View<double**, Kokkos::LayoutRight, memory_space> m_misfit;  // [shot][time] sums over receivers
+  std::vector<double> m_shot_loss;
+  int m_shots = 0;
   std::unique_ptr<StepStore<Real, ExecSpace>> m_store;
+  stage_view m_stage;  // the `shots` schedule's saved rings of a chunk of steps
 };
 
 }  // namespace ksweep::storage
