@@ -8,6 +8,10 @@
 ///  - forward: Propagator::forward_step loops (fp32, 20-cell CPML), grids from in-cache to far
 ///    out of cache, orders 2/4/8, batches on a 141 x 681 (Marmousi-sized) grid, and nt series;
 ///  - gradient: GradientEngine::loss_and_gradient, strategy x location x dtype;
+///  - marmousi: the peer comparison's cases (8 shots of 141 x 681 at 25 m, 20-cell CPML, 200
+///    receivers, nt 2000, dt 2 ms, 5 Hz Ricker), forward and forward + gradient at orders 4 and
+///    8, with the schedule and the subnormal flushing as parameters; scripts/peer_deepwave.py
+///    times Deepwave on the same cases and the report puts them side by side;
 ///  - codec_encode, codec_decode: the boundary codecs;
 ///  - store_write, store_read: StepStore transfers (host memory and files in the temp dir).
 /// Every benchmark times itself (UseManualTime, wall clock around fenced work), so that set-up
@@ -15,7 +19,9 @@
 
 #include "bench_common.hpp"
 
+#include <ksweep/core/fp_env.hpp>
 #include <ksweep/core/propagator.hpp>
+#include <ksweep/core/wavelet.hpp>
 #include <ksweep/core/runtime.hpp>
 #include <ksweep/storage/codec.hpp>
 #include <ksweep/storage/gradient.hpp>
@@ -30,6 +36,7 @@
 #include <cmath>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -320,6 +327,80 @@ void bm_gradient(benchmark::State& state, GradientCase c) {
 }
 
 // -------------------------------------------------------------------------------------------
+// The peer comparison's Marmousi batch
+// -------------------------------------------------------------------------------------------
+
+struct MarmousiCase {
+  int order = 4;
+  bool gradient = false;
+  core::Schedule schedule = core::Schedule::automatic;
+  bool flush = true;
+  int nz = 141, nx = 681, shots = 8, receivers = 200, nt = 2000;
+  double dt = 0.002;
+};
+
+template <class ExecSpace, int Order>
+void bm_marmousi(benchmark::State& state, MarmousiCase c) {
+  using Real = float;
+  using prop_type = core::Propagator<Real, Order, ExecSpace>;
+  using engine_type = storage::GradientEngine<Real, Order, ExecSpace>;
+  ExecSpace space;
+  bool const flush0 = core::flush_denormals();
+  core::set_flush_denormals(c.flush);
+  reset_peak_rss();
+  std::size_t const rss0 = current_rss();
+  prop_type prop(space, core::ModelGrid{c.nz, c.nx, grid_spacing}, bench_pml(), c.dt, c.shots);
+  prop.set_schedule(c.schedule);
+  auto const vp = random_smooth_model(c.nz, c.nx);
+  prop.set_velocity(vp.data());
+  core::Survey sv;
+  sv.n_shots = c.shots;
+  sv.n_sources = 1;
+  sv.n_receivers = c.receivers;
+  for (int i = 0; i < c.shots; ++i) {  // as ksweep's shots.x_range = [0.1, 0.9] and receivers over the width
+    sv.sources.push_back({2, static_cast<int>(std::lround((0.1 + 0.8 * i / std::max(1, c.shots - 1)) * (c.nx - 1)))});
+    for (int r = 0; r < c.receivers; ++r) sv.receivers.push_back({4, static_cast<int>(std::lround(r * (c.nx - 1.0) / (c.receivers - 1)))});
+  }
+  prop.set_survey(sv);
+  typename prop_type::wavelet_view w(Kokkos::view_alloc(space, std::string("ksweep::bench::wavelets")), c.shots, 1, c.nt);
+  {
+    auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), w);
+    auto const r = core::ricker(5.0, 0.2, c.dt, c.nt);
+    for (int s = 0; s < c.shots; ++s)
+      for (int t = 0; t < c.nt; ++t) h(s, 0, t) = static_cast<Real>(r[t]);
+    Kokkos::deep_copy(w, h);
+  }
+  typename prop_type::record_view observed(Kokkos::view_alloc(space, std::string("ksweep::bench::observed")), c.shots, c.nt,
+                                           c.receivers),
+      synthetic(Kokkos::view_alloc(space, std::string("ksweep::bench::synthetic")), c.shots, c.nt, c.receivers);
+  std::unique_ptr<engine_type> engine;
+  std::unique_ptr<typename engine_type::images_type> images;
+  if (c.gradient) {
+    engine = std::make_unique<engine_type>(prop, storage::make_storage_config("boundary", "device", "fp32", 64, "", true));
+    images = std::make_unique<typename engine_type::images_type>(c.nz, c.nx);
+  }
+  double total = 0;
+  for (auto _ : state) {
+    Timer t;
+    if (c.gradient) engine->loss_and_gradient(w, observed, 1.0, *images, synthetic);
+    else prop.forward(w, synthetic);
+    space.fence();
+    double const sec = t.seconds();
+    state.SetIterationTime(sec);
+    total += sec;
+  }
+  double const iters = static_cast<double>(state.iterations());
+  double const cell_steps = static_cast<double>(prop.layout().padded_cells()) * c.shots * c.nt;
+  state.counters["seconds"] = total / iters;
+  state.counters["cells_per_second"] = Counter(cell_steps * iters, Counter::kIsRate);
+  state.counters["peak_rss_bytes"] = static_cast<double>(core::peak_memory_bytes());
+  state.counters["rss_increase_bytes"] = static_cast<double>(core::peak_memory_bytes() - std::min(core::peak_memory_bytes(), rss0));
+  state.counters["shots_schedule"] = prop.runs_shots() ? 1 : 0;
+  state.counters["threads"] = space.concurrency();
+  core::set_flush_denormals(flush0);
+}
+
+// -------------------------------------------------------------------------------------------
 // Codecs and step stores
 // -------------------------------------------------------------------------------------------
 
@@ -450,6 +531,33 @@ void register_forward(std::string const& b, ForwardCase c, double cell_steps, Op
       ->Unit(benchmark::kMillisecond);
 }
 
+template <class ExecSpace, int Order>
+void register_marmousi(std::string const& b, Options const& o) {
+  for (bool gradient : {false, true})
+    for (auto [schedule, flush] : {std::pair{core::Schedule::automatic, true}, std::pair{core::Schedule::batched, true},
+                                   std::pair{core::Schedule::automatic, false}}) {
+      MarmousiCase c;
+      c.order = Order;
+      c.gradient = gradient;
+      c.schedule = schedule;
+      c.flush = flush;
+      if (o.smoke) {
+        c.nz = 12;
+        c.nx = 40;
+        c.shots = 2;
+        c.receivers = 10;
+        c.nt = 20;
+      }
+      add(bench_name("marmousi", b,
+                     {{"order", std::to_string(Order)},
+                      {"kind", gradient ? "gradient" : "forward"},
+                      {"schedule", core::to_string(schedule)},
+                      {"flush", flush ? "on" : "off"}}),
+          [c](benchmark::State& st) { bm_marmousi<ExecSpace, Order>(st, c); })
+          ->Unit(benchmark::kMillisecond);
+    }
+}
+
 template <class ExecSpace>
 void register_benchmarks(Options const& o) {
   std::string const b = ExecSpace::name();
@@ -518,6 +626,10 @@ void register_benchmarks(Options const& o) {
         [c](benchmark::State& st) { bm_gradient<ExecSpace>(st, c); })
         ->Unit(benchmark::kMillisecond);
   }
+
+  // The peer comparison's cases.
+  register_marmousi<ExecSpace, 4>(b, o);
+  register_marmousi<ExecSpace, 8>(b, o);
 
   // Codecs on 16 Mi values (64 MiB of fp32).
   std::size_t const nc = s ? (std::size_t(1) << 14) : (std::size_t(1) << 24);

@@ -410,6 +410,50 @@ def main():
     else:
         md += ["No all-reduce runs given (`mpirun -n N ksweep_bench_mpi`, see scripts/run_benchmarks.sh).", ""]
 
+    md += ["## Peer comparison: the Marmousi batch, same run", "",
+           "8 shots of 141 x 681 at 25 m, 20-cell absorbing layer, 200 receivers, nt 2000, dt 2 ms, 5 Hz Ricker, fp32; "
+           "ksweep: `marmousi` benchmarks (forward = `Propagator::forward`, gradient = `loss_and_gradient`, boundary "
+           "saving on the device (host memory on CPU backends), fp32); Deepwave: `scripts/peer_deepwave.py` in the same "
+           "run of `scripts/run_benchmarks.sh` (its gradient against its later calls; its first call in a process pays "
+           "page faults on its stored wavefields). Speed ratio = Deepwave seconds / ksweep seconds; memory = increase of "
+           "the peak resident set during the call.", ""]
+    peer_rows = {}
+    for p in peers:
+        for r in p.get("results", []):
+            if "order" in r:
+                peer_rows[(int(r.get("threads", 0)), int(r["order"]), r["kind"])] = r
+    rows = []
+    for lab, rs in sorted(series(runs, "marmousi").items()):
+        by = {}
+        for r in rs:
+            pr = r["params"]
+            by[(pr["order"], pr["kind"], pr["schedule"], pr["flush"])] = r
+        for (order, kind, schedule, flush), r in sorted(by.items()):
+            if schedule != "auto" or flush != "on":
+                continue
+            th = int(r.get("threads", 0))
+            dw = peer_rows.get((th, order, "forward" if kind == "forward" else "gradient_later"))
+            dw1 = peer_rows.get((th, order, "gradient_first")) if kind == "gradient" else None
+            batched = by.get((order, kind, "batched", "on"))
+            noflush = by.get((order, kind, "auto", "off"))
+            fwd = by.get((order, "forward", "auto", "on"))
+            rows.append([lab, th, order, kind, "%.3f" % r["seconds"],
+                         "%.3f" % batched["seconds"] if batched else "",
+                         "%.3f" % noflush["seconds"] if noflush else "",
+                         "%.2f" % (r["seconds"] / fwd["seconds"]) if (kind == "gradient" and fwd) else "",
+                         fmt_bytes(r.get("rss_increase_bytes", 0)),
+                         ("%.3f" % dw["seconds"]) + (" (first %.2f)" % dw1["seconds"] if dw1 else "") if dw else "",
+                         fmt_bytes(dw.get("rss_increase_bytes", dw.get("peak_rss_bytes", 0))) if dw else "",
+                         "**%.2f**" % (dw["seconds"] / r["seconds"]) if dw else "",
+                         "1/%.0f" % (dw.get("rss_increase_bytes", 0) / r["rss_increase_bytes"])
+                         if dw and r.get("rss_increase_bytes", 0) > 0 and dw.get("rss_increase_bytes", 0) > 0 else ""])
+    if rows:
+        md += [table(["series", "threads", "order", "run", "ksweep s (auto schedule)", "batched schedule s",
+                      "without flushing subnormals s", "gradient / forward", "ksweep memory", "Deepwave s",
+                      "Deepwave memory", "ksweep speed / Deepwave", "ksweep memory / Deepwave"], rows), ""]
+    else:
+        md += ["No `marmousi` benchmark runs given.", ""]
+
     md += ["## Peers", ""]
     if not peers:
         md += ["No peer timings given (scripts/peer_deepwave.py writes them when Deepwave is importable).", ""]
@@ -418,8 +462,9 @@ def main():
         md += ["%s %s on %s (%s), torch %s, threads %s: %s" % (p["peer"], c.get("version", "?"), c.get("device", "?"),
                                                                c.get("cpu_model", ""), c.get("torch", "?"), c.get("threads", "?"),
                                                                p.get("problem", "")), ""]
-        md += [table(["kind", "shots", "nt", "seconds", "Gcells/s"],
-                     [[r["kind"], r["shots"], r["nt"], "%.3f" % r["seconds"], "%.3f" % (r.get("cells_per_second", 0) * 1e-9)]
+        md += [table(["kind", "order", "threads", "shots", "nt", "seconds", "Gcells/s", "peak RSS"],
+                     [[r["kind"], r.get("order", ""), r.get("threads", ""), r["shots"], r["nt"], "%.3f" % r["seconds"],
+                       "%.3f" % (r.get("cells_per_second", 0) * 1e-9), fmt_bytes(r.get("peak_rss_bytes", 0))]
                       for r in p.get("results", [])]), ""]
 
     with open(os.path.join(args.out, "REPORT.md"), "w") as f:

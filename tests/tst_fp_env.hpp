@@ -106,7 +106,9 @@ void check_subnormal_run() {
   // the smallest normal; they stay many orders of magnitude below the field's round-off.
   double const bound = 1e-8 * static_cast<double>(std::numeric_limits<Real>::epsilon()) * umax;
   if (core::can_flush_denormals() && std::is_same_v<TEST_EXECSPACE::memory_space, Kokkos::HostSpace>) {
-    if constexpr (sizeof(Real) == 4) EXPECT_GT(n_off, 100) << "the case must reach the subnormal range";
+    if constexpr (sizeof(Real) == 4) {
+      EXPECT_GT(n_off, 100) << "the case must reach the subnormal range";
+    }
     EXPECT_EQ(n_on, 0) << "flushed host kernels must leave no subnormal value";
   }
   EXPECT_GT(umax, 1e-3);

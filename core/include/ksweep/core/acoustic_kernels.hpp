@@ -18,6 +18,11 @@
 /// The adjoint kernel is the transpose of this linear map of the state (u^n, u^{n-1}, psi, zeta).
 /// With g = c lambda^{n+1}, h = g + zetabar and w = g + b h (w = g outside the layer):
 ///   lambda^n   = 2 lambda^{n+1} - lambda^{n+2} + Dxx w_x + Dzz w_z - Dx(b psibar_x) - Dz(b psibar_z)
+/// The adjoint wavefield is stored as mu = c lambda (c > 0 on the grid, 0 in the halo), so that
+/// g is the field itself and the step has the forward's shape:
+///   mu^n = 2 mu^{n+1} - mu^{n+2} + c (Dxx w_x + Dzz w_z - Dx(b psibar_x) - Dz(b psibar_z)),
+/// which saves a load and a multiply per stencil tap. Residuals enter as c r (InjectPoints with
+/// the c weight) and the source gradient reads mu / c (SamplePoints with the c weight).
 ///   psibar_x'  = a psibar_x - Dx(mask w_x)        (in the layer)
 ///   zetabar_x' = a h_x                            (in the layer)
 /// (Dxx is symmetric, also with the image rows; Dx is antisymmetric.)
@@ -177,7 +182,8 @@ struct AcousticStep {
   // Adjoint. XN/ZN: the cell's stencil reaches into the layer along x/z, so neighbours carry
   // layer terms; otherwise the transposed stencil is the plain one applied to g = c lambda.
   // ------------------------------------------------------------------------------------------
-  KOKKOS_FORCEINLINE_FUNCTION Real g_at(int s, int hz, int hx) const { return m_c(hz, hx) * m_cur(s, hz, hx); }
+  // The adjoint wavefield is carried as mu = c lambda, so g = c lambda is the field itself.
+  KOKKOS_FORCEINLINE_FUNCTION Real g_at(int s, int hz, int hx) const { return m_cur(s, hz, hx); }
 
   // w_x at padded x coordinate ixn of row iz (strip side `side`).
   KOKKOS_FORCEINLINE_FUNCTION Real wx_at(int s, int iz, int ixn, int side) const {
@@ -242,7 +248,7 @@ struct AcousticStep {
         m_zetaz_out(side, s, row, ix) = a * (g_at(s, hz, hx) + m_zetaz_in(side, s, row, ix));
       }
     }
-    m_out(s, hz, hx) = Real(2) * m_cur(s, hz, hx) - m_out(s, hz, hx) + lapx + lapz - dbx - dbz;
+    m_out(s, hz, hx) = Real(2) * m_cur(s, hz, hx) - m_out(s, hz, hx) + m_c(hz, hx) * (lapx + lapz - dbx - dbz);
   }
 
   // ------------------------------------------------------------------------------------------
@@ -274,13 +280,13 @@ struct AcousticStep {
     Real const* KOKKOS_RESTRICT c = &m_c(hz, M);
 #pragma omp simd
     for (int ix = x0; ix < x1; ++ix) {
-      Real const g0 = c[ix] * l[ix];
+      Real const g0 = l[ix];
       Real lapx = Real(C::second(0)) * g0, lapz = Real(C::second(0)) * g0;
       for (int k = 1; k <= M; ++k) {
-        lapx += Real(C::second(k)) * (c[ix - k] * l[ix - k] + c[ix + k] * l[ix + k]);
-        lapz += Real(C::second(k)) * (c[ix - k * sz] * l[ix - k * sz] + c[ix + k * sz] * l[ix + k * sz]);
+        lapx += Real(C::second(k)) * (l[ix - k] + l[ix + k]);
+        lapz += Real(C::second(k)) * (l[ix - k * sz] + l[ix + k * sz]);
       }
-      out[ix] = Real(2) * l[ix] - out[ix] + lapx + lapz;
+      out[ix] = Real(2) * l[ix] - out[ix] + c[ix] * (lapx + lapz);
     }
   }
 
@@ -334,13 +340,13 @@ struct AcousticStep {
     Real const a = m_az(hz);
 #pragma omp simd
     for (int ix = x0; ix < x1; ++ix) {
-      Real const g0 = c[ix] * l[ix];
+      Real const g0 = l[ix];
       Real lapx = Real(C::second(0)) * g0;
       Real const w0 = g0 + bz[M] * (g0 + zin[ix]);
       Real lapz = Real(C::second(0)) * w0, dbz = 0, dq = 0;
       for (int k = 1; k <= M; ++k) {
-        lapx += Real(C::second(k)) * (c[ix - k] * l[ix - k] + c[ix + k] * l[ix + k]);
-        Real const gm = c[ix - k * sz] * l[ix - k * sz], gp = c[ix + k * sz] * l[ix + k * sz];
+        lapx += Real(C::second(k)) * (l[ix - k] + l[ix + k]);
+        Real const gm = l[ix - k * sz], gp = l[ix + k * sz];
         Real const wm = gm + bz[M - k] * (gm + zin[ix - k * ps]), wp = gp + bz[M + k] * (gp + zin[ix + k * ps]);
         lapz += Real(C::second(k)) * (wm + wp);
         dbz += Real(C::first(k)) * (bz[M + k] * pin[ix + k * ps] - bz[M - k] * pin[ix - k * ps]);
@@ -350,7 +356,7 @@ struct AcousticStep {
         pout[ix] = a * pin[ix] - dq;
         zout[ix] = a * (g0 + zin[ix]);
       }
-      out[ix] = Real(2) * l[ix] - out[ix] + lapx + lapz - dbz;
+      out[ix] = Real(2) * l[ix] - out[ix] + c[ix] * (lapx + lapz - dbz);
     }
   }
 
@@ -445,19 +451,19 @@ struct AcousticStep {
     Real const az = ZN ? m_az(hz) : Real(0);
 #pragma omp simd
     for (int ix = x0; ix < x1; ++ix) {
-      Real const g0 = c[ix] * l[ix];
+      Real const g0 = l[ix];
       Real const wx0 = g0 + bx[ix] * (g0 + zxi[ix + off]);
       Real lapx = Real(C::second(0)) * wx0, dbx = 0, dqx = 0;
       Real lapz = 0, dbz = 0, dqz = 0;
       Real const wz0 = ZN ? g0 + bz[M] * (g0 + zzi[ix]) : g0;
       lapz = Real(C::second(0)) * wz0;
       for (int k = 1; k <= M; ++k) {
-        Real const gm = c[ix - k] * l[ix - k], gp = c[ix + k] * l[ix + k];
+        Real const gm = l[ix - k], gp = l[ix + k];
         Real const wm = gm + bx[ix - k] * (gm + zxi[ix + off - k]), wp = gp + bx[ix + k] * (gp + zxi[ix + off + k]);
         lapx += Real(C::second(k)) * (wm + wp);
         dbx += Real(C::first(k)) * (bx[ix + k] * pxi[ix + off + k] - bx[ix - k] * pxi[ix + off - k]);
         dqx += Real(C::first(k)) * (mx[ix + k] * wp - mx[ix - k] * wm);
-        Real const hm = c[ix - k * sz] * l[ix - k * sz], hp = c[ix + k * sz] * l[ix + k * sz];
+        Real const hm = l[ix - k * sz], hp = l[ix + k * sz];
         if constexpr (ZN) {
           Real const vm = hm + bz[M - k] * (hm + zzi[ix - k * ps]), vp = hp + bz[M + k] * (hp + zzi[ix + k * ps]);
           lapz += Real(C::second(k)) * (vm + vp);
@@ -473,7 +479,7 @@ struct AcousticStep {
         pzo[ix] = az * pzi[ix] - dqz;
         zzo[ix] = az * (g0 + zzi[ix]);
       }
-      out[ix] = Real(2) * l[ix] - out[ix] + lapx + lapz - dbx - dbz;
+      out[ix] = Real(2) * l[ix] - out[ix] + c[ix] * (lapx + lapz - dbx - dbz);
     }
   }
 
@@ -694,10 +700,14 @@ struct InjectPoints {
   int m_it, m_n_points;
   bool m_time_major;  // values indexed [shot][time][point]
   Real m_scale;
+  using weight_view = Kokkos::View<Real const**, Kokkos::LayoutRight, MemorySpace>;
+  weight_view m_weight;  // optional: values times weight(z, x) (c, for the adjoint's mu = c lambda)
   template <class Field>
   KOKKOS_INLINE_FUNCTION void apply(Field const& field, int s, int i, int it) const {
     Real const v = m_time_major ? m_values(s, it, i) : m_values(s, i, it);
-    Kokkos::atomic_add(&field(s, m_z(s, i), m_x(s, i)), m_scale * v);
+    int const z = m_z(s, i), x = m_x(s, i);
+    Real const w = m_weight.extent(0) > 0 ? m_weight(z, x) : Real(1);
+    Kokkos::atomic_add(&field(s, z, x), m_scale * (w * v));
   }
   KOKKOS_INLINE_FUNCTION void operator()(int r) const { apply(m_field, r / m_n_points, r % m_n_points, m_it); }
 };
@@ -710,9 +720,11 @@ struct SamplePoints {
   Kokkos::View<int const**, Kokkos::LayoutRight, MemorySpace> m_z, m_x;
   int m_it, m_n_points;
   bool m_time_major;
+  Kokkos::View<Real const**, Kokkos::LayoutRight, MemorySpace> m_weight;  // optional: samples divided by weight(z, x)
   template <class Field>
   KOKKOS_INLINE_FUNCTION void apply(Field const& field, int s, int i, int it) const {
-    Real const v = field(s, m_z(s, i), m_x(s, i));
+    int const z = m_z(s, i), x = m_x(s, i);
+    Real const v = m_weight.extent(0) > 0 ? field(s, z, x) / m_weight(z, x) : field(s, z, x);
     if (m_time_major) m_out(s, it, i) = v;
     else m_out(s, i, it) = v;
   }

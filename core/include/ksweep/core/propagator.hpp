@@ -178,7 +178,7 @@ class Propagator {
     State const& st = m_fwd;
     return points(st.u[1 - st.cur], wavelets, m_src_z, m_src_x, m_survey.n_sources, false,
                   n < static_cast<int>(wavelets.extent(2)) ? n : -1, st.u[st.cur], records, m_rec_z, m_rec_x,
-                  m_survey.n_receivers, true, n - 1);
+                  m_survey.n_receivers, true, n - 1, false);
   }
 
   /// The point work before reverse step n. The source samples wavelet_grad[n] = lambda^{n+1}
@@ -187,7 +187,7 @@ class Propagator {
   PointWork adjoint_points(int n, record_view const& residual, wavelet_view const& wavelet_grad) const {
     State const& st = m_adj;
     return points(st.u[1 - st.cur], residual, m_rec_z, m_rec_x, m_survey.n_receivers, true, n - 1, st.u[st.cur],
-                  wavelet_grad, m_src_z, m_src_x, m_survey.n_sources, false, n);
+                  wavelet_grad, m_src_z, m_src_x, m_survey.n_sources, false, n, true);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -213,7 +213,7 @@ class Propagator {
     if (records.extent(0) == 0) return;
     State const& st = m_fwd;
     int const nt = static_cast<int>(records.extent(1));
-    SamplePoints<Real, memory_space> sample{st.u[st.cur], records, m_rec_z, m_rec_x, nt - 1, m_survey.n_receivers, true};
+    SamplePoints<Real, memory_space> sample{st.u[st.cur], records, m_rec_z, m_rec_x, nt - 1, m_survey.n_receivers, true, {}};
     launch_points(m_space, "ksweep::core::sample_receivers", sample, m_survey.n_shots * m_survey.n_receivers);
   }
 
@@ -250,7 +250,7 @@ class Propagator {
     State const& st = m_adj;
     int const nt = static_cast<int>(residual.extent(1));
     InjectPoints<Real, memory_space> inject{st.u[st.cur], residual, m_rec_z, m_rec_x, nt - 1, m_survey.n_receivers, true,
-                                            Real(1)};
+                                            Real(1), m_c};  // mu = c lambda
     launch_points(m_space, "ksweep::core::inject_residuals", inject, m_survey.n_shots * m_survey.n_receivers);
   }
 
@@ -317,8 +317,8 @@ class Propagator {
   ShotStep<ForwardTag> forward_shot_step(wavelet_view const& wavelets, record_view const& records, int n_base = 0) const {
     ShotStep<ForwardTag> b;
     bind_pair(m_fwd, b.m_k);
-    b.m_in = InjectPoints<Real, memory_space>{{}, wavelets, m_src_z, m_src_x, 0, m_survey.n_sources, false, Real(-1)};
-    b.m_out = SamplePoints<Real, memory_space>{{}, records, m_rec_z, m_rec_x, 0, m_survey.n_receivers, true};
+    b.m_in = InjectPoints<Real, memory_space>{{}, wavelets, m_src_z, m_src_x, 0, m_survey.n_sources, false, Real(-1), {}};
+    b.m_out = SamplePoints<Real, memory_space>{{}, records, m_rec_z, m_rec_x, 0, m_survey.n_receivers, true, {}};
     b.m_n_in = wavelets.extent(0) > 0 ? m_survey.n_sources : 0;
     b.m_nt_in = static_cast<int>(wavelets.extent(2));
     b.m_n_out = records.extent(0) > 0 ? m_survey.n_receivers : 0;
@@ -330,8 +330,8 @@ class Propagator {
   ShotStep<AdjointTag> adjoint_shot_step(record_view const& residual, wavelet_view const& wavelet_grad, int n_base) const {
     ShotStep<AdjointTag> b;
     bind_pair(m_adj, b.m_k);
-    b.m_in = InjectPoints<Real, memory_space>{{}, residual, m_rec_z, m_rec_x, 0, m_survey.n_receivers, true, Real(-1)};
-    b.m_out = SamplePoints<Real, memory_space>{{}, wavelet_grad, m_src_z, m_src_x, 0, m_survey.n_sources, false};
+    b.m_in = InjectPoints<Real, memory_space>{{}, residual, m_rec_z, m_rec_x, 0, m_survey.n_receivers, true, Real(-1), m_c};
+    b.m_out = SamplePoints<Real, memory_space>{{}, wavelet_grad, m_src_z, m_src_x, 0, m_survey.n_sources, false, m_c};
     b.m_n_in = residual.extent(0) > 0 ? m_survey.n_receivers : 0;
     b.m_nt_in = static_cast<int>(residual.extent(1));
     b.m_n_out = wavelet_grad.extent(0) > 0 ? m_survey.n_sources : 0;
@@ -417,14 +417,17 @@ class Propagator {
   }
 
   // Injection of values[.., it_in, ..] * -1 into `into` and sampling of `from` into
-  // out[.., it_out, ..]; a negative time index (or an empty view) leaves that part out.
+  // out[.., it_out, ..]; a negative time index (or an empty view) leaves that part out. The
+  // adjoint (`adjoint_field`) carries mu = c lambda: injected values are weighted by c and
+  // sampled ones divided by it.
   PointWork points(field3 const& into, wavelet_view const& values, index2 const& iz, index2 const& ix, int n_in,
                    bool in_time_major, int it_in, field3 const& from, record_view const& out, index2 const& oz,
-                   index2 const& ox, int n_out, bool out_time_major, int it_out) const {
+                   index2 const& ox, int n_out, bool out_time_major, int it_out, bool adjoint_field) const {
     int const ns = m_survey.n_shots;
     PointWork w;
-    w.f.m_first = InjectPoints<Real, memory_space>{into, values, iz, ix, it_in, n_in, in_time_major, Real(-1)};
-    w.f.m_second = SamplePoints<Real, memory_space>{from, out, oz, ox, it_out, n_out, out_time_major};
+    typename InjectPoints<Real, memory_space>::weight_view const weight = adjoint_field ? m_c : field2();
+    w.f.m_first = InjectPoints<Real, memory_space>{into, values, iz, ix, it_in, n_in, in_time_major, Real(-1), weight};
+    w.f.m_second = SamplePoints<Real, memory_space>{from, out, oz, ox, it_out, n_out, out_time_major, weight};
     w.f.m_n_first = values.extent(0) > 0 && it_in >= 0 ? ns * n_in : 0;
     w.count = w.f.m_n_first + (out.extent(0) > 0 && it_out >= 0 ? ns * n_out : 0);
     return w;

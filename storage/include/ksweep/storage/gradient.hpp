@@ -178,7 +178,7 @@ class GradientEngine {
         // out of u^{n+1} first (the forward step added them through "- u^{n-1}"), the ring of
         // u^{n-1} comes from the store, the model cells from the reversed step.
         core::InjectPoints<Real, memory_space> sources{fs.u[fs.cur], w, p.source_z(), p.source_x(), n,
-                                                       p.survey().n_sources, false, Real(-1)};
+                                                       p.survey().n_sources, false, Real(-1), {}};
         auto const sink = ring_values(fs.u[fs.cur]);
         if (n >= 2) {
           launch_fused(adj, sources, n_src, m_store->decoder(m_store->fetch(n - 2), sink), n_ring);
@@ -193,8 +193,11 @@ class GradientEngine {
       }
       p.advance_adjoint();  // lambda^n
     }
-    // Convert d/dc to d/dv: dc/dv = 2 c / v, per shot.
+    // The adjoint field is mu = c lambda: the images hold sum mu L u and sum mu^2. With
+    // dc/dv = 2 c / v: dL/dv = sum lambda L u 2 c / v = (2 / v) sum mu L u, and
+    // sum lambda^2 = (sum mu^2) / c^2 (c is fixed in time). Per shot.
     auto gc = m_grad_c;
+    auto irc = m_irec;
     auto c = p.c();
     auto vp = p.vp_model();
     int const top = l.top, wd = l.width;
@@ -203,7 +206,9 @@ class GradientEngine {
         Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(space, {0, 0, 0},
                                                                                                           {S, l.nz, l.nx}),
         KOKKOS_LAMBDA(int s, int iz, int ix) {
-          gc(s, iz, ix) *= 2.0 * static_cast<double>(c(iz + top + M, ix + wd + M)) / static_cast<double>(vp(iz, ix));
+          double const cc = static_cast<double>(c(iz + top + M, ix + wd + M));
+          gc(s, iz, ix) *= 2.0 / static_cast<double>(vp(iz, ix));
+          irc(s, iz, ix) /= cc * cc;
         });
     space.fence();
     m_store.reset();
@@ -431,7 +436,7 @@ class GradientEngine {
         }
         BackwardShots body;
         body.m_adj = p.adjoint_shot_step(residual, no_wavelets, top);
-        body.m_src = core::InjectPoints<Real, memory_space>{{}, w, p.source_z(), p.source_x(), 0, p.survey().n_sources, false, Real(-1)};
+        body.m_src = core::InjectPoints<Real, memory_space>{{}, w, p.source_z(), p.source_x(), 0, p.survey().n_sources, false, Real(-1), {}};
         for (int par = 0; par < 2; ++par) {
           int const fcur = full() ? fs.cur : (par == 0 ? fs.cur : 1 - fs.cur);
           auto& img = body.m_img[par];
