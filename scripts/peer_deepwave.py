@@ -1,31 +1,70 @@
 #!/usr/bin/env python3
-"""Times Deepwave's scalar propagator on ksweep's benchmark problem, when Deepwave is importable.
+"""Times Deepwave's scalar propagator on ksweep's Marmousi batch, when Deepwave is importable.
 
-    scripts/peer_deepwave.py [--out docs/benchmarks/<host>-deepwave.json] [--nt 500] [--shots 8]
+    scripts/peer_deepwave.py [--out docs/benchmarks/<host>-deepwave.json] [--threads 2] [--repeats 3]
+                             [--nt 2000] [--shots 8] [--orders 4,8] [--marmousi FILE] [--quick]
 
-Problem (the same as ksweep_bench's forward/.../nz:141/nx:681/shots:8 and gradient families):
-141 x 681 cells of 25 m, smooth random velocity in [1500, 4500] m/s, accuracy 4 (order 4),
-pml_width 20 on every side, dt = 0.4 dh / vmax (below Deepwave's CFL limit, so no time
-resampling), 5 Hz Ricker delayed by 1.5 / f, one source per shot at depth 2, 100 receivers at
-depth 2, float32. Writes a JSON that scripts/bench_report.py includes ("peer": "deepwave").
+Problem (the issue's Marmousi batch, as share/examples/marmousi_25m.toml sets it up, with the
+20-cell absorbing layer of scripts/marmousi_batch.sh): Marmousi2 (marmousi2_vp_nz281_nx1361_dx12.5.f32,
+looked up like ksweep does: $KSWEEP_MARMOUSI_DIR, ../shared/marmousi/, <repo>/../shared/marmousi/,
+${XDG_CACHE_HOME:-~/.cache}/ksweep/marmousi/) decimated v[::2, ::2] to 141 x 681 cells of 25 m;
+pml_width 20 on every side, pml_freq 25; dt 0.002 s; 5 Hz Ricker delayed by 0.2 s (ksweep's
+core::ricker); shots at depth 2, evenly spaced over x_range [0.1, 0.9] of the width (--shots of
+them, rounded like io::shot_x_positions); 200 receivers at depth 4 evenly spaced over the full
+width (io::receiver_x_positions); float32. Without the Marmousi file it falls back to a smooth
+random model in [1500, 4500] m/s and says so in the JSON ("model").
+
+Cases, each order (--orders) in its own child process so that "first" means the first call in a
+fresh process: forward (one untimed warm-up call, then --repeats timed calls); gradient =
+forward + loss 0.5 * sum((d - d_obs)^2) + backward w.r.t. the velocity, where the velocity is
+a smoothed Marmousi and d_obs are the records of the unsmoothed one (computed beforehand in this
+parent process and handed over in a temporary file). gradient_first is the first gradient call
+of its process (one sample); gradient_later is the 3rd and later calls (--repeats samples; the
+2nd call is not reported). Each result has the median ("seconds"), min and max, and the peak
+resident memory of the process during the call ("peak_rss_bytes": VmHWM after resetting it
+with `echo 5 > /proc/self/clear_refs` before the call; "rss_increase_bytes": that minus VmRSS
+just before the call). When clear_refs cannot be written it falls back to ru_maxrss (whole
+process so far) and says so in context.rss_method. "cpu_utilization" = process CPU time /
+(wall time x threads) per sample, and "loadavg1" the 1-minute load at its end: a check for other
+work on the machine. cells_per_second counts the padded grid
+(141+40) x (681+40) x shots x nt per call, for the gradient too (as ksweep_bench does).
+
+Threads: torch.set_num_threads(--threads) (Deepwave runs min(shots, torch threads) OpenMP
+threads, one shot per thread) and OMP_NUM_THREADS in the children.
+Writes a JSON that scripts/bench_report.py includes ("peer": "deepwave").
 Deepwave is never a dependency of ksweep: without it this prints a line and exits 0.
 """
 import argparse
+import hashlib
 import json
+import math
 import os
 import platform
+import resource
 import socket
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
+import warnings
 
 try:
+    import numpy as np
     import torch
     import deepwave
 except Exception as e:  # ImportError, or a broken torch install
     print("deepwave not importable: skipping (%s)" % e)
     sys.exit(0)
 
-DH, VMIN, VMAX, FREQ, PML = 25.0, 1500.0, 4500.0, 5.0, 20
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NZ, NX, DH, PML, PML_FREQ = 141, 681, 25.0, 20, 25.0
+DT, FREQ, DELAY = 0.002, 5.0, 0.2
+SHOT_Z, SHOT_X_RANGE, REC_Z, N_REC = 2, (0.1, 0.9), 4, 200
+MARMOUSI_FILE = "marmousi2_vp_nz281_nx1361_dx12.5.f32"
+MARMOUSI_SHAPE = (281, 1361)
+MARMOUSI_SHA256 = "1c9297cc881d1103ffb52abf452b25bf2b878e6d519edf963a20eca9e9077bee"
+VMIN, VMAX = 1500.0, 4500.0  # fallback model
 
 
 def cpu_model():
@@ -39,73 +78,317 @@ def cpu_model():
     return platform.processor()
 
 
-def smooth_model(nz, nx, seed=12345):
+def deepwave_version():
+    v = getattr(deepwave, "__version__", None)
+    if v is None:
+        try:
+            from deepwave import _version
+            v = _version.__version__
+        except Exception:
+            try:
+                from importlib import metadata
+                v = metadata.version("deepwave")
+            except Exception:
+                v = "?"
+    return v
+
+
+# ---------------------------------------------------------------- problem set-up
+
+def find_marmousi(explicit):
+    if explicit:
+        return [explicit]
+    dirs = []
+    if os.environ.get("KSWEEP_MARMOUSI_DIR"):
+        dirs.append(os.environ["KSWEEP_MARMOUSI_DIR"])
+    dirs += [os.path.join("..", "shared", "marmousi"), os.path.join(REPO, "..", "shared", "marmousi"),
+             os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ksweep", "marmousi")]
+    return [os.path.join(d, MARMOUSI_FILE) for d in dirs]
+
+
+def smooth_random_model(nz, nx, seed=12345):
     g = torch.Generator().manual_seed(seed)
     step = 16
     nodes = torch.rand(nz // step + 2, nx // step + 2, generator=g, dtype=torch.float64)
     r = torch.nn.functional.interpolate(nodes[None, None], size=(nz + 2 * step, nx + 2 * step), mode="bilinear",
                                         align_corners=False)[0, 0, :nz, :nx]
     trend = torch.linspace(0, 1, nz, dtype=torch.float64)[:, None]
-    return (VMIN + (VMAX - VMIN) * (0.6 * trend + 0.4 * r)).float()
+    return (VMIN + (VMAX - VMIN) * (0.6 * trend + 0.4 * r)).numpy().astype(np.float32)
+
+
+def load_model(explicit):
+    """(v [NZ][NX] float32, description dict)."""
+    tried = []
+    for path in find_marmousi(explicit):
+        tried.append(os.path.abspath(path))
+        if not os.path.isfile(path):
+            continue
+        raw = open(path, "rb").read()
+        if len(raw) != MARMOUSI_SHAPE[0] * MARMOUSI_SHAPE[1] * 4:
+            tried[-1] += " (size %d, expected %d)" % (len(raw), MARMOUSI_SHAPE[0] * MARMOUSI_SHAPE[1] * 4)
+            continue
+        sha = hashlib.sha256(raw).hexdigest()
+        v = np.frombuffer(raw, dtype="<f4").reshape(MARMOUSI_SHAPE)[::2, ::2].astype(np.float32)  # model.decimate = 2
+        assert v.shape == (NZ, NX), v.shape
+        return v, {"source": "marmousi2", "file": os.path.abspath(path), "sha256": sha,
+                   "sha256_ok": sha == MARMOUSI_SHA256, "decimate": 2, "dh": DH, "nz": NZ, "nx": NX,
+                   "vmin": float(v.min()), "vmax": float(v.max())}
+    v = smooth_random_model(NZ, NX)
+    print("peer_deepwave: %s not found (tried %s): using the smooth random fallback model" % (MARMOUSI_FILE, ", ".join(tried)))
+    return v, {"source": "fallback: smooth random model in [1500, 4500] m/s (Marmousi2 file not found)", "tried": tried,
+               "dh": DH, "nz": NZ, "nx": NX, "vmin": float(v.min()), "vmax": float(v.max())}
+
+
+def smoothed(v, passes=4, k=9):
+    """Initial model for the gradient: repeated k x k box blur (edge-replicated)."""
+    t = torch.from_numpy(v.astype(np.float64))[None, None]
+    for _ in range(passes):
+        t = torch.nn.functional.avg_pool2d(torch.nn.functional.pad(t, (k // 2,) * 4, mode="replicate"), k, stride=1)
+    return t[0, 0].numpy().astype(np.float32)
+
+
+def c_round(x):  # std::lround for x >= 0
+    return int(math.floor(x + 0.5))
+
+
+def survey(shots):
+    lo, hi = SHOT_X_RANGE[0] * (NX - 1), SHOT_X_RANGE[1] * (NX - 1)
+    sx = [c_round(0.5 * (lo + hi))] if shots == 1 else [c_round(lo + (hi - lo) * i / (shots - 1)) for i in range(shots)]
+    rx = [c_round((NX - 1) * i / (N_REC - 1)) for i in range(N_REC)]
+    src = torch.zeros(shots, 1, 2, dtype=torch.long)
+    src[:, 0, 0] = SHOT_Z
+    src[:, 0, 1] = torch.tensor(sx)
+    rec = torch.zeros(shots, N_REC, 2, dtype=torch.long)
+    rec[:, :, 0] = REC_Z
+    rec[:, :, 1] = torch.tensor(rx)
+    return src, rec, sx
+
+
+def ricker(nt):  # core::ricker, in double, then float32
+    t = torch.arange(nt, dtype=torch.float64) * DT - DELAY
+    a = (math.pi * FREQ * t) ** 2
+    return ((1 - 2 * a) * torch.exp(-a)).float()
+
+
+def propagate(v, order, nt, shots, dev):
+    src, rec, _ = survey(shots)
+    amps = ricker(nt).to(dev).repeat(shots, 1, 1)
+    return deepwave.scalar(v, DH, DT, source_amplitudes=amps, source_locations=src.to(dev),
+                           receiver_locations=rec.to(dev), accuracy=order, pml_width=PML, pml_freq=PML_FREQ)[-1]
+
+
+# ---------------------------------------------------------------- memory
+
+def status_bytes(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def reset_hwm():
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def measured(fn, dev):
+    """(seconds, peak RSS of the process during fn, peak - RSS before, method, CPU seconds, 1-min load at the end)."""
+    ok = reset_hwm()
+    before = status_bytes("VmRSS")
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = time.perf_counter()
+    fn()
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    sec = time.perf_counter() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+    if ok:
+        peak, method = status_bytes("VmHWM"), "VmHWM after echo 5 > /proc/self/clear_refs"
+    else:
+        peak, method = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "ru_maxrss (process lifetime)"
+    return sec, peak, max(0, peak - before), method, cpu, os.getloadavg()[0]
+
+
+# ---------------------------------------------------------------- child: one order, one mode
+
+def child(args):
+    torch.set_num_threads(args.threads)
+    dev = torch.device(args.device)
+    v_true, _ = load_model(args.marmousi)
+    caught = []
+    warnings.simplefilter("always")
+    showwarning = warnings.showwarning
+
+    def keep(message, category, filename, lineno, file=None, line=None):
+        caught.append("%s: %s" % (category.__name__, message))
+        showwarning(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = keep
+    samples = []
+    if args.child == "forward":
+        v = torch.from_numpy(v_true).to(dev)
+
+        def call():
+            with torch.no_grad():
+                propagate(v, args.order, args.nt, args.shots, dev)
+
+        for _ in range(1 + args.repeats):
+            samples.append(measured(call, dev))
+    else:
+        v0 = torch.from_numpy(smoothed(v_true)).to(dev)
+        d_obs = torch.from_numpy(np.load(args.observed)).to(dev)
+
+        def call():
+            vv = v0.clone().requires_grad_(True)
+            d = propagate(vv, args.order, args.nt, args.shots, dev)
+            loss = 0.5 * (d - d_obs).pow(2).sum()
+            loss.backward()
+            assert vv.grad is not None and bool(torch.isfinite(vv.grad).all())
+
+        for _ in range(2 + args.repeats):
+            samples.append(measured(call, dev))
+    out = {"samples": [{"seconds": s, "peak_rss_bytes": p, "rss_increase_bytes": d, "cpu_seconds": c, "loadavg1": la}
+                       for s, p, d, _, c, la in samples],
+           "rss_method": samples[0][3], "warnings": sorted(set(caught)), "torch_threads": torch.get_num_threads()}
+    with open(args.result, "w") as f:
+        json.dump(out, f)
+
+
+# ---------------------------------------------------------------- parent
+
+def summarize(kind, order, args, samples, padded):
+    secs = [s["seconds"] for s in samples]
+    med = statistics.median(secs)
+    return {"kind": kind, "order": order, "shots": args.shots, "nt": args.nt, "threads": args.threads,
+            "seconds": med, "min": min(secs), "max": max(secs), "n": len(secs), "samples": secs,
+            "peak_rss_bytes": max(s["peak_rss_bytes"] for s in samples),
+            "rss_increase_bytes": max(s["rss_increase_bytes"] for s in samples),
+            "cpu_utilization": [round(s["cpu_seconds"] / (s["seconds"] * args.threads), 3) for s in samples],
+            "loadavg1": [s["loadavg1"] for s in samples],
+            "cells_per_second": padded * args.shots * args.nt / med}
+
+
+def run_child(args, mode, order, tmp, observed=None):
+    result = os.path.join(tmp, "%s-%d.json" % (mode, order))
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, "--order", str(order), "--result", result,
+           "--nt", str(args.nt), "--shots", str(args.shots), "--threads", str(args.threads),
+           "--repeats", str(args.repeats), "--device", args.device]
+    if args.marmousi:
+        cmd += ["--marmousi", args.marmousi]
+    if observed:
+        cmd += ["--observed", observed]
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    rc = subprocess.call(cmd, env=env)
+    if rc != 0 or not os.path.exists(result):
+        return None, "child %s order %d failed with exit status %d" % (mode, order, rc)
+    with open(result) as f:
+        return json.load(f), None
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join("docs", "benchmarks", "%s-deepwave.json" % socket.gethostname()))
-    ap.add_argument("--nt", type=int, default=500)
+    ap.add_argument("--nt", type=int, default=2000)
     ap.add_argument("--shots", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (Deepwave's OpenMP threads)")
+    ap.add_argument("--repeats", type=int, default=3, help="timed calls per case (median, min, max reported)")
+    ap.add_argument("--orders", default="4,8", help="comma-separated accuracy orders")
+    ap.add_argument("--no-gradient", action="store_true", help="forward cases only")
+    ap.add_argument("--marmousi", default=None, help="path of %s (default: looked up like ksweep)" % MARMOUSI_FILE)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="smoke test: nt 100, 2 shots, 1 repeat, order 4")
+    ap.add_argument("--child", choices=["forward", "gradient"], help=argparse.SUPPRESS)
+    ap.add_argument("--order", type=int, default=4, help=argparse.SUPPRESS)
+    ap.add_argument("--result", help=argparse.SUPPRESS)
+    ap.add_argument("--observed", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    nz, nx, S, nt = 141, 681, args.shots, args.nt
+    if args.child:
+        return child(args)
+    if args.quick:
+        args.nt, args.shots, args.repeats, args.orders = 100, 2, 1, "4"
+    orders = [int(o) for o in args.orders.split(",") if o.strip()]
+    torch.set_num_threads(args.threads)
     dev = torch.device(args.device)
-    dt = 0.4 * DH / VMAX
-    v = smooth_model(nz, nx).to(dev)
-    t = torch.arange(nt, dtype=torch.float32) * dt - 1.5 / FREQ
-    a = (torch.pi * FREQ * t) ** 2
-    w = ((1 - 2 * a) * torch.exp(-a)).to(dev)
-    src = torch.zeros(S, 1, 2, dtype=torch.long, device=dev)
-    src[:, 0, 0] = 2
-    src[:, 0, 1] = torch.tensor([(i + 1) * nx // (S + 1) for i in range(S)])
-    rec = torch.zeros(S, 100, 2, dtype=torch.long, device=dev)
-    rec[:, :, 0] = 2
-    rec[:, :, 1] = torch.tensor([r * (nx - 1) // 99 for r in range(100)])
-    amps = w.repeat(S, 1, 1)
 
-    def sync():
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
-
-    def run(backward):
-        vv = v.clone().requires_grad_(backward)
-        out = deepwave.scalar(vv, DH, dt, source_amplitudes=amps, source_locations=src, receiver_locations=rec,
-                              accuracy=4, pml_width=PML, pml_freq=25.0)
-        if backward:
-            out[-1].pow(2).sum().backward()
-        sync()
-
-    padded = (nz + 2 * PML) * (nx + 2 * PML)
-    results = []
-    for kind, backward in (("forward", False), ("forward+backward", True)):
-        run(backward)  # warm-up
-        best = float("inf")
-        for _ in range(args.repeats):
-            t0 = time.perf_counter()
-            run(backward)
-            best = min(best, time.perf_counter() - t0)
-        results.append({"kind": kind, "shots": S, "nt": nt, "seconds": best, "cells_per_second": padded * S * nt / best})
-        print("deepwave %s: %.3f s, %.3f Gcells/s" % (kind, best, padded * S * nt / best * 1e-9))
+    v_true, model = load_model(args.marmousi)
+    sx = survey(args.shots)[2]
+    inner_dt, step_ratio = deepwave.common.cfl_condition_n([DH, DH], DT, float(v_true.max()))
+    resampling = {"dt": DT, "vmax": float(v_true.max()), "dh": DH, "step_ratio": step_ratio, "inner_dt": inner_dt,
+                  "resampled": step_ratio > 1,
+                  "note": "deepwave.common.cfl_condition_n (Courant 0.6); Deepwave only warns when step_ratio >= 20"}
+    print("peer_deepwave: %s model %dx%d, vmax %.1f m/s, dt %g: Deepwave step_ratio %d (%s)" % (
+        model["source"], NZ, NX, resampling["vmax"], DT, step_ratio, "time resampling" if step_ratio > 1 else "no resampling"))
+    padded = (NZ + 2 * PML) * (NX + 2 * PML)
+    load_start = os.getloadavg()
+    results, errors, warns, rss_method, child_threads = [], [], set(), None, None
+    with tempfile.TemporaryDirectory(prefix="peer_deepwave-") as tmp:
+        for order in orders:
+            res, err = run_child(args, "forward", order, tmp)
+            if err:
+                errors.append(err)
+            else:
+                r = summarize("forward", order, args, res["samples"][1:], padded)
+                r["first_call_seconds"] = res["samples"][0]["seconds"]
+                results.append(r)
+                warns.update(res["warnings"])
+                rss_method, child_threads = res["rss_method"], res["torch_threads"]
+                print("deepwave forward o%d: %.3f s (min %.3f, max %.3f), %.3f Gcells/s, peak RSS %.0f MiB" % (
+                    order, r["seconds"], r["min"], r["max"], r["cells_per_second"] * 1e-9, r["peak_rss_bytes"] / 2**20))
+        if not args.no_gradient:
+            for order in orders:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    with torch.no_grad():
+                        d_obs = propagate(torch.from_numpy(v_true).to(dev), order, args.nt, args.shots, dev)
+                observed = os.path.join(tmp, "observed-%d.npy" % order)
+                np.save(observed, d_obs.cpu().numpy())
+                del d_obs
+                res, err = run_child(args, "gradient", order, tmp, observed)
+                if err:
+                    errors.append(err)
+                    continue
+                warns.update(res["warnings"])
+                rss_method, child_threads = res["rss_method"], res["torch_threads"]
+                for kind, samples in (("gradient_first", res["samples"][:1]), ("gradient_later", res["samples"][2:])):
+                    r = summarize(kind, order, args, samples, padded)
+                    if kind == "gradient_later":
+                        r["second_call_seconds"] = res["samples"][1]["seconds"]
+                    results.append(r)
+                    print("deepwave %s o%d: %.3f s (min %.3f, max %.3f, n %d), peak RSS %.0f MiB (+%.0f MiB in the call)" % (
+                        kind, order, r["seconds"], r["min"], r["max"], r["n"], r["peak_rss_bytes"] / 2**20,
+                        r["rss_increase_bytes"] / 2**20))
     doc = {"peer": "deepwave",
-           "problem": "141x681, dh 25 m, accuracy 4, pml_width 20, %d shots, nt %d, float32" % (S, nt),
-           "context": {"version": getattr(deepwave, "__version__", "?"), "torch": torch.__version__,
+           "problem": "%s %dx%d, dh 25 m, orders %s, pml_width %d (pml_freq %g), %d shots x %d receivers, nt %d, dt %g, "
+                      "5 Hz Ricker delay %g s, float32" % (
+                          "Marmousi2" if model["source"] == "marmousi2" else "fallback smooth model", NZ, NX,
+                          "/".join(map(str, orders)), PML, PML_FREQ, args.shots, N_REC, args.nt, DT, DELAY),
+           "context": {"version": deepwave_version(), "deepwave_file": os.path.abspath(deepwave.__file__),
+                       "torch": torch.__version__,
                        "device": torch.cuda.get_device_name(0) if dev.type == "cuda" else "cpu",
-                       "cpu_model": cpu_model(), "threads": torch.get_num_threads(), "hostname": socket.gethostname()},
+                       "cpu_model": cpu_model(), "threads": args.threads, "torch_threads_in_child": child_threads,
+                       "hostname": socket.gethostname(), "python": sys.version.split()[0],
+                       "rss_method": rss_method, "time_resampling": resampling, "model": model,
+                       "survey": {"shot_z": SHOT_Z, "shot_x": sx, "receiver_z": REC_Z, "receivers": N_REC,
+                                  "receiver_x": "round((nx-1) i / 199)"},
+                       "wavelet": {"freq": FREQ, "delay": DELAY, "dt": DT},
+                       "gradient_loss": "0.5 * sum((d(v_smooth) - d_obs(v_marmousi))^2), backward w.r.t. v",
+                       "cells_per_second": "(nz+2*pml)*(nx+2*pml)*shots*nt / seconds",
+                       "repeats": args.repeats, "quick": args.quick,
+                       "loadavg_start": load_start, "loadavg_end": os.getloadavg(),
+                       "warnings": sorted(warns), "errors": errors},
            "results": results}
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(doc, f, indent=1)
     print("wrote %s" % args.out)
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

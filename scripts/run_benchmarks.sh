@@ -52,6 +52,15 @@ for b in "${backends[@]}"; do
   jsons+=("$json")
 done
 
+# The peer comparison's cases on one thread as well (OpenMP backend).
+if [[ " ${backends[*]} " == *" OpenMP "* ]] && [ "$OMP_NUM_THREADS" != 1 ]; then
+  json=$out/$host-openmp-1thread.json
+  echo "== OpenMP, 1 thread, marmousi cases -> $json (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+  OMP_NUM_THREADS=1 "$bench" --benchmark_filter="^marmousi/OpenMP/" --benchmark_min_time="$min_time" \
+    --benchmark_out="$json" --benchmark_out_format=json
+  jsons+=("$json")
+fi
+
 # MPI all-reduce of model-sized gradients over 1-4 ranks (one thread per rank).
 if [ -x "$build/bench/ksweep_bench_mpi" ] || cmake --build "$build" --target ksweep_bench_mpi >/dev/null 2>&1; then
   for n in 1 2 3 4; do
@@ -63,8 +72,11 @@ if [ -x "$build/bench/ksweep_bench_mpi" ] || cmake --build "$build" --target ksw
   done
 fi
 
-peer=$out/$host-deepwave.json
-"$python" "$repo/scripts/peer_deepwave.py" --out "$peer" || echo "peer_deepwave.py failed: report without it"
-[ -f "$peer" ] && jsons+=("$peer")
+# Deepwave on the same cases, in the same run, with the same thread counts (when importable).
+for t in $(printf '%s\n' "$OMP_NUM_THREADS" 1 | sort -u); do
+  peer=$out/$host-deepwave-${t}thread.json
+  "$python" "$repo/scripts/peer_deepwave.py" --threads "$t" --out "$peer" || echo "peer_deepwave.py failed: report without it"
+  [ -f "$peer" ] && jsons+=("$peer")
+done
 
 "$python" "$repo/scripts/bench_report.py" "${jsons[@]}" --out "$out"
