@@ -385,7 +385,7 @@ class GradientEngine {
     field3 m_u0[2];                                 // the u^n buffer of each parity (full: decoded into)
     Kokkos::View<int const*, memory_space> m_offsets;
     stage_view m_stage;
-    int m_n_ring, m_stride, m_n_base, m_nz, m_n_src;
+    int m_n_ring, m_stride, m_n_base, m_nz, m_top, m_n_src;
     bool m_full;
     void restore(field3 const& u, int s, int row) const {  // ring cells of shot s from a staging row, or zeros
       Real* dst = u.data() + static_cast<std::size_t>(s) * u.stride(0);
@@ -400,19 +400,25 @@ class GradientEngine {
       m_adj.points(s, n);
       imaging_type const& img = m_img[(m_n_base - n) & 1];
       int const row = m_n_base - n;
+      bool image = true, rebuild = false;
       if (m_full) {
-        if (n >= 1) {
-          restore(m_u0[(m_n_base - n) & 1], s, row);  // u^n
-          for (int iz = 0; iz < m_nz; ++iz) img.row(s, iz, false);
-        }
+        image = n >= 1;
+        if (image) restore(m_u0[(m_n_base - n) & 1], s, row);  // u^n
       } else if (n >= 1) {
         for (int i = 0; i < m_n_src; ++i) m_src.apply(img.m_u1, s, i, n);
         restore(img.m_u1, s, n >= 2 ? row : -1);  // the ring of u^{n-1}
-        for (int iz = 0; iz < m_nz; ++iz) img.row(s, iz, true);
-      } else {
-        for (int iz = 0; iz < m_nz; ++iz) img.row(s, iz, false);
+        rebuild = true;
       }
-      m_adj.stencil(s, n);
+      // One sweep over the rows: the adjoint stencil of row iz and the imaging (and rebuild) of
+      // the same row, while mu^{n+1} and c of that row are in cache. The two are independent
+      // (imaging reads mu^{n+1} and u^n, writes u^{n+1} -> u^{n-1}; the stencil reads mu^{n+1},
+      // writes mu^n over mu^{n+2}), so the result is the batched schedule's, bit for bit.
+      auto const& k = m_adj.at(n);
+      for (int iz = 0; iz < m_adj.m_rows; ++iz) {
+        k(core::impl::RowTag<core::AdjointTag>{}, s * m_adj.m_rows + iz);
+        int const mz = iz - m_top;
+        if (image && mz >= 0 && mz < m_nz) img.row(s, mz, rebuild);
+      }
     }
   };
   // Runs the backward steps of the `shots` schedule down to n = 0 and returns -1 (the batched
@@ -450,6 +456,7 @@ class GradientEngine {
         body.m_stride = m_stride;
         body.m_n_base = top;
         body.m_nz = l.nz;
+        body.m_top = l.top;
         body.m_n_src = p.survey().n_sources;
         body.m_full = full();
         p.run_shot_steps(as, "ksweep::storage::backward_shots", body, n0, n1, true);
