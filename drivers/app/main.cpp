@@ -1,6 +1,7 @@
 // ksweep: the command-line program (info, model, fwi).
 
 #include "common.hpp"
+#include "guard.hpp"
 
 #include <ksweep/comm/communicator.hpp>
 #include <ksweep/core/config.hpp>
@@ -12,6 +13,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <new>
 
 #if KSWEEP_ENABLE_HDF5
 #include <hdf5.h>
@@ -38,10 +40,14 @@ int run_info(ksweep::comm::Communicator const& comm) {
 int main(int argc, char** argv) {
   ksweep::comm::Environment mpi(argc, argv);
   ksweep::comm::Communicator comm;
+  ksweep::app::install_signal_handlers();
   CLI::App app{"ksweep: 2D acoustic modelling and full-waveform inversion"};
   app.require_subcommand(1);
-  std::string config, out, resume;
+  std::string config;
   std::vector<std::string> sets;
+  ksweep::app::RunOptions opt;
+  for (int i = 0; i < argc; ++i) opt.argv.emplace_back(argv[i]);
+  std::string out;
   auto* info = app.add_subcommand("info", "backends, Kokkos configuration, threads, MPI, versions");
   auto* model = app.add_subcommand("model", "forward-model every shot of a config into OUT/observed.h5");
   auto* fwi = app.add_subcommand("fwi", "full-waveform inversion (MPI shot-parallel)");
@@ -49,23 +55,44 @@ int main(int argc, char** argv) {
     sc->add_option("--config,-c", config, "TOML configuration file")->required()->check(CLI::ExistingFile);
     sc->add_option("--out,-o", out, "output folder")->required();
     sc->add_option("--set", sets, "override: section.key=value (repeatable)")->take_all();
+    sc->add_flag("--overwrite", opt.overwrite, "replace the results of another run in the output folder");
+    sc->add_flag("--dry-run", opt.dry_run, "check the inputs, print the memory estimate and exit (writes nothing)");
   }
-  fwi->add_option("--resume", resume, "folder of an earlier run whose checkpoint to continue from");
+  fwi->add_option("--resume", opt.resume, "folder of an earlier run whose checkpoint to continue from");
   try {
     app.parse(argc, argv);
   } catch (CLI::ParseError const& e) {
     return comm.is_root() ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
   }
+  opt.out = out;
   int rc = 0;
   try {
     Kokkos::ScopeGuard kokkos(argc, argv);
-    if (*info) {
-      rc = run_info(comm);
-    } else {
-      auto const cfg = ksweep::io::load_config(config, sets);
-      if (*model) rc = ksweep::app::run_model(cfg, out, comm);
-      else rc = ksweep::app::run_fwi(cfg, out, resume, comm);
+    try {
+      if (*info) {
+        rc = run_info(comm);
+      } else {
+        auto const cfg = ksweep::io::load_config(config, sets);
+        if (*model) rc = ksweep::app::run_model(cfg, opt, comm);
+        else rc = ksweep::app::run_fwi(cfg, opt, comm);
+      }
+    } catch (ksweep::app::Interrupted const& e) {
+      // Every rank got here at the same point; the scratch folders were removed on the way.
+      if (comm.is_root()) std::fprintf(stderr, "ksweep: %s\n", e.what());
+      std::fflush(stderr);
+      rc = 128 + e.signal();
+    } catch (ksweep::app::CollectiveError const& e) {
+      if (comm.is_root()) std::fprintf(stderr, "ksweep: error: %s\n", e.what());
+      std::fflush(stderr);
+      rc = 1;
     }
+  } catch (std::bad_alloc const& e) {
+    // Kokkos' allocation failures derive from std::bad_alloc; their text names the label.
+    std::string const what = e.what();
+    comm.abort("out of memory" + (what == "std::bad_alloc" ? std::string() : " (" + what.substr(0, what.find('\n')) + ")") +
+                   ": the run needs more memory than this machine has; `ksweep fwi --dry-run` (or `model --dry-run`) "
+                   "prints the estimate of each component",
+               1);
   } catch (std::exception const& e) {
     comm.abort(e.what(), 1);
   }
