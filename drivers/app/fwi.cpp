@@ -275,7 +275,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   }
   if (int const sig = agree_stop(comm, interrupted))
     throw Interrupted(sig, "stopped by " + signal_name(sig) + " while modelling the observed data; nothing was written" +
-                               (resuming ? "; continue with:\n  " + resume_command(opt.argv, resume)
+                               (resuming ? "; continue with:\n  " + resume_command(opt.argv, resume, comm.size())
                                          : std::string("")));
 
   // First writes.
@@ -316,7 +316,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
              "): start again with --overwrite";
     return "the last checkpoint is " + last_checkpoint.string() + " (iteration " +
            std::to_string(last_checkpoint_iteration) + "); continue with:\n  " +
-           resume_command(opt.argv, last_checkpoint.parent_path());
+           resume_command(opt.argv, last_checkpoint.parent_path(), comm.size());
   };
 
   P prop(ExecSpace(), core::ModelGrid{nz, nx, truth.dh}, make_pml(cfg), cfg.time.dt, cap);

@@ -121,8 +121,8 @@ void OutputFolder::claim() {
   }
 }
 
-std::string resume_command(std::vector<std::string> const& argv, fs::path const& out) {
-  std::string cmd;
+std::string resume_command(std::vector<std::string> const& argv, fs::path const& out, int ranks) {
+  std::string cmd = ranks > 1 ? "mpirun -n " + std::to_string(ranks) : std::string();
   for (std::size_t i = 0; i < argv.size(); ++i) {
     std::string const& a = argv[i];
     if (a == "--resume") {

@@ -81,7 +81,7 @@ class OutputFolder {
 };
 
 /// The command that resumes this run: the program's arguments with `--resume OUT` (replacing
-/// any --resume and --overwrite there).
-std::string resume_command(std::vector<std::string> const& argv, fs::path const& out);
+/// any --resume, --overwrite and --dry-run there), behind `mpirun -n RANKS` for several ranks.
+std::string resume_command(std::vector<std::string> const& argv, fs::path const& out, int ranks = 1);
 
 }  // namespace ksweep::app

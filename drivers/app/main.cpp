@@ -6,12 +6,15 @@
 #include <ksweep/comm/communicator.hpp>
 #include <ksweep/core/config.hpp>
 #include <ksweep/core/runtime.hpp>
+#include <ksweep/io/atomic_file.hpp>
 #include <ksweep/io/config.hpp>
 
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <new>
 
@@ -33,6 +36,36 @@ int run_info(ksweep::comm::Communicator const& comm) {
   std::printf("Kokkos configuration:\n");
   Kokkos::print_configuration(std::cout, false);
   return 0;
+}
+
+/// Names the cause of a full disk or a file-size limit in messages from layers that give only
+/// the system's wording.
+std::string explain_errors(std::string msg) {
+  for (int err : {ENOSPC, EFBIG}) {
+    std::string const text = std::strerror(err);
+    auto const pos = msg.find(text);
+    if (pos != std::string::npos && msg.find(err == ENOSPC ? "(ENOSPC" : "(EFBIG") == std::string::npos)
+      msg.insert(pos + text.size(), " (" + ksweep::io::describe_errno(err).substr(text.size() + 2));
+  }
+  return msg;
+}
+
+/// The message for an allocation that failed (std::bad_alloc, or Kokkos' allocation error,
+/// whose label and size are kept and the rest of whose text is not).
+std::string out_of_memory(std::string const& what) {
+  std::string detail;
+  auto const label = what.find("label \"");
+  if (label != std::string::npos) {
+    auto const end = what.find('"', label + 7);
+    detail = " allocating " + what.substr(label + 7, end - label - 7);
+    auto const size = what.find("Allocation of size ");
+    auto const failed = what.find(" failed", size);
+    if (size != std::string::npos && failed != std::string::npos) detail += " (" + what.substr(size + 19, failed - size - 19) + "B)";
+  }
+  return "out of memory" + detail +
+         ": the run needs more memory than this process may use; `ksweep fwi --dry-run` (or `ksweep model "
+         "--dry-run`) prints the estimate of each component; use fewer shots per launch, storage.location = \"disk\" "
+         "or a smaller storage.dtype";
 }
 
 }  // namespace
@@ -87,14 +120,11 @@ int main(int argc, char** argv) {
       rc = 1;
     }
   } catch (std::bad_alloc const& e) {
-    // Kokkos' allocation failures derive from std::bad_alloc; their text names the label.
-    std::string const what = e.what();
-    comm.abort("out of memory" + (what == "std::bad_alloc" ? std::string() : " (" + what.substr(0, what.find('\n')) + ")") +
-                   ": the run needs more memory than this machine has; `ksweep fwi --dry-run` (or `model --dry-run`) "
-                   "prints the estimate of each component",
-               1);
+    comm.abort(out_of_memory(e.what()), 1);
   } catch (std::exception const& e) {
-    comm.abort(e.what(), 1);
+    std::string const what = e.what();
+    if (what.find("failed to allocate") != std::string::npos) comm.abort(out_of_memory(what), 1);
+    comm.abort(explain_errors(e.what()), 1);
   }
   return rc;
 }

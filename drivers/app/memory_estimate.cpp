@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include <sys/resource.h>
 #include <sys/statvfs.h>
 
 namespace ksweep::app {
@@ -145,6 +146,23 @@ MachineMemory machine_memory(io::Config const& cfg) {
         if (mm.host_available == 0 || left < mm.host_available) mm.host_available = left;
       }
     }
+  }
+  // An address-space limit (ulimit -v) caps what this process can allocate, whatever is free.
+  struct rlimit rl {};
+  if (std::getenv("KSWEEP_MEMORY_AVAILABLE") == nullptr && ::getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    sz used = 0;
+    std::ifstream in("/proc/self/status");
+    std::string key;
+    while (in >> key) {
+      if (key == "VmSize:") {
+        in >> used;
+        used *= 1024;
+        break;
+      }
+      std::getline(in, key);
+    }
+    sz const left = static_cast<sz>(rl.rlim_cur) > used ? static_cast<sz>(rl.rlim_cur) - used : 0;
+    if (mm.host_available == 0 || left < mm.host_available) mm.host_available = left;
   }
   if (cfg.storage.location == "disk") {
     std::error_code ec;
