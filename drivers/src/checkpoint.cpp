@@ -10,6 +10,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <type_traits>
 
 namespace ksweep::io {
 
@@ -94,23 +95,31 @@ Checkpoint read_checkpoint(std::filesystem::path const& path, std::size_t n) {
   } catch (nlohmann::json::exception const&) {
     KSWEEP_REQUIRE(false, "--resume: the checkpoint " << name << " is corrupt: its metadata is not valid JSON");
   }
+  // Each field is named in the error when it is missing or of the wrong type.
+  auto field = [&](char const* key, auto kind) {
+    using T = decltype(kind);
+    auto const it = meta.find(key);
+    bool ok = it != meta.end();
+    if (ok) {
+      if constexpr (std::is_same_v<T, int> || std::is_same_v<T, std::size_t>) ok = it->is_number_integer();
+      else if constexpr (std::is_same_v<T, std::string>) ok = it->is_string();
+    }
+    KSWEEP_REQUIRE(ok, "--resume: the checkpoint " << name << " is corrupt: its metadata lacks the field '" << key
+                                                   << "' or has one of the wrong type");
+    if constexpr (std::is_same_v<T, nlohmann::json>) return *it;
+    else return it->template get<T>();
+  };
+  KSWEEP_REQUIRE(meta.is_object(), "--resume: the checkpoint " << name << " is corrupt: its metadata is not an object");
+  int const format = field("format", int{});
+  KSWEEP_REQUIRE(format == 2, "--resume: the checkpoint " << name << " has an unknown format " << format);
   Checkpoint c;
-  try {
-    KSWEEP_REQUIRE(meta.at("format").get<int>() == 2, "--resume: the checkpoint " << name << " has an unknown format "
-                                                                                      << meta.at("format").dump());
-    c.iteration = meta.at("iteration").get<int>();
-    c.rng = meta.at("rng").get<std::string>();
-    c.history = meta.at("history");
-    c.run = meta.at("run");
-    std::size_t const cn = meta.at("n").get<std::size_t>();
-    KSWEEP_REQUIRE(cn == n, "--resume: the checkpoint " << name << " holds a model of " << cn
-                                                        << " cells, this configuration has " << n);
-  } catch (nlohmann::json::exception const& e) {
-    // The library's text names neither the file nor the field in user terms: name both.
-    std::string const what = e.what();
-    KSWEEP_REQUIRE(false, "--resume: the checkpoint " << name << " is corrupt: its metadata lacks a field or has one of "
-                                                      << "the wrong type (" << what.substr(what.find(']') + 1) << ")");
-  }
+  c.iteration = field("iteration", int{});
+  c.rng = field("rng", std::string{});
+  c.history = field("history", nlohmann::json{});
+  c.run = field("run", nlohmann::json{});
+  std::size_t const cn = field("n", std::size_t{});
+  KSWEEP_REQUIRE(cn == n, "--resume: the checkpoint " << name << " holds a model of " << cn << " cells, this configuration has "
+                                                      << n);
   KSWEEP_REQUIRE(body - sizeof magic - sizeof len - len == arrays,
                  "--resume: the checkpoint " << name << " is corrupt: it holds "
                                              << body - sizeof magic - sizeof len - len << " bytes of arrays, expected "
