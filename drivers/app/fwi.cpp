@@ -235,7 +235,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   bool in_place = false;
   if (resuming) {
     fs::path const ck_path = fs::path(resume) / "checkpoint.bin";
-    ck = io::read_checkpoint(ck_path, n);
+    ck = io::read_checkpoint(ck_path, 0);  // the model size is checked after the configuration
     auto saved = ck.run;
     auto now = run;
     if (!comm.is_root() && saved.contains("data")) saved["data"].erase("observed_sha256");  // only rank 0 read the data
@@ -250,6 +250,8 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
       os << "\nrestore the checkpoint's values, or start a new run in a new folder";
       throw Error(os.str());
     }
+    KSWEEP_REQUIRE(ck.model.size() == n, "--resume: the checkpoint " << ck_path.string() << " holds a model of "
+                                                                     << ck.model.size() << " cells, this run has " << n);
     KSWEEP_REQUIRE(f.iterations >= ck.iteration,
                    "--resume: fwi.iterations = " << f.iterations << " is smaller than the " << ck.iteration
                                                  << " iterations already done in " << ck_path.string()

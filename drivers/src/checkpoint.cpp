@@ -51,13 +51,13 @@ void write_checkpoint(std::filesystem::path const& path, Checkpoint const& c) {
 }
 
 Checkpoint read_checkpoint(std::filesystem::path const& path, std::size_t n) {
+  // n == 0: the size recorded in the file (checked against the arrays it holds).
   std::string const name = path.string();
   std::error_code ec;
   KSWEEP_REQUIRE(std::filesystem::is_regular_file(path, ec), "--resume: no checkpoint at " << name);
   auto const size = std::filesystem::file_size(path, ec);
   KSWEEP_REQUIRE(!ec, "--resume: cannot read the size of the checkpoint " << name << ": " << ec.message());
-  std::size_t const arrays = 3 * n * sizeof(float);
-  KSWEEP_REQUIRE(size <= arrays + (std::size_t(1) << 30),
+  KSWEEP_REQUIRE(size <= 3 * n * sizeof(float) + (std::size_t(1) << 30) || n == 0,
                  "--resume: the checkpoint " << name << " has " << size << " bytes, far more than a model of " << n
                                              << " cells needs: it is not this run's checkpoint");
   std::string bytes(static_cast<std::size_t>(size), '\0');
@@ -118,8 +118,10 @@ Checkpoint read_checkpoint(std::filesystem::path const& path, std::size_t n) {
   c.history = field("history", nlohmann::json{});
   c.run = field("run", nlohmann::json{});
   std::size_t const cn = field("n", std::size_t{});
+  if (n == 0) n = cn;
   KSWEEP_REQUIRE(cn == n, "--resume: the checkpoint " << name << " holds a model of " << cn << " cells, this configuration has "
                                                       << n);
+  std::size_t const arrays = 3 * n * sizeof(float);
   KSWEEP_REQUIRE(body - sizeof magic - sizeof len - len == arrays,
                  "--resume: the checkpoint " << name << " is corrupt: it holds "
                                              << body - sizeof magic - sizeof len - len << " bytes of arrays, expected "

@@ -30,7 +30,7 @@ struct Checkpoint {
 /// Writes `c` atomically (temporary file, fsync, rename). Throws ksweep::Error.
 void write_checkpoint(std::filesystem::path const& path, Checkpoint const& c);
 
-/// Reads and checks a checkpoint for a model of `n` cells: format, checksum, ranges (iteration,
+/// Reads and checks a checkpoint for a model of `n` cells (0: as many as it records): format, checksum, ranges (iteration,
 /// history, finite and positive velocities, finite moments, generator state). Throws
 /// ksweep::Error naming `path` and what is wrong.
 Checkpoint read_checkpoint(std::filesystem::path const& path, std::size_t n);
