@@ -258,6 +258,9 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
                                                  << "; set fwi.iterations to at least " << ck.iteration);
     std::error_code ec;
     in_place = fs::equivalent(fs::path(resume), out, ec);
+    KSWEEP_REQUIRE(!(in_place && opt.overwrite),
+                   "--overwrite with --resume " << resume << " into the same folder would remove the results being "
+                                                << "continued; leave out --overwrite to continue the run in place");
   }
 
   // The output folder: refused if it holds another run's results (unless --overwrite, or it is
@@ -496,8 +499,10 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     seconds_total += secs;
     history.push_back({{"iteration", t}, {"loss", loss}, {"rmse", rmse}, {"seconds", secs}, {"shots", batch}});
 
-    // 6. Outputs (rank 0), checkpoint.
-    if (comm.is_root()) {
+    // 6. Outputs (rank 0), checkpoint. A failure there (a full disk) is shared with every rank
+    // below, so that all ranks stop together and unwind (removing their scratch folders).
+    std::string write_error;
+    if (comm.is_root()) try {
       int const done = t - start, left = f.iterations - t;
       std::printf("iter %4d/%d  loss %.6e  rmse %8.2f m/s  %6.2f s/iter  left %s\n", t, f.iterations, loss, rmse, secs,
                   format_seconds(seconds_total / done * left).c_str());
@@ -549,7 +554,12 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
         last_checkpoint = out / "checkpoint.bin";
         last_checkpoint_iteration = t;
       }
+    } catch (std::exception const& e) {
+      write_error = e.what();
     }
+    if (comm.allreduce_sum(write_error.empty() ? 0.0 : 1.0) > 0)
+      throw CollectiveError((write_error.empty() ? std::string("writing the outputs failed on rank 0") : write_error) +
+                            "; " + where_to_continue());
   }
   if (comm.is_root()) {
     auto hm = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model);

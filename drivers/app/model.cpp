@@ -50,8 +50,8 @@ io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm
   auto const t0 = std::chrono::steady_clock::now();
   for (int first = 0; first < n_shots; first += batch) {
     if (int const sig = stop_signal())
-      throw Interrupted(sig, "interrupted by " + signal_name(sig) + " while modelling shots " + std::to_string(first + 1) +
-                                 "-" + std::to_string(n_shots));
+      throw Interrupted(sig, "stopped by " + signal_name(sig) + " while modelling shots " + std::to_string(first + 1) +
+                                 "-" + std::to_string(n_shots) + "; nothing was written");
     int const b = std::min(batch, n_shots - first);
     std::vector<int> idx(b);
     for (int i = 0; i < b; ++i) idx[i] = first + i;

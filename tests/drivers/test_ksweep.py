@@ -372,10 +372,11 @@ def case_resume_checks():
             (["time.nt=400"], ["time.nt: 500 in the checkpoint, 400 now"]),
             (["storage.dtype=fp16"], ['storage.dtype: "fp32" in the checkpoint, "fp16" now']),
             (["model.crop_x=[250, 369]"], ["model.crop_x"]),
-            (["fwi.iterations=1"], ["fwi.iterations = 1 is smaller than the 2 iterations"])):
+            (["fwi.iterations=1"], ["fwi.iterations = 1 is smaller than the 2 iterations"]),
+            (["fwi.iterations=3", "--overwrite"], ["--overwrite with --resume"])):
         args = ["fwi", "-c", cfg, "-o", out, "--resume", out]
         for x in sets:
-            args += ["--set", x]
+            args += [x] if x.startswith("--") else ["--set", x]
         run_error(args, needles)
         check_clean(out, before, f"resume with {sets}")
     # Corrupted checkpoints: flipped bytes, truncation, garbage, a checksummed edit out of range.
@@ -383,7 +384,7 @@ def case_resume_checks():
         with open(ck, "wb") as f:
             f.write(data)
         run_error(["fwi", "-c", cfg, "-o", out, "--resume", out], [ck] + needles)
-        check_clean(out, None, "corrupted checkpoint")
+        check_clean(out, dict(before, **{"checkpoint.bin": hashlib.sha256(data).hexdigest()}), "corrupted checkpoint")
     for at in (30, len(good) // 2, len(good) - 90):
         b = bytearray(good)
         b[at] ^= 0x01
@@ -515,6 +516,18 @@ def case_disk_full():
     check_clean(out, None, "injected ENOSPC")
     ksweep(["fwi", "-c", cfg5, "-o", out, "--resume", out])
     models_equal(out, ref, "resume after ENOSPC")
+    # On two ranks with disk storage, rank 0's full disk stops both ranks together: no
+    # MPI_Abort, every rank's scratch folder removed.
+    if MPIEXEC != "none":
+        out = fresh("disk_inject_ranks")
+        text = run_error(["fwi", "-c", cfg5, "-o", out, "--set", "storage.location=disk",
+                          "--set", f'storage.disk_dir="{scratch}"'], ["No space left on device", "--resume"],
+                         ranks=2, env={"KSWEEP_FAULT_WRITES": "9"})
+        if "MPI_ABORT" in text:
+            fail(f"2 ranks: a full disk ended in MPI_Abort:\n{text}")
+        if os.listdir(scratch):
+            fail(f"2 ranks: scratch left: {os.listdir(scratch)}")
+        check_clean(out, None, "2 ranks, injected ENOSPC")
     # A real full disk: a small tmpfs (skipped only where mounting is not permitted).
     mnt = fresh("disk_tmpfs")
     os.makedirs(mnt)
@@ -611,6 +624,16 @@ def case_signals():
             models_equal(out, ref, f"resume after {sig.name}")
         elif when == "start" and "while modelling" in text and os.path.exists(out) and os.listdir(out):
             fail(f"stopped while modelling, yet {out} holds {os.listdir(out)}")
+    # ksweep model stops too, writing nothing.
+    out = fresh("sig_model")
+    p = subprocess.Popen([KSWEEP, "model", "-c", cfg, "-o", out, "--set", "time.nt=20000", "--set", "propagator.batch=1"],
+                         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.readline()
+    p.send_signal(signal.SIGTERM)
+    so, se = p.communicate(timeout=120)
+    if p.returncode != 143 or "stopped by SIGTERM while modelling" not in se or os.path.exists(out):
+        fail(f"model: exit {p.returncode}, folder {os.path.exists(out)}\n{so}{se}")
+    print("  ksweep model: SIGTERM -> 143, nothing written")
     # Several ranks: every rank gets SIGTERM (as a batch system sends it) and stops cleanly.
     if MPIEXEC != "none":
         out = fresh("sig_ranks")
