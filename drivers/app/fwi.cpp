@@ -198,11 +198,11 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
                    "storage.disk_dir = \"" << cfg.storage.disk_dir << "\" is not writable: " << std::strerror(errno));
   }
   int const nt = cfg.time.nt, nr = survey.n_receivers;
-  int const cap = (f.batch + comm.size() - 1) / comm.size();
+  int const shots_per_rank = (f.batch + comm.size() - 1) / comm.size();
 
   // Memory: estimated from the layout before anything large is allocated.
   {
-    std::vector<MemoryEstimate> phases{estimate_fwi(cfg, nz, nx, survey.n_shots, nr, cap)};
+    std::vector<MemoryEstimate> phases{estimate_fwi(cfg, nz, nx, survey.n_shots, nr, shots_per_rank)};
     if (f.observed.empty())
       phases.insert(phases.begin(), estimate_model(cfg, nz, nx, survey.n_shots, nr, false, cfg.propagator.batch));
     auto const mm = machine_memory(cfg);
@@ -324,6 +324,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
            resume_command(opt.argv, last_checkpoint.parent_path(), comm.size());
   };
 
+  int const cap = (f.batch + comm.size() - 1) / comm.size();
   P prop(ExecSpace(), core::ModelGrid{nz, nx, truth.dh}, make_pml(cfg), cfg.time.dt, cap);
   E engine(prop, scfg);
   typename E::images_type img(nz, nx);

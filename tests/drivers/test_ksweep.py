@@ -672,6 +672,37 @@ def case_memory():
             fail(f"fwi --dry-run has no saved-steps line:\n{r.stdout}")
         if os.path.exists(out):
             fail(f"{cmd} --dry-run wrote {out}")
+    # The estimate agrees with what the run allocates (its memory report) for each storage kind.
+    scratch = fresh("mem_scratch")
+    os.makedirs(scratch)
+    for strategy, dtype, location in (("boundary", "fp32", "device"), ("full", "fp16", "host"),
+                                      ("boundary", "int8", "disk")):
+        sets = ["--set", f"storage.strategy={strategy}", "--set", f"storage.dtype={dtype}",
+                "--set", f"storage.location={location}", "--set", f'storage.disk_dir="{scratch}"',
+                "--set", "fwi.iterations=1", "--set", "storage.transfer_interval=50"]
+        r = ksweep(["fwi", "-c", cfg, "-o", out, "--dry-run"] + sets)
+        est = {}
+        for line in r.stdout.splitlines():
+            parts = line.split()
+            if len(parts) >= 3 and parts[-1] == "MiB":
+                est[line[:68].strip()] = float(parts[-2])
+        run = fresh("mem_run")
+        ksweep(["fwi", "-c", cfg, "-o", run] + sets)
+        with open(os.path.join(run, "summary.json")) as f:
+            rep = json.load(f)["memory"]
+        mib = 1 << 20
+        saved = est[f"saved steps ({strategy}, {dtype}, {location})"]
+        if abs(saved - rep["boundary_bytes"] / mib) > 0.06:
+            fail(f"{strategy}/{dtype}/{location}: estimated {saved} MiB of saved steps, the run reports "
+                 f"{rep['boundary_bytes'] / mib:.2f}")
+        fields = est["wavefields, forward + adjoint (2 levels each)"] + est["absorbing-layer fields, forward + adjoint"]
+        real = (rep["wavefield_bytes"] + rep["seed_bytes"]) / mib
+        if abs(fields - real) > 0.11:
+            fail(f"{strategy}: estimated {fields} MiB of wavefields and layer fields, the run reports {real:.2f}")
+        if location != "device" and abs(est.get("transfer staging", 0) - rep["staging_bytes"] / mib) > 0.06:
+            fail(f"{location}: estimated staging {est.get('transfer staging')} MiB, reported {rep['staging_bytes'] / mib:.2f}")
+        print(f"  {strategy}/{dtype}/{location}: saved steps {saved} MiB (run: {rep['boundary_bytes'] / mib:.2f}), "
+              f"fields {fields:.1f} MiB (run: {real:.2f})")
     # A genuinely too-large problem (about 50 GB, most of it saved steps, on a 24 GB machine).
     t0 = time.time()
     text = run_error(["fwi", "-c", cfg, "-o", out, "--set", "time.nt=400000", "--set", "storage.strategy=full"],
