@@ -69,7 +69,8 @@ std::vector<std::string> results_in(fs::path const& dir) {
   for (auto const& e : fs::directory_iterator(dir, ec)) {
     std::string const name = e.path().filename().string();
     auto const& names = result_names();
-    bool const tmp = name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0;
+    bool const tmp = (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) ||
+                     name.find(".tmp.") != std::string::npos;
     if (tmp || std::find(names.begin(), names.end(), name) != names.end())
       found.push_back(name + (e.is_directory(ec) ? "/" : ""));
   }

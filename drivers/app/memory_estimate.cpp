@@ -13,6 +13,10 @@
 #include <sstream>
 #include <string>
 
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 
@@ -118,6 +122,14 @@ MemoryEstimate estimate_model(io::Config const& cfg, int nz, int nx, int n_shots
 MachineMemory machine_memory(io::Config const& cfg) {
   MachineMemory mm;
   mm.device_is_host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, Kokkos::DefaultExecutionSpace::memory_space>::accessible;
+#if defined(KOKKOS_ENABLE_CUDA)
+  if (!mm.device_is_host) {
+    std::size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) == cudaSuccess) mm.device_available = free;
+  }
+#endif
+  if (char const* e = std::getenv("KSWEEP_DEVICE_MEMORY_AVAILABLE"); e != nullptr && *e != '\0' && !mm.device_is_host)
+    mm.device_available = static_cast<sz>(std::strtoull(e, nullptr, 10));
   if (char const* e = std::getenv("KSWEEP_MEMORY_AVAILABLE"); e != nullptr && *e != '\0') {
     mm.host_available = static_cast<sz>(std::strtoull(e, nullptr, 10));
   } else {
@@ -197,7 +209,9 @@ std::string memory_table(std::vector<MemoryEstimate> const& phases, MachineMemor
   }
   os << "available: host memory " << (mm.host_available ? mib(mm.host_available) : std::string("unknown"));
   if (local_ranks > 1) os << " for " << local_ranks << " ranks on this node";
-  os << (mm.device_is_host ? " (the device is the host)" : "; device memory is not checked");
+  if (mm.device_is_host) os << " (the device is the host)";
+  else if (mm.device_available) os << "; device memory " << mib(mm.device_available);
+  else os << "; device memory unknown (not checked)";
   if (mm.disk_available) os << "; disk " << mib(mm.disk_available);
   os << "\n";
   return os.str();
@@ -213,6 +227,17 @@ void check_memory(std::vector<MemoryEstimate> const& phases, MachineMemory const
          << (ranks > 1 ? " for the ranks on this node" : "") << ", " << mm.host_available / (1024 * 1024)
          << " MiB are available; use fewer shots per launch (fwi.batch over more ranks, propagator.batch), "
             "storage.location = \"disk\" or a smaller storage.dtype, or a smaller model or time.nt\n"
+         << memory_table(phases, mm, local_ranks);
+      throw Error(os.str());
+    }
+    // Each rank's device part against the free memory of the device it sees.
+    sz const device = ph.total(Place::device);
+    if (!mm.device_is_host && mm.device_available > 0 && device > mm.device_available) {
+      std::ostringstream os;
+      os << "the run does not fit in device memory: " << ph.phase << " needs about " << device / (1024 * 1024)
+         << " MiB on the device, " << mm.device_available / (1024 * 1024)
+         << " MiB are free; use fewer shots per launch (fwi.batch over more ranks), storage.location = \"host\" or "
+            "\"disk\", or a smaller storage.dtype\n"
          << memory_table(phases, mm, local_ranks);
       throw Error(os.str());
     }

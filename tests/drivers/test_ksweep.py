@@ -263,7 +263,7 @@ def snapshot(folder):
 def check_clean(folder, before=None, what=""):
     """No temporary file under `folder`; with `before`, every file byte-identical to it."""
     snap = snapshot(folder)
-    tmp = [p for p in snap if p.endswith(".tmp")]
+    tmp = [p for p in snap if p.endswith(".tmp") or ".tmp." in os.path.basename(p)]
     if tmp:
         fail(f"{what}: temporary files left in {folder}: {tmp}")
     if before is not None and snap != before:
