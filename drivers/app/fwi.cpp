@@ -93,7 +93,8 @@ std::vector<float> starting_model(io::VelocityModel const& vm, double sigma, int
 
 /// Stability of the inversion, before anything runs: the true and starting models must be
 /// stable with time.dt, and so must every velocity the inversion may reach (up to fwi.vmax).
-void check_stability(io::Config const& cfg, io::VelocityModel const& truth, std::vector<float> const& v0, int order) {
+void check_stability(io::Config const& cfg, io::VelocityModel const& truth, std::vector<float> const& v0, int order,
+                     bool warn) {
   double const vtrue = *std::max_element(truth.vp.begin(), truth.vp.end());
   core::check_cfl(vtrue, cfg.time.dt, truth.dh, order);
   core::check_cfl(*std::max_element(v0.begin(), v0.end()), cfg.time.dt, truth.dh, order);
@@ -106,7 +107,7 @@ void check_stability(io::Config const& cfg, io::VelocityModel const& truth, std:
                                << " at dh = " << truth.dh << " m allows at most " << vstable
                                << " m/s; lower fwi.vmax to at most " << vstable << " m/s or time.dt to at most "
                                << limit * truth.dh / vmax << " s");
-  if (vmax <= 0)
+  if (vmax <= 0 && warn)
     std::fprintf(stderr,
                  "ksweep: warning: fwi.vmax = 0 leaves the velocities without an upper bound; time.dt = %g s is stable "
                  "up to %g m/s (CFL limit %g of order %d at dh = %g m) and the run stops if the inversion goes "
@@ -186,7 +187,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   core::check_survey(survey, grid, make_pml(cfg));
   core::check_velocity(truth.vp.data(), static_cast<long long>(n));
   auto const v0 = starting_model(truth, f.smooth_sigma, water);
-  check_stability(cfg, truth, v0, Order);
+  check_stability(cfg, truth, v0, Order, comm.is_root());
   if (comm.is_root()) warn_acquisition(cfg, truth, survey, comm);
   auto const scfg = storage::make_storage_config(cfg.storage.strategy, cfg.storage.location, cfg.storage.dtype,
                                                  cfg.storage.transfer_interval, cfg.storage.disk_dir, cfg.storage.pinned);
@@ -279,7 +280,9 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     }
   }
   if (int const sig = agree_stop(comm, interrupted))
-    throw Interrupted(sig, "stopped by " + signal_name(sig) + " while modelling the observed data; nothing was written" +
+    throw Interrupted(sig, "stopped by " + signal_name(sig) +
+                               (f.observed.empty() ? " while modelling the observed data" : " before the first iteration") +
+                               "; nothing was written" +
                                (resuming ? "; continue with:\n  " + resume_command(opt.argv, resume, comm.size())
                                          : std::string("")));
 
