@@ -332,6 +332,21 @@ def case_outputs():
         run_error(args, [needle])
         if os.path.exists(c):
             fail(f"{sets}: the output folder {c} was created by a failing run: {os.listdir(c)}")
+    # ksweep model checks everything before it creates its folder, too.
+    run_error(["model", "-c", cfg, "-o", c, "--set", "propagator.pml_width=1"], ["pml_width"])
+    run_error(["model", "-c", cfg, "-o", c, "--set", "time.dt=0.01"], ["CFL"])
+    if os.path.exists(c):
+        fail(f"ksweep model left {c} after a failed check")
+    # Files of the user's own in a folder are not results: kept, also by --overwrite.
+    d = fresh("out_d")
+    os.makedirs(d)
+    with open(os.path.join(d, "notes.txt"), "w") as f:
+        f.write("mine\n")
+    ksweep(["fwi", "-c", cfg, "-o", d, "--set", "fwi.iterations=1"])
+    ksweep(["fwi", "-c", cfg, "-o", d, "--set", "fwi.iterations=1", "--overwrite"])
+    with open(os.path.join(d, "notes.txt")) as f:
+        if f.read() != "mine\n":
+            fail("--overwrite touched a file that is not a result")
     # An output folder that cannot be created is found before the modelling.
     t0 = time.time()
     text = run_error(["fwi", "-c", cfg, "-o", "/proc/ksweep-cannot-exist/out"], ["cannot create the output folder"])
@@ -455,6 +470,11 @@ def case_numerics():
         if len(history(out)) != 2 or os.path.exists(os.path.join(out, "model_final.h5")):
             fail(f"non-finite {what}: outputs of the failed iteration were written")
         if what == "gradient":
+            # The same fault on resume: the folder stays byte-identical (nothing is written
+            # before the failing iteration), then a clean resume ends bit-identical.
+            before = snapshot(out)
+            run_error(["fwi", "-c", cfg, "-o", out, "--resume", out], [needle], env={"KSWEEP_FAULT_NAN": "gradient:3"})
+            check_clean(out, before, "non-finite gradient on resume")
             ksweep(["fwi", "-c", cfg, "-o", out, "--resume", out])
             models_equal(out, ref, "resume after a non-finite gradient")
     # Two ranks stop together, no MPI abort needed.
@@ -620,6 +640,17 @@ def case_signals():
         check_clean(out, None, f"{sig.name} at {when}")
         print(f"  {sig.name} at {when}: exit {code}: {[l for l in text.splitlines() if 'stopped by' in l][0][:150]}")
         if "--resume" in text and when != "start":
+            if when == 3:
+                # A signal while the resumed run models its data: the folder stays byte-identical.
+                before = snapshot(out)
+                q = subprocess.Popen([KSWEEP, "fwi", "-c", cfg, "-o", out, "--resume", out] + disk, env=ENV,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                q.stdout.readline()
+                q.send_signal(signal.SIGINT)
+                qo, qe = q.communicate(timeout=120)
+                if q.returncode != 130 or "--resume" not in qe:
+                    fail(f"SIGINT during a resume: exit {q.returncode}\n{qo}{qe}")
+                check_clean(out, before, "SIGINT during a resume")
             ksweep(["fwi", "-c", cfg, "-o", out, "--resume", out] + disk)
             models_equal(out, ref, f"resume after {sig.name}")
         elif when == "start" and "while modelling" in text and os.path.exists(out) and os.listdir(out):
