@@ -687,6 +687,20 @@ def case_signals():
             fail(f"2 ranks: scratch left: {os.listdir(scratch)}")
         check_clean(out, None, "2 ranks SIGTERM")
         print("  2 ranks: both stopped with 143, scratch empty")
+        # Only one rank signalled: the ranks agree at the iteration boundary and both stop.
+        out = fresh("sig_ranks_one")
+        p = subprocess.Popen([MPIEXEC, "-n", "2", "--oversubscribe", KSWEEP, "fwi", "-c", cfg, "-o", out] + disk, env=ENV,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if not wait_for(p, out, 1):
+            fail("the 2-rank run ended before 1 iteration")
+        ranks = sorted(children_of(p.pid))
+        os.kill(ranks[-1], signal.SIGINT)
+        so, se = p.communicate(timeout=120)
+        text = so + se
+        if "stopped by SIGINT" not in text or "Exit code:    130" not in text or os.listdir(scratch):
+            fail(f"2 ranks, one signalled: exit {p.returncode}, scratch {os.listdir(scratch)}\n{text}")
+        check_clean(out, None, "2 ranks, one signalled")
+        print("  2 ranks, one signalled: both stopped with 130, scratch empty")
     print("signals: ok")
 
 
