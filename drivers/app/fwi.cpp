@@ -565,7 +565,8 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
       throw CollectiveError((write_error.empty() ? std::string("writing the outputs failed on rank 0") : write_error) +
                             "; " + where_to_continue());
   }
-  if (comm.is_root()) {
+  std::string write_error;
+  if (comm.is_root()) try {
     auto hm = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model);
     std::vector<float> vf(n);
     for (std::size_t i = 0; i < n; ++i) vf[i] = static_cast<float>(hm(i));
@@ -575,8 +576,13 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     io::write_json_atomic(out / "summary.json", summary);
     std::printf("%s\n", mem.to_string().c_str());
     std::printf("wrote %s and %s\n", (out / "model_final.h5").string().c_str(), (out / "summary.json").string().c_str());
-    if (f.figures_every > 0) run_figure_script("plot_fwi.py", {out.string()});
+  } catch (std::exception const& e) {
+    write_error = e.what();
   }
+  if (comm.allreduce_sum(write_error.empty() ? 0.0 : 1.0) > 0)
+    throw CollectiveError((write_error.empty() ? std::string("writing the outputs failed on rank 0") : write_error) +
+                          "; " + where_to_continue());
+  if (comm.is_root() && f.figures_every > 0) run_figure_script("plot_fwi.py", {out.string()});
   return 0;
 }
 
