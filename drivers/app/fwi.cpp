@@ -253,6 +253,13 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     }
     KSWEEP_REQUIRE(ck.model.size() == n, "--resume: the checkpoint " << ck_path.string() << " holds a model of "
                                                                      << ck.model.size() << " cells, this run has " << n);
+    {
+      double const vck = *std::max_element(ck.model.begin(), ck.model.end());
+      double const vstable = core::courant_limit(Order, 2) * truth.dh / cfg.time.dt;
+      KSWEEP_REQUIRE(vck <= vstable, "--resume: the checkpoint " << ck_path.string() << " holds velocities up to " << vck
+                                                                 << " m/s, above the " << vstable
+                                                                 << " m/s that time.dt allows: its contents are out of range");
+    }
     KSWEEP_REQUIRE(f.iterations >= ck.iteration,
                    "--resume: fwi.iterations = " << f.iterations << " is smaller than the " << ck.iteration
                                                  << " iterations already done in " << ck_path.string()

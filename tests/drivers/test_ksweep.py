@@ -418,6 +418,9 @@ def case_resume_checks():
     a = np.frombuffer(arrays, dtype=np.float32).copy()
     a[5] = np.nan
     damaged(resealed(meta, a.tobytes()), ["out-of-range model value"])
+    a = np.frombuffer(arrays, dtype=np.float32).copy()
+    a[9] = 9000.0
+    damaged(resealed(meta, a.tobytes()), ["velocities up to 9000 m/s", "out of range"])
     damaged(resealed({k: v for k, v in meta.items() if k != "rng"}, arrays), ["lacks the field 'rng'"])
     # The intact checkpoint resumes with the keys that may change, and ends bit-identical.
     with open(ck, "wb") as f:
