@@ -73,7 +73,8 @@ class Communicator {
   [[noreturn]] void abort(std::string const& message, int code = 1) const;
 
  private:
-  int m_rank = 0, m_size = 1, m_local_size = 1;
+  int m_rank = 0, m_size = 1;
+  int m_local_size = 1;
 };
 
 /// The contiguous slice [first, first + count) of `n` items taken by `rank` of `size`:
