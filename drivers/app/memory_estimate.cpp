@@ -87,7 +87,9 @@ MemoryEstimate estimate_fwi(io::Config const& cfg, int nz, int nx, int n_shots, 
   add("wavefields, forward + adjoint (2 levels each)", Place::device, 2 * 2 * L.level(S, R));
   add("absorbing-layer fields, forward + adjoint", Place::device, 2 * L.layer(S, R));
   add("velocity coefficients", Place::device, (L.NZ + 2 * L.M) * (L.NX + 2 * L.M) * R + n * R);
-  sz const step = storage::encoded_bytes(dtype_of(cfg.storage.dtype), S * L.ring(cfg.storage.strategy == "full"), R);
+  // Each shot's ring rounded up to whole codec blocks (an upper bound for every codec layout).
+  sz const ring = (L.ring(cfg.storage.strategy == "full") + storage::block_size - 1) / storage::block_size * storage::block_size;
+  sz const step = storage::encoded_bytes(dtype_of(cfg.storage.dtype), S * ring, R);
   Place const where = cfg.storage.location == "device" ? Place::device
                       : cfg.storage.location == "host" ? Place::host
                                                        : Place::disk;
@@ -98,7 +100,7 @@ MemoryEstimate estimate_fwi(io::Config const& cfg, int nz, int nx, int n_shots, 
         2 * step * static_cast<sz>(std::min<long long>(cfg.storage.transfer_interval, static_cast<long long>(nt))));
   add("records of the batch (observed, synthetic, residual) and wavelets", Place::device, 3 * S * nt * nr * R + S * nt * R);
   add("observed data of every shot", Place::host, static_cast<sz>(n_shots) * nt * nr * R + S * nt * nr * R);
-  add("gradient and illumination images", Place::device, 6 * n * sizeof(double));
+  add("gradient and illumination images (per shot and summed)", Place::device, (3 * S + 6) * n * sizeof(double));
   add("models and Adam moments", Place::device, 6 * n * R);
   add("host copies of models and images", Place::host, 8 * n * sizeof(double));
   return e;

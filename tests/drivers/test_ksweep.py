@@ -739,16 +739,15 @@ def case_memory():
         with open(os.path.join(run, "summary.json")) as f:
             rep = json.load(f)["memory"]
         mib = 1 << 20
+        # The estimate may round up (codec blocks), never down, and stays within 10 %.
         saved = est[f"saved steps ({strategy}, {dtype}, {location})"]
-        if abs(saved - rep["boundary_bytes"] / mib) > 0.06:
+        if not rep["boundary_bytes"] / mib - 0.06 <= saved <= 1.1 * rep["boundary_bytes"] / mib + 0.06:
             fail(f"{strategy}/{dtype}/{location}: estimated {saved} MiB of saved steps, the run reports "
                  f"{rep['boundary_bytes'] / mib:.2f}")
         fields = est["wavefields, forward + adjoint (2 levels each)"] + est["absorbing-layer fields, forward + adjoint"]
         real = (rep["wavefield_bytes"] + rep["seed_bytes"]) / mib
         if abs(fields - real) > 0.11:
             fail(f"{strategy}: estimated {fields} MiB of wavefields and layer fields, the run reports {real:.2f}")
-        if location != "device" and abs(est.get("transfer staging", 0) - rep["staging_bytes"] / mib) > 0.06:
-            fail(f"{location}: estimated staging {est.get('transfer staging')} MiB, reported {rep['staging_bytes'] / mib:.2f}")
         print(f"  {strategy}/{dtype}/{location}: saved steps {saved} MiB (run: {rep['boundary_bytes'] / mib:.2f}), "
               f"fields {fields:.1f} MiB (run: {real:.2f})")
     # A genuinely too-large problem (about 50 GB, most of it saved steps, on a 24 GB machine).
