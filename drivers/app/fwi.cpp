@@ -207,13 +207,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     if (f.observed.empty())
       phases.insert(phases.begin(), estimate_model(cfg, nz, nx, survey.n_shots, nr, false, cfg.propagator.batch));
     auto const mm = machine_memory(cfg);
-    if (opt.dry_run) {
-      if (comm.is_root())
-        std::printf("ksweep fwi --dry-run: the inputs are valid; nothing was written\n%s",
-                    memory_table(phases, mm, comm.local_size()).c_str());
-      check_memory(phases, mm, comm.local_size());
-      return 0;
-    }
+    if (opt.dry_run && comm.is_root()) std::printf("%s", memory_table(phases, mm, comm.local_size()).c_str());
     check_memory(phases, mm, comm.local_size());
   }
 
@@ -269,6 +263,15 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     KSWEEP_REQUIRE(!(in_place && opt.overwrite),
                    "--overwrite with --resume " << resume << " into the same folder would remove the results being "
                                                 << "continued; leave out --overwrite to continue the run in place");
+  }
+
+  // --dry-run: every check above passed; the output folder is checked, not created.
+  if (opt.dry_run) {
+    if (comm.is_root()) {
+      check_output_folder(out, opt.overwrite, in_place);
+      std::printf("ksweep fwi --dry-run: the inputs are valid; nothing was written\n");
+    }
+    return 0;
   }
 
   // The output folder: refused if it holds another run's results (unless --overwrite, or it is

@@ -78,23 +78,28 @@ std::vector<std::string> results_in(fs::path const& dir) {
   return found;
 }
 
+void check_output_folder(fs::path const& path, bool overwrite, bool resume_in_place) {
+  std::error_code ec;
+  auto const status = fs::status(path, ec);
+  if (!fs::exists(status)) return;
+  KSWEEP_REQUIRE(fs::is_directory(status), "the output folder " << path.string() << " exists and is not a folder");
+  auto const found = results_in(path);
+  if (!found.empty() && !overwrite && !resume_in_place) {
+    std::string list;
+    for (std::size_t i = 0; i < found.size() && i < 8; ++i) list += (i ? ", " : "") + found[i];
+    if (found.size() > 8) list += ", ...";
+    KSWEEP_REQUIRE(false, "the output folder " << path.string() << " holds the results of another run (" << list
+                                               << "); choose a new folder, continue that run with --resume "
+                                               << path.string() << ", or replace its results with --overwrite");
+  }
+}
+
 OutputFolder::OutputFolder(fs::path path, bool overwrite, bool resume_in_place, bool root)
     : m_path(std::move(path)), m_overwrite(overwrite), m_root(root) {
   if (!m_root) return;
+  check_output_folder(m_path, overwrite, resume_in_place);
   std::error_code ec;
-  auto const status = fs::status(m_path, ec);
-  if (fs::exists(status)) {
-    KSWEEP_REQUIRE(fs::is_directory(status), "the output folder " << m_path.string() << " exists and is not a folder");
-    auto const found = results_in(m_path);
-    if (!found.empty() && !overwrite && !resume_in_place) {
-      std::string list;
-      for (std::size_t i = 0; i < found.size() && i < 8; ++i) list += (i ? ", " : "") + found[i];
-      if (found.size() > 8) list += ", ...";
-      KSWEEP_REQUIRE(false, "the output folder " << m_path.string() << " holds the results of another run (" << list
-                                                 << "); choose a new folder, continue that run with --resume "
-                                                 << m_path.string() << ", or replace its results with --overwrite");
-    }
-  } else {
+  if (!fs::exists(m_path, ec)) {
     fs::create_directories(m_path, ec);
     KSWEEP_REQUIRE(!ec && fs::is_directory(m_path),
                    "cannot create the output folder " << m_path.string() << ": "

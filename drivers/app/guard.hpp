@@ -61,6 +61,10 @@ std::vector<std::string> const& result_names();
 /// Result files of a run present in `dir` (names relative to it), temporary files included.
 std::vector<std::string> results_in(fs::path const& dir);
 
+/// Throws ksweep::Error when `path` exists and is not a folder, or holds another run's results
+/// (unless `overwrite`, or it is the folder being resumed). Creates nothing.
+void check_output_folder(fs::path const& path, bool overwrite, bool resume_in_place);
+
 /// The output folder of a run. The constructor runs every check (it holds no other run's
 /// results unless `overwrite`, or it is the folder being resumed; it can be created and
 /// written) and creates the folder; nothing is written into it until claim(). A folder it

@@ -107,9 +107,10 @@ int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator c
                                   cfg.propagator.precision == "fp64", cfg.propagator.batch);
   auto const mm = machine_memory(cfg);
   if (opt.dry_run) {
-    std::printf("ksweep model --dry-run: the inputs are valid; nothing was written\n%s",
-                memory_table({est}, mm, 1).c_str());
+    std::printf("%s", memory_table({est}, mm, 1).c_str());
     check_memory({est}, mm, 1);
+    check_output_folder(opt.out, opt.overwrite, false);
+    std::printf("ksweep model --dry-run: the inputs are valid; nothing was written\n");
     return 0;
   }
   check_memory({est}, mm, 1);

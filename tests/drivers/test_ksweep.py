@@ -308,6 +308,15 @@ def case_outputs():
     check_clean(a, before, "second run into a used folder")
     run_error(["model", "-c", cfg, "-o", a], ["holds the results of another run"])
     check_clean(a, before, "model into an fwi folder")
+    # --dry-run runs the same checks (folder, resume) and writes nothing.
+    run_error(["fwi", "-c", cfg, "-o", a, "--dry-run"], ["holds the results of another run"])
+    run_error(["model", "-c", cfg, "-o", a, "--dry-run"], ["holds the results of another run"])
+    run_error(["fwi", "-c", cfg, "-o", a, "--dry-run", "--resume", a, "--set", "fwi.lr=5"],
+              ["fwi.lr: 20.0 in the checkpoint, 5.0 now"])
+    r = ksweep(["fwi", "-c", cfg, "-o", a, "--dry-run", "--resume", a, "--set", "fwi.iterations=4"])
+    if "the inputs are valid" not in r.stdout:
+        fail(f"--dry-run of a valid resume:\n{r.stdout}")
+    check_clean(a, before, "--dry-run")
     # A failing run into the same folder leaves it alone too (bad layer width, bad dt).
     run_error(["fwi", "-c", cfg, "-o", a, "--overwrite", "--set", "propagator.pml_width=1"], ["pml_width"])
     check_clean(a, before, "failing run with --overwrite")
