@@ -2,6 +2,8 @@
 
 #include <ksweep/core/config.hpp>
 #include <ksweep/core/error.hpp>
+#include <ksweep/io/atomic_file.hpp>
+#include <ksweep/io/checkpoint.hpp>
 #include <ksweep/io/config.hpp>
 #include <ksweep/io/hdf5_io.hpp>
 #include <ksweep/io/json_io.hpp>
@@ -10,8 +12,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <random>
+#include <sstream>
 #include <string>
 
 #include <unistd.h>
@@ -171,6 +180,215 @@ TEST(io, json_atomic) {
   TempDir t;
   write_json_atomic(t.path / "a.json", config_to_json(config_from_string("", {"fwi.iterations=3"})));
   EXPECT_EQ(read_json(t.path / "a.json")["fwi"]["iterations"], 3);
+}
+
+
+// --- Reliability: atomic writes, checkpoints, resume rules, non-finite data ----------------
+
+std::string slurp(fs::path const& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+void spit(fs::path const& p, std::string const& bytes) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+bool has_tmp(fs::path const& dir) {
+  for (auto const& e : fs::recursive_directory_iterator(dir))
+    if (e.path().extension() == ".tmp") return true;
+  return false;
+}
+
+Checkpoint sample_checkpoint(std::size_t n, int iteration = 2) {
+  Checkpoint c;
+  c.iteration = iteration;
+  std::mt19937_64 g(5);
+  std::ostringstream os;
+  os << g;
+  c.rng = os.str();
+  for (int i = 1; i <= iteration; ++i) c.history.push_back({{"iteration", i}, {"loss", 1.0 / i}});
+  c.run = {{"config", config_to_json(config_from_string("", {}))}, {"data", {{"model_sha256", "abc"}}}};
+  for (std::size_t i = 0; i < n; ++i) {
+    c.model.push_back(1500.0f + static_cast<float>(i));
+    c.m.push_back(-0.5f * static_cast<float>(i));
+    c.v.push_back(0.25f * static_cast<float>(i));
+  }
+  return c;
+}
+
+// Rewrites the checkpoint at `p` with its metadata changed by `edit` and a valid checksum, as a
+// hand edit by someone who knows the format would.
+template <class Edit>
+void edit_checkpoint(fs::path const& p, Edit&& edit) {
+  std::string b = slurp(p);
+  std::uint64_t len = 0;
+  std::memcpy(&len, b.data() + 8, 8);
+  auto meta = nlohmann::json::parse(b.substr(16, len));
+  std::string arrays = b.substr(16 + len, b.size() - 16 - len - 71);
+  edit(meta, arrays);
+  std::string const js = meta.dump();
+  std::uint64_t const nl = js.size();
+  std::string out(b.data(), 8);
+  out.append(reinterpret_cast<char const*>(&nl), 8);
+  out += js;
+  out += arrays;
+  out += "SHA256:" + sha256_hex(out.data(), out.size());
+  spit(p, out);
+}
+
+TEST(io, atomic_write_failure_keeps_previous_file) {
+  TempDir t;
+  auto const p = t.path / "a.json";
+  write_file_atomic(p, "first");
+  EXPECT_EQ(slurp(p), "first");
+  ::setenv("KSWEEP_FAULT_WRITES", "0", 1);
+  expect_error([&] { write_file_atomic(p, "second"); }, "ENOSPC");
+  expect_error([&] { write_json_atomic(p, {{"x", 1}}); }, "no space left");
+  expect_error([&] { write_model(t.path / "m.h5", std::vector<float>(6, 1.0f), 2, 3, 10.0); }, "m.h5");
+  ::unsetenv("KSWEEP_FAULT_WRITES");
+  EXPECT_EQ(slurp(p), "first");
+  EXPECT_FALSE(fs::exists(t.path / "m.h5"));
+  EXPECT_FALSE(has_tmp(t.path));
+  expect_error([&] { write_file_atomic(t.path / "missing" / "x", "y"); }, "missing");
+  EXPECT_NE(describe_errno(EFBIG).find("file-size limit"), std::string::npos);
+  EXPECT_NE(describe_errno(ENOSPC).find("no space left"), std::string::npos);
+}
+
+TEST(io, checkpoint_round_trip_and_checksum) {
+  TempDir t;
+  auto const p = t.path / "checkpoint.bin";
+  auto const c = sample_checkpoint(12);
+  write_checkpoint(p, c);
+  auto const r = read_checkpoint(p, 12);
+  EXPECT_EQ(r.iteration, 2);
+  EXPECT_EQ(r.rng, c.rng);
+  EXPECT_EQ(r.history, c.history);
+  EXPECT_EQ(r.run, c.run);
+  EXPECT_EQ(r.model, c.model);
+  EXPECT_EQ(r.m, c.m);
+  EXPECT_EQ(r.v, c.v);
+  EXPECT_FALSE(has_tmp(t.path));
+  std::string const good = slurp(p);
+  // Any flipped byte, anywhere, is caught by the checksum.
+  for (std::size_t at : {std::size_t(3), std::size_t(20), good.size() / 2, good.size() - 80, good.size() - 5}) {
+    std::string b = good;
+    b[at] = static_cast<char>(b[at] ^ 0x10);
+    spit(p, b);
+    try {
+      read_checkpoint(p, 12);
+      ADD_FAILURE() << "a flipped byte at " << at << " was not detected";
+    } catch (ksweep::Error const& e) {
+      EXPECT_NE(std::string(e.what()).find(p.string()), std::string::npos) << e.what();
+    }
+  }
+  spit(p, good.substr(0, good.size() - 100));
+  expect_error([&] { read_checkpoint(p, 12); }, "corrupt");
+  spit(p, good.substr(0, 10));
+  expect_error([&] { read_checkpoint(p, 12); }, "not a ksweep checkpoint");
+  spit(p, "KSWCKPT1" + good.substr(8));
+  expect_error([&] { read_checkpoint(p, 12); }, "older ksweep");
+  spit(p, good);
+  expect_error([&] { read_checkpoint(p, 13); }, "holds a model of 12 cells");
+  expect_error([&] { read_checkpoint(t.path / "none.bin", 12); }, "no checkpoint at");
+}
+
+TEST(io, checkpoint_contents_out_of_range) {
+  TempDir t;
+  auto const p = t.path / "checkpoint.bin";
+  auto check = [&](auto edit, std::string const& needle) {
+    write_checkpoint(p, sample_checkpoint(12));
+    edit_checkpoint(p, edit);
+    expect_error([&] { read_checkpoint(p, 12); }, needle);
+    try {
+      read_checkpoint(p, 12);
+    } catch (ksweep::Error const& e) {
+      std::string const w = e.what();
+      EXPECT_NE(w.find(p.string()), std::string::npos) << w;
+      EXPECT_EQ(w.find("[json.exception"), std::string::npos) << "raw library text: " << w;
+    }
+  };
+  check([](nlohmann::json& m, std::string&) { m["iteration"] = -3; }, "outside the valid range");
+  check([](nlohmann::json& m, std::string&) { m["iteration"] = 5; }, "history of 2");
+  check([](nlohmann::json& m, std::string&) { m["iteration"] = "two"; }, "'iteration' or has one of the wrong type");
+  check([](nlohmann::json& m, std::string&) { m.erase("rng"); }, "lacks the field 'rng'");
+  check([](nlohmann::json& m, std::string&) { m["rng"] = "not a generator"; }, "random generator");
+  check([](nlohmann::json& m, std::string&) { m["history"][1]["loss"] = nullptr; }, "history entry 2");
+  check([](nlohmann::json& m, std::string&) { m.erase("run"); }, "lacks the field 'run'");
+  check([](nlohmann::json&, std::string& a) {
+    float const nan = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(a.data() + 4 * 3, &nan, 4);
+  }, "out-of-range model value nan at cell 3");
+  check([](nlohmann::json&, std::string& a) {
+    float const neg = -10.0f;
+    std::memcpy(a.data(), &neg, 4);
+  }, "velocities must be finite and > 0");
+  check([](nlohmann::json&, std::string& a) {
+    float const inf = std::numeric_limits<float>::infinity();
+    std::memcpy(a.data() + 4 * 12 + 4, &inf, 4);
+  }, "Adam first moment");
+  check([](nlohmann::json&, std::string& a) {
+    float const neg = -1.0f;
+    std::memcpy(a.data() + 4 * 24 + 8, &neg, 4);
+  }, "Adam second moment");
+  // Metadata that is not JSON at all (but checksummed): named, without the library's text.
+  write_checkpoint(p, sample_checkpoint(12));
+  {
+    std::string b = slurp(p);
+    b[17] = '#';
+    std::string body = b.substr(0, b.size() - 71);
+    spit(p, body + "SHA256:" + sha256_hex(body.data(), body.size()));
+  }
+  expect_error([&] { read_checkpoint(p, 12); }, "metadata is not valid JSON");
+}
+
+TEST(io, resume_changes_name_keys_and_values) {
+  auto const a = config_to_json(config_from_string("", {}));
+  nlohmann::json saved = {{"config", a}, {"data", {{"model_sha256", "x"}}}};
+  EXPECT_TRUE(resume_changes(saved, saved).empty());
+  auto const b = config_to_json(config_from_string(
+      "", {"fwi.lr=10", "fwi.beta1=0.5", "shots.count=7", "receivers.count=9", "fwi.seed=3", "fwi.batch=4",
+           "model.crop_x=[0, 100]", "time.dt=0.001", "storage.dtype=fp16", "fwi.iterations=99", "fwi.figures_every=0",
+           "fwi.save_models=false", "storage.location=disk", "fwi.checkpoint_every=2"}));
+  nlohmann::json now = {{"config", b}, {"data", {{"model_sha256", "y"}}}};
+  auto const ch = resume_changes(saved, now);
+  std::vector<std::string> keys;
+  for (auto const& c : ch) keys.push_back(c.key);
+  for (char const* k : {"fwi.lr", "fwi.beta1", "shots.count", "receivers.count", "fwi.seed", "fwi.batch", "model.crop_x",
+                        "time.dt", "storage.dtype", "data.model_sha256"})
+    EXPECT_NE(std::find(keys.begin(), keys.end(), k), keys.end()) << k;
+  for (char const* k : {"fwi.iterations", "fwi.figures_every", "fwi.save_models", "storage.location", "fwi.checkpoint_every"})
+    EXPECT_EQ(std::find(keys.begin(), keys.end(), k), keys.end()) << k;
+  auto const lr = std::find_if(ch.begin(), ch.end(), [](auto const& c) { return c.key == "fwi.lr"; });
+  EXPECT_EQ(lr->before, "25.0");
+  EXPECT_EQ(lr->after, "10.0");
+}
+
+TEST(io, non_finite_records_are_found_when_read) {
+  TempDir t;
+  RecordsFile r;
+  r.shots = 2;
+  r.nt = 5;
+  r.receivers = 3;
+  r.dt = 0.01;
+  r.dh = 10;
+  r.order = 4;
+  r.data.assign(30, 0.5f);
+  r.src_z = {1, 1};
+  r.src_x = {2, 4};
+  r.rec_z = {1, 1, 1};
+  r.rec_x = {0, 1, 2};
+  r.nz = r.nx = 8;
+  r.data[(1 * 5 + 3) * 3 + 2] = std::numeric_limits<float>::quiet_NaN();
+  write_records(t.path / "obs.h5", r);
+  expect_error([&] { read_records(t.path / "obs.h5"); }, "shot 1, time sample 3 (0.03 s), receiver 2");
+  r.data[(1 * 5 + 3) * 3 + 2] = 0;
+  r.data[4] = -std::numeric_limits<float>::infinity();
+  write_records(t.path / "obs.h5", r);
+  expect_error([&] { read_records(t.path / "obs.h5"); }, "non-finite sample (-inf) at shot 0, time sample 1");
 }
 
 }  // namespace

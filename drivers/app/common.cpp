@@ -3,6 +3,7 @@
 #include <ksweep/core/config.hpp>
 #include <ksweep/core/error.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -91,6 +92,30 @@ void warn_sampling(io::Config const& cfg, io::VelocityModel const& vm, comm::Com
   for (float v : vm.vp) vmin = std::min(vmin, v);
   auto const w = core::sampling_warning(vmin, cfg.wavelet.freq, vm.dh);
   if (!w.empty()) std::fprintf(stderr, "ksweep: %s\n", w.c_str());
+}
+
+void warn_acquisition(io::Config const& cfg, io::VelocityModel const& vm, core::Survey const& survey,
+                      comm::Communicator const& comm) {
+  warn_sampling(cfg, vm, comm);
+  if (!comm.is_root()) return;
+  // A Ricker wavelet of peak frequency f carries energy up to about 2.5 f.
+  double const nyquist = 0.5 / cfg.time.dt, top = 2.5 * cfg.wavelet.freq;
+  if (top > nyquist)
+    std::fprintf(stderr,
+                 "ksweep: warning: the wavelet is under-sampled in time: its peak frequency wavelet.freq = %g Hz "
+                 "carries energy up to about %g Hz, above the Nyquist frequency %g Hz of time.dt = %g s; "
+                 "lower wavelet.freq below %g Hz or time.dt below %g s\n",
+                 cfg.wavelet.freq, top, nyquist, cfg.time.dt, nyquist / 2.5, 0.5 / top);
+  std::vector<std::pair<int, int>> cells;
+  for (auto const& c : survey.sources) cells.emplace_back(c.z, c.x);
+  std::sort(cells.begin(), cells.end());
+  auto const distinct = static_cast<int>(std::unique(cells.begin(), cells.end()) - cells.begin());
+  if (distinct < survey.n_shots)
+    std::fprintf(stderr,
+                 "ksweep: warning: shots.count = %d shots share only %d distinct source cells on a model %d cells "
+                 "wide (shots.x_range = [%g, %g]); repeated shots add cost, not information: use at most %d shots "
+                 "or a wider shots.x_range\n",
+                 survey.n_shots, distinct, vm.nx, cfg.shots.x_range[0], cfg.shots.x_range[1], distinct);
 }
 
 }  // namespace ksweep::app

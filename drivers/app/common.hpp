@@ -32,7 +32,22 @@ std::string format_seconds(double s);
 /// Prints the sampling warning, if any, on rank 0.
 void warn_sampling(io::Config const& cfg, io::VelocityModel const& vm, comm::Communicator const& comm);
 
-int run_model(io::Config const& cfg, fs::path const& out, comm::Communicator const& comm);
-int run_fwi(io::Config const& cfg, fs::path const& out, std::string const& resume, comm::Communicator const& comm);
+/// Command-line options of `model` and `fwi` beyond the configuration.
+struct RunOptions {
+  fs::path out;
+  std::string resume;              ///< fwi: folder whose checkpoint to continue from
+  bool overwrite = false;          ///< replace the results of another run in `out`
+  bool dry_run = false;            ///< print the memory estimate and exit
+  std::vector<std::string> argv;   ///< the program's arguments (for the resume command)
+};
+
+/// Warnings a geophysicist expects, on rank 0: wavelet under-sampled in space (the grid) or
+/// in time (its peak frequency against the Nyquist frequency of time.dt), more shots than
+/// distinct source cells.
+void warn_acquisition(io::Config const& cfg, io::VelocityModel const& vm, core::Survey const& survey,
+                      comm::Communicator const& comm);
+
+int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm);
+int run_fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm);
 
 }  // namespace ksweep::app

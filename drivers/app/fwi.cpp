@@ -6,10 +6,14 @@
 // all ranks hold the same model. Outputs are written by rank 0 only, each file atomically.
 
 #include "common.hpp"
+#include "guard.hpp"
+#include "memory_estimate.hpp"
 
 #include <ksweep/core/math.hpp>
 #include <ksweep/core/propagator.hpp>
 #include <ksweep/core/runtime.hpp>
+#include <ksweep/io/atomic_file.hpp>
+#include <ksweep/io/checkpoint.hpp>
 #include <ksweep/io/hdf5_io.hpp>
 #include <ksweep/io/json_io.hpp>
 #include <ksweep/storage/gradient.hpp>
@@ -19,15 +23,15 @@
 #include <KokkosBlas1_update.hpp>
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <random>
 #include <sstream>
 
-#include <fcntl.h>
 #include <unistd.h>
 
 namespace ksweep::app {
@@ -86,72 +90,52 @@ std::vector<float> starting_model(io::VelocityModel const& vm, double sigma, int
   return v;
 }
 
-/// Checkpoint: everything needed to continue bit-identically.
-struct Checkpoint {
-  int iteration = 0;  // iterations done
-  std::string rng;
-  nlohmann::json history = nlohmann::json::array();
-  std::vector<float> model, m, v;
-};
-
-constexpr char checkpoint_magic[8] = {'K', 'S', 'W', 'C', 'K', 'P', 'T', '1'};
-
-void write_checkpoint(fs::path const& path, Checkpoint const& c) {
-  fs::path const tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    KSWEEP_REQUIRE(out, "cannot write the checkpoint " << tmp.string() << ": " << std::strerror(errno));
-    nlohmann::json meta = {{"iteration", c.iteration}, {"rng", c.rng}, {"history", c.history}, {"n", c.model.size()}};
-    std::string const js = meta.dump();
-    std::uint64_t const len = js.size();
-    out.write(checkpoint_magic, sizeof checkpoint_magic);
-    out.write(reinterpret_cast<char const*>(&len), sizeof len);
-    out.write(js.data(), static_cast<std::streamsize>(js.size()));
-    for (auto const* a : {&c.model, &c.m, &c.v})
-      out.write(reinterpret_cast<char const*>(a->data()), static_cast<std::streamsize>(a->size() * sizeof(float)));
-    out.flush();
-    KSWEEP_REQUIRE(out.good(), "writing the checkpoint " << tmp.string() << " failed: " << std::strerror(errno));
-  }
-  // On disk before it replaces the previous checkpoint, so that even a power loss keeps one.
-  int const fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
-  KSWEEP_REQUIRE(fd >= 0 && ::fsync(fd) == 0, "cannot flush the checkpoint " << tmp.string() << ": " << std::strerror(errno));
-  ::close(fd);
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  KSWEEP_REQUIRE(!ec, "cannot move the checkpoint into place at " << path.string() << ": " << ec.message());
-  int const dfd = ::open(path.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+/// Stability of the inversion, before anything runs: the true and starting models must be
+/// stable with time.dt, and so must every velocity the inversion may reach (up to fwi.vmax).
+void check_stability(io::Config const& cfg, io::VelocityModel const& truth, std::vector<float> const& v0, int order,
+                     bool warn) {
+  double const vtrue = *std::max_element(truth.vp.begin(), truth.vp.end());
+  core::check_cfl(vtrue, cfg.time.dt, truth.dh, order);
+  core::check_cfl(*std::max_element(v0.begin(), v0.end()), cfg.time.dt, truth.dh, order);
+  double const limit = core::courant_limit(order, 2);
+  double const vstable = limit * truth.dh / cfg.time.dt;
+  double const vmax = cfg.fwi.vmax;
+  KSWEEP_REQUIRE(vmax <= 0 || vmax <= vstable,
+                 "fwi.vmax = " << vmax << " m/s lets the inversion reach velocities that time.dt = " << cfg.time.dt
+                               << " s cannot propagate stably: the CFL limit " << limit << " of order " << order
+                               << " at dh = " << truth.dh << " m allows at most " << vstable
+                               << " m/s; lower fwi.vmax to at most " << vstable << " m/s or time.dt to at most "
+                               << limit * truth.dh / vmax << " s");
+  if (vmax <= 0 && warn)
+    std::fprintf(stderr,
+                 "ksweep: warning: fwi.vmax = 0 leaves the velocities without an upper bound; time.dt = %g s is stable "
+                 "up to %g m/s (CFL limit %g of order %d at dh = %g m) and the run stops if the inversion goes "
+                 "beyond: set fwi.vmax to at most %g m/s\n",
+                 cfg.time.dt, vstable, limit, order, truth.dh, vstable);
 }
 
-Checkpoint read_checkpoint(fs::path const& path, std::size_t n) {
-  std::ifstream in(path, std::ios::binary);
-  KSWEEP_REQUIRE(in, "--resume: no checkpoint at " << path.string());
-  char magic[8];
-  in.read(magic, sizeof magic);
-  KSWEEP_REQUIRE(in && std::memcmp(magic, checkpoint_magic, sizeof magic) == 0,
-                 "--resume: " << path.string() << " is not a ksweep checkpoint");
-  std::uint64_t len = 0;
-  in.read(reinterpret_cast<char*>(&len), sizeof len);
-  KSWEEP_REQUIRE(in && len < (1u << 30), "--resume: " << path.string() << " is truncated or corrupt");
-  std::string js(len, '\0');
-  in.read(js.data(), static_cast<std::streamsize>(len));
-  KSWEEP_REQUIRE(in, "--resume: " << path.string() << " is truncated");
-  auto const meta = nlohmann::json::parse(js);
-  Checkpoint c;
-  c.iteration = meta.at("iteration").get<int>();
-  c.rng = meta.at("rng").get<std::string>();
-  c.history = meta.at("history");
-  std::size_t const cn = meta.at("n").get<std::size_t>();
-  KSWEEP_REQUIRE(cn == n, "--resume: the checkpoint holds a model of " << cn << " cells, this configuration has " << n);
-  for (auto* a : {&c.model, &c.m, &c.v}) {
-    a->resize(n);
-    in.read(reinterpret_cast<char*>(a->data()), static_cast<std::streamsize>(n * sizeof(float)));
-    KSWEEP_REQUIRE(in, "--resume: " << path.string() << " is truncated");
-  }
-  return c;
+/// Test hook: KSWEEP_FAULT_NAN = "loss:IT", "gradient:IT" or "model:IT" makes that quantity
+/// non-finite at iteration IT (1-based), as an overflow would.
+bool inject_nan(char const* what, int iteration) {
+  char const* e = std::getenv("KSWEEP_FAULT_NAN");
+  if (e == nullptr) return false;
+  std::string const s = e;
+  auto const colon = s.find(':');
+  return colon != std::string::npos && s.substr(0, colon) == what && std::atoi(s.c_str() + colon + 1) == iteration;
+}
+
+template <class View>
+std::size_t count_non_finite(View const& x) {
+  using Exec = typename View::execution_space;
+  std::size_t bad = 0;
+  Kokkos::parallel_reduce(
+      "ksweep::fwi::count_non_finite", Kokkos::RangePolicy<Exec>(0, x.extent(0)),
+      KOKKOS_LAMBDA(std::size_t i, std::size_t& b) {
+        double const v = static_cast<double>(x(i));
+        b += (v == v && v - v == 0) ? 0 : 1;  // NaN fails the first test, infinity the second
+      },
+      bad);
+  return bad;
 }
 
 /// Checks that observed data read from a file match the configuration's acquisition.
@@ -177,16 +161,18 @@ void check_observed(io::RecordsFile const& r, io::Config const& cfg, core::Surve
 }
 
 template <class Real, int Order>
-int fwi(io::Config const& cfg, fs::path const& out, std::string const& resume, comm::Communicator const& comm) {
+int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm) {
   using ExecSpace = Kokkos::DefaultExecutionSpace;
   using P = core::Propagator<Real, Order, ExecSpace>;
   using E = storage::GradientEngine<Real, Order, ExecSpace>;
   using vec = Kokkos::View<Real*, ExecSpace::memory_space>;
   auto const& f = cfg.fwi;
   auto const t_start = Clock::now();
+  fs::path const out = opt.out;
+  std::string const& resume = opt.resume;
 
+  // Every check that can fail runs before the first byte is written.
   auto const truth = io::load_velocity(cfg.model);
-  warn_sampling(cfg, truth, comm);
   int const nz = truth.nz, nx = truth.nx;
   std::size_t const n = static_cast<std::size_t>(nz) * nx;
   auto const survey = make_survey(cfg, nz, nx);
@@ -195,37 +181,132 @@ int fwi(io::Config const& cfg, fs::path const& out, std::string const& resume, c
   core::check_time(cfg.time.dt, cfg.time.nt);
   int const water = f.water_rows >= 0 ? f.water_rows : detect_water_rows(truth);
   KSWEEP_REQUIRE(water < nz, "fwi.water_rows = " << water << " must be < nz = " << nz);
+  core::ModelGrid const grid{nz, nx, truth.dh};
+  core::check_grid(grid, make_pml(cfg), Order);
+  core::check_survey(survey, grid, make_pml(cfg));
+  core::check_velocity(truth.vp.data(), static_cast<long long>(n));
+  auto const v0 = starting_model(truth, f.smooth_sigma, water);
+  check_stability(cfg, truth, v0, Order, comm.is_root());
+  if (comm.is_root()) warn_acquisition(cfg, truth, survey, comm);
   auto const scfg = storage::make_storage_config(cfg.storage.strategy, cfg.storage.location, cfg.storage.dtype,
                                                  cfg.storage.transfer_interval, cfg.storage.disk_dir, cfg.storage.pinned);
+  if (cfg.storage.location == "disk" && !cfg.storage.disk_dir.empty()) {
+    std::error_code ec;
+    KSWEEP_REQUIRE(fs::is_directory(cfg.storage.disk_dir, ec),
+                   "storage.disk_dir = \"" << cfg.storage.disk_dir << "\" does not exist or is not a folder");
+    KSWEEP_REQUIRE(::access(cfg.storage.disk_dir.c_str(), W_OK | X_OK) == 0,
+                   "storage.disk_dir = \"" << cfg.storage.disk_dir << "\" is not writable: " << std::strerror(errno));
+  }
   int const nt = cfg.time.nt, nr = survey.n_receivers;
+  int const shots_per_rank = (f.batch + comm.size() - 1) / comm.size();
 
-  // Resume state (read by every rank: the same file).
-  Checkpoint ck;
-  bool const resuming = !resume.empty();
-  if (resuming) ck = read_checkpoint(fs::path(resume) / "checkpoint.bin", n);
+  // Memory: estimated from the layout before anything large is allocated.
+  {
+    std::vector<MemoryEstimate> phases{estimate_fwi(cfg, nz, nx, survey.n_shots, nr, shots_per_rank)};
+    if (f.observed.empty())
+      phases.insert(phases.begin(), estimate_model(cfg, nz, nx, survey.n_shots, nr, false, cfg.propagator.batch));
+    auto const mm = machine_memory(cfg);
+    if (opt.dry_run && comm.is_root()) std::printf("%s", memory_table(phases, mm, comm.local_size()).c_str());
+    check_memory(phases, mm, comm.local_size());
+  }
 
-  // Observed data: read, or modelled once by rank 0; then broadcast. Bad input stops the run
-  // before any output is written.
+  // Observed data from a file: read and checked (shape, geometry, finite samples) by rank 0.
   io::RecordsFile obs;
-  if (comm.is_root()) {
-    if (!f.observed.empty()) {
-      obs = io::read_records(f.observed);
-      check_observed(obs, cfg, survey, truth, f.observed);
-    } else {
-      std::printf("modelling observed data (%d shots)\n", survey.n_shots);
-      obs = model_observed(cfg, truth, survey, false);
+  if (comm.is_root() && !f.observed.empty()) {
+    obs = io::read_records(f.observed);
+    check_observed(obs, cfg, survey, truth, f.observed);
+  }
+
+  // The run's identity, recorded in every checkpoint and checked on --resume.
+  nlohmann::json run = {{"config", io::config_to_json(cfg)},
+                        {"data", {{"model_sha256", io::sha256_hex(truth.vp.data(), n * sizeof(float))}}}};
+  if (comm.is_root() && !f.observed.empty())
+    run["data"]["observed_sha256"] = io::sha256_hex(obs.data.data(), obs.data.size() * sizeof(float));
+
+  // Resume state (read by every rank: the same file), trusted only once checked.
+  io::Checkpoint ck;
+  bool const resuming = !resume.empty();
+  bool in_place = false;
+  if (resuming) {
+    fs::path const ck_path = fs::path(resume) / "checkpoint.bin";
+    ck = io::read_checkpoint(ck_path, 0);  // the model size is checked after the configuration
+    auto saved = ck.run;
+    auto now = run;
+    if (!comm.is_root() && saved.contains("data")) saved["data"].erase("observed_sha256");  // only rank 0 read the data
+    auto const changes = io::resume_changes(saved, now);
+    if (!changes.empty()) {
+      std::ostringstream os;
+      os << "--resume: the configuration differs from the one " << ck_path.string()
+         << " was made with, in keys that change the run's meaning:";
+      for (auto const& c : changes) os << "\n  " << c.key << ": " << c.before << " in the checkpoint, " << c.after << " now";
+      os << "\nonly these keys may change on --resume:";
+      for (auto const& k : io::resume_mutable_keys()) os << " " << k;
+      os << "\nrestore the checkpoint's values, or start a new run in a new folder";
+      throw Error(os.str());
     }
-    make_directory(out);
+    KSWEEP_REQUIRE(ck.model.size() == n, "--resume: the checkpoint " << ck_path.string() << " holds a model of "
+                                                                     << ck.model.size() << " cells, this run has " << n);
+    {
+      double const vck = *std::max_element(ck.model.begin(), ck.model.end());
+      double const vstable = core::courant_limit(Order, 2) * truth.dh / cfg.time.dt;
+      KSWEEP_REQUIRE(vck <= vstable, "--resume: the checkpoint " << ck_path.string() << " holds velocities up to " << vck
+                                                                 << " m/s, above the " << vstable
+                                                                 << " m/s that time.dt allows: its contents are out of range");
+    }
+    KSWEEP_REQUIRE(f.iterations >= ck.iteration,
+                   "--resume: fwi.iterations = " << f.iterations << " is smaller than the " << ck.iteration
+                                                 << " iterations already done in " << ck_path.string()
+                                                 << "; set fwi.iterations to at least " << ck.iteration);
+    std::error_code ec;
+    in_place = fs::equivalent(fs::path(resume), out, ec);
+    KSWEEP_REQUIRE(!(in_place && opt.overwrite),
+                   "--overwrite with --resume " << resume << " into the same folder would remove the results being "
+                                                << "continued; leave out --overwrite to continue the run in place");
+  }
+
+  // --dry-run: every check above passed; the output folder is checked, not created.
+  if (opt.dry_run) {
+    if (comm.is_root()) {
+      check_output_folder(out, opt.overwrite, in_place);
+      std::printf("ksweep fwi --dry-run: the inputs are valid; nothing was written\n");
+    }
+    return 0;
+  }
+
+  // The output folder: refused if it holds another run's results (unless --overwrite, or it is
+  // the folder being resumed); created, but nothing written into it yet.
+  OutputFolder folder(out, opt.overwrite, in_place, comm.is_root());
+
+  // Observed data modelled once by rank 0 (SIGINT/SIGTERM honoured between shot batches).
+  bool interrupted = false;
+  if (comm.is_root() && f.observed.empty()) {
+    std::printf("modelling observed data (%d shots)\n", survey.n_shots);
+    std::fflush(stdout);
+    try {
+      obs = model_observed(cfg, truth, survey, false);
+    } catch (Interrupted const&) {
+      interrupted = true;
+    }
+  }
+  if (int const sig = agree_stop(comm, interrupted))
+    throw Interrupted(sig, "stopped by " + signal_name(sig) +
+                               (f.observed.empty() ? " while modelling the observed data" : " before the first iteration") +
+                               "; nothing was written" +
+                               (resuming ? "; continue with:\n  " + resume_command(opt.argv, resume, comm.size())
+                                         : std::string("")));
+
+  // First writes.
+  if (comm.is_root()) {
+    folder.claim();
     make_directory(out / "epochs");
     if (f.save_models) make_directory(out / "models");
     make_directory(out / "figures");
-    io::write_records(out / "observed.h5", obs);
+    if (!in_place || !fs::exists(out / "observed.h5")) io::write_records(out / "observed.h5", obs);
   }
   comm.broadcast(obs.data);
 
   // Models on the device; Adam moments.
-  std::vector<float> v_host = resuming ? ck.model : starting_model(truth, f.smooth_sigma, water);
-  auto const v0 = starting_model(truth, f.smooth_sigma, water);
+  std::vector<float> v_host = resuming ? ck.model : v0;
   vec model("ksweep::fwi::model", n), vtrue("ksweep::fwi::true", n), m("ksweep::fwi::adam_m", n),
       v2("ksweep::fwi::adam_v", n), grad("ksweep::fwi::grad", n), diff("ksweep::fwi::diff", n);
   auto upload = [](std::vector<float> const& h, vec const& d) {
@@ -239,10 +320,21 @@ int fwi(io::Config const& cfg, fs::path const& out, std::string const& resume, c
     upload(ck.m, m);
     upload(ck.v, v2);
   }
-  if (comm.is_root() && !resuming) {
+  if (comm.is_root() && !in_place) {
     io::write_model(out / "true_model.h5", truth.vp, nz, nx, truth.dh);
     io::write_model(out / "initial_model.h5", v0, nz, nx, truth.dh);
   }
+  // Where the last good checkpoint is, for the messages of a stopped run.
+  fs::path last_checkpoint = resuming ? fs::path(resume) / "checkpoint.bin" : fs::path();
+  int last_checkpoint_iteration = resuming ? ck.iteration : 0;
+  auto where_to_continue = [&]() -> std::string {
+    if (last_checkpoint.empty())
+      return "no checkpoint was written yet (fwi.checkpoint_every = " + std::to_string(f.checkpoint_every) +
+             "): start again with --overwrite";
+    return "the last checkpoint is " + last_checkpoint.string() + " (iteration " +
+           std::to_string(last_checkpoint_iteration) + "); continue with:\n  " +
+           resume_command(opt.argv, last_checkpoint.parent_path(), comm.size());
+  };
 
   int const cap = (f.batch + comm.size() - 1) / comm.size();
   P prop(ExecSpace(), core::ModelGrid{nz, nx, truth.dh}, make_pml(cfg), cfg.time.dt, cap);
@@ -318,6 +410,12 @@ int fwi(io::Config const& cfg, fs::path const& out, std::string const& resume, c
   double seconds_total = 0;
   storage::MemoryReport mem;
   for (int it = start; it < f.iterations; ++it) {
+    // SIGINT / SIGTERM: every rank agrees at the iteration boundary, then unwinds (removing the
+    // disk scratch folder) and exits with 128 + the signal.
+    if (int const sig = agree_stop(comm))
+      throw Interrupted(sig, "stopped by " + signal_name(sig) + " after iteration " + std::to_string(it) + " of " +
+                                 std::to_string(f.iterations) + "; the scratch folder and temporary files were removed; " +
+                                 where_to_continue());
     auto const t0 = Clock::now();
     // 1. Rank 0 draws the batch; everyone receives it.
     std::vector<int> batch;
@@ -377,6 +475,20 @@ int fwi(io::Config const& cfg, fs::path const& out, std::string const& resume, c
       Kokkos::parallel_for("ksweep::fwi::gradient_to_real", Kokkos::RangePolicy<ExecSpace>(0, n),
                            KOKKOS_LAMBDA(std::size_t i) { gr(i) = static_cast<Real>(g(i)); });
     }
+    // Non-finite numbers stop the run before anything of this iteration is written.
+    if (inject_nan("loss", it + 1)) loss = std::nan("");
+    if (inject_nan("gradient", it + 1)) Kokkos::deep_copy(Kokkos::subview(grad, n / 2), Real(std::nan("")));
+    if (!std::isfinite(loss))
+      throw CollectiveError("the loss of iteration " + std::to_string(it + 1) + " is " + std::to_string(loss) +
+                            ": the synthetic data or the residual overflowed; likely causes: observed data of extreme "
+                            "amplitude (check their scale), or a model that became unstable. Nothing of this iteration "
+                            "was written; " + where_to_continue());
+    if (std::size_t const bad = count_non_finite(grad))
+      throw CollectiveError("the gradient of iteration " + std::to_string(it + 1) + " is non-finite (NaN or infinite) in " +
+                            std::to_string(bad) + " of " + std::to_string(n) +
+                            " cells: the adjoint wavefield overflowed; likely causes: observed data of extreme amplitude, "
+                            "or fwi.loss_norm = \"sum\" on large data. Nothing of this iteration was written; " +
+                            where_to_continue());
     if (water > 0) Kokkos::deep_copy(Kokkos::subview(grad, Kokkos::make_pair(std::size_t(0), static_cast<std::size_t>(water) * nx)), Real(0));
     if (f.grad_smooth > 0) {  // Gaussian smoothing of the gradient (sigma in cells), on the host
       auto gh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
@@ -414,14 +526,22 @@ int fwi(io::Config const& cfg, fs::path const& out, std::string const& resume, c
           if (hi > 0) x = x > hi ? hi : x;
           mo(i) = x;
         });
+    if (inject_nan("model", it + 1)) Kokkos::deep_copy(Kokkos::subview(model, n / 2), Real(std::nan("")));
+    if (std::size_t const bad = count_non_finite(model))
+      throw CollectiveError("the model after the Adam step of iteration " + std::to_string(it + 1) +
+                            " is non-finite (NaN or infinite) in " + std::to_string(bad) + " of " + std::to_string(n) +
+                            " cells; likely causes: fwi.eps too small for the gradient's scale, or fwi.lr too large. "
+                            "Nothing of this iteration was written; " + where_to_continue());
     double const rmse = rmse_of(model);
     space.fence();
     double const secs = std::chrono::duration<double>(Clock::now() - t0).count();
     seconds_total += secs;
     history.push_back({{"iteration", t}, {"loss", loss}, {"rmse", rmse}, {"seconds", secs}, {"shots", batch}});
 
-    // 6. Outputs (rank 0), checkpoint.
-    if (comm.is_root()) {
+    // 6. Outputs (rank 0), checkpoint. A failure there (a full disk) is shared with every rank
+    // below, so that all ranks stop together and unwind (removing their scratch folders).
+    std::string write_error;
+    if (comm.is_root()) try {
       int const done = t - start, left = f.iterations - t;
       std::printf("iter %4d/%d  loss %.6e  rmse %8.2f m/s  %6.2f s/iter  left %s\n", t, f.iterations, loss, rmse, secs,
                   format_seconds(seconds_total / done * left).c_str());
@@ -456,7 +576,8 @@ int fwi(io::Config const& cfg, fs::path const& out, std::string const& resume, c
                            {"peak_device_bytes", mem.peak_device_bytes}};
       io::write_json_atomic(out / "summary.json", summary);
       if (f.checkpoint_every > 0 && (t % f.checkpoint_every == 0 || t == f.iterations)) {
-        Checkpoint c;
+        io::Checkpoint c;
+        c.run = run;
         c.iteration = t;
         std::ostringstream os;
         os << rng;
@@ -468,11 +589,19 @@ int fwi(io::Config const& cfg, fs::path const& out, std::string const& resume, c
           dst->resize(n);
           for (std::size_t i = 0; i < n; ++i) (*dst)[i] = static_cast<float>(h(i));
         }
-        write_checkpoint(out / "checkpoint.bin", c);
+        io::write_checkpoint(out / "checkpoint.bin", c);
+        last_checkpoint = out / "checkpoint.bin";
+        last_checkpoint_iteration = t;
       }
+    } catch (std::exception const& e) {
+      write_error = e.what();
     }
+    if (comm.allreduce_sum(write_error.empty() ? 0.0 : 1.0) > 0)
+      throw CollectiveError((write_error.empty() ? std::string("writing the outputs failed on rank 0") : write_error) +
+                            "; " + where_to_continue());
   }
-  if (comm.is_root()) {
+  std::string write_error;
+  if (comm.is_root()) try {
     auto hm = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model);
     std::vector<float> vf(n);
     for (std::size_t i = 0; i < n; ++i) vf[i] = static_cast<float>(hm(i));
@@ -482,18 +611,23 @@ int fwi(io::Config const& cfg, fs::path const& out, std::string const& resume, c
     io::write_json_atomic(out / "summary.json", summary);
     std::printf("%s\n", mem.to_string().c_str());
     std::printf("wrote %s and %s\n", (out / "model_final.h5").string().c_str(), (out / "summary.json").string().c_str());
-    if (f.figures_every > 0) run_figure_script("plot_fwi.py", {out.string()});
+  } catch (std::exception const& e) {
+    write_error = e.what();
   }
+  if (comm.allreduce_sum(write_error.empty() ? 0.0 : 1.0) > 0)
+    throw CollectiveError((write_error.empty() ? std::string("writing the outputs failed on rank 0") : write_error) +
+                          "; " + where_to_continue());
+  if (comm.is_root() && f.figures_every > 0) run_figure_script("plot_fwi.py", {out.string()});
   return 0;
 }
 
 }  // namespace
 
-int run_fwi(io::Config const& cfg, fs::path const& out, std::string const& resume, comm::Communicator const& comm) {
+int run_fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm) {
   KSWEEP_REQUIRE(cfg.propagator.precision == "fp32",
                  "propagator.precision = \"" << cfg.propagator.precision << "\": ksweep fwi computes in fp32 only");
   return core::dispatch_order(cfg.propagator.order, [&](auto o) {
-    return fwi<float, decltype(o)::value>(cfg, out, resume, comm);
+    return fwi<float, decltype(o)::value>(cfg, opt, comm);
   });
 }
 

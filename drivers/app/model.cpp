@@ -1,6 +1,8 @@
 // ksweep model: forward modelling of every shot of the config, written to observed.h5.
 
 #include "common.hpp"
+#include "guard.hpp"
+#include "memory_estimate.hpp"
 
 #include <ksweep/core/propagator.hpp>
 #include <ksweep/core/runtime.hpp>
@@ -8,6 +10,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -47,6 +50,9 @@ io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm
   }
   auto const t0 = std::chrono::steady_clock::now();
   for (int first = 0; first < n_shots; first += batch) {
+    if (int const sig = stop_signal())
+      throw Interrupted(sig, "stopped by " + signal_name(sig) + " while modelling shots " + std::to_string(first + 1) +
+                                 "-" + std::to_string(n_shots) + "; nothing was written");
     int const b = std::min(batch, n_shots - first);
     std::vector<int> idx(b);
     for (int i = 0; i < b; ++i) idx[i] = first + i;
@@ -86,17 +92,36 @@ io::RecordsFile model_observed(io::Config const& cfg, io::VelocityModel const& v
   });
 }
 
-int run_model(io::Config const& cfg, fs::path const& out, comm::Communicator const& comm) {
+int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm) {
+  // Every check first: nothing is written until they all pass.
   auto const vm = io::load_velocity(cfg.model);
-  warn_sampling(cfg, vm, comm);
   auto const survey = make_survey(cfg, vm.nz, vm.nx);
   core::check_time(cfg.time.dt, cfg.time.nt);
+  core::ModelGrid const grid{vm.nz, vm.nx, vm.dh};
+  core::check_grid(grid, make_pml(cfg), cfg.propagator.order);
+  core::check_velocity(vm.vp.data(), static_cast<long long>(vm.vp.size()));
+  core::check_cfl(*std::max_element(vm.vp.begin(), vm.vp.end()), cfg.time.dt, vm.dh, cfg.propagator.order);
+  core::check_survey(survey, grid, make_pml(cfg));
+  warn_acquisition(cfg, vm, survey, comm);
   if (!comm.is_root()) return 0;  // modelling is not split over ranks
+  auto const est = estimate_model(cfg, vm.nz, vm.nx, survey.n_shots, survey.n_receivers,
+                                  cfg.propagator.precision == "fp64", cfg.propagator.batch);
+  auto const mm = machine_memory(cfg);
+  if (opt.dry_run) {
+    std::printf("%s", memory_table({est}, mm, 1).c_str());
+    check_memory({est}, mm, 1);
+    check_output_folder(opt.out, opt.overwrite, false);
+    std::printf("ksweep model --dry-run: the inputs are valid; nothing was written\n");
+    return 0;
+  }
+  check_memory({est}, mm, 1);
+  fs::path const out = opt.out;
+  OutputFolder folder(out, opt.overwrite, false, true);
   std::printf("ksweep model: %s, %d x %d cells at %g m, %d shots, %d receivers, nt %d, dt %g s, order %d (%s)\n",
               vm.description.c_str(), vm.nz, vm.nx, vm.dh, survey.n_shots, survey.n_receivers, cfg.time.nt,
               cfg.time.dt, cfg.propagator.order, cfg.propagator.precision.c_str());
   auto const rec = model_observed(cfg, vm, survey, true);
-  make_directory(out);
+  folder.claim();
   io::write_records(out / "observed.h5", rec);
   std::printf("wrote %s\n", (out / "observed.h5").string().c_str());
   make_directory(out / "figures");

@@ -2,12 +2,15 @@
 
 #include <ksweep/core/config.hpp>
 #include <ksweep/core/error.hpp>
+#include <ksweep/io/atomic_file.hpp>
 
 #if KSWEEP_ENABLE_HDF5
 #include <hdf5.h>
 
 #include <array>
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <system_error>
 #endif
@@ -29,18 +32,26 @@ void silence_hdf5() {
   (void)done;
 }
 
-herr_t collect_error(unsigned n, H5E_error2_t const* err, void* data) {
-  auto* out = static_cast<std::string*>(data);
-  if (n == 0 && err != nullptr && err->desc != nullptr) *out = err->desc;
+herr_t collect_error(unsigned, H5E_error2_t const* err, void* data) {
+  auto* out = static_cast<std::vector<std::string>*>(data);
+  if (err != nullptr && err->desc != nullptr) out->push_back(err->desc);
   return 0;
 }
 
-/// The innermost message on the HDF5 error stack, as " (HDF5: ...)", and clears the stack.
+/// The outermost message on the HDF5 error stack, as " (HDF5: ...)", and clears the stack.
+/// When a system call failed underneath (a full disk, a file-size limit), its cause is named
+/// instead of HDF5's own wording.
 std::string hdf5_detail() {
-  std::string msg;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_error, &msg);
+  std::vector<std::string> msgs;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_error, &msgs);
   H5Eclear2(H5E_DEFAULT);
-  return msg.empty() ? std::string() : " (HDF5: " + msg + ")";
+  for (auto const& m : msgs) {
+    auto const pos = m.find("errno = ");
+    if (pos == std::string::npos) continue;
+    int const err = std::atoi(m.c_str() + pos + 8);
+    if (err > 0) return ": " + describe_errno(err);
+  }
+  return msgs.empty() ? std::string() : " (HDF5: " + msgs.front() + ")";
 }
 
 /// Owns an HDF5 identifier and closes it on every path.
@@ -70,44 +81,30 @@ class Handle {
   Closer m_closer;
 };
 
-/// Removes the temporary file unless the write was committed.
-class TmpGuard {
- public:
-  explicit TmpGuard(fs::path path) : m_path(std::move(path)) {}
-  TmpGuard(TmpGuard const&) = delete;
-  TmpGuard& operator=(TmpGuard const&) = delete;
-  ~TmpGuard() {
-    if (!m_committed) {
-      std::error_code ec;
-      fs::remove(m_path, ec);
-    }
-  }
-  void commit() { m_committed = true; }
-
- private:
-  fs::path m_path;
-  bool m_committed = false;
-};
-
+/// Builds the file in memory (HDF5's core driver, no backing store) and hands its image to
+/// write_file_atomic: HDF5 never writes to the disk itself, so a full disk or a file-size limit
+/// is reported with its cause, the temporary file is always removed, and no half-closed HDF5
+/// file is left open.
 template <class Body>
 void write_atomic(fs::path const& path, Body&& body) {
   silence_hdf5();
-  fs::path tmp = path;
-  tmp += ".tmp";
-  TmpGuard guard(tmp);
+  std::string image;
   {
-    Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-    KSWEEP_REQUIRE(file.valid(), "cannot create HDF5 file " << tmp
-                                                            << " (does the directory exist and "
-                                                               "is it writable?)"
-                                                            << hdf5_detail());
-    body(file.get(), tmp);
-    KSWEEP_REQUIRE(file.close(), "cannot close HDF5 file " << tmp << hdf5_detail());
+    Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+    KSWEEP_REQUIRE(fapl.valid() && H5Pset_fapl_core(fapl.get(), 1 << 20, 0) >= 0,
+                   "cannot set up an in-memory HDF5 file for " << path << hdf5_detail());
+    Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+    KSWEEP_REQUIRE(file.valid(), "cannot create HDF5 file " << path << hdf5_detail());
+    body(file.get(), path);
+    KSWEEP_REQUIRE(H5Fflush(file.get(), H5F_SCOPE_GLOBAL) >= 0, "cannot flush HDF5 file " << path << hdf5_detail());
+    ssize_t const size = H5Fget_file_image(file.get(), nullptr, 0);
+    KSWEEP_REQUIRE(size > 0, "cannot get the image of HDF5 file " << path << hdf5_detail());
+    image.resize(static_cast<std::size_t>(size));
+    KSWEEP_REQUIRE(H5Fget_file_image(file.get(), image.data(), image.size()) == size,
+                   "cannot get the image of HDF5 file " << path << hdf5_detail());
+    KSWEEP_REQUIRE(file.close(), "cannot close HDF5 file " << path << hdf5_detail());
   }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  KSWEEP_REQUIRE(!ec, "cannot rename " << tmp << " to " << path << ": " << ec.message());
-  guard.commit();
+  write_file_atomic(path, image);
 }
 
 hsize_t to_hsize(int n) { return static_cast<hsize_t>(n); }
@@ -303,6 +300,18 @@ RecordsFile read_records(fs::path const& path) {
   r.delay = read_double(file.get(), path, "delay");
   r.nz = read_int(file.get(), path, "nz");
   r.nx = read_int(file.get(), path, "nx");
+  KSWEEP_REQUIRE(std::isfinite(r.dt) && r.dt > 0, "records file " << path << " has dt = " << r.dt << ": it must be > 0");
+  for (std::size_t i = 0; i < r.data.size(); ++i) {
+    if (std::isfinite(r.data[i])) continue;
+    std::size_t const per_shot = static_cast<std::size_t>(r.nt) * r.receivers;
+    std::size_t const shot = i / per_shot, t = (i % per_shot) / r.receivers, rec = i % r.receivers;
+    std::size_t bad = 0;
+    for (float x : r.data) bad += std::isfinite(x) ? 0 : 1;
+    KSWEEP_REQUIRE(false, "records file " << path << " holds a non-finite sample (" << r.data[i] << ") at shot "
+                                          << shot << ", time sample " << t << " (" << t * r.dt << " s), receiver "
+                                          << rec << " (" << bad << " non-finite samples in all); "
+                                          << "the data cannot be inverted: remove or repair those traces");
+  }
   return r;
 }
 

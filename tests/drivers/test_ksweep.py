@@ -3,10 +3,13 @@
 
     test_ksweep.py KSWEEP MPIEXEC WORKDIR CASE
 
-CASE is one of: model, ranks, resume, converges, bad_inputs.
+CASE is one of: model, ranks, resume, converges, bad_inputs, and the fault suite:
+outputs, resume_checks, numerics, disk_full, signals, memory.
 """
+import hashlib
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -252,7 +255,546 @@ def case_bad_inputs():
     print("bad_inputs: ok")
 
 
+# --- Fault suite: each class of issue 11 with real faults ----------------------------------
+
+FAST = ["--set", "fwi.iterations=3", "--set", "fwi.checkpoint_every=1"]
+
+
+def snapshot(folder):
+    """{relative path: sha256} of every file under `folder` (empty when it does not exist)."""
+    out = {}
+    for root, _, files in os.walk(folder):
+        for name in files:
+            p = os.path.join(root, name)
+            with open(p, "rb") as f:
+                out[os.path.relpath(p, folder)] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
+def check_clean(folder, before=None, what=""):
+    """No temporary file under `folder`; with `before`, every file byte-identical to it."""
+    snap = snapshot(folder)
+    tmp = [p for p in snap if p.endswith(".tmp") or ".tmp." in os.path.basename(p)]
+    if tmp:
+        fail(f"{what}: temporary files left in {folder}: {tmp}")
+    if before is not None and snap != before:
+        changed = sorted(set(snap.items()) ^ set(before.items()))
+        fail(f"{what}: {folder} changed: {changed[:6]}")
+
+
+def run_error(args, needles, ranks=1, env=None, timeout=300, **kw):
+    """Runs ksweep expecting exit code 1 and every needle in its output; returns the output."""
+    cmd = [KSWEEP] + args
+    if ranks > 1:
+        cmd = [MPIEXEC, "-n", str(ranks), "--oversubscribe"] + cmd
+    r = subprocess.run(cmd, env=dict(ENV, **(env or {})), capture_output=True, text=True, timeout=timeout, **kw)
+    text = r.stdout + r.stderr
+    if r.returncode == 0 or r.returncode < 0:
+        fail(f"{' '.join(args)}: exit {r.returncode}, expected an error\n{text}")
+    for n in needles:
+        if n not in text:
+            fail(f"{' '.join(args)}: the output does not mention {n!r}:\n{text}")
+    for raw in ("[json.exception", "Traceback functionality", "terminate called", "Segmentation"):
+        if raw in text:
+            fail(f"{' '.join(args)}: raw library text {raw!r} in the output:\n{text}")
+    print(f"  error as expected: {[l for l in text.strip().splitlines() if 'error' in l][-1][:170]}")
+    return text
+
+
+def models_equal(a, b, what):
+    x, y = final_model(a), final_model(b)
+    if not np.array_equal(x, y):
+        fail(f"{what}: final models differ, max |dv| {np.abs(x - y).max()}")
+
+
+def case_outputs():
+    """Results are never mixed or half-written: every check runs before the first byte."""
+    cfg = write_config("outputs.toml")
+    a = fresh("out_a")
+    ksweep(["fwi", "-c", cfg, "-o", a, "--set", "fwi.iterations=2", "--set", "fwi.save_models=true"])
+    before = snapshot(a)
+    # A second run into a used folder is refused; the first run's files stay byte-identical.
+    run_error(["fwi", "-c", cfg, "-o", a, "--set", "fwi.lr=5"], ["holds the results of another run", "--overwrite",
+                                                                  "--resume"])
+    check_clean(a, before, "second run into a used folder")
+    run_error(["model", "-c", cfg, "-o", a], ["holds the results of another run"])
+    check_clean(a, before, "model into an fwi folder")
+    # --dry-run runs the same checks (folder, resume) and writes nothing.
+    run_error(["fwi", "-c", cfg, "-o", a, "--dry-run"], ["holds the results of another run"])
+    run_error(["model", "-c", cfg, "-o", a, "--dry-run"], ["holds the results of another run"])
+    run_error(["fwi", "-c", cfg, "-o", a, "--dry-run", "--resume", a, "--set", "fwi.lr=5"],
+              ["fwi.lr: 20.0 in the checkpoint, 5.0 now"])
+    r = ksweep(["fwi", "-c", cfg, "-o", a, "--dry-run", "--resume", a, "--set", "fwi.iterations=4"])
+    if "the inputs are valid" not in r.stdout:
+        fail(f"--dry-run of a valid resume:\n{r.stdout}")
+    check_clean(a, before, "--dry-run")
+    # A failing run into the same folder leaves it alone too (bad layer width, bad dt).
+    run_error(["fwi", "-c", cfg, "-o", a, "--overwrite", "--set", "propagator.pml_width=1"], ["pml_width"])
+    check_clean(a, before, "failing run with --overwrite")
+    # Resuming into a different folder that holds results is refused as well.
+    b = fresh("out_b")
+    ksweep(["model", "-c", cfg, "-o", b])
+    b_before = snapshot(b)
+    run_error(["fwi", "-c", cfg, "-o", b, "--resume", a], ["holds the results of another run"])
+    check_clean(b, b_before, "resume into another run's folder")
+    # With fwi.observed given, the layer width, CFL, vmax and disk_dir checks run before any
+    # output is written (they used to run after observed.h5 and the models were written).
+    obs = os.path.join(b, "observed.h5")
+    c = fresh("out_c")
+    for sets, needle in ((["propagator.pml_width=1"], "pml_width"),
+                         (["time.dt=0.01"], "CFL"),
+                         (["time.dt=0.0035"], "fwi.vmax"),
+                         (["storage.location=disk", 'storage.disk_dir="/nonexistent/scratch"'], "storage.disk_dir"),
+                         (["shots.z=500"], "shots.z")):
+        args = ["fwi", "-c", cfg, "-o", c, "--set", f'fwi.observed="{obs}"']
+        for x in sets:
+            args += ["--set", x]
+        run_error(args, [needle])
+        if os.path.exists(c):
+            fail(f"{sets}: the output folder {c} was created by a failing run: {os.listdir(c)}")
+    # ksweep model checks everything before it creates its folder, too.
+    run_error(["model", "-c", cfg, "-o", c, "--set", "propagator.pml_width=1"], ["pml_width"])
+    run_error(["model", "-c", cfg, "-o", c, "--set", "time.dt=0.01"], ["CFL"])
+    if os.path.exists(c):
+        fail(f"ksweep model left {c} after a failed check")
+    # Files of the user's own in a folder are not results: kept, also by --overwrite.
+    d = fresh("out_d")
+    os.makedirs(d)
+    with open(os.path.join(d, "notes.txt"), "w") as f:
+        f.write("mine\n")
+    ksweep(["fwi", "-c", cfg, "-o", d, "--set", "fwi.iterations=1"])
+    ksweep(["fwi", "-c", cfg, "-o", d, "--set", "fwi.iterations=1", "--overwrite"])
+    with open(os.path.join(d, "notes.txt")) as f:
+        if f.read() != "mine\n":
+            fail("--overwrite touched a file that is not a result")
+    # An output folder that cannot be created is found before the modelling.
+    t0 = time.time()
+    text = run_error(["fwi", "-c", cfg, "-o", "/proc/ksweep-cannot-exist/out"], ["cannot create the output folder"])
+    if "modelling observed data" in text:
+        fail("the output folder was checked only after the modelling")
+    print(f"  uncreatable folder found in {time.time() - t0:.1f} s")
+    # --overwrite replaces the earlier results: nothing of them is left beside the new ones.
+    ksweep(["fwi", "-c", cfg, "-o", a, "--overwrite", "--set", "fwi.iterations=1", "--set", "fwi.save_models=false"])
+    left = sorted(os.listdir(a))
+    if "models" in left or len(history(a)) != 1:
+        fail(f"--overwrite left the earlier run's results: {left}")
+    with open(os.path.join(a, "summary.json")) as f:
+        if json.load(f)["config"]["fwi"]["iterations"] != 1:
+            fail("--overwrite: summary.json is not the new run's")
+    check_clean(a, None, "--overwrite")
+    print("outputs: ok")
+
+
+def case_resume_checks():
+    """Resume trusts nothing: configuration, checksum, ranges, iterations."""
+    text = BASE.replace("iterations = 3", "iterations = 4")
+    cfg = write_config("resume_checks.toml", text)
+    ref = fresh("rc_ref")
+    ksweep(["fwi", "-c", cfg, "-o", ref])
+    out = fresh("rc_run")
+    ksweep(["fwi", "-c", cfg, "-o", out, "--set", "fwi.iterations=2"])
+    before = snapshot(out)
+    ck = os.path.join(out, "checkpoint.bin")
+    with open(ck, "rb") as f:
+        good = f.read()
+    # Changes of meaning are refused, naming each key and both values.
+    for sets, needles in (
+            (["fwi.lr=10", "fwi.seed=3"], ["fwi.lr: 20.0 in the checkpoint, 10.0 now", "fwi.seed: 7 in the checkpoint, 3 now"]),
+            (["fwi.beta1=0.5"], ["fwi.beta1: 0.9 in the checkpoint, 0.5 now"]),
+            (["shots.count=5"], ["shots.count: 6 in the checkpoint, 5 now"]),
+            (["receivers.count=50"], ["receivers.count: 60 in the checkpoint, 50 now"]),
+            (["fwi.batch=3"], ["fwi.batch: 4 in the checkpoint, 3 now"]),
+            (["time.nt=400"], ["time.nt: 500 in the checkpoint, 400 now"]),
+            (["storage.dtype=fp16"], ['storage.dtype: "fp32" in the checkpoint, "fp16" now']),
+            (["model.crop_x=[250, 369]"], ["model.crop_x"]),
+            (["fwi.iterations=1"], ["fwi.iterations = 1 is smaller than the 2 iterations"]),
+            (["fwi.iterations=3", "--overwrite"], ["--overwrite with --resume"])):
+        args = ["fwi", "-c", cfg, "-o", out, "--resume", out]
+        for x in sets:
+            args += [x] if x.startswith("--") else ["--set", x]
+        run_error(args, needles)
+        check_clean(out, before, f"resume with {sets}")
+    # Corrupted checkpoints: flipped bytes, truncation, garbage, a checksummed edit out of range.
+    def damaged(data, needles):
+        with open(ck, "wb") as f:
+            f.write(data)
+        run_error(["fwi", "-c", cfg, "-o", out, "--resume", out], [ck] + needles)
+        check_clean(out, dict(before, **{"checkpoint.bin": hashlib.sha256(data).hexdigest()}), "corrupted checkpoint")
+    for at in (30, len(good) // 2, len(good) - 90):
+        b = bytearray(good)
+        b[at] ^= 0x01
+        damaged(bytes(b), ["SHA-256"])
+    damaged(good[: len(good) // 3], ["corrupt"])
+    damaged(b"\0" * 64, ["not a ksweep checkpoint"])
+    n = int.from_bytes(good[8:16], "little")
+    meta = json.loads(good[16:16 + n])
+    arrays = good[16 + n:-71]
+    def resealed(meta_obj, arr):
+        js = json.dumps(meta_obj).encode()
+        body = good[:8] + len(js).to_bytes(8, "little") + js + arr
+        return body + b"SHA256:" + hashlib.sha256(body).hexdigest().encode()
+    m2 = dict(meta, iteration=7)
+    damaged(resealed(m2, arrays), ["history of 2"])
+    a = np.frombuffer(arrays, dtype=np.float32).copy()
+    a[5] = np.nan
+    damaged(resealed(meta, a.tobytes()), ["out-of-range model value"])
+    a = np.frombuffer(arrays, dtype=np.float32).copy()
+    a[9] = 9000.0
+    damaged(resealed(meta, a.tobytes()), ["velocities up to 9000 m/s", "out of range"])
+    damaged(resealed({k: v for k, v in meta.items() if k != "rng"}, arrays), ["lacks the field 'rng'"])
+    # The intact checkpoint resumes with the keys that may change, and ends bit-identical.
+    with open(ck, "wb") as f:
+        f.write(good)
+    ksweep(["fwi", "-c", cfg, "-o", out, "--resume", out, "--set", "fwi.iterations=4", "--set", "storage.location=host",
+            "--set", "fwi.figures_every=0", "--set", "fwi.checkpoint_every=3"])
+    models_equal(out, ref, "resume with allowed changes")
+    print("resume_checks: ok")
+
+
+def case_numerics():
+    """NaN data found when read; non-finite loss/gradient/model stop the run; vmax and sanity warnings."""
+    cfg = write_config("numerics.toml")
+    src = fresh("num_obs")
+    ksweep(["model", "-c", cfg, "-o", src])
+    for value, label in ((np.nan, "nan"), (np.inf, "inf")):
+        bad = os.path.join(WORK, f"observed_{label}.h5")
+        shutil.copy(os.path.join(src, "observed.h5"), bad)
+        with h5py.File(bad, "r+") as f:
+            d = f["data"][...]
+            d[2, 100, 7] = value
+            f["data"][...] = d
+        out = fresh("num_out")
+        run_error(["fwi", "-c", cfg, "-o", out, "--set", f'fwi.observed="{bad}"'],
+                  [bad, "shot 2, time sample 100", "receiver 7", label])
+        if os.path.exists(out):
+            fail("NaN data: an output folder was left")
+    # Real overflow: observed data of absurd amplitude (finite float32) with an unnormalised
+    # loss overflow the adjoint wavefield at iteration 1.
+    huge = os.path.join(WORK, "observed_huge.h5")
+    shutil.copy(os.path.join(src, "observed.h5"), huge)
+    with h5py.File(huge, "r+") as f:
+        f["data"][...] = np.float32(3e38)
+    out = fresh("num_huge")
+    run_error(["fwi", "-c", cfg, "-o", out, "--set", f'fwi.observed="{huge}"', "--set", "fwi.loss_norm=sum"],
+              ["the gradient of iteration 1 is non-finite", "extreme amplitude", "no checkpoint was written yet"])
+    check_clean(out, None, "overflow")
+    if os.path.exists(os.path.join(out, "summary.json")):
+        fail("overflow: summary.json was written for the failed iteration")
+    # Injected non-finite loss, gradient, model at iteration 3: the run stops before writing
+    # anything of it, the checkpoint of iteration 2 stays and resumes bit-identically.
+    ref = fresh("num_ref")
+    ksweep(["fwi", "-c", cfg, "-o", ref])
+    for what, needle in (("loss", "the loss of iteration 3"), ("gradient", "the gradient of iteration 3"),
+                         ("model", "the model after the Adam step of iteration 3")):
+        out = fresh(f"num_{what}")
+        run_error(["fwi", "-c", cfg, "-o", out], [needle, "checkpoint.bin (iteration 2)", "--resume"],
+                  env={"KSWEEP_FAULT_NAN": f"{what}:3"})
+        check_clean(out, None, what)
+        if len(history(out)) != 2 or os.path.exists(os.path.join(out, "model_final.h5")):
+            fail(f"non-finite {what}: outputs of the failed iteration were written")
+        if what == "gradient":
+            # The same fault on resume: the folder stays byte-identical (nothing is written
+            # before the failing iteration), then a clean resume ends bit-identical.
+            before = snapshot(out)
+            run_error(["fwi", "-c", cfg, "-o", out, "--resume", out], [needle], env={"KSWEEP_FAULT_NAN": "gradient:3"})
+            check_clean(out, before, "non-finite gradient on resume")
+            ksweep(["fwi", "-c", cfg, "-o", out, "--resume", out])
+            models_equal(out, ref, "resume after a non-finite gradient")
+    # Two ranks stop together, no MPI abort needed.
+    if MPIEXEC != "none":
+        out = fresh("num_ranks")
+        run_error(["fwi", "-c", cfg, "-o", out], ["the gradient of iteration 2"], ranks=2,
+                  env={"KSWEEP_FAULT_NAN": "gradient:2"})
+    # Velocity bound against the stability limit of time.dt, at start.
+    out = fresh("num_vmax")
+    run_error(["fwi", "-c", cfg, "-o", out, "--set", "time.dt=0.0035"],
+              ["fwi.vmax = 5000", "allows at most 4374", "lower fwi.vmax to at most", "or time.dt to at most"])
+    if os.path.exists(out):
+        fail("vmax check: an output folder was left")
+    r = ksweep(["fwi", "-c", cfg, "-o", out, "--dry-run", "--set", "fwi.vmax=0"])
+    if "fwi.vmax = 0 leaves the velocities without an upper bound" not in r.stderr:
+        fail(f"no warning for fwi.vmax = 0:\n{r.stderr}")
+    # Sanity warnings: wavelet against Nyquist; more shots than distinct source cells.
+    r = ksweep(["fwi", "-c", cfg, "-o", out, "--dry-run", "--set", "wavelet.freq=70", "--set", "fwi.vmin=1500"])
+    if "Nyquist frequency" not in r.stderr:
+        fail(f"no Nyquist warning:\n{r.stderr}")
+    r = ksweep(["fwi", "-c", cfg, "-o", out, "--dry-run", "--set", "shots.count=200"])
+    if "distinct source cells" not in r.stderr:
+        fail(f"no warning for repeated source cells:\n{r.stderr}")
+    if os.path.exists(out):
+        fail("--dry-run wrote an output folder")
+    print("numerics: ok")
+
+
+def limit_fsize(nbytes):
+    def f():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
+    return f
+
+
+def case_disk_full():
+    """A full disk or a file-size limit: the cause named, no temporary file, the last checkpoint valid."""
+    cfg = write_config("disk.toml")
+    scratch = fresh("disk_scratch")
+    os.makedirs(scratch)
+    # File-size limit (RLIMIT_FSIZE) on an output file: EFBIG named, no SIGXFSZ death.
+    out = fresh("disk_fsize")
+    text = run_error(["fwi", "-c", cfg, "-o", out, "--set", "time.nt=4000", "--set", "receivers.count=120"],
+                     ["observed.h5", "File too large", "EFBIG", "no space left"], preexec_fn=limit_fsize(10 << 20))
+    check_clean(out, None, "file-size limit on observed.h5")
+    # ... and on the disk store's scratch file, whose folder is removed.
+    out = fresh("disk_fsize_store")
+    run_error(["fwi", "-c", cfg, "-o", out, "--set", "time.nt=2000", "--set", "storage.location=disk",
+               "--set", f'storage.disk_dir="{scratch}"'], ["File too large", "EFBIG"], preexec_fn=limit_fsize(10 << 20))
+    check_clean(out, None, "file-size limit on the disk store")
+    if os.listdir(scratch):
+        fail(f"the disk store left {os.listdir(scratch)} in {scratch}")
+    # Injected ENOSPC part way through: the checkpoint before it stays valid and resumes.
+    text5 = BASE.replace("iterations = 3", "iterations = 5")
+    cfg5 = write_config("disk5.toml", text5)
+    ref = fresh("disk_ref")
+    ksweep(["fwi", "-c", cfg5, "-o", ref])
+    out = fresh("disk_inject")
+    run_error(["fwi", "-c", cfg5, "-o", out], ["No space left on device", "ENOSPC"], env={"KSWEEP_FAULT_WRITES": "9"})
+    check_clean(out, None, "injected ENOSPC")
+    ksweep(["fwi", "-c", cfg5, "-o", out, "--resume", out])
+    models_equal(out, ref, "resume after ENOSPC")
+    # On two ranks with disk storage, rank 0's full disk stops both ranks together: no
+    # MPI_Abort, every rank's scratch folder removed.
+    if MPIEXEC != "none":
+        out = fresh("disk_inject_ranks")
+        text = run_error(["fwi", "-c", cfg5, "-o", out, "--set", "storage.location=disk",
+                          "--set", f'storage.disk_dir="{scratch}"'], ["No space left on device", "--resume"],
+                         ranks=2, env={"KSWEEP_FAULT_WRITES": "9"})
+        if "MPI_ABORT" in text:
+            fail(f"2 ranks: a full disk ended in MPI_Abort:\n{text}")
+        if os.listdir(scratch):
+            fail(f"2 ranks: scratch left: {os.listdir(scratch)}")
+        check_clean(out, None, "2 ranks, injected ENOSPC")
+    # A real full disk: a small tmpfs (skipped only where mounting is not permitted).
+    mnt = fresh("disk_tmpfs")
+    os.makedirs(mnt)
+    m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1100k", "tmpfs", mnt], capture_output=True, text=True)
+    if m.returncode != 0:
+        print(f"  tmpfs variant skipped: mount not permitted ({m.stderr.strip()[:80]})")
+    else:
+        try:
+            out = os.path.join(mnt, "run")
+            text10 = BASE.replace("iterations = 3", "iterations = 12").replace("save_models = false", "save_models = true")
+            cfg10 = write_config("disk10.toml", text10)
+            run_error(["fwi", "-c", cfg10, "-o", out], ["No space left on device", "ENOSPC"])
+            check_clean(out, None, "tmpfs full")
+            done = len(history(out))
+            print(f"  tmpfs filled after {done} iterations")
+            # The last good checkpoint, copied to a roomy disk, resumes to the reference result.
+            copy = fresh("disk_tmpfs_copy")
+            shutil.copytree(out, copy)
+            ref10 = fresh("disk_ref10")
+            ksweep(["fwi", "-c", cfg10, "-o", ref10])
+            ksweep(["fwi", "-c", cfg10, "-o", copy, "--resume", copy])
+            models_equal(copy, ref10, "resume after a full tmpfs")
+            # The saved steps of a disk store that cannot fit are refused before anything runs.
+            out2 = os.path.join(mnt, "run2")
+            run_error(["fwi", "-c", cfg, "-o", out2, "--set", "storage.location=disk", "--set", f'storage.disk_dir="{mnt}"'],
+                      ["do not fit on the disk"])
+        finally:
+            subprocess.run(["umount", mnt])
+    print("disk_full: ok")
+
+
+def children_of(pid):
+    kids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                if int(fields[1]) == pid:
+                    kids.append(int(d))
+            except OSError:
+                pass
+    return kids
+
+
+def wait_for(p, out, reported, timeout=120):
+    """Waits until `reported` iterations appear in out/summary.json (or `reported` = 0: start)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and p.poll() is None:
+        try:
+            if len(history(out)) >= reported:
+                return True
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.02)
+    return False
+
+
+def case_signals():
+    """SIGINT / SIGTERM: clean stop at a safe point, scratch removed, resume command, 130 / 143."""
+    text = BASE.replace("iterations = 3", "iterations = 8").replace("nt = 500", "nt = 1200")
+    cfg = write_config("signals.toml", text)
+    scratch = fresh("sig_scratch")
+    os.makedirs(scratch)
+    disk = ["--set", "storage.location=disk", "--set", f'storage.disk_dir="{scratch}"']
+    ref = fresh("sig_ref")
+    ksweep(["fwi", "-c", cfg, "-o", ref] + disk)
+    for sig, code, when in ((signal.SIGINT, 130, "start"), (signal.SIGTERM, 143, "start"),
+                            (signal.SIGINT, 130, 1), (signal.SIGTERM, 143, 3)):
+        out = fresh(f"sig_{code}_{when}")
+        p = subprocess.Popen([KSWEEP, "fwi", "-c", cfg, "-o", out] + disk, env=ENV, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        if when == "start":
+            line = p.stdout.readline()  # "modelling observed data": the handlers are installed
+            if "modelling" not in line:
+                fail(f"unexpected first line {line!r}")
+        elif not wait_for(p, out, when):
+            fail(f"the run ended before {when} iterations")
+        else:
+            time.sleep(0.1)
+        p.send_signal(sig)
+        so, se = p.communicate(timeout=120)
+        text = so + se
+        if p.returncode != code:
+            fail(f"{sig.name} at {when}: exit {p.returncode}, expected {code}\n{text}")
+        if f"stopped by {sig.name}" not in text:
+            fail(f"{sig.name} at {when}: no stop message\n{text}")
+        if os.listdir(scratch):
+            fail(f"{sig.name} at {when}: scratch left: {os.listdir(scratch)}")
+        check_clean(out, None, f"{sig.name} at {when}")
+        print(f"  {sig.name} at {when}: exit {code}: {[l for l in text.splitlines() if 'stopped by' in l][0][:150]}")
+        if "--resume" in text and when != "start":
+            if when == 3:
+                # A signal while the resumed run models its data: the folder stays byte-identical.
+                before = snapshot(out)
+                q = subprocess.Popen([KSWEEP, "fwi", "-c", cfg, "-o", out, "--resume", out] + disk, env=ENV,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                q.stdout.readline()
+                q.send_signal(signal.SIGINT)
+                qo, qe = q.communicate(timeout=120)
+                if q.returncode != 130 or "--resume" not in qe:
+                    fail(f"SIGINT during a resume: exit {q.returncode}\n{qo}{qe}")
+                check_clean(out, before, "SIGINT during a resume")
+            ksweep(["fwi", "-c", cfg, "-o", out, "--resume", out] + disk)
+            models_equal(out, ref, f"resume after {sig.name}")
+        elif when == "start" and "while modelling" in text and os.path.exists(out) and os.listdir(out):
+            fail(f"stopped while modelling, yet {out} holds {os.listdir(out)}")
+    # ksweep model stops too, writing nothing.
+    out = fresh("sig_model")
+    p = subprocess.Popen([KSWEEP, "model", "-c", cfg, "-o", out, "--set", "time.nt=20000", "--set", "propagator.batch=1"],
+                         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.readline()
+    p.send_signal(signal.SIGTERM)
+    so, se = p.communicate(timeout=120)
+    if p.returncode != 143 or "stopped by SIGTERM while modelling" not in se or os.path.exists(out):
+        fail(f"model: exit {p.returncode}, folder {os.path.exists(out)}\n{so}{se}")
+    print("  ksweep model: SIGTERM -> 143, nothing written")
+    # Several ranks: every rank gets SIGTERM (as a batch system sends it) and stops cleanly.
+    if MPIEXEC != "none":
+        out = fresh("sig_ranks")
+        p = subprocess.Popen([MPIEXEC, "-n", "2", "--oversubscribe", KSWEEP, "fwi", "-c", cfg, "-o", out] + disk, env=ENV,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if not wait_for(p, out, 2):
+            fail("the 2-rank run ended before 2 iterations")
+        ranks = children_of(p.pid)
+        if len(ranks) != 2:
+            fail(f"expected 2 rank processes under mpirun, found {ranks}")
+        for r in ranks:
+            os.kill(r, signal.SIGTERM)
+        so, se = p.communicate(timeout=120)
+        text = so + se
+        if p.returncode == 0 or "stopped by SIGTERM" not in text or "mpirun -n 2" not in text:
+            fail(f"2 ranks: exit {p.returncode}\n{text}")
+        if "Exit code:    143" not in text:
+            fail(f"2 ranks: the ranks did not exit with 143\n{text}")
+        if os.listdir(scratch):
+            fail(f"2 ranks: scratch left: {os.listdir(scratch)}")
+        check_clean(out, None, "2 ranks SIGTERM")
+        print("  2 ranks: both stopped with 143, scratch empty")
+        # Only one rank signalled: the ranks agree at the iteration boundary and both stop.
+        out = fresh("sig_ranks_one")
+        p = subprocess.Popen([MPIEXEC, "-n", "2", "--oversubscribe", KSWEEP, "fwi", "-c", cfg, "-o", out] + disk, env=ENV,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if not wait_for(p, out, 1):
+            fail("the 2-rank run ended before 1 iteration")
+        ranks = sorted(children_of(p.pid))
+        os.kill(ranks[-1], signal.SIGINT)
+        so, se = p.communicate(timeout=120)
+        text = so + se
+        if "stopped by SIGINT" not in text or "Exit code:    130" not in text or os.listdir(scratch):
+            fail(f"2 ranks, one signalled: exit {p.returncode}, scratch {os.listdir(scratch)}\n{text}")
+        check_clean(out, None, "2 ranks, one signalled")
+        print("  2 ranks, one signalled: both stopped with 130, scratch empty")
+    print("signals: ok")
+
+
+def case_memory():
+    """Memory estimated before allocating; too-large problems refused with the table; --dry-run."""
+    cfg = write_config("memory.toml")
+    out = fresh("mem_out")
+    for cmd in ("fwi", "model"):
+        r = ksweep([cmd, "-c", cfg, "-o", out, "--dry-run"])
+        for needle in ("memory estimate", "wavefields", "available: host memory", "nothing was written"):
+            if needle not in r.stdout:
+                fail(f"{cmd} --dry-run does not print {needle!r}:\n{r.stdout}")
+        if cmd == "fwi" and "saved steps (boundary, fp32, device)" not in r.stdout:
+            fail(f"fwi --dry-run has no saved-steps line:\n{r.stdout}")
+        if os.path.exists(out):
+            fail(f"{cmd} --dry-run wrote {out}")
+    # The estimate agrees with what the run allocates (its memory report) for each storage kind.
+    scratch = fresh("mem_scratch")
+    os.makedirs(scratch)
+    for strategy, dtype, location in (("boundary", "fp32", "device"), ("full", "fp16", "host"),
+                                      ("boundary", "int8", "disk")):
+        sets = ["--set", f"storage.strategy={strategy}", "--set", f"storage.dtype={dtype}",
+                "--set", f"storage.location={location}", "--set", f'storage.disk_dir="{scratch}"',
+                "--set", "fwi.iterations=1", "--set", "storage.transfer_interval=50"]
+        r = ksweep(["fwi", "-c", cfg, "-o", out, "--dry-run"] + sets)
+        est = {}
+        for line in r.stdout.splitlines():
+            parts = line.split()
+            if len(parts) >= 3 and parts[-1] == "MiB":
+                est[line[:68].strip()] = float(parts[-2])
+        run = fresh("mem_run")
+        ksweep(["fwi", "-c", cfg, "-o", run] + sets)
+        with open(os.path.join(run, "summary.json")) as f:
+            rep = json.load(f)["memory"]
+        mib = 1 << 20
+        # The estimate may round up (codec blocks), never down, and stays within 10 %.
+        saved = est[f"saved steps ({strategy}, {dtype}, {location})"]
+        if not rep["boundary_bytes"] / mib - 0.06 <= saved <= 1.1 * rep["boundary_bytes"] / mib + 0.06:
+            fail(f"{strategy}/{dtype}/{location}: estimated {saved} MiB of saved steps, the run reports "
+                 f"{rep['boundary_bytes'] / mib:.2f}")
+        fields = est["wavefields, forward + adjoint (2 levels each)"] + est["absorbing-layer fields, forward + adjoint"]
+        real = (rep["wavefield_bytes"] + rep["seed_bytes"]) / mib
+        if abs(fields - real) > 0.11:
+            fail(f"{strategy}: estimated {fields} MiB of wavefields and layer fields, the run reports {real:.2f}")
+        print(f"  {strategy}/{dtype}/{location}: saved steps {saved} MiB (run: {rep['boundary_bytes'] / mib:.2f}), "
+              f"fields {fields:.1f} MiB (run: {real:.2f})")
+    # A genuinely too-large problem (about 50 GB, most of it saved steps, on a 24 GB machine).
+    t0 = time.time()
+    text = run_error(["fwi", "-c", cfg, "-o", out, "--set", "time.nt=400000", "--set", "storage.strategy=full"],
+                     ["does not fit in memory", "memory estimate", "saved steps (full, fp32, device)", "total"])
+    if "modelling observed data" in text or os.path.exists(out):
+        fail("the too-large problem was found only after starting")
+    print(f"  refused in {time.time() - t0:.1f} s")
+    run_error(["model", "-c", cfg, "-o", out, "--set", "time.nt=20000000", "--set", "receivers.count=120"],
+              ["does not fit in memory"])
+    run_error(["fwi", "-c", cfg, "-o", out], ["does not fit in memory"], env={"KSWEEP_MEMORY_AVAILABLE": "5000000"})
+    # An address-space limit counts as what the machine has.
+    run_error(["fwi", "-c", cfg, "-o", out, "--set", "time.nt=20000", "--set", "storage.strategy=full"],
+              ["does not fit in memory"], preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30)))
+    # An allocation that fails anyway (the estimate bypassed) is reported, never raw.
+    out2 = fresh("mem_alloc")
+    run_error(["fwi", "-c", cfg, "-o", out2, "--set", "time.nt=20000", "--set", "storage.strategy=full"],
+              ["out of memory allocating", "--dry-run"], env={"KSWEEP_MEMORY_AVAILABLE": str(1 << 40)},
+              preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30)))
+    check_clean(out2, None, "allocation failure")
+    print("memory: ok")
+
+
 if __name__ == "__main__":
     os.makedirs(WORK, exist_ok=True)
     {"model": case_model, "ranks": case_ranks, "resume": case_resume, "converges": case_converges,
-     "bad_inputs": case_bad_inputs}[sys.argv[4]]()
+     "bad_inputs": case_bad_inputs, "outputs": case_outputs, "resume_checks": case_resume_checks,
+     "numerics": case_numerics, "disk_full": case_disk_full, "signals": case_signals,
+     "memory": case_memory}[sys.argv[4]]()

@@ -36,6 +36,8 @@ class Communicator {
   int rank() const { return m_rank; }
   int size() const { return m_size; }
   bool is_root() const { return m_rank == 0; }
+  /// Ranks on this rank's node (sharing its memory), this one included.
+  int local_size() const { return m_local_size; }
 
   void barrier() const;
   /// Broadcasts bytes from `root`.
@@ -115,6 +117,7 @@ class Communicator {
   }
 
   int m_rank = 0, m_size = 1;
+  int m_local_size = 1;
 };
 
 /// The contiguous slice [first, first + count) of `n` items taken by `rank` of `size`:

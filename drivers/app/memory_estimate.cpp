@@ -1,0 +1,258 @@
+#include "memory_estimate.hpp"
+
+#include <ksweep/core/error.hpp>
+#include <ksweep/storage/codec.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+
+namespace ksweep::app {
+
+namespace {
+
+using sz = std::size_t;
+
+struct Padded {
+  sz nz, nx, W, top, M, NZ, NX;
+  Padded(io::Config const& cfg, int nz_, int nx_) {
+    nz = static_cast<sz>(nz_);
+    nx = static_cast<sz>(nx_);
+    W = static_cast<sz>(cfg.propagator.pml_width);
+    top = cfg.propagator.free_surface ? 0 : W;
+    M = static_cast<sz>(cfg.propagator.order / 2);
+    NZ = nz + top + W;
+    NX = nx + 2 * W;
+  }
+  /// One wavefield level of `shots` shots, halo included.
+  sz level(sz shots, sz real) const { return shots * (NZ + 2 * M) * (NX + 2 * M) * real; }
+  /// Layer memories (psi, zeta on both axes, two copies) of one direction.
+  sz layer(sz shots, sz real) const {
+    sz const sw = W + 4 * M;
+    return 2 * (2 * 2 * shots * NZ * sw + 2 * 2 * shots * sw * NX) * real;
+  }
+  /// Cells saved per shot and step (see GradientEngine).
+  sz ring(bool full) const {
+    sz const z0 = top >= M && !(top == 0) ? top - M : 0;
+    sz const rows = top + nz + M - z0, cols = nx + 2 * M;
+    return full ? rows * cols : rows * cols - nz * nx;
+  }
+};
+
+storage::Dtype dtype_of(std::string const& s) {
+  if (s == "fp16") return storage::Dtype::fp16;
+  if (s == "bf16") return storage::Dtype::bf16;
+  if (s == "int8") return storage::Dtype::int8;
+  return storage::Dtype::fp32;
+}
+
+std::size_t read_number(std::string const& path) {
+  std::ifstream in(path);
+  std::string s;
+  if (!(in >> s) || s == "max") return 0;
+  return static_cast<std::size_t>(std::strtoull(s.c_str(), nullptr, 10));
+}
+
+std::string place_name(Place p) { return p == Place::device ? "device" : p == Place::host ? "host" : "disk"; }
+
+}  // namespace
+
+std::size_t MemoryEstimate::total(Place p) const {
+  sz t = 0;
+  for (auto const& i : items)
+    if (i.place == p) t += i.bytes;
+  return t;
+}
+
+MemoryEstimate estimate_fwi(io::Config const& cfg, int nz, int nx, int n_shots, int n_receivers, int shots_per_rank) {
+  Padded const L(cfg, nz, nx);
+  sz const S = static_cast<sz>(std::max(shots_per_rank, 1)), R = sizeof(float), n = L.nz * L.nx;
+  sz const nt = static_cast<sz>(cfg.time.nt), nr = static_cast<sz>(n_receivers);
+  MemoryEstimate e;
+  e.phase = "inversion (per rank, " + std::to_string(S) + " shot(s) per launch)";
+  auto add = [&](std::string w, Place p, sz b) { e.items.push_back({std::move(w), p, b}); };
+  add("wavefields, forward + adjoint (2 levels each)", Place::device, 2 * 2 * L.level(S, R));
+  add("absorbing-layer fields, forward + adjoint", Place::device, 2 * L.layer(S, R));
+  add("velocity coefficients", Place::device, (L.NZ + 2 * L.M) * (L.NX + 2 * L.M) * R + n * R);
+  // Each shot's ring rounded up to whole codec blocks (an upper bound for every codec layout).
+  sz const ring = (L.ring(cfg.storage.strategy == "full") + storage::block_size - 1) / storage::block_size * storage::block_size;
+  sz const step = storage::encoded_bytes(dtype_of(cfg.storage.dtype), S * ring, R);
+  Place const where = cfg.storage.location == "device" ? Place::device
+                      : cfg.storage.location == "host" ? Place::host
+                                                       : Place::disk;
+  add("saved steps (" + cfg.storage.strategy + ", " + cfg.storage.dtype + ", " + cfg.storage.location + ")", where,
+      step * nt);
+  if (where != Place::device)
+    add("transfer staging", Place::device,
+        2 * step * static_cast<sz>(std::min<long long>(cfg.storage.transfer_interval, static_cast<long long>(nt))));
+  add("records of the batch (observed, synthetic, residual) and wavelets", Place::device, 3 * S * nt * nr * R + S * nt * R);
+  add("observed data of every shot", Place::host, static_cast<sz>(n_shots) * nt * nr * R + S * nt * nr * R);
+  add("gradient and illumination images (per shot and summed)", Place::device, (3 * S + 6) * n * sizeof(double));
+  add("models and Adam moments", Place::device, 6 * n * R);
+  add("host copies of models and images", Place::host, 8 * n * sizeof(double));
+  return e;
+}
+
+MemoryEstimate estimate_model(io::Config const& cfg, int nz, int nx, int n_shots, int n_receivers, bool fp64, int batch) {
+  Padded const L(cfg, nz, nx);
+  sz const S = static_cast<sz>(std::max(1, std::min(batch, n_shots))), R = fp64 ? 8 : 4, n = L.nz * L.nx;
+  sz const nt = static_cast<sz>(cfg.time.nt), nr = static_cast<sz>(n_receivers);
+  MemoryEstimate e;
+  e.phase = "forward modelling (" + std::to_string(S) + " shot(s) per launch)";
+  auto add = [&](std::string w, Place p, sz b) { e.items.push_back({std::move(w), p, b}); };
+  add("wavefields (2 levels)", Place::device, 2 * L.level(S, R));
+  add("absorbing-layer fields", Place::device, L.layer(S, R));
+  add("velocity coefficients", Place::device, (L.NZ + 2 * L.M) * (L.NX + 2 * L.M) * R + n * R);
+  add("records and wavelets of the batch", Place::device, S * nt * nr * R + S * nt * R);
+  add("records of every shot", Place::host, static_cast<sz>(n_shots) * nt * nr * 4 + S * nt * nr * R);
+  return e;
+}
+
+MachineMemory machine_memory(io::Config const& cfg) {
+  MachineMemory mm;
+  mm.device_is_host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, Kokkos::DefaultExecutionSpace::memory_space>::accessible;
+#if defined(KOKKOS_ENABLE_CUDA)
+  if (!mm.device_is_host) {
+    std::size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) == cudaSuccess) mm.device_available = free;
+  }
+#endif
+  if (char const* e = std::getenv("KSWEEP_DEVICE_MEMORY_AVAILABLE"); e != nullptr && *e != '\0' && !mm.device_is_host)
+    mm.device_available = static_cast<sz>(std::strtoull(e, nullptr, 10));
+  if (char const* e = std::getenv("KSWEEP_MEMORY_AVAILABLE"); e != nullptr && *e != '\0') {
+    mm.host_available = static_cast<sz>(std::strtoull(e, nullptr, 10));
+  } else {
+    std::ifstream in("/proc/meminfo");
+    std::string key;
+    sz value = 0;
+    std::string unit;
+    while (in >> key >> value) {
+      std::getline(in, unit);
+      if (key == "MemAvailable:") {
+        mm.host_available = value * 1024;
+        break;
+      }
+    }
+    // cgroup v2, then v1.
+    sz const max2 = read_number("/sys/fs/cgroup/memory.max");
+    if (max2 > 0) {
+      sz const cur = read_number("/sys/fs/cgroup/memory.current");
+      sz const left = max2 > cur ? max2 - cur : 0;
+      if (mm.host_available == 0 || left < mm.host_available) mm.host_available = left;
+    } else {
+      sz const max1 = read_number("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+      sz const use1 = read_number("/sys/fs/cgroup/memory/memory.usage_in_bytes");
+      if (max1 > 0 && max1 < (sz(1) << 60)) {
+        sz const left = max1 > use1 ? max1 - use1 : 0;
+        if (mm.host_available == 0 || left < mm.host_available) mm.host_available = left;
+      }
+    }
+  }
+  // An address-space limit (ulimit -v) caps what this process can allocate, whatever is free.
+  struct rlimit rl {};
+  if (std::getenv("KSWEEP_MEMORY_AVAILABLE") == nullptr && ::getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    sz used = 0;
+    std::ifstream in("/proc/self/status");
+    std::string key;
+    while (in >> key) {
+      if (key == "VmSize:") {
+        in >> used;
+        used *= 1024;
+        break;
+      }
+      std::getline(in, key);
+    }
+    sz const left = static_cast<sz>(rl.rlim_cur) > used ? static_cast<sz>(rl.rlim_cur) - used : 0;
+    if (mm.host_available == 0 || left < mm.host_available) mm.host_available = left;
+  }
+  if (cfg.storage.location == "disk") {
+    std::error_code ec;
+    std::filesystem::path dir = cfg.storage.disk_dir.empty() ? std::filesystem::temp_directory_path(ec)
+                                                             : std::filesystem::path(cfg.storage.disk_dir);
+    struct statvfs st {};
+    if (!ec && ::statvfs(dir.c_str(), &st) == 0) mm.disk_available = static_cast<sz>(st.f_bavail) * st.f_frsize;
+  }
+  return mm;
+}
+
+std::string memory_table(std::vector<MemoryEstimate> const& phases, MachineMemory const& mm, int local_ranks) {
+  std::ostringstream os;
+  auto mib = [](sz b) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%12.1f MiB", static_cast<double>(b) / (1024.0 * 1024.0));
+    return std::string(buf);
+  };
+  for (auto const& ph : phases) {
+    os << "memory estimate, " << ph.phase << ":\n";
+    for (auto const& i : ph.items) {
+      char line[160];
+      std::snprintf(line, sizeof line, "  %-66s %-6s %s\n", i.what.c_str(), place_name(i.place).c_str(), mib(i.bytes).c_str());
+      os << line;
+    }
+    for (Place p : {Place::device, Place::host, Place::disk}) {
+      if (ph.total(p) == 0) continue;
+      char line[160];
+      std::snprintf(line, sizeof line, "  %-66s %-6s %s\n", "total", place_name(p).c_str(), mib(ph.total(p)).c_str());
+      os << line;
+    }
+  }
+  os << "available: host memory " << (mm.host_available ? mib(mm.host_available) : std::string("unknown"));
+  if (local_ranks > 1) os << " for " << local_ranks << " ranks on this node";
+  if (mm.device_is_host) os << " (the device is the host)";
+  else if (mm.device_available) os << "; device memory " << mib(mm.device_available);
+  else os << "; device memory unknown (not checked)";
+  if (mm.disk_available) os << "; disk " << mib(mm.disk_available);
+  os << "\n";
+  return os.str();
+}
+
+void check_memory(std::vector<MemoryEstimate> const& phases, MachineMemory const& mm, int local_ranks) {
+  for (auto const& ph : phases) {
+    sz const ranks = static_cast<sz>(std::max(local_ranks, 1));
+    sz const host = (ph.total(Place::host) + (mm.device_is_host ? ph.total(Place::device) : 0)) * ranks;
+    if (mm.host_available > 0 && host > mm.host_available) {
+      std::ostringstream os;
+      os << "the run does not fit in memory: " << ph.phase << " needs about " << host / (1024 * 1024) << " MiB"
+         << (ranks > 1 ? " for the ranks on this node" : "") << ", " << mm.host_available / (1024 * 1024)
+         << " MiB are available; use fewer shots per launch (fwi.batch over more ranks, propagator.batch), "
+            "storage.location = \"disk\" or a smaller storage.dtype, or a smaller model or time.nt\n"
+         << memory_table(phases, mm, local_ranks);
+      throw Error(os.str());
+    }
+    // Each rank's device part against the free memory of the device it sees.
+    sz const device = ph.total(Place::device);
+    if (!mm.device_is_host && mm.device_available > 0 && device > mm.device_available) {
+      std::ostringstream os;
+      os << "the run does not fit in device memory: " << ph.phase << " needs about " << device / (1024 * 1024)
+         << " MiB on the device, " << mm.device_available / (1024 * 1024)
+         << " MiB are free; use fewer shots per launch (fwi.batch over more ranks), storage.location = \"host\" or "
+            "\"disk\", or a smaller storage.dtype\n"
+         << memory_table(phases, mm, local_ranks);
+      throw Error(os.str());
+    }
+    sz const disk = ph.total(Place::disk) * ranks;
+    if (mm.disk_available > 0 && disk > mm.disk_available) {
+      std::ostringstream os;
+      os << "the saved steps do not fit on the disk: " << ph.phase << " needs about " << disk / (1024 * 1024)
+         << " MiB in storage.disk_dir, " << mm.disk_available / (1024 * 1024)
+         << " MiB are free; free space, choose another storage.disk_dir, or use a smaller storage.dtype\n"
+         << memory_table(phases, mm, local_ranks);
+      throw Error(os.str());
+    }
+  }
+}
+
+}  // namespace ksweep::app

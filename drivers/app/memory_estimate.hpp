@@ -1,0 +1,56 @@
+#pragma once
+// The memory a run will need, per component, computed from the padded-grid layout before
+// anything is allocated, and checked against what the machine has.
+
+#include <ksweep/comm/communicator.hpp>
+#include <ksweep/io/config.hpp>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace ksweep::app {
+
+/// Where a component lives.
+enum class Place { device, host, disk };
+
+struct MemoryItem {
+  std::string what;
+  Place place;
+  std::size_t bytes;
+};
+
+/// The components of one phase of a run (per rank).
+struct MemoryEstimate {
+  std::string phase;
+  std::vector<MemoryItem> items;
+  std::size_t total(Place p) const;
+};
+
+/// Memory of one rank of `ksweep fwi` (the inversion, `n_shots_cap` shots per launch) on a
+/// model of nz x nx.
+MemoryEstimate estimate_fwi(io::Config const& cfg, int nz, int nx, int n_shots, int n_receivers, int shots_per_rank);
+/// Memory of the forward modelling of every shot (`ksweep model`, and the observed data of
+/// `ksweep fwi` on rank 0).
+MemoryEstimate estimate_model(io::Config const& cfg, int nz, int nx, int n_shots, int n_receivers, bool fp64,
+                              int batch);
+
+/// What this machine offers: host memory available to this process (MemAvailable, lowered to
+/// the cgroup limit when there is one; KSWEEP_MEMORY_AVAILABLE in bytes overrides), and
+/// whether the device memory is the host memory.
+struct MachineMemory {
+  std::size_t host_available = 0;  // 0 = unknown
+  bool device_is_host = true;
+  std::size_t device_available = 0;  // free device memory (CUDA); 0 = unknown or the host
+  std::size_t disk_available = 0;  // free bytes in storage.disk_dir (0 = unknown or unused)
+};
+MachineMemory machine_memory(io::Config const& cfg);
+
+/// Table of the estimates (MiB per component, totals per place, and what is available).
+std::string memory_table(std::vector<MemoryEstimate> const& phases, MachineMemory const& mm, int local_ranks);
+
+/// Throws ksweep::Error with the table when a phase does not fit (host memory, with
+/// `local_ranks` ranks on the node; disk space for disk storage).
+void check_memory(std::vector<MemoryEstimate> const& phases, MachineMemory const& mm, int local_ranks);
+
+}  // namespace ksweep::app

@@ -1,0 +1,53 @@
+#pragma once
+/// \file checkpoint.hpp
+/// The checkpoint of `ksweep fwi`: everything needed to continue a run bit-identically (model,
+/// Adam moments, random generator, iteration, histories), the configuration it was made with,
+/// and a SHA-256 checksum over its bytes. Reading trusts nothing: the checksum, every range
+/// and the configuration are checked, and every error names the file.
+///
+/// File layout: "KSWCKPT2", uint64 length L, L bytes of JSON metadata, three float32 arrays of
+/// `n` values (model, Adam m, Adam v), then "SHA256:" and the 64 hexadecimal digits of the
+/// SHA-256 of every byte before it.
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ksweep::io {
+
+struct Checkpoint {
+  int iteration = 0;  ///< iterations done
+  std::string rng;    ///< std::mt19937_64 state as written by operator<<
+  nlohmann::json history = nlohmann::json::array();
+  /// The run's identity: {"config": config_to_json(...), "data": {...hashes...}}.
+  nlohmann::json run;
+  std::vector<float> model, m, v;
+};
+
+/// Writes `c` atomically (temporary file, fsync, rename). Throws ksweep::Error.
+void write_checkpoint(std::filesystem::path const& path, Checkpoint const& c);
+
+/// Reads and checks a checkpoint for a model of `n` cells (0: as many as it records): format, checksum, ranges (iteration,
+/// history, finite and positive velocities, finite moments, generator state). Throws
+/// ksweep::Error naming `path` and what is wrong.
+Checkpoint read_checkpoint(std::filesystem::path const& path, std::size_t n);
+
+/// One key whose value differs between a checkpoint's run and the current one.
+struct RunChange {
+  std::string key;     ///< "fwi.lr", "data.model_sha256", ...
+  std::string before;  ///< in the checkpoint (JSON text)
+  std::string after;   ///< now (JSON text)
+};
+
+/// The keys of the run identity that may change on --resume (more iterations, figures,
+/// checkpoint interval, where the saved steps live).
+std::vector<std::string> const& resume_mutable_keys();
+
+/// The keys, other than resume_mutable_keys(), whose values differ between `saved` and `now`
+/// (both as in Checkpoint::run), in key order.
+std::vector<RunChange> resume_changes(nlohmann::json const& saved, nlohmann::json const& now);
+
+}  // namespace ksweep::io

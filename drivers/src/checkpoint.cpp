@@ -1,0 +1,207 @@
+#include <ksweep/io/checkpoint.hpp>
+
+#include <ksweep/core/error.hpp>
+#include <ksweep/io/atomic_file.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <type_traits>
+
+namespace ksweep::io {
+
+namespace {
+
+constexpr char magic[8] = {'K', 'S', 'W', 'C', 'K', 'P', 'T', '2'};
+constexpr char magic_v1[8] = {'K', 'S', 'W', 'C', 'K', 'P', 'T', '1'};
+constexpr char trailer[] = "SHA256:";
+constexpr std::size_t trailer_len = sizeof(trailer) - 1 + 64;
+
+void flatten(nlohmann::json const& j, std::string const& prefix, std::vector<std::pair<std::string, nlohmann::json>>& out) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) flatten(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), out);
+  } else {
+    out.emplace_back(prefix, j);
+  }
+}
+
+}  // namespace
+
+void write_checkpoint(std::filesystem::path const& path, Checkpoint const& c) {
+  std::size_t const n = c.model.size();
+  KSWEEP_REQUIRE(c.m.size() == n && c.v.size() == n, "checkpoint " << path.string() << ": arrays of different sizes");
+  nlohmann::json meta = {{"format", 2},       {"iteration", c.iteration}, {"rng", c.rng},
+                         {"history", c.history}, {"n", n},                 {"run", c.run}};
+  std::string const js = meta.dump();
+  std::uint64_t const len = js.size();
+  std::string bytes;
+  bytes.reserve(sizeof magic + sizeof len + js.size() + 3 * n * sizeof(float) + trailer_len);
+  bytes.append(magic, sizeof magic);
+  bytes.append(reinterpret_cast<char const*>(&len), sizeof len);
+  bytes += js;
+  for (auto const* a : {&c.model, &c.m, &c.v}) bytes.append(reinterpret_cast<char const*>(a->data()), n * sizeof(float));
+  std::string const sum = sha256_hex(bytes.data(), bytes.size());
+  bytes += trailer;
+  bytes += sum;
+  write_file_atomic(path, bytes);
+}
+
+Checkpoint read_checkpoint(std::filesystem::path const& path, std::size_t n) {
+  // n == 0: the size recorded in the file (checked against the arrays it holds).
+  std::string const name = path.string();
+  std::error_code ec;
+  KSWEEP_REQUIRE(std::filesystem::is_regular_file(path, ec), "--resume: no checkpoint at " << name);
+  auto const size = std::filesystem::file_size(path, ec);
+  KSWEEP_REQUIRE(!ec, "--resume: cannot read the size of the checkpoint " << name << ": " << ec.message());
+  KSWEEP_REQUIRE(size <= 3 * n * sizeof(float) + (std::size_t(1) << 30) || n == 0,
+                 "--resume: the checkpoint " << name << " has " << size << " bytes, far more than a model of " << n
+                                             << " cells needs: it is not this run's checkpoint");
+  std::string bytes(static_cast<std::size_t>(size), '\0');
+  {
+    std::ifstream in(path, std::ios::binary);
+    KSWEEP_REQUIRE(in.good(), "--resume: cannot open the checkpoint " << name);
+    in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    KSWEEP_REQUIRE(in.gcount() == static_cast<std::streamsize>(bytes.size()), "--resume: cannot read the checkpoint " << name);
+  }
+  KSWEEP_REQUIRE(bytes.size() >= sizeof magic && std::memcmp(bytes.data(), magic_v1, sizeof magic) != 0,
+                 "--resume: " << name
+                              << " is a checkpoint of an older ksweep without a checksum; it cannot be verified, so "
+                                 "it is not resumed (start the run again)");
+  KSWEEP_REQUIRE(bytes.size() >= sizeof magic + 8 + trailer_len && std::memcmp(bytes.data(), magic, sizeof magic) == 0,
+                 "--resume: " << name << " is not a ksweep checkpoint (wrong header or too short)");
+  std::size_t const body = bytes.size() - trailer_len;
+  KSWEEP_REQUIRE(bytes.compare(body, sizeof(trailer) - 1, trailer) == 0,
+                 "--resume: the checkpoint " << name << " is truncated or corrupt (no checksum at its end)");
+  std::string const stored = bytes.substr(body + sizeof(trailer) - 1);
+  std::string const actual = sha256_hex(bytes.data(), body);
+  KSWEEP_REQUIRE(stored == actual, "--resume: the checkpoint " << name
+                                                               << " is corrupt: its bytes do not match its SHA-256 "
+                                                                  "checksum (stored "
+                                                               << stored.substr(0, 16) << "..., computed "
+                                                               << actual.substr(0, 16)
+                                                               << "...); it cannot be trusted");
+  std::uint64_t len = 0;
+  std::memcpy(&len, bytes.data() + sizeof magic, sizeof len);
+  KSWEEP_REQUIRE(len <= body - sizeof magic - sizeof len,
+                 "--resume: the checkpoint " << name << " is corrupt: its metadata length " << len
+                                             << " exceeds the file");
+  nlohmann::json meta;
+  try {
+    meta = nlohmann::json::parse(bytes.data() + sizeof magic + sizeof len, bytes.data() + sizeof magic + sizeof len + len);
+  } catch (nlohmann::json::exception const&) {
+    KSWEEP_REQUIRE(false, "--resume: the checkpoint " << name << " is corrupt: its metadata is not valid JSON");
+  }
+  // Each field is named in the error when it is missing or of the wrong type.
+  auto field = [&](char const* key, auto kind) {
+    using T = decltype(kind);
+    auto const it = meta.find(key);
+    bool ok = it != meta.end();
+    if (ok) {
+      if constexpr (std::is_same_v<T, int> || std::is_same_v<T, std::size_t>) ok = it->is_number_integer();
+      else if constexpr (std::is_same_v<T, std::string>) ok = it->is_string();
+    }
+    KSWEEP_REQUIRE(ok, "--resume: the checkpoint " << name << " is corrupt: its metadata lacks the field '" << key
+                                                   << "' or has one of the wrong type");
+    if constexpr (std::is_same_v<T, nlohmann::json>) return *it;
+    else return it->template get<T>();
+  };
+  KSWEEP_REQUIRE(meta.is_object(), "--resume: the checkpoint " << name << " is corrupt: its metadata is not an object");
+  int const format = field("format", int{});
+  KSWEEP_REQUIRE(format == 2, "--resume: the checkpoint " << name << " has an unknown format " << format);
+  Checkpoint c;
+  c.iteration = field("iteration", int{});
+  c.rng = field("rng", std::string{});
+  c.history = field("history", nlohmann::json{});
+  c.run = field("run", nlohmann::json{});
+  std::size_t const cn = field("n", std::size_t{});
+  if (n == 0) n = cn;
+  KSWEEP_REQUIRE(cn == n, "--resume: the checkpoint " << name << " holds a model of " << cn << " cells, this configuration has "
+                                                      << n);
+  std::size_t const arrays = 3 * n * sizeof(float);
+  KSWEEP_REQUIRE(body - sizeof magic - sizeof len - len == arrays,
+                 "--resume: the checkpoint " << name << " is corrupt: it holds "
+                                             << body - sizeof magic - sizeof len - len << " bytes of arrays, expected "
+                                             << arrays << " for " << n << " cells");
+  KSWEEP_REQUIRE(c.iteration >= 1 && c.iteration <= 100000000,
+                 "--resume: the checkpoint " << name << " records iteration " << c.iteration
+                                             << ", outside the valid range [1, 100000000]");
+  KSWEEP_REQUIRE(c.history.is_array() && c.history.size() == static_cast<std::size_t>(c.iteration),
+                 "--resume: the checkpoint " << name << " records iteration " << c.iteration << " but a history of "
+                                             << (c.history.is_array() ? c.history.size() : 0) << " iterations");
+  for (std::size_t i = 0; i < c.history.size(); ++i) {
+    auto const& h = c.history[i];
+    bool const ok = h.is_object() && h.contains("iteration") && h["iteration"].is_number_integer() &&
+                    h["iteration"].get<long long>() == static_cast<long long>(i + 1) && h.contains("loss") &&
+                    h["loss"].is_number() && std::isfinite(h["loss"].get<double>());
+    KSWEEP_REQUIRE(ok, "--resume: the checkpoint " << name << " has an invalid history entry " << i + 1
+                                                   << " (iteration number or finite loss missing)");
+  }
+  KSWEEP_REQUIRE(c.run.is_object() && c.run.contains("config") && c.run["config"].is_object(),
+                 "--resume: the checkpoint " << name << " does not record the configuration it was made with");
+  {
+    std::istringstream is(c.rng);
+    std::mt19937_64 g;
+    is >> g;
+    KSWEEP_REQUIRE(!is.fail(), "--resume: the checkpoint " << name << " holds an invalid random generator state");
+  }
+  char const* at = bytes.data() + sizeof magic + sizeof len + len;
+  char const* names[] = {"model", "Adam first moment", "Adam second moment"};
+  int k = 0;
+  for (auto* a : {&c.model, &c.m, &c.v}) {
+    a->resize(n);
+    std::memcpy(a->data(), at, n * sizeof(float));
+    at += n * sizeof(float);
+    for (std::size_t i = 0; i < n; ++i) {
+      float const x = (*a)[i];
+      bool const ok = std::isfinite(x) && (k == 0 ? x > 0 : k == 2 ? x >= 0 : true);
+      KSWEEP_REQUIRE(ok, "--resume: the checkpoint " << name << " holds an out-of-range " << names[k] << " value " << x
+                                                     << " at cell " << i
+                                                     << (k == 0 ? ": velocities must be finite and > 0"
+                                                                : ": values must be finite"));
+    }
+    ++k;
+  }
+  return c;
+}
+
+std::vector<std::string> const& resume_mutable_keys() {
+  static std::vector<std::string> const keys{
+      "fwi.iterations",        "fwi.checkpoint_every", "fwi.figures_every", "fwi.save_models",
+      "storage.location",      "storage.transfer_interval", "storage.disk_dir", "storage.pinned",
+      "propagator.batch",      "propagator.schedule", "source_path"};
+  return keys;
+}
+
+std::vector<RunChange> resume_changes(nlohmann::json const& saved, nlohmann::json const& now) {
+  std::vector<std::pair<std::string, nlohmann::json>> a, b;
+  flatten(saved, "", a);
+  flatten(now, "", b);
+  auto const& mut = resume_mutable_keys();
+  auto strip = [](std::string const& k) { return k.rfind("config.", 0) == 0 ? k.substr(7) : k; };
+  std::vector<RunChange> out;
+  auto find = [](auto const& v, std::string const& k) -> nlohmann::json const* {
+    for (auto const& [kk, vv] : v)
+      if (kk == k) return &vv;
+    return nullptr;
+  };
+  std::vector<std::string> keys;
+  for (auto const& [k, v] : a) keys.push_back(k);
+  for (auto const& [k, v] : b) keys.push_back(k);
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  for (auto const& k : keys) {
+    std::string const key = strip(k);
+    if (std::find(mut.begin(), mut.end(), key) != mut.end()) continue;
+    auto const* x = find(a, k);
+    auto const* y = find(b, k);
+    if (x != nullptr && y != nullptr && *x == *y) continue;
+    out.push_back({key, x ? x->dump() : std::string("(absent)"), y ? y->dump() : std::string("(absent)")});
+  }
+  return out;
+}
+
+}  // namespace ksweep::io
