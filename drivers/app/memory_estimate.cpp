@@ -98,6 +98,11 @@ MemoryEstimate estimate_fwi(io::Config const& cfg, int nz, int nx, int n_shots, 
   if (where != Place::device)
     add("transfer staging", Place::device,
         2 * step * static_cast<sz>(std::min<long long>(cfg.storage.transfer_interval, static_cast<long long>(nt))));
+  // The `shots` schedule stages up to 32 steps (at most 16 MiB) of raw ring values between the
+  // shots' time loops and the codec (GradientEngine::chunk_steps); counted whatever the schedule.
+  sz const stage_step = S * ring * R;
+  add("ring staging of the shots schedule", Place::device,
+      stage_step * std::clamp<sz>((sz(16) << 20) / std::max<sz>(stage_step, 1), 1, 32));
   add("records of the batch (observed, synthetic, residual) and wavelets", Place::device, 3 * S * nt * nr * R + S * nt * R);
   add("observed data of every shot", Place::host, static_cast<sz>(n_shots) * nt * nr * R + S * nt * nr * R);
   add("gradient and illumination images (per shot and summed)", Place::device, (3 * S + 6) * n * sizeof(double));
