@@ -33,6 +33,16 @@
 
 #include <Kokkos_Core.hpp>
 
+// The loops over stencil taps are unrolled completely before vectorisation: left as loops, GCC
+// tries to vectorise the large layer runs along the taps (strided) and gives up on them.
+#if defined(__CUDACC__) || defined(__clang__)
+#define KSWEEP_UNROLL_TAPS _Pragma("unroll")
+#elif defined(__GNUC__)
+#define KSWEEP_UNROLL_TAPS _Pragma("GCC unroll 16")
+#else
+#define KSWEEP_UNROLL_TAPS
+#endif
+
 namespace ksweep::core {
 
 /// Work tags of the kernels.
@@ -135,6 +145,7 @@ struct AcousticStep {
     int const hz = iz + M, hx = ix + M;
     Real const uc = m_cur(s, hz, hx);
     Real dxx = Real(C::second(0)) * uc, dzz = Real(C::second(0)) * uc;
+    KSWEEP_UNROLL_TAPS
     for (int k = 1; k <= M; ++k) {
       Real const ck = Real(C::second(k));
       dxx += ck * (m_cur(s, hz, hx - k) + m_cur(s, hz, hx + k));
@@ -150,6 +161,7 @@ struct AcousticStep {
     if constexpr (XP) {
       int const side = x_side(ix), col = x_col(side, ix);
       Real dxu = 0, dxpsi = 0;
+      KSWEEP_UNROLL_TAPS
       for (int k = 1; k <= M; ++k) {
         Real const dk = Real(C::first(k));
         dxu += dk * (m_cur(s, hz, hx + k) - m_cur(s, hz, hx - k));
@@ -164,6 +176,7 @@ struct AcousticStep {
     if constexpr (ZP) {
       int const side = z_side(iz), row = z_row(side, iz);
       Real dzu = 0, dzpsi = 0;
+      KSWEEP_UNROLL_TAPS
       for (int k = 1; k <= M; ++k) {
         Real const dk = Real(C::first(k));
         dzu += dk * (m_cur(s, hz + k, hx) - m_cur(s, hz - k, hx));
@@ -201,11 +214,13 @@ struct AcousticStep {
     Real lapx = 0, lapz = 0, dbx = 0, dbz = 0;
     if constexpr (!XN) {
       lapx = Real(C::second(0)) * g_at(s, hz, hx);
+      KSWEEP_UNROLL_TAPS
       for (int k = 1; k <= M; ++k) lapx += Real(C::second(k)) * (g_at(s, hz, hx - k) + g_at(s, hz, hx + k));
     } else {
       int const side = x_side(ix), col = x_col(side, ix);
       lapx = Real(C::second(0)) * wx_at(s, iz, ix, side);
       Real dq = 0;
+      KSWEEP_UNROLL_TAPS
       for (int k = 1; k <= M; ++k) {
         Real const wm = wx_at(s, iz, ix - k, side), wp = wx_at(s, iz, ix + k, side);
         lapx += Real(C::second(k)) * (wm + wp);
@@ -222,6 +237,7 @@ struct AcousticStep {
     if constexpr (!ZN) {
       Real const g0 = g_at(s, hz, hx);
       lapz = Real(C::second(0)) * g0;
+      KSWEEP_UNROLL_TAPS
       for (int k = 1; k <= M; ++k) {
         Real gm;
         if constexpr (FS) {
@@ -235,6 +251,7 @@ struct AcousticStep {
       int const side = z_side(iz), row = z_row(side, iz);
       lapz = Real(C::second(0)) * wz_at(s, iz, ix, side);
       Real dq = 0;
+      KSWEEP_UNROLL_TAPS
       for (int k = 1; k <= M; ++k) {
         Real const wm = wz_at(s, iz - k, ix, side), wp = wz_at(s, iz + k, ix, side);
         lapz += Real(C::second(k)) * (wm + wp);
@@ -265,6 +282,7 @@ struct AcousticStep {
 #pragma omp simd
     for (int ix = x0; ix < x1; ++ix) {
       Real dxx = Real(C::second(0)) * u[ix], dzz = Real(C::second(0)) * u[ix];
+      KSWEEP_UNROLL_TAPS
       for (int k = 1; k <= M; ++k) {
         dxx += Real(C::second(k)) * (u[ix - k] + u[ix + k]);
         dzz += Real(C::second(k)) * (u[ix - k * sz] + u[ix + k * sz]);
@@ -282,6 +300,7 @@ struct AcousticStep {
     for (int ix = x0; ix < x1; ++ix) {
       Real const g0 = l[ix];
       Real lapx = Real(C::second(0)) * g0, lapz = Real(C::second(0)) * g0;
+      KSWEEP_UNROLL_TAPS
       for (int k = 1; k <= M; ++k) {
         lapx += Real(C::second(k)) * (l[ix - k] + l[ix + k]);
         lapz += Real(C::second(k)) * (l[ix - k * sz] + l[ix + k * sz]);
@@ -307,6 +326,7 @@ struct AcousticStep {
 #pragma omp simd
     for (int ix = x0; ix < x1; ++ix) {
       Real dxx = Real(C::second(0)) * u[ix], dzz = Real(C::second(0)) * u[ix], dzu = 0, dzpsi = 0;
+      KSWEEP_UNROLL_TAPS
       for (int k = 1; k <= M; ++k) {
         dxx += Real(C::second(k)) * (u[ix - k] + u[ix + k]);
         dzz += Real(C::second(k)) * (u[ix - k * sz] + u[ix + k * sz]);
@@ -344,6 +364,7 @@ struct AcousticStep {
       Real lapx = Real(C::second(0)) * g0;
       Real const w0 = g0 + bz[M] * (g0 + zin[ix]);
       Real lapz = Real(C::second(0)) * w0, dbz = 0, dq = 0;
+      KSWEEP_UNROLL_TAPS
       for (int k = 1; k <= M; ++k) {
         lapx += Real(C::second(k)) * (l[ix - k] + l[ix + k]);
         Real const gm = l[ix - k * sz], gp = l[ix + k * sz];
@@ -389,6 +410,7 @@ struct AcousticStep {
 #pragma omp simd
     for (int ix = x0; ix < x1; ++ix) {
       Real dxx = Real(C::second(0)) * u[ix], dzz = Real(C::second(0)) * u[ix], dxu = 0, dxpsi = 0;
+      KSWEEP_UNROLL_TAPS
       for (int k = 1; k <= M; ++k) {
         dxx += Real(C::second(k)) * (u[ix - k] + u[ix + k]);
         dzz += Real(C::second(k)) * (u[ix - k * sz] + u[ix + k * sz]);
@@ -402,6 +424,7 @@ struct AcousticStep {
       Real tz = dzz;
       if constexpr (ZP) {
         Real dzu = 0, dzpsi = 0;
+        KSWEEP_UNROLL_TAPS
         for (int k = 1; k <= M; ++k) {
           dzu += Real(C::first(k)) * (u[ix + k * sz] - u[ix - k * sz]);
           dzpsi += Real(C::first(k)) * (pzi[ix + k * ps] - pzi[ix - k * ps]);
@@ -457,6 +480,7 @@ struct AcousticStep {
       Real lapz = 0, dbz = 0, dqz = 0;
       Real const wz0 = ZN ? g0 + bz[M] * (g0 + zzi[ix]) : g0;
       lapz = Real(C::second(0)) * wz0;
+      KSWEEP_UNROLL_TAPS
       for (int k = 1; k <= M; ++k) {
         Real const gm = l[ix - k], gp = l[ix + k];
         Real const wm = gm + bx[ix - k] * (gm + zxi[ix + off - k]), wp = gp + bx[ix + k] * (gp + zxi[ix + off + k]);
@@ -620,6 +644,7 @@ struct AcousticImaging {
     int const hz = iz + m_top + M, hx = ix + m_w + M, pz = iz + m_top;
     Real const uc = m_u0(s, hz, hx);
     Real lap = Real(2 * C::second(0)) * uc;
+    KSWEEP_UNROLL_TAPS
     for (int k = 1; k <= M; ++k) {
       Real up;
       if constexpr (FS) {
@@ -656,6 +681,7 @@ struct AcousticImaging {
     for (int ix = 0; ix < m_nx; ++ix) {
       Real const uc = u0[ix];
       Real lap = Real(2 * C::second(0)) * uc;
+      KSWEEP_UNROLL_TAPS
       for (int k = 1; k <= M; ++k)
         lap += Real(C::second(k)) * (u0[ix - k] + u0[ix + k] + u0[ix - k * sz] + u0[ix + k * sz]);
       g[ix] += static_cast<double>(l[ix] * lap);
