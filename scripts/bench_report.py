@@ -416,7 +416,8 @@ def main():
            "saving on the device (host memory on CPU backends), fp32); Deepwave: `scripts/peer_deepwave.py` in the same "
            "run of `scripts/run_benchmarks.sh` (its gradient against its later calls; its first call in a process pays "
            "page faults on its stored wavefields). Speed ratio = Deepwave seconds / ksweep seconds; memory = increase of "
-           "the peak resident set during the call.", ""]
+           "the peak resident set during the call (ksweep's benchmarks share one process, which reuses memory freed by "
+           "earlier benchmarks: its small figures are lower bounds; the gradient's are dominated by the saved ring).", ""]
     peer_rows = {}
     for p in peers:
         for r in p.get("results", []):
