@@ -206,14 +206,16 @@ def plot_shots(runs, peers, out):
             if r.get("kind") == "forward" and r.get("cells_per_second"):
                 any_ = True
                 ax.plot([r["shots"]], [r["cells_per_second"] * 1e-9], marker="*", ms=12, ls="none",
-                        label="%s %s (%s)" % (p["peer"], r["kind"], p.get("context", {}).get("device", "?")))
+                        label="%s %s order %s, %s thread(s) (%s)" % (p["peer"], r["kind"], r.get("order", "?"),
+                                                                     r.get("threads", "?"),
+                                                                     p.get("context", {}).get("device", "?")))
     if not any_:
         plt.close(fig)
         return None
     ax.set_xscale("log", base=2)
     ax.set_xlabel("shots per batch (141 x 681 model)")
     ax.set_ylabel("Gcells/s")
-    ax.set_title("Forward throughput vs batch size")
+    ax.set_title("Forward throughput vs batch size\n(ksweep: batched forward_step loop; the shots schedule is in the peer table)", fontsize=10)
     ax.legend(fontsize=7)
     return save(fig, out, "growth_shots.png")
 
