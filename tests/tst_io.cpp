@@ -30,6 +30,31 @@ namespace {
 using namespace ksweep::io;
 namespace fs = std::filesystem;
 
+/// Order-4 records of shots x nt x receivers on an nz x nx grid with data i / 2, sources at
+/// depth 2 spread along x, receivers at depth 4 over the whole width.
+RecordsFile test_records(int shots, int nt, int receivers, int nz, int nx, double dt, double dh) {
+  RecordsFile r;
+  r.shots = shots;
+  r.nt = nt;
+  r.receivers = receivers;
+  r.dt = dt;
+  r.dh = dh;
+  r.order = 4;
+  r.nz = nz;
+  r.nx = nx;
+  r.data.resize(static_cast<std::size_t>(shots) * nt * receivers);
+  for (std::size_t i = 0; i < r.data.size(); ++i) r.data[i] = static_cast<float>(i) * 0.5f;
+  for (int s = 0; s < shots; ++s) {
+    r.src_z.push_back(2);
+    r.src_x.push_back((s + 1) * nx / (shots + 1));
+  }
+  for (int i = 0; i < receivers; ++i) {
+    r.rec_z.push_back(4);
+    r.rec_x.push_back(i * (nx - 1) / std::max(receivers - 1, 1));
+  }
+  return r;
+}
+
 template <class F>
 void expect_error(F&& f, std::string const& needle) {
   try {
@@ -131,23 +156,9 @@ TEST(io, raw_model_checks) {
 TEST(io, hdf5_round_trips_and_errors) {
 #if KSWEEP_ENABLE_HDF5
   TempDir t;
-  RecordsFile r;
-  r.shots = 3;
-  r.nt = 50;
-  r.receivers = 7;
-  r.dt = 0.002;
-  r.dh = 25;
-  r.order = 4;
+  RecordsFile r = test_records(3, 50, 7, 141, 681, 0.002, 25);
   r.freq = 5;
   r.delay = 0.2;
-  r.nz = 141;
-  r.nx = 681;
-  r.data.resize(3 * 50 * 7);
-  for (std::size_t i = 0; i < r.data.size(); ++i) r.data[i] = static_cast<float>(i) * 0.5f;
-  r.src_z = {2, 2, 2};
-  r.src_x = {10, 300, 600};
-  r.rec_z.assign(7, 4);
-  r.rec_x = {0, 100, 200, 300, 400, 500, 680};
   write_records(t.path / "rec.h5", r);
   auto const rr = read_records(t.path / "rec.h5");
   EXPECT_EQ(rr.data, r.data);
@@ -369,19 +380,7 @@ TEST(io, resume_changes_name_keys_and_values) {
 
 TEST(io, non_finite_records_are_found_when_read) {
   TempDir t;
-  RecordsFile r;
-  r.shots = 2;
-  r.nt = 5;
-  r.receivers = 3;
-  r.dt = 0.01;
-  r.dh = 10;
-  r.order = 4;
-  r.data.assign(30, 0.5f);
-  r.src_z = {1, 1};
-  r.src_x = {2, 4};
-  r.rec_z = {1, 1, 1};
-  r.rec_x = {0, 1, 2};
-  r.nz = r.nx = 8;
+  RecordsFile r = test_records(2, 5, 3, 8, 8, 0.01, 10);
   r.data[(1 * 5 + 3) * 3 + 2] = std::numeric_limits<float>::quiet_NaN();
   write_records(t.path / "obs.h5", r);
   expect_error([&] { read_records(t.path / "obs.h5"); }, "shot 1, time sample 3 (0.03 s), receiver 2");

@@ -315,29 +315,11 @@ class Propagator {
   /// The forward step body of the `shots` schedule for steps counted from n_base (the forward
   /// state as it is now is the state before step n_base).
   ShotStep<ForwardTag> forward_shot_step(wavelet_view const& wavelets, record_view const& records, int n_base = 0) const {
-    ShotStep<ForwardTag> b;
-    bind_pair(m_fwd, b.m_k);
-    b.m_in = InjectPoints<Real, memory_space>{{}, wavelets, m_src_z, m_src_x, 0, m_survey.n_sources, false, Real(-1), {}};
-    b.m_out = SamplePoints<Real, memory_space>{{}, records, m_rec_z, m_rec_x, 0, m_survey.n_receivers, true, {}};
-    b.m_n_in = wavelets.extent(0) > 0 ? m_survey.n_sources : 0;
-    b.m_nt_in = static_cast<int>(wavelets.extent(2));
-    b.m_n_out = records.extent(0) > 0 ? m_survey.n_receivers : 0;
-    b.m_n_base = n_base;
-    b.m_rows = m_layout.NZ;
-    return b;
+    return shot_step<ForwardTag>(m_fwd, forward_points(n_base, wavelets, records), n_base);
   }
   /// The adjoint step body of the `shots` schedule for steps counted down from n_base.
   ShotStep<AdjointTag> adjoint_shot_step(record_view const& residual, wavelet_view const& wavelet_grad, int n_base) const {
-    ShotStep<AdjointTag> b;
-    bind_pair(m_adj, b.m_k);
-    b.m_in = InjectPoints<Real, memory_space>{{}, residual, m_rec_z, m_rec_x, 0, m_survey.n_receivers, true, Real(-1), m_c};
-    b.m_out = SamplePoints<Real, memory_space>{{}, wavelet_grad, m_src_z, m_src_x, 0, m_survey.n_sources, false, m_c};
-    b.m_n_in = residual.extent(0) > 0 ? m_survey.n_receivers : 0;
-    b.m_nt_in = static_cast<int>(residual.extent(1));
-    b.m_n_out = wavelet_grad.extent(0) > 0 ? m_survey.n_sources : 0;
-    b.m_n_base = n_base;
-    b.m_rows = m_layout.NZ;
-    return b;
+    return shot_step<AdjointTag>(m_adj, adjoint_points(n_base, residual, wavelet_grad), n_base);
   }
 
   /// Runs `body(s, n)` for the steps [n0, n1) (decreasing when `reverse`) of every shot with the
@@ -387,6 +369,23 @@ class Propagator {
     k.m_bz = m_bz;
     k.m_mz = m_mz;
     return k;
+  }
+
+  /// A shot step body from the batched point work of step n_base (the same injection and
+  /// sampling functors, used with the body's own time indices) and kernels bound to `st`.
+  template <class Tag>
+  ShotStep<Tag> shot_step(State const& st, PointWork const& w, int n_base) const {
+    ShotStep<Tag> b;
+    bind_pair(st, b.m_k);
+    b.m_in = w.f.m_first;
+    b.m_out = w.f.m_second;
+    auto const& in = b.m_in.m_values;
+    b.m_n_in = in.extent(0) > 0 ? b.m_in.m_n_points : 0;
+    b.m_nt_in = static_cast<int>(b.m_in.m_time_major ? in.extent(1) : in.extent(2));
+    b.m_n_out = b.m_out.m_out.extent(0) > 0 ? b.m_out.m_n_points : 0;
+    b.m_n_base = n_base;
+    b.m_rows = m_layout.NZ;
+    return b;
   }
 
   /// Kernels bound to `st` (k[0]) and to `st` one step later (k[1]).

@@ -157,42 +157,8 @@ class GradientEngine {
     Kokkos::deep_copy(space, m_irec, 0.0);
     m_shots = S;
     p.adjoint_start(residual);  // lambda^{nt}
-    auto& fs = p.forward_state();
-    auto& as = p.adjoint_state();
-    typename propagator_type::wavelet_view no_wavelets;
-    int const n_src = S * p.survey().n_sources, n_ring = S * m_stride;
-    for (int n = p.runs_shots() ? backward_shots(w, residual) : nt - 1; n >= 0; --n) {
-      // Fields on entry: lambda^{n+1} = as.u[cur]; boundary: u^{n+1} = fs.u[cur], u^n = fs.u[1 - cur].
-      auto const adj = p.adjoint_points(n, residual, no_wavelets);
-      if (full()) {
-        // u^n from the store (u^0 = 0 contributes nothing) into fs.u[1 - cur].
-        if (n >= 1) {
-          auto const sink = ring_values(fs.u[1 - fs.cur]);
-          launch_fused(adj, core::NoWork{}, 0, m_store->decoder(m_store->fetch(n - 1), sink), n_ring);
-          imaging(fs.u[1 - fs.cur], fs.u[fs.cur], as.u[as.cur], false, S);
-        } else {
-          core::launch_points(space, "ksweep::storage::adjoint_points", adj.f, adj.count);
-        }
-      } else if (n >= 1) {
-        // Rebuild u^{n-1} into fs.u[cur] (which holds u^{n+1}): the sources w[n] are taken
-        // out of u^{n+1} first (the forward step added them through "- u^{n-1}"), the ring of
-        // u^{n-1} comes from the store, the model cells from the reversed step.
-        core::InjectPoints<Real, memory_space> sources{fs.u[fs.cur], w, p.source_z(), p.source_x(), n,
-                                                       p.survey().n_sources, false, Real(-1), {}};
-        auto const sink = ring_values(fs.u[fs.cur]);
-        if (n >= 2) {
-          launch_fused(adj, sources, n_src, m_store->decoder(m_store->fetch(n - 2), sink), n_ring);
-        } else {
-          launch_fused(adj, sources, n_src, ZeroValues<RingValues<Real, memory_space>>{sink}, n_ring);  // u^0 = 0
-        }
-        imaging(fs.u[1 - fs.cur], fs.u[fs.cur], as.u[as.cur], true, S);
-        fs.cur = 1 - fs.cur;
-      } else {
-        core::launch_points(space, "ksweep::storage::adjoint_points", adj.f, adj.count);
-        imaging(fs.u[1 - fs.cur], fs.u[fs.cur], as.u[as.cur], false, S);
-      }
-      p.advance_adjoint();  // lambda^n
-    }
+    if (p.runs_shots()) backward_shots(w, residual);
+    else backward_batched(w, residual);
     // The adjoint field is mu = c lambda: the images hold sum mu L u and sum mu^2. With
     // dc/dv = 2 c / v: dL/dv = sum lambda L u 2 c / v = (2 / v) sum mu L u, and
     // sum lambda^2 = (sum mu^2) / c^2 (c is fixed in time). Per shot.
@@ -375,6 +341,49 @@ class GradientEngine {
     }
   }
 
+  // The batched schedule of backward(): three launches per step (see backward()).
+  void backward_batched(wavelet_view const& w, record_view const& residual) {
+    auto& p = m_prop;
+    auto const space = p.space();
+    int const S = p.n_shots();
+    auto& fs = p.forward_state();
+    auto& as = p.adjoint_state();
+    typename propagator_type::wavelet_view no_wavelets;
+    int const n_src = S * p.survey().n_sources, n_ring = S * m_stride;
+    for (int n = m_nt - 1; n >= 0; --n) {
+      // Fields on entry: lambda^{n+1} = as.u[cur]; boundary: u^{n+1} = fs.u[cur], u^n = fs.u[1 - cur].
+      auto const adj = p.adjoint_points(n, residual, no_wavelets);
+      if (full()) {
+        // u^n from the store (u^0 = 0 contributes nothing) into fs.u[1 - cur].
+        if (n >= 1) {
+          auto const sink = ring_values(fs.u[1 - fs.cur]);
+          launch_fused(adj, core::NoWork{}, 0, m_store->decoder(m_store->fetch(n - 1), sink), n_ring);
+          imaging(fs.u[1 - fs.cur], fs.u[fs.cur], as.u[as.cur], false, S);
+        } else {
+          core::launch_points(space, "ksweep::storage::adjoint_points", adj.f, adj.count);
+        }
+      } else if (n >= 1) {
+        // Rebuild u^{n-1} into fs.u[cur] (which holds u^{n+1}): the sources w[n] are taken
+        // out of u^{n+1} first (the forward step added them through "- u^{n-1}"), the ring of
+        // u^{n-1} comes from the store, the model cells from the reversed step.
+        core::InjectPoints<Real, memory_space> sources{fs.u[fs.cur], w, p.source_z(), p.source_x(), n,
+                                                       p.survey().n_sources, false, Real(-1), {}};
+        auto const sink = ring_values(fs.u[fs.cur]);
+        if (n >= 2) {
+          launch_fused(adj, sources, n_src, m_store->decoder(m_store->fetch(n - 2), sink), n_ring);
+        } else {
+          launch_fused(adj, sources, n_src, ZeroValues<RingValues<Real, memory_space>>{sink}, n_ring);  // u^0 = 0
+        }
+        imaging(fs.u[1 - fs.cur], fs.u[fs.cur], as.u[as.cur], true, S);
+        fs.cur = 1 - fs.cur;
+      } else {
+        core::launch_points(space, "ksweep::storage::adjoint_points", adj.f, adj.count);
+        imaging(fs.u[1 - fs.cur], fs.u[fs.cur], as.u[as.cur], false, S);
+      }
+      p.advance_adjoint();  // lambda^n
+    }
+  }
+
   // The `shots` schedule, backward: the same per-step work as the batched loop in backward(),
   // shot by shot, with the saved steps a chunk needs decoded into the staging rows first.
   struct BackwardShots {
@@ -421,9 +430,8 @@ class GradientEngine {
       }
     }
   };
-  // Runs the backward steps of the `shots` schedule down to n = 0 and returns -1 (the batched
-  // loop of backward() then has nothing left to do).
-  int backward_shots(wavelet_view const& w, record_view const& residual) {
+  // The `shots` schedule of backward(), chunk by chunk from the last step down to n = 0.
+  void backward_shots(wavelet_view const& w, record_view const& residual) {
     if constexpr (core::impl::runs_by_rows<ExecSpace>) {
       auto& p = m_prop;
       auto const& l = p.layout();
@@ -465,7 +473,6 @@ class GradientEngine {
     } else {
       (void)w, (void)residual;
     }
-    return -1;
   }
 
   // The saved cells of each shot's wavefield `u`, as a codec value source or sink.
