@@ -9,7 +9,7 @@
 #include "bench_common.hpp"
 #include "bench_context.hpp"
 
-#include <ksweep/core/config.hpp>
+#include <ksweep/base/config.hpp>
 #include <ksweep/core/runtime.hpp>
 
 #include <Kokkos_Core.hpp>

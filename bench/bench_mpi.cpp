@@ -5,7 +5,7 @@
 #include "bench_context.hpp"
 
 #include <ksweep/comm/communicator.hpp>
-#include <ksweep/core/config.hpp>
+#include <ksweep/base/config.hpp>
 
 #include <Kokkos_Core.hpp>
 #include <benchmark/benchmark.h>

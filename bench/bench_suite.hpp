@@ -24,7 +24,7 @@
 #include <ksweep/core/wavelet.hpp>
 #include <ksweep/core/runtime.hpp>
 #include <ksweep/storage/codec.hpp>
-#include <ksweep/storage/gradient.hpp>
+#include <ksweep/core/gradient.hpp>
 #include <ksweep/storage/step_store.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -277,7 +277,7 @@ void bm_gradient(benchmark::State& state, GradientCase c) {
   using Real = float;
   constexpr int Order = 4;
   using prop_type = core::Propagator<Real, Order, ExecSpace>;
-  using engine_type = storage::GradientEngine<Real, Order, ExecSpace>;
+  using engine_type = core::GradientEngine<Real, Order, ExecSpace>;
   ExecSpace space;
   reset_peak_rss();
   std::size_t const rss0 = current_rss();
@@ -343,7 +343,7 @@ template <class ExecSpace, int Order>
 void bm_marmousi(benchmark::State& state, MarmousiCase c) {
   using Real = float;
   using prop_type = core::Propagator<Real, Order, ExecSpace>;
-  using engine_type = storage::GradientEngine<Real, Order, ExecSpace>;
+  using engine_type = core::GradientEngine<Real, Order, ExecSpace>;
   ExecSpace space;
   bool const flush0 = core::flush_denormals();
   core::set_flush_denormals(c.flush);

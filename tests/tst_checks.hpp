@@ -3,7 +3,7 @@
 
 #include <test_utils.hpp>
 
-#include <ksweep/core/error.hpp>
+#include <ksweep/base/error.hpp>
 #include <ksweep/core/geometry.hpp>
 #include <ksweep/core/propagator.hpp>
 #include <ksweep/core/stencil.hpp>

@@ -1,7 +1,7 @@
 // The FWI gradient: finite differences (fp64), boundary reconstruction against full storage on
 // every location, and the effect of lossy storage on the gradient.
 
-#include <ksweep/storage/gradient.hpp>
+#include <ksweep/core/gradient.hpp>
 #include <test_utils.hpp>
 
 #include <gtest/gtest.h>
@@ -29,7 +29,7 @@ inline std::vector<float> layered_model(int nz, int nx, double shift = 0.0) {
 template <class Real, int Order>
 struct Problem {
   using P = core::Propagator<Real, Order, TEST_EXECSPACE>;
-  using E = storage::GradientEngine<Real, Order, TEST_EXECSPACE>;
+  using E = core::GradientEngine<Real, Order, TEST_EXECSPACE>;
   int nz, nx, nt, n_shots = 2, n_rec;
   P prop;
   typename P::wavelet_view w;

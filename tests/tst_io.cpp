@@ -1,7 +1,7 @@
 // The I/O layer of the ksweep program: configuration, Marmousi lookup and checks, HDF5 files.
 
-#include <ksweep/core/config.hpp>
-#include <ksweep/core/error.hpp>
+#include <ksweep/base/config.hpp>
+#include <ksweep/base/error.hpp>
 #include <ksweep/io/atomic_file.hpp>
 #include <ksweep/io/checkpoint.hpp>
 #include <ksweep/io/config.hpp>

@@ -7,7 +7,7 @@
 //                      with reconstruction, adjoint stencil)
 // The counts are slopes over two run lengths, so set-up launches do not enter.
 
-#include <ksweep/storage/gradient.hpp>
+#include <ksweep/core/gradient.hpp>
 #include <test_utils.hpp>
 
 #include <gtest/gtest.h>
@@ -22,7 +22,7 @@ using namespace ksweep;
 
 struct LaunchProblem {
   using P = core::Propagator<float, 8, TEST_EXECSPACE>;
-  using E = storage::GradientEngine<float, 8, TEST_EXECSPACE>;
+  using E = core::GradientEngine<float, 8, TEST_EXECSPACE>;
   static constexpr int nz = 30, nx = 40, shots = 2;
   P prop;
   LaunchProblem() : prop(TEST_EXECSPACE(), core::ModelGrid{nz, nx, 10.0}, pml(), 1e-3, shots) {

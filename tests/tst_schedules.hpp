@@ -2,7 +2,7 @@
 // bits: forward records, adjoint, and the gradient with every strategy and storage location.
 // Image sums do not depend on how a batch is split into engines.
 
-#include <ksweep/storage/gradient.hpp>
+#include <ksweep/core/gradient.hpp>
 #include <test_utils.hpp>
 
 #include <gtest/gtest.h>
@@ -29,7 +29,7 @@ long differing(std::vector<double> const& a, std::vector<double> const& b) {
 template <int Order>
 struct ScheduleCase {
   using P = core::Propagator<float, Order, TEST_EXECSPACE>;
-  using E = storage::GradientEngine<float, Order, TEST_EXECSPACE>;
+  using E = core::GradientEngine<float, Order, TEST_EXECSPACE>;
   static constexpr int nz = 40, nx = 56, nt = 150, shots = 3, n_rec = 20;
   bool free_surface;
   P prop;

@@ -1,7 +1,7 @@
 // Codecs and step stores: round-trip error bounds, special values, disk failures.
 
 #include <ksweep/storage/codec.hpp>
-#include <ksweep/storage/gradient.hpp>
+#include <ksweep/core/gradient.hpp>
 #include <ksweep/storage/step_store.hpp>
 #include <test_utils.hpp>
 
@@ -212,7 +212,7 @@ KSWEEP_TEST(disk_store_failures_leave_nothing) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   using P = core::Propagator<float, 4, TEST_EXECSPACE>;
-  using E = storage::GradientEngine<float, 4, TEST_EXECSPACE>;
+  using E = core::GradientEngine<float, 4, TEST_EXECSPACE>;
   int const nz = 20, nx = 30, nt = 200;
   P prop(TEST_EXECSPACE(), core::ModelGrid{nz, nx, 10.0}, core::PmlConfig{}, 1e-3, 2);
   auto v = test::smooth_model(nz, nx);

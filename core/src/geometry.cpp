@@ -1,4 +1,4 @@
-#include <ksweep/core/error.hpp>
+#include <ksweep/base/error.hpp>
 #include <ksweep/core/geometry.hpp>
 #include <ksweep/core/stencil.hpp>
 

@@ -1,5 +1,5 @@
-#include <ksweep/core/config.hpp>
-#include <ksweep/core/error.hpp>
+#include <ksweep/base/config.hpp>
+#include <ksweep/base/error.hpp>
 #include <ksweep/core/runtime.hpp>
 
 #include <Kokkos_Core.hpp>

@@ -1,7 +1,7 @@
 #include "common.hpp"
 
-#include <ksweep/core/config.hpp>
-#include <ksweep/core/error.hpp>
+#include <ksweep/base/config.hpp>
+#include <ksweep/base/error.hpp>
 
 #include <algorithm>
 #include <cmath>

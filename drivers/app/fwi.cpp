@@ -9,14 +9,14 @@
 #include "guard.hpp"
 #include "memory_estimate.hpp"
 
-#include <ksweep/core/math.hpp>
+#include <ksweep/base/math.hpp>
 #include <ksweep/core/propagator.hpp>
 #include <ksweep/core/runtime.hpp>
 #include <ksweep/io/atomic_file.hpp>
 #include <ksweep/io/checkpoint.hpp>
 #include <ksweep/io/hdf5_io.hpp>
 #include <ksweep/io/json_io.hpp>
-#include <ksweep/storage/gradient.hpp>
+#include <ksweep/core/gradient.hpp>
 
 #include <KokkosBlas1_axpby.hpp>
 #include <KokkosBlas1_mult.hpp>
@@ -164,7 +164,7 @@ template <class Real, int Order>
 int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm) {
   using ExecSpace = Kokkos::DefaultExecutionSpace;
   using P = core::Propagator<Real, Order, ExecSpace>;
-  using E = storage::GradientEngine<Real, Order, ExecSpace>;
+  using E = core::GradientEngine<Real, Order, ExecSpace>;
   using vec = Kokkos::View<Real*, ExecSpace::memory_space>;
   auto const& f = cfg.fwi;
   auto const t_start = Clock::now();
@@ -408,7 +408,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
 
   std::vector<int> all(survey.n_shots);
   double seconds_total = 0;
-  storage::MemoryReport mem;
+  core::MemoryReport mem;
   for (int it = start; it < f.iterations; ++it) {
     // SIGINT / SIGTERM: every rank agrees at the iteration boundary, then unwinds (removing the
     // disk scratch folder) and exits with 128 + the signal.
@@ -521,7 +521,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
             mo(i) = vt(i);
             return;
           }
-          Real x = mo(i) - lr * (mm(i) / c1) / (core::math::sqrt(vv(i) / c2) + eps);
+          Real x = mo(i) - lr * (mm(i) / c1) / (math::sqrt(vv(i) / c2) + eps);
           if (lo > 0) x = x < lo ? lo : x;
           if (hi > 0) x = x > hi ? hi : x;
           mo(i) = x;

@@ -1,6 +1,6 @@
 #include "guard.hpp"
 
-#include <ksweep/core/error.hpp>
+#include <ksweep/base/error.hpp>
 
 #include <algorithm>
 #include <cctype>

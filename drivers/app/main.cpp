@@ -4,7 +4,7 @@
 #include "guard.hpp"
 
 #include <ksweep/comm/communicator.hpp>
-#include <ksweep/core/config.hpp>
+#include <ksweep/base/config.hpp>
 #include <ksweep/core/runtime.hpp>
 #include <ksweep/io/atomic_file.hpp>
 #include <ksweep/io/config.hpp>

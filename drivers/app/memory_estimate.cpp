@@ -1,6 +1,6 @@
 #include "memory_estimate.hpp"
 
-#include <ksweep/core/error.hpp>
+#include <ksweep/base/error.hpp>
 #include <ksweep/storage/codec.hpp>
 
 #include <Kokkos_Core.hpp>

@@ -1,6 +1,6 @@
 #include <ksweep/io/atomic_file.hpp>
 
-#include <ksweep/core/error.hpp>
+#include <ksweep/base/error.hpp>
 
 #include <openssl/evp.h>
 

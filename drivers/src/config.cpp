@@ -1,6 +1,6 @@
 #include <ksweep/io/config.hpp>
 
-#include <ksweep/core/error.hpp>
+#include <ksweep/base/error.hpp>
 #include <ksweep/core/schedule.hpp>
 
 #include <toml++/toml.h>

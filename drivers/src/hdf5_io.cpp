@@ -1,7 +1,7 @@
 #include <ksweep/io/hdf5_io.hpp>
 
-#include <ksweep/core/config.hpp>
-#include <ksweep/core/error.hpp>
+#include <ksweep/base/config.hpp>
+#include <ksweep/base/error.hpp>
 #include <ksweep/io/atomic_file.hpp>
 
 #if KSWEEP_ENABLE_HDF5

@@ -1,6 +1,6 @@
 #include <ksweep/io/json_io.hpp>
 
-#include <ksweep/core/error.hpp>
+#include <ksweep/base/error.hpp>
 #include <ksweep/io/atomic_file.hpp>
 
 #include <fstream>

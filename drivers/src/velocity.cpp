@@ -1,7 +1,7 @@
 #include <ksweep/io/velocity.hpp>
 
-#include <ksweep/core/config.hpp>
-#include <ksweep/core/error.hpp>
+#include <ksweep/base/config.hpp>
+#include <ksweep/base/error.hpp>
 #include <ksweep/io/hdf5_io.hpp>
 
 #include <openssl/evp.h>

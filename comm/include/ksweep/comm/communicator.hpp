@@ -4,8 +4,8 @@
 /// without MPI. Device views are reduced through host mirrors unless the build enables
 /// GPU-aware MPI.
 
-#include <ksweep/core/config.hpp>
-#include <ksweep/core/error.hpp>
+#include <ksweep/base/config.hpp>
+#include <ksweep/base/error.hpp>
 
 #include <Kokkos_Core.hpp>
 

@@ -4,7 +4,7 @@
 
 #include <ksweep/core/acoustic_kernels.hpp>
 #include <ksweep/core/cpml.hpp>
-#include <ksweep/core/error.hpp>
+#include <ksweep/base/error.hpp>
 #include <ksweep/core/geometry.hpp>
 #include <ksweep/core/schedule.hpp>
 

@@ -16,7 +16,7 @@
 /// Both schedules run the same cell bodies in the same order within a shot, so their results
 /// are the same bits (tested).
 
-#include <ksweep/core/error.hpp>
+#include <ksweep/base/error.hpp>
 
 #include <string>
 #include <vector>

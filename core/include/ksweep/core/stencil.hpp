@@ -61,7 +61,7 @@ decltype(auto) dispatch_order(int order, F&& f);
 
 }  // namespace ksweep::core
 
-#include <ksweep/core/error.hpp>
+#include <ksweep/base/error.hpp>
 #include <type_traits>
 
 template <class F>

@@ -11,8 +11,8 @@
 ///  - int8: q = rne(127 v / s) in [-127, 127] with one fp32 scale s = max |v| per block.
 /// NaN and infinity cannot be encoded: the encoder flags them.
 
-#include <ksweep/core/error.hpp>
-#include <ksweep/core/math.hpp>
+#include <ksweep/base/error.hpp>
+#include <ksweep/base/math.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -110,7 +110,7 @@ KOKKOS_INLINE_FUNCTION float bf16_to_float(std::uint16_t b) { return bits_float(
 
 /// Round to nearest, ties to even (a single instruction where the ISA has one, so the encode
 /// loops vectorise).
-KOKKOS_INLINE_FUNCTION float rne(float x) { return core::math::nearbyint(x); }
+KOKKOS_INLINE_FUNCTION float rne(float x) { return math::nearbyint(x); }
 
 KOKKOS_INLINE_FUNCTION bool finite(float v) { return (float_bits(v) & 0x7f800000u) != 0x7f800000u; }
 KOKKOS_INLINE_FUNCTION bool finite(double v) { return v - v == 0.0; }

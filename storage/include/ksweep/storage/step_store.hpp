@@ -8,7 +8,7 @@
 /// devices) a second execution space instance, so the transfer of one chunk overlaps the
 /// computation of the next.
 
-#include <ksweep/core/error.hpp>
+#include <ksweep/base/error.hpp>
 #include <ksweep/storage/codec.hpp>
 
 #include <Kokkos_Core.hpp>

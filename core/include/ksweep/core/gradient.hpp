@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-namespace ksweep::storage {
+namespace ksweep::core {
 
 /// Bytes of each component of a gradient computation.
 struct MemoryReport {
@@ -51,8 +51,8 @@ struct Images {
   Kokkos::View<Real**, Kokkos::LayoutRight, MemorySpace> grad, illum_src, illum_rec;
   Images() = default;
   Images(int nz, int nx)
-      : grad("ksweep::storage::grad", nz, nx), illum_src("ksweep::storage::illum_src", nz, nx),
-        illum_rec("ksweep::storage::illum_rec", nz, nx) {}
+      : grad("ksweep::core::grad", nz, nx), illum_src("ksweep::core::illum_src", nz, nx),
+        illum_rec("ksweep::core::illum_rec", nz, nx) {}
 };
 
 template <class Real, int Order, class ExecSpace = Kokkos::DefaultExecutionSpace>
@@ -68,7 +68,7 @@ class GradientEngine {
   using image = Kokkos::View<double**, Kokkos::LayoutRight, memory_space>;
   using shot_images = Kokkos::View<double***, Kokkos::LayoutRight, memory_space>;  // [shot][nz][nx]
 
-  GradientEngine(propagator_type& prop, StorageConfig const& cfg) : m_prop(prop), m_cfg(cfg) {
+  GradientEngine(propagator_type& prop, storage::StorageConfig const& cfg) : m_prop(prop), m_cfg(cfg) {
     KSWEEP_REQUIRE(cfg.strategy == "full" || cfg.strategy == "boundary",
                    "storage.strategy = \"" << cfg.strategy << "\" is not supported (allowed: full, boundary)");
     auto const& l = prop.layout();
@@ -82,17 +82,17 @@ class GradientEngine {
         if (full() || !model) off.push_back((iz + M) * P + ix + M);
       }
     m_n_ring = static_cast<int>(off.size());
-    // Codecs with a scale per block: each shot's ring padded to whole blocks (see RingValues).
-    bool const scaled = cfg.dtype == Dtype::fp16 || cfg.dtype == Dtype::int8;
-    m_stride = scaled ? (m_n_ring + static_cast<int>(block_size) - 1) / static_cast<int>(block_size) * static_cast<int>(block_size)
+    // Codecs with a scale per block: each shot's ring padded to whole blocks (see storage::RingValues).
+    bool const scaled = cfg.dtype == storage::Dtype::fp16 || cfg.dtype == storage::Dtype::int8;
+    m_stride = scaled ? (m_n_ring + static_cast<int>(storage::block_size) - 1) / static_cast<int>(storage::block_size) * static_cast<int>(storage::block_size)
                       : m_n_ring;
     KSWEEP_REQUIRE(static_cast<long long>(m_stride) * prop.max_shots() < (1LL << 31),
                    "storage: " << m_stride << " saved values per shot x " << prop.max_shots()
                                << " shots exceeds 2^31 values per step; use fewer shots per batch");
-    m_ring_div = FastDivisor(std::max(m_stride, 1));
-    m_pad = Kokkos::View<Real**, Kokkos::LayoutRight, memory_space>(std::string("ksweep::storage::ring_pad"), prop.max_shots(),
+    m_ring_div = storage::FastDivisor(std::max(m_stride, 1));
+    m_pad = Kokkos::View<Real**, Kokkos::LayoutRight, memory_space>(std::string("ksweep::core::ring_pad"), prop.max_shots(),
                                                                      m_stride - m_n_ring);
-    m_offsets = Kokkos::View<int*, memory_space>(std::string("ksweep::storage::ring_offsets"), off.size());
+    m_offsets = Kokkos::View<int*, memory_space>(std::string("ksweep::core::ring_offsets"), off.size());
     auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_offsets);
     for (std::size_t i = 0; i < off.size(); ++i) h(i) = off[i];
     Kokkos::deep_copy(m_offsets, h);
@@ -100,17 +100,17 @@ class GradientEngine {
     int const S = prop.max_shots();
     using Kokkos::view_alloc;
     using Kokkos::WithoutInitializing;
-    m_grad_c = shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::storage::grad_c")), S, l.nz, l.nx);
-    m_isrc = shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::storage::isrc")), S, l.nz, l.nx);
-    m_irec = shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::storage::irec")), S, l.nz, l.nx);
+    m_grad_c = shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::core::grad_c")), S, l.nz, l.nx);
+    m_isrc = shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::core::isrc")), S, l.nz, l.nx);
+    m_irec = shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::core::irec")), S, l.nz, l.nx);
     m_misfit = Kokkos::View<double**, Kokkos::LayoutRight, memory_space>(
-        view_alloc(space, WithoutInitializing, std::string("ksweep::storage::misfit")), S, 0);
+        view_alloc(space, WithoutInitializing, std::string("ksweep::core::misfit")), S, 0);
   }
 
   bool full() const { return m_cfg.strategy == "full"; }
   /// Cells saved per shot and step.
   int ring_cells() const { return m_n_ring; }
-  StorageConfig const& config() const { return m_cfg; }
+  storage::StorageConfig const& config() const { return m_cfg; }
 
   /// Forward modelling of the current batch that saves what the backward pass needs. Three
   /// launches per step: point work, stencil, and the ring gathered straight into the encoder.
@@ -119,7 +119,7 @@ class GradientEngine {
     int const nt = static_cast<int>(w.extent(2)), S = p.n_shots();
     m_nt = nt;
     m_store.reset();
-    m_store = std::make_unique<StepStore<Real, ExecSpace>>(p.space(), m_cfg, static_cast<std::size_t>(S) * m_stride, nt);
+    m_store = std::make_unique<storage::StepStore<Real, ExecSpace>>(p.space(), m_cfg, static_cast<std::size_t>(S) * m_stride, nt);
     p.forward_reset();
     if (p.runs_shots()) {
       forward_shots(w, synthetic, nt);
@@ -148,7 +148,7 @@ class GradientEngine {
     auto& p = m_prop;
     auto const& l = p.layout();
     int const nt = m_nt, S = p.n_shots();
-    KSWEEP_REQUIRE(m_store, "ksweep::storage::GradientEngine::backward: forward() must run first");
+    KSWEEP_REQUIRE(m_store, "ksweep::core::GradientEngine::backward: forward() must run first");
     KSWEEP_REQUIRE(static_cast<int>(residual.extent(1)) == nt,
                    "residual has " << residual.extent(1) << " time samples, the forward run had " << nt);
     auto const space = p.space();
@@ -168,7 +168,7 @@ class GradientEngine {
     auto vp = p.vp_model();
     int const top = l.top, wd = l.width;
     Kokkos::parallel_for(
-        "ksweep::storage::scale_images",
+        "ksweep::core::scale_images",
         Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(space, {0, 0, 0},
                                                                                                           {S, l.nz, l.nx}),
         KOKKOS_LAMBDA(int s, int iz, int ix) {
@@ -189,7 +189,7 @@ class GradientEngine {
     auto gc = m_grad_c, isc = m_isrc, irc = m_irec;
     int const S = m_shots;
     Kokkos::parallel_for(
-        "ksweep::storage::accumulate_images",
+        "ksweep::core::accumulate_images",
         Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(
             m_prop.space(), {0, 0}, {static_cast<int>(g.extent(0)), static_cast<int>(g.extent(1))}),
         KOKKOS_LAMBDA(int iz, int ix) {
@@ -224,17 +224,17 @@ class GradientEngine {
     int const S = static_cast<int>(synthetic.extent(0)), nt = static_cast<int>(synthetic.extent(1)),
               nr = static_cast<int>(synthetic.extent(2));
     auto const space = m_prop.space();
-    record_view residual(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::storage::residual")), S,
+    record_view residual(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::core::residual")), S,
                          nt, nr);
     if (static_cast<int>(m_misfit.extent(1)) != nt)
       m_misfit = Kokkos::View<double**, Kokkos::LayoutRight, memory_space>(
-          Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::storage::misfit")), m_prop.max_shots(), nt);
+          Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::core::misfit")), m_prop.max_shots(), nt);
     Real const two_scale = static_cast<Real>(2 * scale);
     auto syn = synthetic;
     auto obs = observed;
     auto mis = m_misfit;
     Kokkos::parallel_for(
-        "ksweep::storage::residual",
+        "ksweep::core::residual",
         Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(space, {0, 0},
                                                                                                           {S, nt}),
         KOKKOS_LAMBDA(int s, int t) {
@@ -279,12 +279,12 @@ class GradientEngine {
   MemoryReport memory_report(std::size_t observed_bytes, std::size_t synthetic_bytes) const {
     MemoryReport r;
     r.strategy = m_cfg.strategy;
-    r.location = to_string(m_cfg.location);
-    r.dtype = to_string(m_cfg.dtype);
+    r.location = storage::to_string(m_cfg.location);
+    r.dtype = storage::to_string(m_cfg.dtype);
     std::size_t const values = static_cast<std::size_t>(m_prop.n_shots()) * m_stride;
-    std::size_t const step = encoded_bytes(m_cfg.dtype, values, sizeof(Real));
+    std::size_t const step = storage::encoded_bytes(m_cfg.dtype, values, sizeof(Real));
     r.boundary_bytes = step * static_cast<std::size_t>(m_nt);
-    r.staging_bytes = (m_cfg.location == Location::device
+    r.staging_bytes = (m_cfg.location == storage::Location::device
                            ? 0
                            : 2 * step * static_cast<std::size_t>(std::min(m_cfg.transfer_interval, std::max(m_nt, 1)))) +
                       m_stage.span() * sizeof(Real);
@@ -305,7 +305,7 @@ class GradientEngine {
   stage_view const& stage(int steps) {
     std::size_t const width = static_cast<std::size_t>(m_prop.n_shots()) * m_stride;
     if (static_cast<int>(m_stage.extent(0)) < steps || m_stage.extent(1) != width)  // zeros: the padding stays zero
-      m_stage = stage_view(Kokkos::view_alloc(m_prop.space(), std::string("ksweep::storage::ring_stage")), steps, width);
+      m_stage = stage_view(Kokkos::view_alloc(m_prop.space(), std::string("ksweep::core::ring_stage")), steps, width);
     return m_stage;
   }
   auto stage_row(int i) const { return Kokkos::subview(m_stage, i, Kokkos::ALL); }
@@ -333,8 +333,8 @@ class GradientEngine {
       for (int n0 = 0; n0 < nt; n0 += T) {
         int const n1 = std::min(nt, n0 + T);
         ForwardSave body{p.forward_shot_step(w, synthetic, n0), m_offsets, m_stage, m_n_ring, m_stride, n0};
-        p.run_shot_steps(p.forward_state(), "ksweep::storage::forward_shots", body, n0, n1, false);
-        for (int n = n0; n < n1; ++n) m_store->put_from(n, ViewValues<Real const, memory_space>{stage_row(n - n0)});
+        p.run_shot_steps(p.forward_state(), "ksweep::core::forward_shots", body, n0, n1, false);
+        for (int n = n0; n < n1; ++n) m_store->put_from(n, storage::ViewValues<Real const, memory_space>{stage_row(n - n0)});
       }
     } else {
       (void)w, (void)synthetic, (void)nt;
@@ -360,7 +360,7 @@ class GradientEngine {
           launch_fused(adj, core::NoWork{}, 0, m_store->decoder(m_store->fetch(n - 1), sink), n_ring);
           imaging(fs.u[1 - fs.cur], fs.u[fs.cur], as.u[as.cur], false, S);
         } else {
-          core::launch_points(space, "ksweep::storage::adjoint_points", adj.f, adj.count);
+          core::launch_points(space, "ksweep::core::adjoint_points", adj.f, adj.count);
         }
       } else if (n >= 1) {
         // Rebuild u^{n-1} into fs.u[cur] (which holds u^{n+1}): the sources w[n] are taken
@@ -372,12 +372,12 @@ class GradientEngine {
         if (n >= 2) {
           launch_fused(adj, sources, n_src, m_store->decoder(m_store->fetch(n - 2), sink), n_ring);
         } else {
-          launch_fused(adj, sources, n_src, ZeroValues<RingValues<Real, memory_space>>{sink}, n_ring);  // u^0 = 0
+          launch_fused(adj, sources, n_src, storage::ZeroValues<storage::RingValues<Real, memory_space>>{sink}, n_ring);  // u^0 = 0
         }
         imaging(fs.u[1 - fs.cur], fs.u[fs.cur], as.u[as.cur], true, S);
         fs.cur = 1 - fs.cur;
       } else {
-        core::launch_points(space, "ksweep::storage::adjoint_points", adj.f, adj.count);
+        core::launch_points(space, "ksweep::core::adjoint_points", adj.f, adj.count);
         imaging(fs.u[1 - fs.cur], fs.u[fs.cur], as.u[as.cur], false, S);
       }
       p.advance_adjoint();  // lambda^n
@@ -445,8 +445,8 @@ class GradientEngine {
         for (int n = top; n >= n0; --n) {  // the saved steps this chunk reads, in decreasing order
           int const need = full() ? n - 1 : n - 2;
           if (need >= 0)
-            Kokkos::parallel_for("ksweep::storage::decode_chunk", Kokkos::RangePolicy<ExecSpace>(p.space(), 0, S * m_stride),
-                                 m_store->decoder(m_store->fetch(need), ViewValues<Real, memory_space>{stage_row(top - n)}));
+            Kokkos::parallel_for("ksweep::core::decode_chunk", Kokkos::RangePolicy<ExecSpace>(p.space(), 0, S * m_stride),
+                                 m_store->decoder(m_store->fetch(need), storage::ViewValues<Real, memory_space>{stage_row(top - n)}));
         }
         BackwardShots body;
         body.m_adj = p.adjoint_shot_step(residual, no_wavelets, top);
@@ -467,7 +467,7 @@ class GradientEngine {
         body.m_top = l.top;
         body.m_n_src = p.survey().n_sources;
         body.m_full = full();
-        p.run_shot_steps(as, "ksweep::storage::backward_shots", body, n0, n1, true);
+        p.run_shot_steps(as, "ksweep::core::backward_shots", body, n0, n1, true);
         if (!full() && ((n1 - std::max(n0, 1)) % 2 != 0) && n1 > 1) fs.cur = 1 - fs.cur;
       }
     } else {
@@ -476,7 +476,7 @@ class GradientEngine {
   }
 
   // The saved cells of each shot's wavefield `u`, as a codec value source or sink.
-  RingValues<Real, memory_space> ring_values(field3 const& u) const { return {u, m_offsets, m_ring_div, m_pad, m_n_ring}; }
+  storage::RingValues<Real, memory_space> ring_values(field3 const& u) const { return {u, m_offsets, m_ring_div, m_pad, m_n_ring}; }
 
   // One launch: the adjoint point work, then `first` over n_first indices, then `second`
   // over n_second indices. All three write disjoint cells (adjoint wavefield; source cells of
@@ -486,21 +486,21 @@ class GradientEngine {
                     int n_second) const {
     using inner = core::Concat<First, Second>;
     core::Concat<typename propagator_type::points_functor, inner> f{adj.f, inner{first, second, n_first}, adj.count};
-    core::launch_points(m_prop.space(), "ksweep::storage::backward_points", f, adj.count + n_first + n_second);
+    core::launch_points(m_prop.space(), "ksweep::core::backward_points", f, adj.count + n_first + n_second);
   }
   void imaging(field3 const& u0, field3 const& u1, field3 const& lambda, bool reconstruct, int S) {
     auto const& l = m_prop.layout();
     core::AcousticImaging<Real, Order, memory_space> f{u0, lambda, u1, m_prop.c(), m_grad_c, m_isrc, m_irec,
                                                        l.nz, l.nx, l.top, l.width, l.free_surface, reconstruct};
-    core::launch_cells(m_prop.space(), reconstruct ? "ksweep::storage::image_and_rebuild" : "ksweep::storage::image", f,
+    core::launch_cells(m_prop.space(), reconstruct ? "ksweep::core::image_and_rebuild" : "ksweep::core::image", f,
                        S * l.nz, l.nx);
   }
 
   propagator_type& m_prop;
-  StorageConfig m_cfg;
+  storage::StorageConfig m_cfg;
   int m_n_ring = 0;        // saved cells per shot
   int m_stride = 0;        // saved values per shot (cells and padding to whole codec blocks)
-  FastDivisor m_ring_div;  // index -> (shot, ring value) in the codec's ring sources and sinks
+  storage::FastDivisor m_ring_div;  // index -> (shot, ring value) in the codec's ring sources and sinks
   Kokkos::View<Real**, Kokkos::LayoutRight, memory_space> m_pad;  // the padding values (zeros)
   int m_nt = 0;
   std::size_t m_peak = 0;
@@ -509,8 +509,8 @@ class GradientEngine {
   Kokkos::View<double**, Kokkos::LayoutRight, memory_space> m_misfit;  // [shot][time] sums over receivers
   std::vector<double> m_shot_loss;
   int m_shots = 0;
-  std::unique_ptr<StepStore<Real, ExecSpace>> m_store;
+  std::unique_ptr<storage::StepStore<Real, ExecSpace>> m_store;
   stage_view m_stage;  // the `shots` schedule's saved rings of a chunk of steps
 };
 
-}  // namespace ksweep::storage
+}  // namespace ksweep::core

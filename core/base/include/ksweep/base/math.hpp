@@ -5,7 +5,7 @@
 
 #include <Kokkos_Core.hpp>
 
-namespace ksweep::core::math {
+namespace ksweep::math {
 
 template <class T>
 KOKKOS_INLINE_FUNCTION T sqrt(T x) {
@@ -26,4 +26,4 @@ KOKKOS_INLINE_FUNCTION T nearbyint(T x) {
 #endif
 }
 
-}  // namespace ksweep::core::math
+}  // namespace ksweep::math
