@@ -9,11 +9,14 @@
 ///    in a row while its fields (about 1-3 MB for a Marmousi shot) stay in the core's cache,
 ///    with no barrier between those steps. Gradients run in chunks of steps between which the
 ///    saved ring goes through the store's codec as a batch.
+///  - `cells`: the batched launches cell by cell, one index per cell of every shot: the launches
+///    of device backends (CUDA). On host backends it runs in the tests, so that the device
+///    launches are checked on machines without a GPU.
 ///  - `automatic`: `shots` on host backends when the batch has at least as many shots as
 ///    threads and splits over them evenly enough (at least 3/4 of the threads busy on
 ///    average), `batched` otherwise and on devices.
 ///
-/// Both schedules run the same cell bodies in the same order within a shot, so their results
+/// Every schedule runs the same cell bodies in the same order within a shot, so their results
 /// are the same bits (tested).
 
 #include <ksweep/base/error.hpp>
@@ -23,11 +26,11 @@
 
 namespace ksweep::core {
 
-enum class Schedule { automatic, batched, shots };
+enum class Schedule { automatic, batched, shots, cells };
 
-/// Allowed names, in the order of the enum: "auto", "batched", "shots".
+/// Allowed names, in the order of the enum: "auto", "batched", "shots", "cells".
 inline std::vector<std::string> const& schedule_names() {
-  static std::vector<std::string> const names{"auto", "batched", "shots"};
+  static std::vector<std::string> const names{"auto", "batched", "shots", "cells"};
   return names;
 }
 inline std::string to_string(Schedule s) { return schedule_names()[static_cast<int>(s)]; }
