@@ -1,7 +1,10 @@
+#include <ksweep/core/schedule.hpp>
+
 #include <Kokkos_Core.hpp>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 
 int main(int argc, char* argv[]) {
   // Test discovery runs this binary with --gtest_list_tests outside ctest's environment: keep
@@ -9,5 +12,12 @@ int main(int argc, char* argv[]) {
   ::setenv("OMP_PROC_BIND", "false", 0);
   Kokkos::ScopeGuard guard(argc, argv);
   ::testing::InitGoogleTest(&argc, argv);
+  // --ksweep-schedule=NAME: every propagator of the run starts with that schedule (the test
+  // programs run the physics tests a second time with `cells`, the launches of devices).
+  for (int i = 1; i < argc; ++i) {
+    char const* opt = "--ksweep-schedule=";
+    if (std::strncmp(argv[i], opt, std::strlen(opt)) == 0)
+      ksweep::core::set_default_schedule(ksweep::core::parse_schedule(argv[i] + std::strlen(opt)));
+  }
   return RUN_ALL_TESTS();
 }

@@ -89,547 +89,400 @@ void launch_host_rows(ExecSpace const& space, char const* label, Functor const& 
 
 }  // namespace impl
 
-/// Fields of one batch of shots on the padded grid. Wavefields carry a halo of M zero cells on
-/// every side, [shot][NZ + 2M][NX + 2M]. Layer memories live only in the layer (plus 2M cells of
-/// zeros on each side of a strip): x strips [side][shot][NZ][W + 4M], z strips
-/// [side][shot][W + 4M][NX]; side 0 is left/top, 1 is right/bottom.
-template <class Real, class MemorySpace>
-struct AcousticFields {
-  using field3 = Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace>;
-  using field4 = Kokkos::View<Real****, Kokkos::LayoutRight, MemorySpace>;
-  using field2 = Kokkos::View<Real**, Kokkos::LayoutRight, MemorySpace>;
-  using field1 = Kokkos::View<Real*, Kokkos::LayoutRight, MemorySpace>;
+/// Region flags of the cell bodies: bit a (axis a: 0 = z, Dim - 1 = x) marks layer terms along
+/// that axis, bit Dim the free-surface rows (image method on axis 0). A region of the padded
+/// grid is an index space with one set of flags; every schedule hands its cells to the same
+/// body instantiated for those flags.
+template <int Dim>
+struct RegionFlags {
+  static constexpr int free_surface = 1 << Dim;
+  static constexpr int count = 2 << Dim;
+  KOKKOS_INLINE_FUNCTION static constexpr bool layer(int flags, int axis) { return (flags >> axis) & 1; }
+  KOKKOS_INLINE_FUNCTION static constexpr bool surface(int flags) { return (flags & free_surface) != 0; }
 };
 
-/// The acoustic step functor: forward (ForwardTag) and adjoint (AdjointTag) share the stencil
-/// coefficients and the layer profiles.
+/// One axis of the padded grid: `n` model cells after `lo` layer cells, `N` cells in all.
+struct GridAxis {
+  int n = 0, lo = 0, N = 0;
+  /// The cell is in the absorbing layer (forward layer terms).
+  KOKKOS_INLINE_FUNCTION bool in_layer(int i) const { return i < lo || i >= lo + n; }
+  /// The cell's stencil of radius m reaches the layer (adjoint layer terms).
+  KOKKOS_INLINE_FUNCTION bool near_layer(int i, int m) const { return (lo > 0 && i < lo + m) || i >= lo + n - m; }
+  /// Strip of the layer memories holding cell i: 0 before the model, 1 after it.
+  KOKKOS_INLINE_FUNCTION int side(int i) const { return i < lo + n / 2 ? 0 : 1; }
+  /// Index of cell i inside its strip (a strip has 2 m cells of zeros on each side).
+  KOKKOS_INLINE_FUNCTION int strip_index(int side, int i, int m) const { return side == 0 ? i + 2 * m : i - (lo + n - 2 * m); }
+};
+
+/// The memory a cell body reads and writes, for one run of cells along x (the fastest axis) of
+/// one shot: the cell at padded x coordinate ix is u[ix], its neighbour k cells along axis a is
+/// u[ix + k su[a]]. With layer terms along axis a, that axis' memories are pin[a][ix + off[a]]
+/// (neighbours k ps[a] away) and its CPML profiles pa, pb, pm: indexed by ix + k along x (they
+/// vary along the run), by the tap k alone along the other axes (constant along the run). On
+/// host schedules a run is a stretch of a row of one region; on devices, a single cell.
+template <class Real, int Dim>
+struct CellRun {
+  Real const* u = nullptr;
+  Real* out = nullptr;
+  Real const* c = nullptr;
+  std::ptrdiff_t su[Dim] = {};
+  Real const* pin[Dim] = {};
+  Real* pout[Dim] = {};
+  Real const* zin[Dim] = {};
+  Real* zout[Dim] = {};
+  std::ptrdiff_t ps[Dim] = {}, off[Dim] = {};
+  Real const* pa[Dim] = {};
+  Real const* pb[Dim] = {};
+  Real const* pm[Dim] = {};
+  int z = 0;  ///< the run's row (padded z), for the free surface's image rows
+};
+
+/// The imaging run: u0 = u^n, u1 = u^{n+1} (rebuilt into u^{n-1}), lambda and c at model x
+/// coordinate ix of one row; the shot's images (double) at the same ix.
+template <class Real, int Dim>
+struct ImageRun {
+  Real const* u0 = nullptr;
+  Real const* lambda = nullptr;
+  Real* u1 = nullptr;
+  Real const* c = nullptr;
+  double* grad = nullptr;
+  double* isrc = nullptr;
+  double* irec = nullptr;
+  std::ptrdiff_t su[Dim] = {};
+  int z = 0;  ///< the row (padded z)
+};
+
+/// The cell bodies of the acoustic operators, each written once for every schedule, backend
+/// and dimension: forward step, adjoint step, and imaging with the backward reconstruction.
+/// `Flags` selects the region (RegionFlags). Axis terms are summed from x (the last axis) to z.
+template <class Real, int Order, int Dim>
+struct AcousticCell {
+  static constexpr int M = Order / 2, X = Dim - 1;
+  using C = StencilCoefficients<Order>;
+  using F = RegionFlags<Dim>;
+  using run_type = CellRun<Real, Dim>;
+  using image_run = ImageRun<Real, Dim>;
+
+  // A CPML profile of axis A at tap k of the cell at ix.
+  template <int A>
+  KOKKOS_FORCEINLINE_FUNCTION static Real coef(Real const* p, int ix, int k) {
+    if constexpr (A == X) {
+      return p[ix + k];
+    } else {
+      (void)ix;
+      return p[k];
+    }
+  }
+
+  // The field f at k cells from ix along axis A (k < 0: towards the origin); on axis 0 with a
+  // free surface, rows above row 0 mirror the rows below it with a sign change.
+  template <int A, bool FS>
+  KOKKOS_FORCEINLINE_FUNCTION static Real at(Real const* f, std::ptrdiff_t s, int z, int ix, int k) {
+    if constexpr (FS && A == 0) {
+      if (z + k < 0) return -f[ix + (-k - 2 * z) * s];
+    } else {
+      (void)z;
+    }
+    return f[ix + k * s];
+  }
+
+  // The centred second difference of f along axis A (unscaled).
+  template <int A, bool FS>
+  KOKKOS_FORCEINLINE_FUNCTION static Real second_diff(Real const* f, std::ptrdiff_t s, int z, int ix, Real f0) {
+    Real d = Real(C::second(0)) * f0;
+    KSWEEP_UNROLL_TAPS
+    for (int k = 1; k <= M; ++k) d += Real(C::second(k)) * (at<A, FS>(f, s, z, ix, -k) + f[ix + k * s]);
+    return d;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Forward: T_a of axis A (returned) and, in the layer, psi and zeta of that axis.
+  // ---------------------------------------------------------------------------------------------
+  template <int A, bool Layer, bool FS>
+  KOKKOS_FORCEINLINE_FUNCTION static Real forward_axis(run_type const& r, int ix, Real u0) {
+    std::ptrdiff_t const s = r.su[A];
+    Real const d2 = second_diff<A, FS>(r.u, s, r.z, ix, u0);
+    if constexpr (!Layer) {
+      return d2;
+    } else {
+      // The free-surface rows never reach the layer (check_grid: nz >= 2M + 2).
+      std::ptrdiff_t const ps = r.ps[A], i = ix + r.off[A];
+      Real const* pin = r.pin[A];
+      Real du = 0, dpsi = 0;
+      KSWEEP_UNROLL_TAPS
+      for (int k = 1; k <= M; ++k) {
+        Real const dk = Real(C::first(k));
+        du += dk * (r.u[ix + k * s] - r.u[ix - k * s]);
+        dpsi += dk * (pin[i + k * ps] - pin[i - k * ps]);
+      }
+      Real const q = d2 + dpsi, a = coef<A>(r.pa[A], ix, 0), b = coef<A>(r.pb[A], ix, 0);
+      r.pout[A][i] = a * pin[i] + b * du;
+      Real const zeta = a * r.zin[A][i] + b * q;
+      r.zout[A][i] = zeta;
+      return q + zeta;
+    }
+  }
+
+  /// u^{n+1} = 2 u^n - u^{n-1} + c sum_a T_a at cell ix of the run.
+  template <int Flags>
+  KOKKOS_FORCEINLINE_FUNCTION static void forward(run_type const& r, int ix) {
+    Real const u0 = r.u[ix];
+    Real t = forward_axis<X, F::layer(Flags, X), false>(r, ix, u0);
+    if constexpr (Dim == 3) t += forward_axis<1, F::layer(Flags, 1), false>(r, ix, u0);
+    t += forward_axis<0, F::layer(Flags, 0), F::surface(Flags)>(r, ix, u0);
+    r.out[ix] = Real(2) * u0 - r.out[ix] + r.c[ix] * t;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Adjoint (the field is mu = c lambda, so g = mu): the transposed second difference of axis A
+  // (returned), the layer divergence term db, and, in the layer, psibar and zetabar. Cells near
+  // but outside the layer (mask 0) write zeros, so the strips' padding stays zero.
+  // ---------------------------------------------------------------------------------------------
+  template <int A>
+  KOKKOS_FORCEINLINE_FUNCTION static Real w_at(run_type const& r, int ix, std::ptrdiff_t i, int k) {
+    Real const g = r.u[ix + k * r.su[A]];
+    return g + coef<A>(r.pb[A], ix, k) * (g + r.zin[A][i + k * r.ps[A]]);
+  }
+  template <int A, bool Layer, bool FS>
+  KOKKOS_FORCEINLINE_FUNCTION static Real adjoint_axis(run_type const& r, int ix, Real g0, Real& db) {
+    if constexpr (!Layer) {
+      return second_diff<A, FS>(r.u, r.su[A], r.z, ix, g0);
+    } else {
+      std::ptrdiff_t const ps = r.ps[A], i = ix + r.off[A];
+      Real const* pin = r.pin[A];
+      Real lap = Real(C::second(0)) * w_at<A>(r, ix, i, 0), dq = 0;
+      KSWEEP_UNROLL_TAPS
+      for (int k = 1; k <= M; ++k) {
+        Real const wm = w_at<A>(r, ix, i, -k), wp = w_at<A>(r, ix, i, k);
+        lap += Real(C::second(k)) * (wm + wp);
+        Real const dk = Real(C::first(k));
+        db += dk * (coef<A>(r.pb[A], ix, k) * pin[i + k * ps] - coef<A>(r.pb[A], ix, -k) * pin[i - k * ps]);
+        dq += dk * (coef<A>(r.pm[A], ix, k) * wp - coef<A>(r.pm[A], ix, -k) * wm);
+      }
+      Real const m0 = coef<A>(r.pm[A], ix, 0), a0 = coef<A>(r.pa[A], ix, 0);
+      r.pout[A][i] = m0 * (a0 * pin[i] - dq);
+      r.zout[A][i] = m0 * (a0 * (g0 + r.zin[A][i]));
+      return lap;
+    }
+  }
+
+  /// mu^n = 2 mu^{n+1} - mu^{n+2} + c (sum_a lap_a - sum_a db_a) at cell ix of the run.
+  template <int Flags>
+  KOKKOS_FORCEINLINE_FUNCTION static void adjoint(run_type const& r, int ix) {
+    Real const g0 = r.u[ix];
+    Real db[Dim] = {};
+    Real t = adjoint_axis<X, F::layer(Flags, X), false>(r, ix, g0, db[X]);
+    if constexpr (Dim == 3) t += adjoint_axis<1, F::layer(Flags, 1), false>(r, ix, g0, db[1]);
+    t += adjoint_axis<0, F::layer(Flags, 0), F::surface(Flags)>(r, ix, g0, db[0]);
+    if constexpr (F::layer(Flags, X)) t -= db[X];
+    if constexpr (Dim == 3 && F::layer(Flags, 1)) t -= db[1];
+    if constexpr (F::layer(Flags, 0)) t -= db[0];
+    r.out[ix] = Real(2) * g0 - r.out[ix] + r.c[ix] * t;
+  }
+
+  template <class Tag, int Flags>
+  KOKKOS_FORCEINLINE_FUNCTION static void step(run_type const& r, int ix) {
+    if constexpr (std::is_same_v<Tag, ForwardTag>) forward<Flags>(r, ix);
+    else adjoint<Flags>(r, ix);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Imaging on the model cells (no layer terms), with u0 = u^n, u1 = u^{n+1}, lambda = mu^{n+1}:
+  //   grad += lambda L u0,  isrc += u0^2,  irec += lambda^2,
+  // and, when rebuilding, u1 <- 2 u0 - u1 + c L u0 (u^{n-1} before the source term).
+  // ---------------------------------------------------------------------------------------------
+  template <bool FS>
+  KOKKOS_FORCEINLINE_FUNCTION static void image(image_run const& r, int ix, bool rebuild) {
+    Real const uc = r.u0[ix];
+    Real lap = Real(Dim * C::second(0)) * uc;
+    KSWEEP_UNROLL_TAPS
+    for (int k = 1; k <= M; ++k) {
+      Real t = r.u0[ix - k] + r.u0[ix + k];
+      if constexpr (Dim == 3) {
+        t += r.u0[ix - k * r.su[1]];
+        t += r.u0[ix + k * r.su[1]];
+      }
+      t += at<0, FS>(r.u0, r.su[0], r.z, ix, -k);
+      t += r.u0[ix + k * r.su[0]];
+      lap += Real(C::second(k)) * t;
+    }
+    Real const l = r.lambda[ix];
+    r.grad[ix] += static_cast<double>(l * lap);
+    r.isrc[ix] += static_cast<double>(uc * uc);
+    r.irec[ix] += static_cast<double>(l * l);
+    if (rebuild) r.u1[ix] = Real(2) * uc - r.u1[ix] + r.c[ix] * lap;
+  }
+};
+
+namespace impl {
+/// Calls f(std::integral_constant<int, Flags>{}) for runtime region flags in [0, N).
+template <int N, class F>
+KOKKOS_FORCEINLINE_FUNCTION void dispatch_flags(int flags, F const& f) {
+  if constexpr (N > 0) {
+    if (flags == N - 1) f(std::integral_constant<int, N - 1>{});
+    else dispatch_flags<N - 1>(flags, f);
+  } else {
+    (void)flags, (void)f;
+  }
+}
+
+/// The `cells` schedule on hosts: the row `r` of a host launch runs the cell operator of each
+/// of its `cols` cells, one at a time, as a device thread would.
+template <class Tag, class Functor>
+struct CellsOfRow {
+  Functor m_f;
+  int m_cols;
+  KOKKOS_INLINE_FUNCTION void operator()(RowTag<Tag>, int r) const {
+    for (int ix = 0; ix < m_cols; ++ix) m_f(CellTag<Tag>{}, r, ix);
+  }
+};
+}  // namespace impl
+
+/// Launches a functor with RowTag<Tag>(row) and CellTag<Tag>(row, col) operators over a rows x
+/// cols grid: rows (vectorised runs) on host backends, cells (x fastest) on devices and, with
+/// `by_cells`, on hosts too (the `cells` schedule). Host launches flush subnormals per chunk.
+template <class Tag, class ExecSpace, class Functor>
+void launch_grid(ExecSpace const& space, char const* label, Functor const& f, int rows, int cols, bool by_cells) {
+  if constexpr (impl::runs_by_rows<ExecSpace>) {
+    if (by_cells) impl::launch_host_rows<Tag>(space, label, impl::CellsOfRow<Tag, Functor>{f, cols}, rows);
+    else impl::launch_host_rows<Tag>(space, label, f, rows);
+  } else {
+    (void)by_cells;
+    using policy = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>,
+                                         impl::CellTag<Tag>>;
+    Kokkos::parallel_for(label, policy(space, {0, 0}, {rows, cols}, {4, 64}), f);
+  }
+}
+
+/// The acoustic step of a batch of shots (ForwardTag: u^{n+1}; AdjointTag: mu^n) on the padded
+/// grid. Wavefields carry a halo of M zero cells on every side, [shot][NZ + 2M][NX + 2M]. The
+/// layer memories of axis a live only in that axis' layer, in two strips (side 0 before the
+/// model, 1 after it) with 2M cells of zeros on each side along the axis: axis 0 (z)
+/// [side][shot][W + 4M][NX], axis 1 (x) [side][shot][NZ][W + 4M]. Regions: along each axis, the
+/// cells with layer terms (forward: in the layer; adjoint: within M of it) and the others; the
+/// free-surface rows 1 .. M-1 (row 0 holds u = 0 and is skipped).
 template <class Real, int Order, class MemorySpace>
 struct AcousticStep {
-  static constexpr int M = Order / 2;
-  using C = StencilCoefficients<Order>;
-  using F = AcousticFields<Real, MemorySpace>;
-  using field3 = typename F::field3;
-  using field4 = typename F::field4;
+  static constexpr int Dim = 2, M = Order / 2, X = Dim - 1;
+  using body = AcousticCell<Real, Order, Dim>;
+  using flags = RegionFlags<Dim>;
+  using run_type = typename body::run_type;
+  using field3 = Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace>;
+  using field4 = Kokkos::View<Real****, Kokkos::LayoutRight, MemorySpace>;
   using cfield2 = Kokkos::View<Real const**, Kokkos::LayoutRight, MemorySpace>;
   using cfield1 = Kokkos::View<Real const*, Kokkos::LayoutRight, MemorySpace>;
 
   // Forward: cur = u^n, out = u^{n-1} on entry and u^{n+1} on exit.
-  // Adjoint: cur = lambda^{n+1}, out = lambda^{n+2} on entry and lambda^n on exit.
+  // Adjoint: cur = mu^{n+1}, out = mu^{n+2} on entry and mu^n on exit.
   field3 m_cur, m_out;
-  // Layer memories (forward: psi, zeta; adjoint: psibar, zetabar); *_in read, *_out written.
-  field4 m_psix_in, m_psix_out, m_zetax_in, m_zetax_out;
-  field4 m_psiz_in, m_psiz_out, m_zetaz_in, m_zetaz_out;
-  cfield2 m_c;  // v^2 dt^2 / dh^2, [NZ + 2M][NX + 2M], zero in the halo
-  cfield1 m_ax, m_bx, m_mx;  // [NX + 2M]
-  cfield1 m_az, m_bz, m_mz;  // [NZ + 2M]
-  int m_nz = 0, m_nx = 0, m_w = 0, m_top = 0, m_NZ = 0, m_NX = 0;
+  // Layer memories per axis (forward: psi, zeta; adjoint: psibar, zetabar); *_in read, *_out written.
+  field4 m_psi_in[Dim], m_psi_out[Dim], m_zeta_in[Dim], m_zeta_out[Dim];
+  cfield2 m_c;                            // v^2 dt^2 / dh^2, [NZ + 2M][NX + 2M], zero in the halo
+  cfield1 m_a[Dim], m_b[Dim], m_mask[Dim];  // CPML profiles per axis, [N + 2M]
+  GridAxis m_axis[Dim];
   bool m_free_surface = false;
 
   AcousticStep() = default;
-  AcousticStep(Layout const& l) : m_nz(l.nz), m_nx(l.nx), m_w(l.width), m_top(l.top), m_NZ(l.NZ), m_NX(l.NX),
-                                  m_free_surface(l.free_surface) {}
-
-  KOKKOS_INLINE_FUNCTION int x_side(int ix) const { return ix < m_w + m_nx / 2 ? 0 : 1; }
-  KOKKOS_INLINE_FUNCTION int z_side(int iz) const { return iz < m_top + m_nz / 2 ? 0 : 1; }
-  // Index of padded coordinate ix (iz) inside an x (z) strip of the given side.
-  KOKKOS_INLINE_FUNCTION int x_col(int side, int ix) const { return side == 0 ? ix + 2 * M : ix - (m_w + m_nx - 2 * M); }
-  KOKKOS_INLINE_FUNCTION int z_row(int side, int iz) const {
-    return side == 0 ? iz + 2 * M : iz - (m_top + m_nz - 2 * M);
+  explicit AcousticStep(Layout const& l) : m_free_surface(l.free_surface) {
+    m_axis[0] = GridAxis{l.nz, l.top, l.NZ};
+    m_axis[1] = GridAxis{l.nx, l.width, l.NX};
   }
 
-  // ------------------------------------------------------------------------------------------
-  // Forward
-  // ------------------------------------------------------------------------------------------
-  template <bool XP, bool ZP, bool FS>
-  KOKKOS_FORCEINLINE_FUNCTION void forward_cell(int s, int iz, int ix) const {
-    int const hz = iz + M, hx = ix + M;
-    Real const uc = m_cur(s, hz, hx);
-    Real dxx = Real(C::second(0)) * uc, dzz = Real(C::second(0)) * uc;
-    KSWEEP_UNROLL_TAPS
-    for (int k = 1; k <= M; ++k) {
-      Real const ck = Real(C::second(k));
-      dxx += ck * (m_cur(s, hz, hx - k) + m_cur(s, hz, hx + k));
-      Real up;
-      if constexpr (FS) {
-        up = iz - k >= 0 ? m_cur(s, hz - k, hx) : -m_cur(s, M + k - iz, hx);
-      } else {
-        up = m_cur(s, hz - k, hx);
-      }
-      dzz += ck * (up + m_cur(s, hz + k, hx));
-    }
-    Real tx = dxx, tz = dzz;
-    if constexpr (XP) {
-      int const side = x_side(ix), col = x_col(side, ix);
-      Real dxu = 0, dxpsi = 0;
-      KSWEEP_UNROLL_TAPS
-      for (int k = 1; k <= M; ++k) {
-        Real const dk = Real(C::first(k));
-        dxu += dk * (m_cur(s, hz, hx + k) - m_cur(s, hz, hx - k));
-        dxpsi += dk * (m_psix_in(side, s, iz, col + k) - m_psix_in(side, s, iz, col - k));
-      }
-      Real const q = dxx + dxpsi, a = m_ax(hx), b = m_bx(hx);
-      m_psix_out(side, s, iz, col) = a * m_psix_in(side, s, iz, col) + b * dxu;
-      Real const zeta = a * m_zetax_in(side, s, iz, col) + b * q;
-      m_zetax_out(side, s, iz, col) = zeta;
-      tx = q + zeta;
-    }
-    if constexpr (ZP) {
-      int const side = z_side(iz), row = z_row(side, iz);
-      Real dzu = 0, dzpsi = 0;
-      KSWEEP_UNROLL_TAPS
-      for (int k = 1; k <= M; ++k) {
-        Real const dk = Real(C::first(k));
-        dzu += dk * (m_cur(s, hz + k, hx) - m_cur(s, hz - k, hx));
-        dzpsi += dk * (m_psiz_in(side, s, row + k, ix) - m_psiz_in(side, s, row - k, ix));
-      }
-      Real const q = dzz + dzpsi, a = m_az(hz), b = m_bz(hz);
-      m_psiz_out(side, s, row, ix) = a * m_psiz_in(side, s, row, ix) + b * dzu;
-      Real const zeta = a * m_zetaz_in(side, s, row, ix) + b * q;
-      m_zetaz_out(side, s, row, ix) = zeta;
-      tz = q + zeta;
-    }
-    m_out(s, hz, hx) = Real(2) * uc - m_out(s, hz, hx) + m_c(hz, hx) * (tx + tz);
+  template <class Tag>
+  KOKKOS_INLINE_FUNCTION bool layer_terms(int axis, int i) const {
+    if constexpr (std::is_same_v<Tag, ForwardTag>) return m_axis[axis].in_layer(i);
+    else return m_axis[axis].near_layer(i, M);
   }
 
-  // ------------------------------------------------------------------------------------------
-  // Adjoint. XN/ZN: the cell's stencil reaches into the layer along x/z, so neighbours carry
-  // layer terms; otherwise the transposed stencil is the plain one applied to g = c lambda.
-  // ------------------------------------------------------------------------------------------
-  // The adjoint wavefield is carried as mu = c lambda, so g = c lambda is the field itself.
-  KOKKOS_FORCEINLINE_FUNCTION Real g_at(int s, int hz, int hx) const { return m_cur(s, hz, hx); }
-
-  // w_x at padded x coordinate ixn of row iz (strip side `side`).
-  KOKKOS_FORCEINLINE_FUNCTION Real wx_at(int s, int iz, int ixn, int side) const {
-    Real const g = g_at(s, iz + M, ixn + M);
-    return g + m_bx(ixn + M) * (g + m_zetax_in(side, s, iz, x_col(side, ixn)));
-  }
-  KOKKOS_FORCEINLINE_FUNCTION Real wz_at(int s, int izn, int ix, int side) const {
-    Real const g = g_at(s, izn + M, ix + M);
-    return g + m_bz(izn + M) * (g + m_zetaz_in(side, s, z_row(side, izn), ix));
-  }
-
-  template <bool XN, bool ZN, bool FS>
-  KOKKOS_FORCEINLINE_FUNCTION void adjoint_cell(int s, int iz, int ix) const {
-    int const hz = iz + M, hx = ix + M;
-    Real lapx = 0, lapz = 0, dbx = 0, dbz = 0;
-    if constexpr (!XN) {
-      lapx = Real(C::second(0)) * g_at(s, hz, hx);
-      KSWEEP_UNROLL_TAPS
-      for (int k = 1; k <= M; ++k) lapx += Real(C::second(k)) * (g_at(s, hz, hx - k) + g_at(s, hz, hx + k));
-    } else {
-      int const side = x_side(ix), col = x_col(side, ix);
-      lapx = Real(C::second(0)) * wx_at(s, iz, ix, side);
-      Real dq = 0;
-      KSWEEP_UNROLL_TAPS
-      for (int k = 1; k <= M; ++k) {
-        Real const wm = wx_at(s, iz, ix - k, side), wp = wx_at(s, iz, ix + k, side);
-        lapx += Real(C::second(k)) * (wm + wp);
-        Real const dk = Real(C::first(k));
-        dbx += dk * (m_bx(hx + k) * m_psix_in(side, s, iz, col + k) - m_bx(hx - k) * m_psix_in(side, s, iz, col - k));
-        dq += dk * (m_mx(hx + k) * wp - m_mx(hx - k) * wm);
-      }
-      if (m_mx(hx) != Real(0)) {
-        Real const a = m_ax(hx);
-        m_psix_out(side, s, iz, col) = a * m_psix_in(side, s, iz, col) - dq;
-        m_zetax_out(side, s, iz, col) = a * (g_at(s, hz, hx) + m_zetax_in(side, s, iz, col));
-      }
-    }
-    if constexpr (!ZN) {
-      Real const g0 = g_at(s, hz, hx);
-      lapz = Real(C::second(0)) * g0;
-      KSWEEP_UNROLL_TAPS
-      for (int k = 1; k <= M; ++k) {
-        Real gm;
-        if constexpr (FS) {
-          gm = iz - k >= 0 ? g_at(s, hz - k, hx) : -g_at(s, M + k - iz, hx);
-        } else {
-          gm = g_at(s, hz - k, hx);
-        }
-        lapz += Real(C::second(k)) * (gm + g_at(s, hz + k, hx));
-      }
-    } else {
-      int const side = z_side(iz), row = z_row(side, iz);
-      lapz = Real(C::second(0)) * wz_at(s, iz, ix, side);
-      Real dq = 0;
-      KSWEEP_UNROLL_TAPS
-      for (int k = 1; k <= M; ++k) {
-        Real const wm = wz_at(s, iz - k, ix, side), wp = wz_at(s, iz + k, ix, side);
-        lapz += Real(C::second(k)) * (wm + wp);
-        Real const dk = Real(C::first(k));
-        dbz += dk * (m_bz(hz + k) * m_psiz_in(side, s, row + k, ix) - m_bz(hz - k) * m_psiz_in(side, s, row - k, ix));
-        dq += dk * (m_mz(hz + k) * wp - m_mz(hz - k) * wm);
-      }
-      if (m_mz(hz) != Real(0)) {
-        Real const a = m_az(hz);
-        m_psiz_out(side, s, row, ix) = a * m_psiz_in(side, s, row, ix) - dq;
-        m_zetaz_out(side, s, row, ix) = a * (g_at(s, hz, hx) + m_zetaz_in(side, s, row, ix));
-      }
-    }
-    m_out(s, hz, hx) = Real(2) * m_cur(s, hz, hx) - m_out(s, hz, hx) + m_c(hz, hx) * (lapx + lapz - dbx - dbz);
-  }
-
-  // ------------------------------------------------------------------------------------------
-  // Row drivers (host backends): region flags are constant along each run of x.
-  // ------------------------------------------------------------------------------------------
-  // Interior runs (no layer terms, no image rows) as restrict-pointer loops the compiler
-  // vectorises; the same arithmetic as forward_cell / adjoint_cell.
-  KOKKOS_INLINE_FUNCTION void forward_interior_run(int s, int iz, int x0, int x1) const {
+  /// The run of row iz of shot s; layer memories of axis a bound where `flags` has layer terms
+  /// (x: the strip `xside`).
+  KOKKOS_INLINE_FUNCTION run_type make_run(int s, int iz, int xside, int f) const {
+    run_type r;
     int const hz = iz + M;
-    std::ptrdiff_t const sz = static_cast<std::ptrdiff_t>(m_cur.stride(1));
-    Real const* KOKKOS_RESTRICT u = &m_cur(s, hz, M);
-    Real* KOKKOS_RESTRICT out = &m_out(s, hz, M);
-    Real const* KOKKOS_RESTRICT c = &m_c(hz, M);
-#pragma omp simd
-    for (int ix = x0; ix < x1; ++ix) {
-      Real dxx = Real(C::second(0)) * u[ix], dzz = Real(C::second(0)) * u[ix];
-      KSWEEP_UNROLL_TAPS
-      for (int k = 1; k <= M; ++k) {
-        dxx += Real(C::second(k)) * (u[ix - k] + u[ix + k]);
-        dzz += Real(C::second(k)) * (u[ix - k * sz] + u[ix + k * sz]);
-      }
-      out[ix] = Real(2) * u[ix] - out[ix] + c[ix] * (dxx + dzz);
+    r.u = &m_cur(s, hz, M);
+    r.out = &m_out(s, hz, M);
+    r.c = &m_c(hz, M);
+    r.su[0] = static_cast<std::ptrdiff_t>(m_cur.stride(1));
+    r.su[X] = 1;
+    r.z = iz;
+    if (flags::layer(f, 0)) {
+      int const side = m_axis[0].side(iz), row = m_axis[0].strip_index(side, iz, M);
+      bind_axis(r, 0, side, s, row, 0);
+      r.ps[0] = static_cast<std::ptrdiff_t>(m_psi_in[0].stride(2));
+      r.pa[0] = &m_a[0](hz);
+      r.pb[0] = &m_b[0](hz);
+      r.pm[0] = &m_mask[0](hz);
     }
+    if (flags::layer(f, X)) {
+      bind_axis(r, X, xside, s, iz, 0);
+      r.ps[X] = 1;
+      r.off[X] = m_axis[X].strip_index(xside, 0, M);
+      r.pa[X] = &m_a[X](M);
+      r.pb[X] = &m_b[X](M);
+      r.pm[X] = &m_mask[X](M);
+    }
+    return r;
   }
-  KOKKOS_INLINE_FUNCTION void adjoint_interior_run(int s, int iz, int x0, int x1) const {
-    int const hz = iz + M;
-    std::ptrdiff_t const sz = static_cast<std::ptrdiff_t>(m_cur.stride(1));
-    Real const* KOKKOS_RESTRICT l = &m_cur(s, hz, M);
-    Real* KOKKOS_RESTRICT out = &m_out(s, hz, M);
-    Real const* KOKKOS_RESTRICT c = &m_c(hz, M);
-#pragma omp simd
-    for (int ix = x0; ix < x1; ++ix) {
-      Real const g0 = l[ix];
-      Real lapx = Real(C::second(0)) * g0, lapz = Real(C::second(0)) * g0;
-      KSWEEP_UNROLL_TAPS
-      for (int k = 1; k <= M; ++k) {
-        lapx += Real(C::second(k)) * (l[ix - k] + l[ix + k]);
-        lapz += Real(C::second(k)) * (l[ix - k * sz] + l[ix + k * sz]);
-      }
-      out[ix] = Real(2) * l[ix] - out[ix] + c[ix] * (lapx + lapz);
-    }
+  KOKKOS_INLINE_FUNCTION void bind_axis(run_type& r, int a, int side, int s, int i1, int i2) const {
+    r.pin[a] = &m_psi_in[a](side, s, i1, i2);
+    r.pout[a] = &m_psi_out[a](side, s, i1, i2);
+    r.zin[a] = &m_zeta_in[a](side, s, i1, i2);
+    r.zout[a] = &m_zeta_out[a](side, s, i1, i2);
   }
 
-  // Runs of a row inside the top or bottom layer (z terms only): the z-layer coefficients are
-  // constant along the row, so these vectorise too.
-  KOKKOS_INLINE_FUNCTION void forward_zlayer_run(int s, int iz, int x0, int x1) const {
-    int const hz = iz + M, side = z_side(iz), row = z_row(side, iz);
-    std::ptrdiff_t const sz = static_cast<std::ptrdiff_t>(m_cur.stride(1));
-    std::ptrdiff_t const ps = static_cast<std::ptrdiff_t>(m_psiz_in.stride(2));
-    Real const* KOKKOS_RESTRICT u = &m_cur(s, hz, M);
-    Real* KOKKOS_RESTRICT out = &m_out(s, hz, M);
-    Real const* KOKKOS_RESTRICT c = &m_c(hz, M);
-    Real const* KOKKOS_RESTRICT pin = &m_psiz_in(side, s, row, 0);
-    Real* KOKKOS_RESTRICT pout = &m_psiz_out(side, s, row, 0);
-    Real const* KOKKOS_RESTRICT zin = &m_zetaz_in(side, s, row, 0);
-    Real* KOKKOS_RESTRICT zout = &m_zetaz_out(side, s, row, 0);
-    Real const a = m_az(hz), b = m_bz(hz);
+  // Cells [x0, x1) of row iz with region flags F, as one vectorisable loop.
+  template <class Tag, int F>
+  KOKKOS_INLINE_FUNCTION void run(int s, int iz, int xside, int x0, int x1) const {
+    run_type const r = make_run(s, iz, xside, F);
 #pragma omp simd
-    for (int ix = x0; ix < x1; ++ix) {
-      Real dxx = Real(C::second(0)) * u[ix], dzz = Real(C::second(0)) * u[ix], dzu = 0, dzpsi = 0;
-      KSWEEP_UNROLL_TAPS
-      for (int k = 1; k <= M; ++k) {
-        dxx += Real(C::second(k)) * (u[ix - k] + u[ix + k]);
-        dzz += Real(C::second(k)) * (u[ix - k * sz] + u[ix + k * sz]);
-        dzu += Real(C::first(k)) * (u[ix + k * sz] - u[ix - k * sz]);
-        dzpsi += Real(C::first(k)) * (pin[ix + k * ps] - pin[ix - k * ps]);
-      }
-      Real const q = dzz + dzpsi;
-      pout[ix] = a * pin[ix] + b * dzu;
-      Real const zeta = a * zin[ix] + b * q;
-      zout[ix] = zeta;
-      out[ix] = Real(2) * u[ix] - out[ix] + c[ix] * (dxx + q + zeta);
-    }
-  }
-  template <bool InLayer>
-  KOKKOS_INLINE_FUNCTION void adjoint_zlayer_run(int s, int iz, int x0, int x1) const {
-    int const hz = iz + M, side = z_side(iz), row = z_row(side, iz);
-    std::ptrdiff_t const sz = static_cast<std::ptrdiff_t>(m_cur.stride(1));
-    std::ptrdiff_t const ps = static_cast<std::ptrdiff_t>(m_psiz_in.stride(2));
-    Real const* KOKKOS_RESTRICT l = &m_cur(s, hz, M);
-    Real* KOKKOS_RESTRICT out = &m_out(s, hz, M);
-    Real const* KOKKOS_RESTRICT c = &m_c(hz, M);
-    Real const* KOKKOS_RESTRICT pin = &m_psiz_in(side, s, row, 0);
-    Real* KOKKOS_RESTRICT pout = &m_psiz_out(side, s, row, 0);
-    Real const* KOKKOS_RESTRICT zin = &m_zetaz_in(side, s, row, 0);
-    Real* KOKKOS_RESTRICT zout = &m_zetaz_out(side, s, row, 0);
-    Real bz[2 * M + 1], mz[2 * M + 1];
-    for (int k = -M; k <= M; ++k) {
-      bz[k + M] = m_bz(hz + k);
-      mz[k + M] = m_mz(hz + k);
-    }
-    Real const a = m_az(hz);
-#pragma omp simd
-    for (int ix = x0; ix < x1; ++ix) {
-      Real const g0 = l[ix];
-      Real lapx = Real(C::second(0)) * g0;
-      Real const w0 = g0 + bz[M] * (g0 + zin[ix]);
-      Real lapz = Real(C::second(0)) * w0, dbz = 0, dq = 0;
-      KSWEEP_UNROLL_TAPS
-      for (int k = 1; k <= M; ++k) {
-        lapx += Real(C::second(k)) * (l[ix - k] + l[ix + k]);
-        Real const gm = l[ix - k * sz], gp = l[ix + k * sz];
-        Real const wm = gm + bz[M - k] * (gm + zin[ix - k * ps]), wp = gp + bz[M + k] * (gp + zin[ix + k * ps]);
-        lapz += Real(C::second(k)) * (wm + wp);
-        dbz += Real(C::first(k)) * (bz[M + k] * pin[ix + k * ps] - bz[M - k] * pin[ix - k * ps]);
-        dq += Real(C::first(k)) * (mz[M + k] * wp - mz[M - k] * wm);
-      }
-      if constexpr (InLayer) {
-        pout[ix] = a * pin[ix] - dq;
-        zout[ix] = a * (g0 + zin[ix]);
-      }
-      out[ix] = Real(2) * l[ix] - out[ix] + c[ix] * (lapx + lapz - dbz);
-    }
-  }
-
-  // Runs inside the left or right layer (x terms; z terms too in the corners). The strip side
-  // is constant along a run; the x profiles are read per cell.
-  template <bool ZP>
-  KOKKOS_INLINE_FUNCTION void forward_xlayer_run(int s, int iz, int x0, int x1) const {
-    int const hz = iz + M, side = x_side(x0), off = x_col(side, 0);
-    std::ptrdiff_t const sz = static_cast<std::ptrdiff_t>(m_cur.stride(1));
-    Real const* KOKKOS_RESTRICT u = &m_cur(s, hz, M);
-    Real* KOKKOS_RESTRICT out = &m_out(s, hz, M);
-    Real const* KOKKOS_RESTRICT c = &m_c(hz, M);
-    Real const* KOKKOS_RESTRICT pxi = &m_psix_in(side, s, iz, 0);
-    Real* KOKKOS_RESTRICT pxo = &m_psix_out(side, s, iz, 0);
-    Real const* KOKKOS_RESTRICT zxi = &m_zetax_in(side, s, iz, 0);
-    Real* KOKKOS_RESTRICT zxo = &m_zetax_out(side, s, iz, 0);
-    Real const* KOKKOS_RESTRICT ax = &m_ax(M);
-    Real const* KOKKOS_RESTRICT bx = &m_bx(M);
-    int zside = 0, row = 0;
-    if constexpr (ZP) {
-      zside = z_side(iz);
-      row = z_row(zside, iz);
-    }
-    std::ptrdiff_t const ps = static_cast<std::ptrdiff_t>(m_psiz_in.stride(2));
-    Real const* KOKKOS_RESTRICT pzi = ZP ? &m_psiz_in(zside, s, row, 0) : nullptr;
-    Real* KOKKOS_RESTRICT pzo = ZP ? &m_psiz_out(zside, s, row, 0) : nullptr;
-    Real const* KOKKOS_RESTRICT zzi = ZP ? &m_zetaz_in(zside, s, row, 0) : nullptr;
-    Real* KOKKOS_RESTRICT zzo = ZP ? &m_zetaz_out(zside, s, row, 0) : nullptr;
-    Real const az = ZP ? m_az(hz) : Real(0), bz = ZP ? m_bz(hz) : Real(0);
-#pragma omp simd
-    for (int ix = x0; ix < x1; ++ix) {
-      Real dxx = Real(C::second(0)) * u[ix], dzz = Real(C::second(0)) * u[ix], dxu = 0, dxpsi = 0;
-      KSWEEP_UNROLL_TAPS
-      for (int k = 1; k <= M; ++k) {
-        dxx += Real(C::second(k)) * (u[ix - k] + u[ix + k]);
-        dzz += Real(C::second(k)) * (u[ix - k * sz] + u[ix + k * sz]);
-        dxu += Real(C::first(k)) * (u[ix + k] - u[ix - k]);
-        dxpsi += Real(C::first(k)) * (pxi[ix + off + k] - pxi[ix + off - k]);
-      }
-      Real const qx = dxx + dxpsi;
-      pxo[ix + off] = ax[ix] * pxi[ix + off] + bx[ix] * dxu;
-      Real const zx = ax[ix] * zxi[ix + off] + bx[ix] * qx;
-      zxo[ix + off] = zx;
-      Real tz = dzz;
-      if constexpr (ZP) {
-        Real dzu = 0, dzpsi = 0;
-        KSWEEP_UNROLL_TAPS
-        for (int k = 1; k <= M; ++k) {
-          dzu += Real(C::first(k)) * (u[ix + k * sz] - u[ix - k * sz]);
-          dzpsi += Real(C::first(k)) * (pzi[ix + k * ps] - pzi[ix - k * ps]);
-        }
-        Real const qz = dzz + dzpsi;
-        pzo[ix] = az * pzi[ix] + bz * dzu;
-        Real const zz = az * zzi[ix] + bz * qz;
-        zzo[ix] = zz;
-        tz = qz + zz;
-      }
-      out[ix] = Real(2) * u[ix] - out[ix] + c[ix] * (qx + zx + tz);
-    }
-  }
-  // Adjoint runs whose stencil reaches the left or right layer. The layer memories are
-  // written with the mask as a factor, so cells outside the strip keep its zero padding.
-  template <bool ZN, bool ZIn>
-  KOKKOS_INLINE_FUNCTION void adjoint_xlayer_run(int s, int iz, int x0, int x1) const {
-    int const hz = iz + M, side = x_side(x0), off = x_col(side, 0);
-    std::ptrdiff_t const sz = static_cast<std::ptrdiff_t>(m_cur.stride(1));
-    Real const* KOKKOS_RESTRICT l = &m_cur(s, hz, M);
-    Real* KOKKOS_RESTRICT out = &m_out(s, hz, M);
-    Real const* KOKKOS_RESTRICT c = &m_c(hz, M);
-    Real const* KOKKOS_RESTRICT pxi = &m_psix_in(side, s, iz, 0);
-    Real* KOKKOS_RESTRICT pxo = &m_psix_out(side, s, iz, 0);
-    Real const* KOKKOS_RESTRICT zxi = &m_zetax_in(side, s, iz, 0);
-    Real* KOKKOS_RESTRICT zxo = &m_zetax_out(side, s, iz, 0);
-    Real const* KOKKOS_RESTRICT ax = &m_ax(M);
-    Real const* KOKKOS_RESTRICT bx = &m_bx(M);
-    Real const* KOKKOS_RESTRICT mx = &m_mx(M);
-    int zside = 0, row = 0;
-    if constexpr (ZN) {
-      zside = z_side(iz);
-      row = z_row(zside, iz);
-    }
-    std::ptrdiff_t const ps = static_cast<std::ptrdiff_t>(m_psiz_in.stride(2));
-    Real const* KOKKOS_RESTRICT pzi = ZN ? &m_psiz_in(zside, s, row, 0) : nullptr;
-    Real* KOKKOS_RESTRICT pzo = ZN ? &m_psiz_out(zside, s, row, 0) : nullptr;
-    Real const* KOKKOS_RESTRICT zzi = ZN ? &m_zetaz_in(zside, s, row, 0) : nullptr;
-    Real* KOKKOS_RESTRICT zzo = ZN ? &m_zetaz_out(zside, s, row, 0) : nullptr;
-    Real bz[2 * M + 1] = {}, mz[2 * M + 1] = {};
-    if constexpr (ZN) {
-      for (int k = -M; k <= M; ++k) {
-        bz[k + M] = m_bz(hz + k);
-        mz[k + M] = m_mz(hz + k);
-      }
-    }
-    Real const az = ZN ? m_az(hz) : Real(0);
-#pragma omp simd
-    for (int ix = x0; ix < x1; ++ix) {
-      Real const g0 = l[ix];
-      Real const wx0 = g0 + bx[ix] * (g0 + zxi[ix + off]);
-      Real lapx = Real(C::second(0)) * wx0, dbx = 0, dqx = 0;
-      Real lapz = 0, dbz = 0, dqz = 0;
-      Real const wz0 = ZN ? g0 + bz[M] * (g0 + zzi[ix]) : g0;
-      lapz = Real(C::second(0)) * wz0;
-      KSWEEP_UNROLL_TAPS
-      for (int k = 1; k <= M; ++k) {
-        Real const gm = l[ix - k], gp = l[ix + k];
-        Real const wm = gm + bx[ix - k] * (gm + zxi[ix + off - k]), wp = gp + bx[ix + k] * (gp + zxi[ix + off + k]);
-        lapx += Real(C::second(k)) * (wm + wp);
-        dbx += Real(C::first(k)) * (bx[ix + k] * pxi[ix + off + k] - bx[ix - k] * pxi[ix + off - k]);
-        dqx += Real(C::first(k)) * (mx[ix + k] * wp - mx[ix - k] * wm);
-        Real const hm = l[ix - k * sz], hp = l[ix + k * sz];
-        if constexpr (ZN) {
-          Real const vm = hm + bz[M - k] * (hm + zzi[ix - k * ps]), vp = hp + bz[M + k] * (hp + zzi[ix + k * ps]);
-          lapz += Real(C::second(k)) * (vm + vp);
-          dbz += Real(C::first(k)) * (bz[M + k] * pzi[ix + k * ps] - bz[M - k] * pzi[ix - k * ps]);
-          dqz += Real(C::first(k)) * (mz[M + k] * vp - mz[M - k] * vm);
-        } else {
-          lapz += Real(C::second(k)) * (hm + hp);
-        }
-      }
-      pxo[ix + off] = mx[ix] * (ax[ix] * pxi[ix + off] - dqx);
-      zxo[ix + off] = ax[ix] * (g0 + zxi[ix + off]);
-      if constexpr (ZIn) {
-        pzo[ix] = az * pzi[ix] - dqz;
-        zzo[ix] = az * (g0 + zzi[ix]);
-      }
-      out[ix] = Real(2) * l[ix] - out[ix] + c[ix] * (lapx + lapz - dbx - dbz);
-    }
-  }
-
-  template <bool A, bool B, bool FS, class Tag>
-  KOKKOS_INLINE_FUNCTION void run(Tag, int s, int iz, int x0, int x1) const {
-    if constexpr (std::is_same_v<Tag, ForwardTag>) {
-      if constexpr (!A && !B && !FS) forward_interior_run(s, iz, x0, x1);
-      else if constexpr (!A && B && !FS) forward_zlayer_run(s, iz, x0, x1);
-      else if constexpr (A && !FS) forward_xlayer_run<B>(s, iz, x0, x1);
-      else
-        for (int ix = x0; ix < x1; ++ix) forward_cell<A, B, FS>(s, iz, ix);
-    } else {
-      bool const zin = m_mz(iz + M) != Real(0);
-      if constexpr (!A && !B && !FS) adjoint_interior_run(s, iz, x0, x1);
-      else if constexpr (!A && B && !FS) {
-        if (zin) adjoint_zlayer_run<true>(s, iz, x0, x1);
-        else adjoint_zlayer_run<false>(s, iz, x0, x1);
-      } else if constexpr (A && !FS) {
-        if constexpr (B) {
-          if (zin) adjoint_xlayer_run<true, true>(s, iz, x0, x1);
-          else adjoint_xlayer_run<true, false>(s, iz, x0, x1);
-        } else {
-          adjoint_xlayer_run<false, false>(s, iz, x0, x1);
-        }
-      } else
-        for (int ix = x0; ix < x1; ++ix) adjoint_cell<A, B, FS>(s, iz, ix);
-    }
-  }
-  template <bool A, bool FS, class Tag>
-  KOKKOS_INLINE_FUNCTION void run(Tag t, bool b, int s, int iz, int x0, int x1) const {
-    if (b) run<A, true, FS>(t, s, iz, x0, x1);
-    else run<A, false, FS>(t, s, iz, x0, x1);
+    for (int ix = x0; ix < x1; ++ix) body::template step<Tag, F>(r, ix);
   }
   template <class Tag>
-  KOKKOS_INLINE_FUNCTION void run_row(Tag t, int s, int iz, int x_in0, int x_in1, bool zflag) const {
-    // x runs: [0, x_in0) and [x_in1, NX) carry the x flag, [x_in0, x_in1) does not.
-    if (m_free_surface && iz < M) {
-      run<true, true>(t, zflag, s, iz, 0, x_in0);
-      run<false, true>(t, zflag, s, iz, x_in0, x_in1);
-      run<true, true>(t, zflag, s, iz, x_in1, m_NX);
-    } else {
-      run<true, false>(t, zflag, s, iz, 0, x_in0);
-      run<false, false>(t, zflag, s, iz, x_in0, x_in1);
-      run<true, false>(t, zflag, s, iz, x_in1, m_NX);
-    }
+  KOKKOS_INLINE_FUNCTION void run_flags(int f, int s, int iz, int xside, int x0, int x1) const {
+    impl::dispatch_flags<flags::count>(f, [&](auto c) { run<Tag, decltype(c)::value>(s, iz, xside, x0, x1); });
   }
 
-  KOKKOS_INLINE_FUNCTION bool z_in_layer(int iz) const { return iz < m_top || iz >= m_top + m_nz; }
-  KOKKOS_INLINE_FUNCTION bool z_near_layer(int iz) const {
-    return (m_top > 0 && iz < m_top + M) || iz >= m_top + m_nz - M;
+  // Flags of row iz without the x axis' bit.
+  template <class Tag>
+  KOKKOS_INLINE_FUNCTION int row_flags(int iz) const {
+    return (layer_terms<Tag>(0, iz) ? 1 : 0) | (m_free_surface && iz < M ? flags::free_surface : 0);
   }
 
-  KOKKOS_INLINE_FUNCTION void operator()(impl::RowTag<ForwardTag>, int r) const {
-    int const s = r / m_NZ, iz = r % m_NZ;
+  /// Host schedules: row r = s NZ + iz, as three runs along x (layer terms, none, layer terms).
+  template <class Tag>
+  KOKKOS_INLINE_FUNCTION void operator()(impl::RowTag<Tag>, int r) const {
+    int const s = r / m_axis[0].N, iz = r % m_axis[0].N;
     if (m_free_surface && iz == 0) return;
-    run_row(ForwardTag{}, s, iz, m_w, m_w + m_nx, z_in_layer(iz));
-  }
-  KOKKOS_INLINE_FUNCTION void operator()(impl::RowTag<AdjointTag>, int r) const {
-    int const s = r / m_NZ, iz = r % m_NZ;
-    if (m_free_surface && iz == 0) return;
-    run_row(AdjointTag{}, s, iz, m_w + M, m_w + m_nx - M, z_near_layer(iz));
+    int const f = row_flags<Tag>(iz), lx = 1 << X;
+    int const m = std::is_same_v<Tag, ForwardTag> ? 0 : M;
+    GridAxis const& ax = m_axis[X];
+    run_flags<Tag>(f | lx, s, iz, 0, 0, ax.lo + m);
+    run_flags<Tag>(f, s, iz, 0, ax.lo + m, ax.lo + ax.n - m);
+    run_flags<Tag>(f | lx, s, iz, 1, ax.lo + ax.n - m, ax.N);
   }
 
-  // ------------------------------------------------------------------------------------------
-  // Cell drivers (devices).
-  // ------------------------------------------------------------------------------------------
-  template <bool FS, class Tag>
-  KOKKOS_INLINE_FUNCTION void cell(Tag, int s, int iz, int ix, bool xf, bool zf) const {
-    if constexpr (std::is_same_v<Tag, ForwardTag>) {
-      if (xf) {
-        if (zf) forward_cell<true, true, FS>(s, iz, ix);
-        else forward_cell<true, false, FS>(s, iz, ix);
-      } else {
-        if (zf) forward_cell<false, true, FS>(s, iz, ix);
-        else forward_cell<false, false, FS>(s, iz, ix);
-      }
-    } else {
-      if (xf) {
-        if (zf) adjoint_cell<true, true, FS>(s, iz, ix);
-        else adjoint_cell<true, false, FS>(s, iz, ix);
-      } else {
-        if (zf) adjoint_cell<false, true, FS>(s, iz, ix);
-        else adjoint_cell<false, false, FS>(s, iz, ix);
-      }
-    }
-  }
-  KOKKOS_INLINE_FUNCTION void operator()(impl::CellTag<ForwardTag>, int s, int iz, int ix) const {
+  /// Device schedules (and `cells` on hosts): cell ix of row r = s NZ + iz.
+  template <class Tag>
+  KOKKOS_INLINE_FUNCTION void operator()(impl::CellTag<Tag>, int r, int ix) const {
+    int const s = r / m_axis[0].N, iz = r % m_axis[0].N;
     if (m_free_surface && iz == 0) return;
-    bool const xf = ix < m_w || ix >= m_w + m_nx, zf = z_in_layer(iz);
-    if (m_free_surface && iz < M) cell<true>(ForwardTag{}, s, iz, ix, xf, zf);
-    else cell<false>(ForwardTag{}, s, iz, ix, xf, zf);
-  }
-  KOKKOS_INLINE_FUNCTION void operator()(impl::CellTag<AdjointTag>, int s, int iz, int ix) const {
-    if (m_free_surface && iz == 0) return;
-    bool const xf = ix < m_w + M || ix >= m_w + m_nx - M, zf = z_near_layer(iz);
-    if (m_free_surface && iz < M) cell<true>(AdjointTag{}, s, iz, ix, xf, zf);
-    else cell<false>(AdjointTag{}, s, iz, ix, xf, zf);
+    bool const lx = layer_terms<Tag>(X, ix);
+    int const f = row_flags<Tag>(iz) | (lx ? 1 << X : 0), xside = m_axis[X].side(ix);
+    impl::dispatch_flags<flags::count>(f, [&](auto c) {
+      constexpr int F = decltype(c)::value;
+      body::template step<Tag, F>(make_run(s, iz, xside, F), ix);
+    });
   }
 };
 
-/// Launches a step functor over `n_shots` shots of the padded grid: rows on host backends,
-/// cells (x fastest) on devices.
-template <class Tag, class ExecSpace, class Functor>
-void launch_step(ExecSpace const& space, char const* label, Functor const& f, int n_shots, int NZ, int NX) {
-  if constexpr (impl::runs_by_rows<ExecSpace>) {
-    (void)NX;
-    impl::launch_host_rows<Tag>(space, label, f, n_shots * NZ);
-  } else {
-    using policy = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3, Kokkos::Iterate::Right, Kokkos::Iterate::Right>,
-                                         impl::CellTag<Tag>>;
-    Kokkos::parallel_for(label, policy(space, {0, 0, 0}, {n_shots, NZ, NX}, {1, 4, 64}), f);
-  }
-}
-
-/// Imaging and backward reconstruction on the model cells (the region without layer terms).
-/// With u0 = u^n, u1 = u^{n+1} and lambda = lambda^{n+1}, per shot s and cell:
-///   grad(s)  += lambda * L u0          (d u^{n+1} / d c = L u^n)
-///   isrc(s)  += u0^2,  irec(s) += lambda^2
-/// and, when reconstructing, u1 <- 2 u0 - u1 + c L u0 (= u^{n-1} before the source term).
+/// Imaging and backward reconstruction on the model cells (AcousticCell::image) of a batch.
 /// Each shot has its own images, accumulated in double over the time steps in a fixed order, so
 /// that a shot's image does not depend on the other shots of its batch; shots are summed
 /// afterwards in a fixed order (GradientEngine::accumulate), whatever the split.
 template <class Real, int Order, class MemorySpace>
 struct AcousticImaging {
-  static constexpr int M = Order / 2;
-  using C = StencilCoefficients<Order>;
+  static constexpr int Dim = 2, M = Order / 2;
+  using body = AcousticCell<Real, Order, Dim>;
   using field3 = Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace>;
   using image = Kokkos::View<double***, Kokkos::LayoutRight, MemorySpace>;  // [shot][nz][nx]
   Kokkos::View<Real const***, Kokkos::LayoutRight, MemorySpace> m_u0, m_lambda;
@@ -639,80 +492,44 @@ struct AcousticImaging {
   int m_nz, m_nx, m_top, m_w;
   bool m_free_surface, m_reconstruct;
 
-  template <bool FS>
-  KOKKOS_FORCEINLINE_FUNCTION void cell(int s, int iz, int ix, bool rebuild) const {
-    int const hz = iz + m_top + M, hx = ix + m_w + M, pz = iz + m_top;
-    Real const uc = m_u0(s, hz, hx);
-    Real lap = Real(2 * C::second(0)) * uc;
-    KSWEEP_UNROLL_TAPS
-    for (int k = 1; k <= M; ++k) {
-      Real up;
-      if constexpr (FS) {
-        up = pz - k >= 0 ? m_u0(s, hz - k, hx) : -m_u0(s, M + k - pz, hx);
-      } else {
-        up = m_u0(s, hz - k, hx);
-      }
-      lap += Real(C::second(k)) * (m_u0(s, hz, hx - k) + m_u0(s, hz, hx + k) + up + m_u0(s, hz + k, hx));
-    }
-    Real const l = m_lambda(s, hz, hx);
-    m_grad(s, iz, ix) += static_cast<double>(l * lap);
-    m_isrc(s, iz, ix) += static_cast<double>(uc * uc);
-    m_irec(s, iz, ix) += static_cast<double>(l * l);
-    if (rebuild) m_u1(s, hz, hx) = Real(2) * uc - m_u1(s, hz, hx) + m_c(hz, hx) * lap;
+  KOKKOS_INLINE_FUNCTION typename body::image_run make_run(int s, int iz) const {
+    typename body::image_run r;
+    int const hz = iz + m_top + M, hx = m_w + M;
+    r.u0 = &m_u0(s, hz, hx);
+    r.lambda = &m_lambda(s, hz, hx);
+    r.u1 = &m_u1(s, hz, hx);
+    r.c = &m_c(hz, hx);
+    r.grad = &m_grad(s, iz, 0);
+    r.isrc = &m_isrc(s, iz, 0);
+    r.irec = &m_irec(s, iz, 0);
+    r.su[0] = static_cast<std::ptrdiff_t>(m_u0.stride(1));
+    r.su[Dim - 1] = 1;
+    r.z = iz + m_top;
+    return r;
   }
+  // Free-surface rows: 1 .. M-1 (row 0 holds zero pressure: no sensitivity, skipped).
+  KOKKOS_INLINE_FUNCTION bool surface_row(int iz) const { return m_free_surface && iz < M; }
 
-  /// Row iz of shot s, as a vectorisable loop (host schedules); reconstructs when `rebuild`.
+  /// Model row iz of shot s, as one vectorisable loop (host schedules); rebuilds when `rebuild`.
   KOKKOS_INLINE_FUNCTION void row(int s, int iz, bool rebuild) const {
-    if (m_free_surface && iz == 0) return;  // pressure held at zero: no sensitivity
-    if (m_free_surface && iz < M) {
-      for (int ix = 0; ix < m_nx; ++ix) cell<true>(s, iz, ix, rebuild);
+    if (m_free_surface && iz == 0) return;
+    auto const r = make_run(s, iz);
+    if (surface_row(iz)) {
+      for (int ix = 0; ix < m_nx; ++ix) body::template image<true>(r, ix, rebuild);
       return;
     }
-    int const hz = iz + m_top + M, hx = m_w + M;
-    std::ptrdiff_t const sz = static_cast<std::ptrdiff_t>(m_u0.stride(1));
-    double* KOKKOS_RESTRICT g = &m_grad(s, iz, 0);
-    double* KOKKOS_RESTRICT is = &m_isrc(s, iz, 0);
-    double* KOKKOS_RESTRICT ir = &m_irec(s, iz, 0);
-    Real const* KOKKOS_RESTRICT c = &m_c(hz, hx);
-    Real const* KOKKOS_RESTRICT u0 = &m_u0(s, hz, hx);
-    Real const* KOKKOS_RESTRICT l = &m_lambda(s, hz, hx);
-    Real* KOKKOS_RESTRICT u1 = &m_u1(s, hz, hx);
 #pragma omp simd
-    for (int ix = 0; ix < m_nx; ++ix) {
-      Real const uc = u0[ix];
-      Real lap = Real(2 * C::second(0)) * uc;
-      KSWEEP_UNROLL_TAPS
-      for (int k = 1; k <= M; ++k)
-        lap += Real(C::second(k)) * (u0[ix - k] + u0[ix + k] + u0[ix - k * sz] + u0[ix + k * sz]);
-      g[ix] += static_cast<double>(l[ix] * lap);
-      is[ix] += static_cast<double>(uc * uc);
-      ir[ix] += static_cast<double>(l[ix] * l[ix]);
-      if (rebuild) u1[ix] = Real(2) * uc - u1[ix] + c[ix] * lap;
-    }
+    for (int ix = 0; ix < m_nx; ++ix) body::template image<false>(r, ix, rebuild);
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(impl::RowTag<void>, int r) const { row(r / m_nz, r % m_nz, m_reconstruct); }
   KOKKOS_INLINE_FUNCTION void operator()(impl::CellTag<void>, int r, int ix) const {
     int const s = r / m_nz, iz = r % m_nz;
     if (m_free_surface && iz == 0) return;
-    if (m_free_surface && iz < M) cell<true>(s, iz, ix, m_reconstruct);
-    else cell<false>(s, iz, ix, m_reconstruct);
+    if (surface_row(iz)) body::template image<true>(make_run(s, iz), ix, m_reconstruct);
+    else body::template image<false>(make_run(s, iz), ix, m_reconstruct);
   }
 };
-
-/// Launches a functor with RowTag<void>(row) / CellTag<void>(row, col) operators over a
-/// rows x cols grid: rows on host backends, cells on devices.
-template <class ExecSpace, class Functor>
-void launch_cells(ExecSpace const& space, char const* label, Functor const& f, int rows, int cols) {
-  if constexpr (impl::runs_by_rows<ExecSpace>) {
-    (void)cols;
-    impl::launch_host_rows<void>(space, label, f, rows);
-  } else {
-    using policy = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>,
-                                         impl::CellTag<void>>;
-    Kokkos::parallel_for(label, policy(space, {0, 0}, {rows, cols}, {4, 64}), f);
-  }
-}
 
 /// Point injection: field(s, z, x) += scale * values(s, i, it) for every shot s and point i
 /// (cells in padded coordinates including the halo offset). Atomic, so several points may

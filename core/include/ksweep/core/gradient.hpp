@@ -492,8 +492,8 @@ class GradientEngine {
     auto const& l = m_prop.layout();
     core::AcousticImaging<Real, Order, memory_space> f{u0, lambda, u1, m_prop.c(), m_grad_c, m_isrc, m_irec,
                                                        l.nz, l.nx, l.top, l.width, l.free_surface, reconstruct};
-    core::launch_cells(m_prop.space(), reconstruct ? "ksweep::core::image_and_rebuild" : "ksweep::core::image", f,
-                       S * l.nz, l.nx);
+    core::launch_grid<void>(m_prop.space(), reconstruct ? "ksweep::core::image_and_rebuild" : "ksweep::core::image", f,
+                            S * l.nz, l.nx, m_prop.runs_cells());
   }
 
   propagator_type& m_prop;

@@ -47,11 +47,12 @@ class Propagator {
   using record_view = Kokkos::View<Real***, Kokkos::LayoutRight, memory_space>;
 
   /// The state of one time-stepping direction (forward wavefield or adjoint wavefield).
+  static constexpr int Dim = kernel_type::Dim;
   struct State {
     field3 u[2];
-    field4 psix[2], zetax[2], psiz[2], zetaz[2];
+    field4 psi[Dim][2], zeta[Dim][2];  // per axis (0: z strips, 1: x strips), two levels each
     int cur = 0;  // u[cur] is the newest level, u[1 - cur] the one before
-    int aux = 0;  // psi*[aux], zeta*[aux] are the current layer memories
+    int aux = 0;  // psi[.][aux], zeta[.][aux] are the current layer memories
   };
 
   Propagator(ExecSpace const& space, ModelGrid const& grid, PmlConfig const& pml, double dt, int max_shots)
@@ -79,6 +80,8 @@ class Propagator {
   /// The schedule of the next runs (default: automatic; see schedule.hpp).
   void set_schedule(Schedule s) { m_schedule = s; }
   Schedule schedule() const { return m_schedule; }
+  /// Whether launches run cell by cell (devices, and the `cells` schedule on hosts).
+  bool runs_cells() const { return !impl::runs_by_rows<ExecSpace> || m_schedule == Schedule::cells; }
   /// Whether the current batch runs with the `shots` schedule (never on devices).
   bool runs_shots() const {
     if constexpr (!impl::runs_by_rows<ExecSpace>) {
@@ -353,21 +356,16 @@ class Propagator {
     kernel_type k(m_layout);
     k.m_cur = st.u[st.cur];
     k.m_out = st.u[1 - st.cur];
-    k.m_psix_in = st.psix[st.aux];
-    k.m_psix_out = st.psix[1 - st.aux];
-    k.m_zetax_in = st.zetax[st.aux];
-    k.m_zetax_out = st.zetax[1 - st.aux];
-    k.m_psiz_in = st.psiz[st.aux];
-    k.m_psiz_out = st.psiz[1 - st.aux];
-    k.m_zetaz_in = st.zetaz[st.aux];
-    k.m_zetaz_out = st.zetaz[1 - st.aux];
+    for (int a = 0; a < Dim; ++a) {
+      k.m_psi_in[a] = st.psi[a][st.aux];
+      k.m_psi_out[a] = st.psi[a][1 - st.aux];
+      k.m_zeta_in[a] = st.zeta[a][st.aux];
+      k.m_zeta_out[a] = st.zeta[a][1 - st.aux];
+      k.m_a[a] = m_prof_a[a];
+      k.m_b[a] = m_prof_b[a];
+      k.m_mask[a] = m_prof_mask[a];
+    }
     k.m_c = m_c;
-    k.m_ax = m_ax;
-    k.m_bx = m_bx;
-    k.m_mx = m_mx;
-    k.m_az = m_az;
-    k.m_bz = m_bz;
-    k.m_mz = m_mz;
     return k;
   }
 
@@ -401,8 +399,10 @@ class Propagator {
   std::size_t state_bytes() const {
     auto const& st = m_fwd;
     std::size_t b = 0;
-    for (int i = 0; i < 2; ++i)
-      b += (st.u[i].span() + st.psix[i].span() + st.zetax[i].span() + st.psiz[i].span() + st.zetaz[i].span()) * sizeof(Real);
+    for (int i = 0; i < 2; ++i) {
+      b += st.u[i].span() * sizeof(Real);
+      for (int a = 0; a < Dim; ++a) b += (st.psi[a][i].span() + st.zeta[a][i].span()) * sizeof(Real);
+    }
     return b;
   }
 
@@ -410,7 +410,7 @@ class Propagator {
   template <class Tag>
   void step(State& st, char const* label) {
     auto const& l = m_layout;
-    launch_step<Tag>(m_space, label, bind(st), m_survey.n_shots, l.NZ, l.NX);
+    launch_grid<Tag>(m_space, label, bind(st), m_survey.n_shots * l.NZ, l.NX, runs_cells());
     st.cur = 1 - st.cur;
     st.aux = 1 - st.aux;
   }
@@ -451,20 +451,20 @@ class Propagator {
     for (int i = 0; i < 2; ++i) {
       std::string const suffix = std::to_string(i);
       st.u[i] = field3(Kokkos::view_alloc(m_space, p + "::u" + suffix), S, l.NZ + 2 * M, l.NX + 2 * M);
-      st.psix[i] = field4(Kokkos::view_alloc(m_space, p + "::psix" + suffix), 2, S, l.NZ, sw);
-      st.zetax[i] = field4(Kokkos::view_alloc(m_space, p + "::zetax" + suffix), 2, S, l.NZ, sw);
-      st.psiz[i] = field4(Kokkos::view_alloc(m_space, p + "::psiz" + suffix), 2, S, sw, l.NX);
-      st.zetaz[i] = field4(Kokkos::view_alloc(m_space, p + "::zetaz" + suffix), 2, S, sw, l.NX);
+      st.psi[0][i] = field4(Kokkos::view_alloc(m_space, p + "::psiz" + suffix), 2, S, sw, l.NX);
+      st.zeta[0][i] = field4(Kokkos::view_alloc(m_space, p + "::zetaz" + suffix), 2, S, sw, l.NX);
+      st.psi[1][i] = field4(Kokkos::view_alloc(m_space, p + "::psix" + suffix), 2, S, l.NZ, sw);
+      st.zeta[1][i] = field4(Kokkos::view_alloc(m_space, p + "::zetax" + suffix), 2, S, l.NZ, sw);
     }
   }
 
   void reset_state(State& st) {
     for (int i = 0; i < 2; ++i) {
       Kokkos::deep_copy(m_space, st.u[i], Real(0));
-      Kokkos::deep_copy(m_space, st.psix[i], Real(0));
-      Kokkos::deep_copy(m_space, st.zetax[i], Real(0));
-      Kokkos::deep_copy(m_space, st.psiz[i], Real(0));
-      Kokkos::deep_copy(m_space, st.zetaz[i], Real(0));
+      for (int a = 0; a < Dim; ++a) {
+        Kokkos::deep_copy(m_space, st.psi[a][i], Real(0));
+        Kokkos::deep_copy(m_space, st.zeta[a][i], Real(0));
+      }
     }
     st.cur = 0;
     st.aux = 0;
@@ -480,12 +480,12 @@ class Propagator {
       for (std::size_t i = 0; i < h.size(); ++i) m(i) = static_cast<Real>(h[i]);
       Kokkos::deep_copy(m_space, d, m);
     };
-    upload(px.a, m_ax, "ksweep::core::ax");
-    upload(px.b, m_bx, "ksweep::core::bx");
-    upload(px.mask, m_mx, "ksweep::core::mx");
-    upload(pz.a, m_az, "ksweep::core::az");
-    upload(pz.b, m_bz, "ksweep::core::bz");
-    upload(pz.mask, m_mz, "ksweep::core::mz");
+    upload(pz.a, m_prof_a[0], "ksweep::core::az");
+    upload(pz.b, m_prof_b[0], "ksweep::core::bz");
+    upload(pz.mask, m_prof_mask[0], "ksweep::core::mz");
+    upload(px.a, m_prof_a[1], "ksweep::core::ax");
+    upload(px.b, m_prof_b[1], "ksweep::core::bx");
+    upload(px.mask, m_prof_mask[1], "ksweep::core::mx");
   }
 
   ExecSpace m_space;
@@ -498,10 +498,10 @@ class Propagator {
   double m_vmin = 0, m_vmax = 0;
   std::vector<double> m_vpad;  // padded velocity (host)
   field2 m_c, m_vp_model;
-  field1 m_ax, m_bx, m_mx, m_az, m_bz, m_mz;
+  field1 m_prof_a[Dim], m_prof_b[Dim], m_prof_mask[Dim];  // CPML profiles per axis (0: z, 1: x)
   index2 m_src_z, m_src_x, m_rec_z, m_rec_x;
   State m_fwd, m_adj;
-  Schedule m_schedule = Schedule::automatic;
+  Schedule m_schedule = default_schedule();
 };
 
 }  // namespace ksweep::core

@@ -37,6 +37,15 @@ inline std::string to_string(Schedule s) { return schedule_names()[static_cast<i
 /// The schedule named `name`; an error names the value and the allowed names.
 Schedule parse_schedule(std::string const& name);
 
+/// The schedule a new propagator starts with (`automatic` unless set otherwise): the test
+/// programs run every physics test a second time with the `cells` schedule this way.
+inline Schedule& default_schedule_ref() {
+  static Schedule s = Schedule::automatic;
+  return s;
+}
+inline Schedule default_schedule() { return default_schedule_ref(); }
+inline void set_default_schedule(Schedule s) { default_schedule_ref() = s; }
+
 /// Whether `automatic` picks `shots` for `n_shots` shots on `threads` host threads.
 constexpr bool shots_schedule_pays(int n_shots, int threads) {
   if (threads < 1 || n_shots < threads) return false;
