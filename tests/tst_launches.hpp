@@ -86,7 +86,7 @@ KSWEEP_TEST(launches_per_step_gradient) {
   for (char const* strategy : {"boundary", "full"}) {
     LaunchProblem p;
     storage::StorageConfig cfg;
-    cfg.strategy = strategy;
+    cfg.strategy = storage::parse_strategy(strategy);
     cfg.dtype = storage::Dtype::int8;  // the codec with a block reduction
     LaunchProblem::E engine(p.prop, cfg);
     std::string labels;

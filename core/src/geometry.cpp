@@ -1,4 +1,5 @@
 #include <ksweep/base/error.hpp>
+#include <ksweep/base/names.hpp>
 #include <ksweep/core/geometry.hpp>
 #include <ksweep/core/stencil.hpp>
 
@@ -27,8 +28,7 @@ Layout::Layout(ModelGrid const& grid, PmlConfig const& pml, int order)
       free_surface(pml.free_surface) {}
 
 void check_grid(ModelGrid const& grid, PmlConfig const& pml, int order) {
-  KSWEEP_REQUIRE(order == 2 || order == 4 || order == 6 || order == 8,
-                 "propagator.order = " << order << " is not supported (allowed: 2, 4, 6, 8)");
+  names::order.parse(std::to_string(order));
   int const m = order / 2;
   KSWEEP_REQUIRE(std::isfinite(grid.dh) && grid.dh > 0, "grid spacing dh = " << grid.dh << " must be > 0");
   int const min_cells = 2 * m + 1;

@@ -398,7 +398,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   if (comm.is_root()) {
     std::printf("ksweep fwi: %d x %d cells at %g m, %d shots, batch %d over %d rank(s), %d iterations, %s %s %s storage, "
                 "backend %s (%d threads)\n",
-                nz, nx, truth.dh, survey.n_shots, f.batch, comm.size(), f.iterations, scfg.strategy.c_str(),
+                nz, nx, truth.dh, survey.n_shots, f.batch, comm.size(), f.iterations, storage::to_string(scfg.strategy).c_str(),
                 storage::to_string(scfg.location).c_str(), storage::to_string(scfg.dtype).c_str(),
                 core::default_backend().c_str(), core::default_concurrency());
     if (resuming) std::printf("resuming after iteration %d from %s\n", start, resume.c_str());

@@ -5,6 +5,7 @@
 
 #include <ksweep/comm/communicator.hpp>
 #include <ksweep/base/config.hpp>
+#include <ksweep/base/names.hpp>
 #include <ksweep/core/runtime.hpp>
 #include <ksweep/io/atomic_file.hpp>
 #include <ksweep/io/config.hpp>
@@ -24,6 +25,18 @@
 
 namespace {
 
+/// The registry of allowed names (ksweep/base/names.hpp): each option, its names and what each
+/// does.
+void print_names() {
+  std::printf("Configuration names:\n");
+  for (auto const* option : ksweep::names::options) {
+    std::printf("  %.*s: %s\n", static_cast<int>(option->key.size()), option->key.data(), option->allowed().c_str());
+    for (auto const& c : *option)
+      std::printf("    %-9.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(), static_cast<int>(c.description.size()),
+                  c.description.data());
+  }
+}
+
 int run_info(ksweep::comm::Communicator const& comm) {
   if (!comm.is_root()) return 0;
   std::printf("%s", ksweep::core::describe_build(false).c_str());
@@ -35,6 +48,7 @@ int run_info(ksweep::comm::Communicator const& comm) {
 #endif
   std::printf("Kokkos configuration:\n");
   Kokkos::print_configuration(std::cout, false);
+  print_names();
   return 0;
 }
 

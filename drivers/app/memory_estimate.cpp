@@ -2,6 +2,7 @@
 
 #include <ksweep/base/error.hpp>
 #include <ksweep/storage/codec.hpp>
+#include <ksweep/storage/step_store.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -52,13 +53,6 @@ struct Padded {
   }
 };
 
-storage::Dtype dtype_of(std::string const& s) {
-  if (s == "fp16") return storage::Dtype::fp16;
-  if (s == "bf16") return storage::Dtype::bf16;
-  if (s == "int8") return storage::Dtype::int8;
-  return storage::Dtype::fp32;
-}
-
 std::size_t read_number(std::string const& path) {
   std::ifstream in(path);
   std::string s;
@@ -88,11 +82,13 @@ MemoryEstimate estimate_fwi(io::Config const& cfg, int nz, int nx, int n_shots, 
   add("absorbing-layer fields, forward + adjoint", Place::device, 2 * L.layer(S, R));
   add("velocity coefficients", Place::device, (L.NZ + 2 * L.M) * (L.NX + 2 * L.M) * R + n * R);
   // Each shot's ring rounded up to whole codec blocks (an upper bound for every codec layout).
-  sz const ring = (L.ring(cfg.storage.strategy == "full") + storage::block_size - 1) / storage::block_size * storage::block_size;
-  sz const step = storage::encoded_bytes(dtype_of(cfg.storage.dtype), S * ring, R);
-  Place const where = cfg.storage.location == "device" ? Place::device
-                      : cfg.storage.location == "host" ? Place::host
-                                                       : Place::disk;
+  bool const full = storage::parse_strategy(cfg.storage.strategy) == storage::Strategy::full;
+  sz const ring = (L.ring(full) + storage::block_size - 1) / storage::block_size * storage::block_size;
+  sz const step = storage::encoded_bytes(storage::parse_dtype(cfg.storage.dtype), S * ring, R);
+  storage::Location const location = storage::parse_location(cfg.storage.location);
+  Place const where = location == storage::Location::device ? Place::device
+                      : location == storage::Location::host ? Place::host
+                                                            : Place::disk;
   add("saved steps (" + cfg.storage.strategy + ", " + cfg.storage.dtype + ", " + cfg.storage.location + ")", where,
       step * nt);
   if (where != Place::device)

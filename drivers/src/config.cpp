@@ -1,7 +1,7 @@
 #include <ksweep/io/config.hpp>
 
 #include <ksweep/base/error.hpp>
-#include <ksweep/core/schedule.hpp>
+#include <ksweep/base/names.hpp>
 
 #include <toml++/toml.h>
 
@@ -441,8 +441,7 @@ void validate(Config const& c) {
                  "receivers.z = " << c.receivers.z << " must be >= 0 (a cell index)");
 
   auto const& p = c.propagator;
-  KSWEEP_REQUIRE(p.order == 2 || p.order == 4 || p.order == 6 || p.order == 8,
-                 "propagator.order = " << p.order << " is not allowed (allowed: 2, 4, 6, 8)");
+  names::order.parse(std::to_string(p.order));
   KSWEEP_REQUIRE(p.pml_width >= 0, "propagator.pml_width = " << p.pml_width << " must be >= 0");
   require_finite("propagator.pml_reflection", p.pml_reflection);
   require_finite("propagator.pml_freq", p.pml_freq);
@@ -451,12 +450,12 @@ void validate(Config const& c) {
   KSWEEP_REQUIRE(p.pml_freq > 0, "propagator.pml_freq = " << p.pml_freq << " must be > 0");
   require_one_of("propagator.precision", p.precision, {"fp32", "fp64"});
   KSWEEP_REQUIRE(p.batch >= 1, "propagator.batch = " << p.batch << " must be >= 1");
-  require_one_of("propagator.schedule", p.schedule, core::schedule_names());
+  names::schedule.parse(p.schedule);
 
   auto const& s = c.storage;
-  require_one_of("storage.strategy", s.strategy, {"full", "boundary"});
-  require_one_of("storage.location", s.location, {"device", "host", "disk"});
-  require_one_of("storage.dtype", s.dtype, {"fp32", "fp16", "bf16", "int8"});
+  names::strategy.parse(s.strategy);
+  names::location.parse(s.location);
+  names::dtype.parse(s.dtype);
   KSWEEP_REQUIRE(s.transfer_interval >= 1,
                  "storage.transfer_interval = " << s.transfer_interval << " must be >= 1");
 

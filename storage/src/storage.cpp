@@ -13,46 +13,10 @@
 
 namespace ksweep::storage {
 
-Dtype parse_dtype(std::string const& name) {
-  if (name == "fp32") return Dtype::fp32;
-  if (name == "fp16") return Dtype::fp16;
-  if (name == "bf16") return Dtype::bf16;
-  if (name == "int8") return Dtype::int8;
-  KSWEEP_REQUIRE(false, "storage.dtype = \"" << name << "\" is not supported (allowed: fp32, fp16, bf16, int8)");
-}
-
-std::string to_string(Dtype d) {
-  switch (d) {
-    case Dtype::fp32: return "fp32";
-    case Dtype::fp16: return "fp16";
-    case Dtype::bf16: return "bf16";
-    case Dtype::int8: return "int8";
-  }
-  return "?";
-}
-
-Location parse_location(std::string const& name) {
-  if (name == "device") return Location::device;
-  if (name == "host") return Location::host;
-  if (name == "disk") return Location::disk;
-  KSWEEP_REQUIRE(false, "storage.location = \"" << name << "\" is not supported (allowed: device, host, disk)");
-}
-
-std::string to_string(Location l) {
-  switch (l) {
-    case Location::device: return "device";
-    case Location::host: return "host";
-    case Location::disk: return "disk";
-  }
-  return "?";
-}
-
 StorageConfig make_storage_config(std::string const& strategy, std::string const& location, std::string const& dtype,
                                   int transfer_interval, std::string const& disk_dir, bool pinned) {
   StorageConfig c;
-  KSWEEP_REQUIRE(strategy == "full" || strategy == "boundary",
-                 "storage.strategy = \"" << strategy << "\" is not supported (allowed: full, boundary)");
-  c.strategy = strategy;
+  c.strategy = parse_strategy(strategy);
   c.location = parse_location(location);
   c.dtype = parse_dtype(dtype);
   KSWEEP_REQUIRE(transfer_interval >= 1, "storage.transfer_interval = " << transfer_interval << " must be >= 1");

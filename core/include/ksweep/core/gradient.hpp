@@ -69,8 +69,6 @@ class GradientEngine {
   using shot_images = Kokkos::View<double***, Kokkos::LayoutRight, memory_space>;  // [shot][nz][nx]
 
   GradientEngine(propagator_type& prop, storage::StorageConfig const& cfg) : m_prop(prop), m_cfg(cfg) {
-    KSWEEP_REQUIRE(cfg.strategy == "full" || cfg.strategy == "boundary",
-                   "storage.strategy = \"" << cfg.strategy << "\" is not supported (allowed: full, boundary)");
     auto const& l = prop.layout();
     int const P = l.NX + 2 * M;
     std::vector<int> off;
@@ -83,7 +81,7 @@ class GradientEngine {
       }
     m_n_ring = static_cast<int>(off.size());
     // Codecs with a scale per block: each shot's ring padded to whole blocks (see storage::RingValues).
-    bool const scaled = cfg.dtype == storage::Dtype::fp16 || cfg.dtype == storage::Dtype::int8;
+    bool const scaled = storage::block_coupled(cfg.dtype);
     m_stride = scaled ? (m_n_ring + static_cast<int>(storage::block_size) - 1) / static_cast<int>(storage::block_size) * static_cast<int>(storage::block_size)
                       : m_n_ring;
     KSWEEP_REQUIRE(static_cast<long long>(m_stride) * prop.max_shots() < (1LL << 31),
@@ -107,7 +105,7 @@ class GradientEngine {
         view_alloc(space, WithoutInitializing, std::string("ksweep::core::misfit")), S, 0);
   }
 
-  bool full() const { return m_cfg.strategy == "full"; }
+  bool full() const { return m_cfg.strategy == storage::Strategy::full; }
   /// Cells saved per shot and step.
   int ring_cells() const { return m_n_ring; }
   storage::StorageConfig const& config() const { return m_cfg; }
@@ -278,7 +276,7 @@ class GradientEngine {
   /// `synthetic` record sizes in bytes.
   MemoryReport memory_report(std::size_t observed_bytes, std::size_t synthetic_bytes) const {
     MemoryReport r;
-    r.strategy = m_cfg.strategy;
+    r.strategy = storage::to_string(m_cfg.strategy);
     r.location = storage::to_string(m_cfg.location);
     r.dtype = storage::to_string(m_cfg.dtype);
     std::size_t const values = static_cast<std::size_t>(m_prop.n_shots()) * m_stride;
@@ -357,7 +355,7 @@ class GradientEngine {
         // u^n from the store (u^0 = 0 contributes nothing) into fs.u[1 - cur].
         if (n >= 1) {
           auto const sink = ring_values(fs.u[1 - fs.cur]);
-          launch_fused(adj, core::NoWork{}, 0, m_store->decoder(m_store->fetch(n - 1), sink), n_ring);
+          m_store->with_decoder(m_store->fetch(n - 1), sink, [&](auto const& dec) { launch_fused(adj, core::NoWork{}, 0, dec, n_ring); });
           imaging(fs.u[1 - fs.cur], fs.u[fs.cur], as.u[as.cur], false, S);
         } else {
           core::launch_points(space, "ksweep::core::adjoint_points", adj.f, adj.count);
@@ -370,7 +368,7 @@ class GradientEngine {
                                                        p.survey().n_sources, false, Real(-1), {}};
         auto const sink = ring_values(fs.u[fs.cur]);
         if (n >= 2) {
-          launch_fused(adj, sources, n_src, m_store->decoder(m_store->fetch(n - 2), sink), n_ring);
+          m_store->with_decoder(m_store->fetch(n - 2), sink, [&](auto const& dec) { launch_fused(adj, sources, n_src, dec, n_ring); });
         } else {
           launch_fused(adj, sources, n_src, storage::ZeroValues<storage::RingValues<Real, memory_space>>{sink}, n_ring);  // u^0 = 0
         }
@@ -445,8 +443,9 @@ class GradientEngine {
         for (int n = top; n >= n0; --n) {  // the saved steps this chunk reads, in decreasing order
           int const need = full() ? n - 1 : n - 2;
           if (need >= 0)
-            Kokkos::parallel_for("ksweep::core::decode_chunk", Kokkos::RangePolicy<ExecSpace>(p.space(), 0, S * m_stride),
-                                 m_store->decoder(m_store->fetch(need), storage::ViewValues<Real, memory_space>{stage_row(top - n)}));
+            m_store->with_decoder(m_store->fetch(need), storage::ViewValues<Real, memory_space>{stage_row(top - n)}, [&](auto const& dec) {
+              Kokkos::parallel_for("ksweep::core::decode_chunk", Kokkos::RangePolicy<ExecSpace>(p.space(), 0, S * m_stride), dec);
+            });
         }
         BackwardShots body;
         body.m_adj = p.adjoint_shot_step(residual, no_wavelets, top);

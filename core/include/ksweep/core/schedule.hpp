@@ -20,20 +20,16 @@
 /// are the same bits (tested).
 
 #include <ksweep/base/error.hpp>
+#include <ksweep/base/names.hpp>
 
 #include <string>
-#include <vector>
 
 namespace ksweep::core {
 
 enum class Schedule { automatic, batched, shots, cells };
 
-/// Allowed names, in the order of the enum: "auto", "batched", "shots", "cells".
-inline std::vector<std::string> const& schedule_names() {
-  static std::vector<std::string> const names{"auto", "batched", "shots", "cells"};
-  return names;
-}
-inline std::string to_string(Schedule s) { return schedule_names()[static_cast<int>(s)]; }
+/// Allowed names, in the order of the enum: names::schedule ("auto", "batched", "shots", "cells").
+inline std::string to_string(Schedule s) { return names::to_string(names::schedule, s); }
 /// The schedule named `name`; an error names the value and the allowed names.
 Schedule parse_schedule(std::string const& name);
 

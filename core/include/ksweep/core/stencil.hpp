@@ -55,13 +55,16 @@ struct StencilCoefficients {
 /// second-derivative stencil, |c0 + 2 sum_k c_k (-1)^k|.
 double courant_limit(int order, int ndim = 2);
 
-/// Calls f(std::integral_constant<int, Order>{}) for a runtime order in {2, 4, 6, 8}.
+/// Calls f(std::integral_constant<int, Order>{}) for a runtime order in {2, 4, 6, 8}
+/// (names::order); another order is an error that names the allowed ones.
 template <class F>
 decltype(auto) dispatch_order(int order, F&& f);
 
 }  // namespace ksweep::core
 
-#include <ksweep/base/error.hpp>
+#include <ksweep/base/names.hpp>
+
+#include <string>
 #include <type_traits>
 
 template <class F>
@@ -71,7 +74,6 @@ decltype(auto) ksweep::core::dispatch_order(int order, F&& f) {
     case 4: return f(std::integral_constant<int, 4>{});
     case 6: return f(std::integral_constant<int, 6>{});
     case 8: return f(std::integral_constant<int, 8>{});
-    default:
-      KSWEEP_REQUIRE(false, "propagator.order = " << order << " is not supported (allowed: 2, 4, 6, 8)");
+    default: names::order.reject(std::to_string(order));
   }
 }

@@ -67,17 +67,17 @@ struct PropagatorSection {
   std::string precision = "fp32";
   /// Shots per kernel launch for `ksweep model`.
   int batch = 8;
-  /// "auto", "batched" or "shots" (host backends; see ksweep/core/schedule.hpp).
+  /// A name of names::schedule (see ksweep/base/names.hpp and ksweep/core/schedule.hpp).
   std::string schedule = "auto";
 };
 
 /// [storage]: how the forward wavefield is kept for the adjoint pass.
 struct StorageSection {
-  /// "full" or "boundary".
+  /// A name of names::strategy (ksweep/base/names.hpp), as are location and dtype.
   std::string strategy = "boundary";
-  /// "device", "host" or "disk".
+  /// A name of names::location.
   std::string location = "device";
-  /// "fp32", "fp16", "bf16" or "int8".
+  /// A name of names::dtype.
   std::string dtype = "fp32";
   int transfer_interval = 64;
   /// Directory for location = "disk"; empty = the system temporary directory.

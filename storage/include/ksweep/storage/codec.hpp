@@ -3,47 +3,62 @@
 /// Lossy encodings of the saved boundary ring, on integer bit patterns so that they run on
 /// every backend and every Kokkos version.
 ///
-/// Values are coded in blocks of 256 consecutive cells:
-///  - fp32: the compute precision, unchanged (no scale);
-///  - fp16: IEEE binary16 of v / s with one fp32 scale s = max |v| per block, so small values
-///          are not flushed to zero;
-///  - bf16: bfloat16 of v (round to nearest even), no scale;
-///  - int8: q = rne(127 v / s) in [-127, 127] with one fp32 scale s = max |v| per block.
+/// Values are coded in blocks of 256 consecutive cells, one codec type per storage.dtype:
+///  - Fp32Codec: the compute precision, unchanged (no scale);
+///  - Fp16Codec: IEEE binary16 of v / s with one fp32 scale s = max |v| per block, so small
+///               values are not flushed to zero;
+///  - Bf16Codec: bfloat16 of v (round to nearest even), no scale;
+///  - Int8Codec: q = rne(127 v / s) in [-127, 127] with one fp32 scale s = max |v| per block.
 /// NaN and infinity cannot be encoded: the encoder flags them.
+///
+/// A codec is an empty type with static members (see Int8Codec):
+///  - `dtype`: its Dtype value; `has_scale`: whether it keeps one fp32 scale per block;
+///    `block_coupled`: whether the code of a value depends on the other values of its block (a
+///    shared scale, or values coded together), so that a block must never mix two shots;
+///  - `value_bytes(real_bytes)` and `encoded_bytes(n, real_bytes)`: its layout;
+///  - `encode_block<Real>(in, span, loops, out, bad)`: block `span.b`, with the loops of the
+///    launch shape (impl::TeamLoops on devices: a team per block; impl::SerialLoops on hosts),
+///    so a codec with variable work per block uses `loops.once` or its own team loops;
+///  - `decode_value<Real>(in, n, i)`: value i (a block codec decodes the part of its block that
+///    holds i: decoding is one index per value, fused into the adjoint launch).
+/// The kernels (EncodeBlocks, DecodeValues) are templates on the codec type, and the runtime
+/// dtype is turned into a codec type once per launch by dispatch_dtype, as orders are by
+/// core::dispatch_order: no kernel switches on the dtype.
+///
+/// A new codec (say a ZFP-like block codec) touches:
+///  1. this file: its codec type, its `Dtype` value and its place in `Codecs` (static_asserts
+///     check both against the registry);
+///  2. core/base/include/ksweep/base/names.hpp: its name and one-line description in the
+///     storage.dtype entry (the configuration check, parse_dtype, to_string and `ksweep info`
+///     follow);
+///  3. README.md: the dtype names of the `[storage]` row (the ksweep_names test fails until
+///     they agree);
+///  4. tests/tst_storage.hpp: its error bound.
+/// The step stores, the gradient engine, the drivers and the memory estimate need no change.
 
 #include <ksweep/base/error.hpp>
 #include <ksweep/base/math.hpp>
+#include <ksweep/base/names.hpp>
 
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <tuple>
+#include <utility>
 
 namespace ksweep::storage {
 
+/// The storage.dtype values, in the order of names::dtype and of `Codecs`.
 enum class Dtype { fp32, fp16, bf16, int8 };
 
-/// Cells per scale block.
+/// Cells per block.
 inline constexpr int block_size = 256;
 
-Dtype parse_dtype(std::string const& name);
-std::string to_string(Dtype d);
-
-/// Whether a dtype carries one fp32 scale per block.
-constexpr bool has_scale(Dtype d) { return d == Dtype::fp16 || d == Dtype::int8; }
-
-/// Bytes of one encoded value (fp32 keeps the compute precision: `real_bytes`).
-constexpr std::size_t value_bytes(Dtype d, std::size_t real_bytes) {
-  return d == Dtype::fp32 ? real_bytes : (d == Dtype::int8 ? 1 : 2);
-}
-
-/// Bytes to encode n values: codes, then (if any) the block scales, 8-byte aligned.
-constexpr std::size_t encoded_bytes(Dtype d, std::size_t n, std::size_t real_bytes) {
-  std::size_t const codes = (n * value_bytes(d, real_bytes) + 7) / 8 * 8;
-  std::size_t const blocks = (n + block_size - 1) / block_size;
-  return codes + (has_scale(d) ? (blocks * 4 + 7) / 8 * 8 : 0);
-}
+/// The dtype named `name`; an error names the value and the allowed names.
+inline Dtype parse_dtype(std::string const& name) { return names::parse<Dtype>(names::dtype, name); }
+inline std::string to_string(Dtype d) { return names::to_string(names::dtype, d); }
 
 namespace impl {
 
@@ -115,7 +130,229 @@ KOKKOS_INLINE_FUNCTION float rne(float x) { return math::nearbyint(x); }
 KOKKOS_INLINE_FUNCTION bool finite(float v) { return (float_bits(v) & 0x7f800000u) != 0x7f800000u; }
 KOKKOS_INLINE_FUNCTION bool finite(double v) { return v - v == 0.0; }
 
+KOKKOS_INLINE_FUNCTION constexpr std::size_t align8(std::size_t bytes) { return (bytes + 7) / 8 * 8; }
+
+/// The loops of one block on a device: a team per block, a thread per value.
+template <class Member>
+struct TeamLoops {
+  Member const& m_team;
+  /// f(k) for k in [0, len).
+  template <class F>
+  KOKKOS_INLINE_FUNCTION void for_each(int len, F const& f) const {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(m_team, len), f);
+  }
+  /// The maximum of m over f(k, m), k in [0, len), from m = 0.
+  template <class F>
+  KOKKOS_INLINE_FUNCTION float max_of(int len, F const& f) const {
+    float m = 0.0f;
+    Kokkos::parallel_reduce(Kokkos::TeamThreadRange(m_team, len), f, Kokkos::Max<float>(m));
+    return m;
+  }
+  /// f() on one thread of the team.
+  template <class F>
+  KOKKOS_INLINE_FUNCTION void once(F const& f) const {
+    Kokkos::single(Kokkos::PerTeam(m_team), f);
+  }
+};
+
+/// The loops of one block on a host: one index per block, plain loops (which vectorise).
+struct SerialLoops {
+  template <class F>
+  KOKKOS_INLINE_FUNCTION void for_each(int len, F const& f) const {
+    for (int k = 0; k < len; ++k) f(k);
+  }
+  template <class F>
+  KOKKOS_INLINE_FUNCTION float max_of(int len, F const& f) const {
+    float m = 0.0f;
+    for (int k = 0; k < len; ++k) f(k, m);
+    return m;
+  }
+  template <class F>
+  KOKKOS_INLINE_FUNCTION void once(F const& f) const {
+    f();
+  }
+};
+
 }  // namespace impl
+
+/// Block `b` of an encoding of `n` values: values i0 .. i0 + len - 1.
+struct BlockSpan {
+  std::size_t n, b, i0;
+  int len;
+};
+
+namespace impl {
+
+/// Layout of the codecs with one fp32 scale per block: the codes (8-byte aligned), then the
+/// block scales (8-byte aligned).
+template <std::size_t ValueBytes>
+struct ScaledLayout {
+  static constexpr bool has_scale = true;
+  static constexpr bool block_coupled = true;
+  static constexpr std::size_t value_bytes(std::size_t) { return ValueBytes; }
+  KOKKOS_INLINE_FUNCTION static constexpr std::size_t code_bytes(std::size_t n) { return align8(n * ValueBytes); }
+  static constexpr std::size_t encoded_bytes(std::size_t n, std::size_t) {
+    return code_bytes(n) + align8((n + block_size - 1) / block_size * 4);
+  }
+
+  /// Writes the block scale s = max |v| (flagging NaN and infinity); returns the divisor of
+  /// the values: s, or 1 for a zero or non-finite s. Dividing rather than multiplying by 1 / s:
+  /// for a subnormal s the reciprocal overflows.
+  template <class Source, class Loops>
+  KOKKOS_INLINE_FUNCTION static float scale(Source const& in, BlockSpan const& s, Loops const& loops, std::uint8_t* out,
+                                            int* bad) {
+    float const amax = loops.max_of(s.len, [&](int k, float& m) {
+      float const v = static_cast<float>(in(s.i0 + k));
+      if (!finite(v)) *bad = 1;
+      float const a = v < 0 ? -v : v;
+      m = a > m ? a : m;
+    });
+    float* scales = reinterpret_cast<float*>(out + code_bytes(s.n));
+    loops.once([&]() { scales[s.b] = amax; });
+    return amax > 0.0f && finite(amax) ? amax : 1.0f;
+  }
+  KOKKOS_INLINE_FUNCTION static float scale_of(std::uint8_t const* in, std::size_t n, std::size_t i) {
+    return reinterpret_cast<float const*>(in + code_bytes(n))[i / block_size];
+  }
+};
+
+}  // namespace impl
+
+/// fp32: the values in the compute precision, unchanged.
+struct Fp32Codec {
+  static constexpr Dtype dtype = Dtype::fp32;
+  static constexpr bool has_scale = false;
+  static constexpr bool block_coupled = false;
+  static constexpr std::size_t value_bytes(std::size_t real_bytes) { return real_bytes; }
+  static constexpr std::size_t encoded_bytes(std::size_t n, std::size_t real_bytes) { return impl::align8(n * real_bytes); }
+
+  template <class Real, class Source, class Loops>
+  KOKKOS_INLINE_FUNCTION static void encode_block(Source const& in, BlockSpan const& s, Loops const& loops, std::uint8_t* out,
+                                                  int* bad) {
+    Real* codes = reinterpret_cast<Real*>(out) + s.i0;
+    loops.for_each(s.len, [&](int k) {
+      Real const v = in(s.i0 + k);
+      if (!impl::finite(v)) *bad = 1;
+      codes[k] = v;
+    });
+  }
+  template <class Real>
+  KOKKOS_INLINE_FUNCTION static Real decode_value(std::uint8_t const* in, std::size_t, std::size_t i) {
+    return reinterpret_cast<Real const*>(in)[i];
+  }
+};
+
+/// fp16: IEEE binary16 of v / s, one fp32 scale s = max |v| per block.
+struct Fp16Codec : impl::ScaledLayout<2> {
+  static constexpr Dtype dtype = Dtype::fp16;
+
+  template <class Real, class Source, class Loops>
+  KOKKOS_INLINE_FUNCTION static void encode_block(Source const& in, BlockSpan const& s, Loops const& loops, std::uint8_t* out,
+                                                  int* bad) {
+    float const den = scale(in, s, loops, out, bad);
+    std::uint16_t* codes = reinterpret_cast<std::uint16_t*>(out) + s.i0;
+    loops.for_each(s.len, [&](int k) { codes[k] = impl::float_to_half(static_cast<float>(in(s.i0 + k)) / den); });
+  }
+  template <class Real>
+  KOKKOS_INLINE_FUNCTION static Real decode_value(std::uint8_t const* in, std::size_t n, std::size_t i) {
+    return static_cast<Real>(impl::half_to_float(reinterpret_cast<std::uint16_t const*>(in)[i]) * scale_of(in, n, i));
+  }
+};
+
+/// bf16: bfloat16 of v, rounded to nearest even, no scale.
+struct Bf16Codec {
+  static constexpr Dtype dtype = Dtype::bf16;
+  static constexpr bool has_scale = false;
+  static constexpr bool block_coupled = false;
+  static constexpr std::size_t value_bytes(std::size_t) { return 2; }
+  static constexpr std::size_t encoded_bytes(std::size_t n, std::size_t) { return impl::align8(n * 2); }
+
+  template <class Real, class Source, class Loops>
+  KOKKOS_INLINE_FUNCTION static void encode_block(Source const& in, BlockSpan const& s, Loops const& loops, std::uint8_t* out,
+                                                  int* bad) {
+    std::uint16_t* codes = reinterpret_cast<std::uint16_t*>(out) + s.i0;
+    loops.for_each(s.len, [&](int k) {
+      float const v = static_cast<float>(in(s.i0 + k));
+      if (!impl::finite(v)) *bad = 1;
+      codes[k] = impl::float_to_bf16(v);
+    });
+  }
+  template <class Real>
+  KOKKOS_INLINE_FUNCTION static Real decode_value(std::uint8_t const* in, std::size_t, std::size_t i) {
+    return static_cast<Real>(impl::bf16_to_float(reinterpret_cast<std::uint16_t const*>(in)[i]));
+  }
+};
+
+/// int8: q = rne(127 v / s) in [-127, 127], one fp32 scale s = max |v| per block of 256 values.
+struct Int8Codec : impl::ScaledLayout<1> {
+  static constexpr Dtype dtype = Dtype::int8;
+
+  template <class Real, class Source, class Loops>
+  KOKKOS_INLINE_FUNCTION static void encode_block(Source const& in, BlockSpan const& s, Loops const& loops, std::uint8_t* out,
+                                                  int* bad) {
+    float const den = scale(in, s, loops, out, bad);
+    std::int8_t* codes = reinterpret_cast<std::int8_t*>(out) + s.i0;
+    loops.for_each(s.len, [&](int k) {
+      float q = impl::rne(static_cast<float>(in(s.i0 + k)) / den * 127.0f);
+      q = q > 127.0f ? 127.0f : q;
+      q = q >= -127.0f ? q : -127.0f;  // also NaN (flagged by scale()), so the cast is defined
+      codes[k] = static_cast<std::int8_t>(q);
+    });
+  }
+  template <class Real>
+  KOKKOS_INLINE_FUNCTION static Real decode_value(std::uint8_t const* in, std::size_t n, std::size_t i) {
+    return static_cast<Real>(static_cast<float>(reinterpret_cast<std::int8_t const*>(in)[i]) * (scale_of(in, n, i) / 127.0f));
+  }
+};
+
+/// The codec types, in the order of Dtype and of the registry's storage.dtype names.
+using Codecs = std::tuple<Fp32Codec, Fp16Codec, Bf16Codec, Int8Codec>;
+
+namespace impl {
+template <std::size_t... I>
+constexpr bool codecs_in_dtype_order(std::index_sequence<I...>) {
+  return ((std::tuple_element_t<I, Codecs>::dtype == static_cast<Dtype>(I)) && ...);
+}
+static_assert(codecs_in_dtype_order(std::make_index_sequence<std::tuple_size_v<Codecs>>{}),
+              "ksweep::storage::Codecs: codec i must have dtype Dtype(i)");
+static_assert(std::tuple_size_v<Codecs> == names::dtype.size(),
+              "ksweep::storage::Codecs: one codec per name of names::dtype");
+
+template <std::size_t I, class F>
+decltype(auto) dispatch_codec(std::size_t i, F&& f) {
+  if constexpr (I + 1 < std::tuple_size_v<Codecs>) {
+    if (i != I) return dispatch_codec<I + 1>(i, std::forward<F>(f));
+  }
+  return f(std::tuple_element_t<I, Codecs>{});
+}
+}  // namespace impl
+
+/// Calls f(Codec{}) with the codec type of a runtime dtype: the launch boundary between the
+/// configuration and the kernels, which are templates on the codec.
+template <class F>
+decltype(auto) dispatch_dtype(Dtype d, F&& f) {
+  auto const i = static_cast<std::size_t>(d);
+  if (i >= std::tuple_size_v<Codecs>) names::dtype.reject(std::to_string(static_cast<int>(d)));
+  return impl::dispatch_codec<0>(i, std::forward<F>(f));
+}
+
+/// Whether a dtype carries one fp32 scale per block.
+inline bool has_scale(Dtype d) {
+  return dispatch_dtype(d, [](auto c) { return decltype(c)::has_scale; });
+}
+/// Whether a value's code depends on the other values of its block (then a block must not
+/// mix values of two shots: see RingValues).
+inline bool block_coupled(Dtype d) {
+  return dispatch_dtype(d, [](auto c) { return decltype(c)::block_coupled; });
+}
+/// Bytes of one encoded value (fp32 keeps the compute precision: `real_bytes`).
+inline std::size_t value_bytes(Dtype d, std::size_t real_bytes) {
+  return dispatch_dtype(d, [&](auto c) { return decltype(c)::value_bytes(real_bytes); });
+}
+/// Bytes to encode n values: codes, then (if any) the block scales, 8-byte aligned.
+inline std::size_t encoded_bytes(Dtype d, std::size_t n, std::size_t real_bytes) {
+  return dispatch_dtype(d, [&](auto c) { return decltype(c)::encoded_bytes(n, real_bytes); });
+}
 
 /// Value sources and sinks of the codecs: a plain view, or a ring of cells gathered from (or
 /// scattered into) each shot's wavefield, value s * n + i <-> field(s)[offset[i]].
@@ -170,137 +407,65 @@ struct ZeroValues {
   KOKKOS_INLINE_FUNCTION void operator()(std::size_t i) const { m_sink(i) = 0; }
 };
 
-/// Encodes n values of `in` into `out` (bytes) block by block; sets bad() = 1 on NaN or
-/// infinity. Devices run one team per block (a thread per value, a team reduction for the
-/// block scale); host backends one index per block with plain loops, which vectorise.
-template <class Real, class MemorySpace, class Source = ViewValues<Real const, MemorySpace>>
+/// Encodes n values of `in` into `out` (bytes) block by block with codec `Codec`; sets
+/// bad() = 1 on NaN or infinity. Devices run one team per block (a thread per value, a team
+/// reduction for the block scale); host backends one index per block with plain loops.
+template <class Codec, class Real, class MemorySpace, class Source = ViewValues<Real const, MemorySpace>>
 struct EncodeBlocks {
   Source m_in;
   Kokkos::View<std::uint8_t*, MemorySpace> m_out;
   Kokkos::View<int, MemorySpace> m_bad;
   std::size_t m_n;
-  Dtype m_dtype;
 
-  // Block b, with the loops supplied by the launch shape: for_each(len, f(k)), max_of(len,
-  // f(k, m)) -> the maximum, once(f) runs f on one thread.
-  template <class ForEach, class MaxOf, class Once>
-  KOKKOS_INLINE_FUNCTION void block(std::size_t b, ForEach const& for_each, MaxOf const& max_of, Once const& once) const {
+  KOKKOS_INLINE_FUNCTION BlockSpan span(std::size_t b) const {
     std::size_t const i0 = b * block_size;
-    int const len = static_cast<int>((i0 + block_size < m_n ? i0 + block_size : m_n) - i0);
-    std::uint8_t* base = m_out.data();
-    auto const& in = m_in;
-    auto const& bad = m_bad;
-    if (m_dtype == Dtype::fp32) {
-      Real* codes = reinterpret_cast<Real*>(base) + i0;
-      for_each(len, [&](int k) {
-        Real const v = in(i0 + k);
-        if (!impl::finite(v)) bad() = 1;
-        codes[k] = v;
-      });
-      return;
-    }
-    if (m_dtype == Dtype::bf16) {
-      std::uint16_t* codes = reinterpret_cast<std::uint16_t*>(base) + i0;
-      for_each(len, [&](int k) {
-        float const v = static_cast<float>(in(i0 + k));
-        if (!impl::finite(v)) bad() = 1;
-        codes[k] = impl::float_to_bf16(v);
-      });
-      return;
-    }
-    float const amax = max_of(len, [&](int k, float& m) {
-      float const v = static_cast<float>(in(i0 + k));
-      if (!impl::finite(v)) bad() = 1;
-      float const a = v < 0 ? -v : v;
-      m = a > m ? a : m;
-    });
-    std::size_t const code_bytes = (m_n * value_bytes(m_dtype, sizeof(Real)) + 7) / 8 * 8;
-    float* scales = reinterpret_cast<float*>(base + code_bytes);
-    once([&]() { scales[b] = amax; });
-    // Divide rather than multiply by 1 / amax: for a subnormal amax the reciprocal overflows.
-    float const den = amax > 0.0f && impl::finite(amax) ? amax : 1.0f;
-    if (m_dtype == Dtype::fp16) {
-      std::uint16_t* codes = reinterpret_cast<std::uint16_t*>(base) + i0;
-      for_each(len, [&](int k) { codes[k] = impl::float_to_half(static_cast<float>(in(i0 + k)) / den); });
-    } else {
-      std::int8_t* codes = reinterpret_cast<std::int8_t*>(base) + i0;
-      for_each(len, [&](int k) {
-        float q = impl::rne(static_cast<float>(in(i0 + k)) / den * 127.0f);
-        q = q > 127.0f ? 127.0f : q;
-        q = q >= -127.0f ? q : -127.0f;  // also NaN (flagged above), so the cast is defined
-        codes[k] = static_cast<std::int8_t>(q);
-      });
-    }
+    return {m_n, b, i0, static_cast<int>((i0 + block_size < m_n ? i0 + block_size : m_n) - i0)};
   }
-
   // Devices: one team per block.
   template <class Member>
   KOKKOS_INLINE_FUNCTION void operator()(Member const& team) const {
-    block(
-        static_cast<std::size_t>(team.league_rank()),
-        [&](int len, auto const& f) { Kokkos::parallel_for(Kokkos::TeamThreadRange(team, len), f); },
-        [&](int len, auto const& f) {
-          float m = 0.0f;
-          Kokkos::parallel_reduce(Kokkos::TeamThreadRange(team, len), f, Kokkos::Max<float>(m));
-          return m;
-        },
-        [&](auto const& f) { Kokkos::single(Kokkos::PerTeam(team), f); });
+    Codec::template encode_block<Real>(m_in, span(static_cast<std::size_t>(team.league_rank())), impl::TeamLoops<Member>{team},
+                                       m_out.data(), m_bad.data());
   }
-
   // Hosts: one index per block.
   KOKKOS_INLINE_FUNCTION void operator()(std::size_t b) const {
-    block(
-        b,
-        [](int len, auto const& f) {
-          for (int k = 0; k < len; ++k) f(k);
-        },
-        [](int len, auto const& f) {
-          float m = 0.0f;
-          for (int k = 0; k < len; ++k) f(k, m);
-          return m;
-        },
-        [](auto const& f) { f(); });
+    Codec::template encode_block<Real>(m_in, span(b), impl::SerialLoops{}, m_out.data(), m_bad.data());
   }
 };
 
-/// Decodes n values from `in` (bytes) into `out`, one value per index.
-template <class Real, class MemorySpace, class Sink = ViewValues<Real, MemorySpace>>
+/// Decodes n values from `in` (bytes) with codec `Codec` into `out`, one value per index.
+template <class Codec, class Real, class MemorySpace, class Sink = ViewValues<Real, MemorySpace>>
 struct DecodeValues {
   Kokkos::View<std::uint8_t const*, MemorySpace> m_in;
   Sink m_out;
   std::size_t m_n;
-  Dtype m_dtype;
 
   KOKKOS_INLINE_FUNCTION void operator()(std::size_t i) const {
-    std::uint8_t const* base = m_in.data();
-    switch (m_dtype) {
-      case Dtype::fp32: m_out(i) = reinterpret_cast<Real const*>(base)[i]; return;
-      case Dtype::bf16: m_out(i) = static_cast<Real>(impl::bf16_to_float(reinterpret_cast<std::uint16_t const*>(base)[i])); return;
-      default: break;
-    }
-    std::size_t const code_bytes = (m_n * value_bytes(m_dtype, sizeof(Real)) + 7) / 8 * 8;
-    float const scale = reinterpret_cast<float const*>(base + code_bytes)[i / block_size];
-    if (m_dtype == Dtype::fp16) {
-      m_out(i) = static_cast<Real>(impl::half_to_float(reinterpret_cast<std::uint16_t const*>(base)[i]) * scale);
-    } else {
-      m_out(i) = static_cast<Real>(static_cast<float>(reinterpret_cast<std::int8_t const*>(base)[i]) * (scale / 127.0f));
-    }
+    m_out(i) = Codec::template decode_value<Real>(m_in.data(), m_n, i);
   }
 };
 
-/// Encodes n values from `in` into `out` (encoded_bytes(dtype, n) bytes) on `space`. NaN or
-/// infinity sets `bad()` to 1 (checked by the caller at a convenient synchronisation point).
-template <class ExecSpace, class Real, class MemorySpace, class Source>
-void encode_from(ExecSpace const& space, Dtype dtype, Source const& in, std::size_t n,
-                 Kokkos::View<std::uint8_t*, MemorySpace> out, Kokkos::View<int, MemorySpace> bad) {
+/// Encodes n values from `in` into `out` (Codec::encoded_bytes(n) bytes) on `space`: one
+/// launch. NaN or infinity sets `bad()` to 1 (checked by the caller at a convenient
+/// synchronisation point).
+template <class ExecSpace, class Real, class Codec, class MemorySpace, class Source>
+void encode_blocks(ExecSpace const& space, Codec, Source const& in, std::size_t n, Kokkos::View<std::uint8_t*, MemorySpace> out,
+                   Kokkos::View<int, MemorySpace> bad) {
   int const blocks = static_cast<int>((n + block_size - 1) / block_size);
   if (blocks == 0) return;
-  EncodeBlocks<Real, MemorySpace, Source> const f{in, out, bad, n, dtype};
+  EncodeBlocks<Codec, Real, MemorySpace, Source> const f{in, out, bad, n};
   if constexpr (Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible) {
     Kokkos::parallel_for("ksweep::storage::encode", Kokkos::RangePolicy<ExecSpace>(space, 0, static_cast<std::size_t>(blocks)), f);
   } else {
     Kokkos::parallel_for("ksweep::storage::encode", Kokkos::TeamPolicy<ExecSpace>(space, blocks, block_size), f);
   }
+}
+
+/// Encodes n values from `in` into `out` (encoded_bytes(dtype, n) bytes) on `space`.
+template <class ExecSpace, class Real, class MemorySpace, class Source>
+void encode_from(ExecSpace const& space, Dtype dtype, Source const& in, std::size_t n,
+                 Kokkos::View<std::uint8_t*, MemorySpace> out, Kokkos::View<int, MemorySpace> bad) {
+  dispatch_dtype(dtype, [&](auto codec) { encode_blocks<ExecSpace, Real>(space, codec, in, n, out, bad); });
 }
 
 /// Encodes `in` (n values) into `out` on `space`.
@@ -315,8 +480,10 @@ template <class ExecSpace, class Real, class MemorySpace>
 void decode(ExecSpace const& space, Dtype dtype, Kokkos::View<std::uint8_t const*, MemorySpace> in,
             Kokkos::View<Real*, MemorySpace> out) {
   std::size_t const n = out.extent(0);
-  Kokkos::parallel_for("ksweep::storage::decode", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
-                       DecodeValues<Real, MemorySpace>{in, ViewValues<Real, MemorySpace>{out}, n, dtype});
+  dispatch_dtype(dtype, [&](auto codec) {
+    Kokkos::parallel_for("ksweep::storage::decode", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
+                         DecodeValues<decltype(codec), Real, MemorySpace>{in, ViewValues<Real, MemorySpace>{out}, n});
+  });
 }
 
 }  // namespace ksweep::storage
