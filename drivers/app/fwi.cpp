@@ -9,7 +9,9 @@
 #include "guard.hpp"
 #include "memory_estimate.hpp"
 
-#include <ksweep/base/math.hpp>
+#include <ksweep/core/batches.hpp>
+#include <ksweep/core/optimizer.hpp>
+#include <ksweep/core/profiling.hpp>
 #include <ksweep/core/propagator.hpp>
 #include <ksweep/core/runtime.hpp>
 #include <ksweep/io/atomic_file.hpp>
@@ -18,9 +20,6 @@
 #include <ksweep/io/json_io.hpp>
 #include <ksweep/core/gradient.hpp>
 
-#include <KokkosBlas1_axpby.hpp>
-#include <KokkosBlas1_mult.hpp>
-#include <KokkosBlas1_update.hpp>
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
@@ -31,6 +30,7 @@
 #include <cstring>
 #include <random>
 #include <sstream>
+#include <utility>
 
 #include <unistd.h>
 
@@ -124,18 +124,35 @@ bool inject_nan(char const* what, int iteration) {
   return colon != std::string::npos && s.substr(0, colon) == what && std::atoi(s.c_str() + colon + 1) == iteration;
 }
 
-template <class View>
-std::size_t count_non_finite(View const& x) {
-  using Exec = typename View::execution_space;
+template <class ExecSpace, class View>
+std::size_t count_non_finite(ExecSpace const& space, View const& x) {
   std::size_t bad = 0;
   Kokkos::parallel_reduce(
-      "ksweep::fwi::count_non_finite", Kokkos::RangePolicy<Exec>(0, x.extent(0)),
+      "ksweep::fwi::count_non_finite", Kokkos::RangePolicy<ExecSpace>(space, 0, x.extent(0)),
       KOKKOS_LAMBDA(std::size_t i, std::size_t& b) {
         double const v = static_cast<double>(x(i));
         b += (v == v && v - v == 0) ? 0 : 1;  // NaN fails the first test, infinity the second
       },
       bad);
   return bad;
+}
+
+/// A host copy of the device view `v` (copied on `space`, which is fenced).
+template <class ExecSpace, class View>
+auto to_host(ExecSpace const& space, View const& v) {
+  auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), v);
+  Kokkos::deep_copy(space, h, v);
+  space.fence();
+  return h;
+}
+
+/// The device view `v` as floats (models, moments and images are written as float32).
+template <class ExecSpace, class View>
+std::vector<float> to_host_floats(ExecSpace const& space, View const& v) {
+  auto const h = to_host(space, v);
+  std::vector<float> out(h.span());
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(h.data()[i]);
+  return out;
 }
 
 /// Checks that observed data read from a file match the configuration's acquisition.
@@ -166,6 +183,9 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   using P = core::Propagator<Real, Order, ExecSpace>;
   using E = core::GradientEngine<Real, Order, ExecSpace>;
   using vec = Kokkos::View<Real*, ExecSpace::memory_space>;
+  using Kokkos::view_alloc;
+  using Kokkos::WithoutInitializing;
+  ExecSpace const space;  // every launch and copy of the run is on this instance
   auto const& f = cfg.fwi;
   auto const t_start = Clock::now();
   fs::path const out = opt.out;
@@ -305,21 +325,27 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   }
   comm.broadcast(obs.data);
 
-  // Models on the device; Adam moments.
-  std::vector<float> v_host = resuming ? ck.model : v0;
-  vec model("ksweep::fwi::model", n), vtrue("ksweep::fwi::true", n), m("ksweep::fwi::adam_m", n),
-      v2("ksweep::fwi::adam_v", n), grad("ksweep::fwi::grad", n), diff("ksweep::fwi::diff", n);
-  auto upload = [](std::vector<float> const& h, vec const& d) {
+  // Models on the device; Adam (the water rows fixed; moments from the checkpoint on --resume).
+  auto upload = [&](std::vector<float> const& h, char const* label) {
+    vec d(view_alloc(space, WithoutInitializing, std::string(label)), h.size());
     auto mh = Kokkos::create_mirror_view(Kokkos::HostSpace(), d);
     for (std::size_t i = 0; i < h.size(); ++i) mh(i) = static_cast<Real>(h[i]);
-    Kokkos::deep_copy(d, mh);
+    Kokkos::deep_copy(space, d, mh);
+    space.fence();  // before the mirror goes
+    return d;
   };
-  upload(v_host, model);
-  upload(truth.vp, vtrue);
-  if (resuming) {
-    upload(ck.m, m);
-    upload(ck.v, v2);
-  }
+  vec const model = upload(resuming ? ck.model : v0, "ksweep::fwi::model");
+  vec const vtrue = upload(truth.vp, "ksweep::fwi::true");
+  vec const grad(view_alloc(space, WithoutInitializing, std::string("ksweep::fwi::grad")), n);  // written in full each iteration
+  core::AdamParameters adam_p;
+  adam_p.lr = f.lr;
+  adam_p.beta1 = f.beta1;
+  adam_p.beta2 = f.beta2;
+  adam_p.eps = f.eps;
+  adam_p.vmin = f.vmin;
+  adam_p.vmax = f.vmax;
+  core::Adam<Real, ExecSpace> adam(space, n, adam_p, static_cast<std::size_t>(water) * nx);
+  if (resuming) adam.restore(space, ck.iteration, upload(ck.m, "ksweep::fwi::adam_m"), upload(ck.v, "ksweep::fwi::adam_v"));
   if (comm.is_root() && !in_place) {
     io::write_model(out / "true_model.h5", truth.vp, nz, nx, truth.dh);
     io::write_model(out / "initial_model.h5", v0, nz, nx, truth.dh);
@@ -337,17 +363,18 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   };
 
   int const cap = (f.batch + comm.size() - 1) / comm.size();
-  P prop(ExecSpace(), core::ModelGrid{nz, nx, truth.dh}, make_pml(cfg), cfg.time.dt, cap);
+  P prop(space, core::ModelGrid{nz, nx, truth.dh}, make_pml(cfg), cfg.time.dt, cap);
   prop.set_schedule(core::parse_schedule(cfg.propagator.schedule));
   E engine(prop, scfg);
   typename E::images_type img(nz, nx);
   auto const wavelet = make_wavelet(cfg);
-  typename P::wavelet_view w("ksweep::fwi::wavelets", cap, 1, nt);
+  typename P::wavelet_view w(view_alloc(space, WithoutInitializing, std::string("ksweep::fwi::wavelets")), cap, 1, nt);
   {
     auto wh = Kokkos::create_mirror_view(Kokkos::HostSpace(), w);
     for (int s = 0; s < cap; ++s)
       for (int t = 0; t < nt; ++t) wh(s, 0, t) = static_cast<Real>(wavelet[t]);
-    Kokkos::deep_copy(w, wh);
+    Kokkos::deep_copy(space, w, wh);
+    space.fence();
   }
   double const scale = f.loss_norm == "sum" ? 1.0 : 1.0 / (static_cast<double>(f.batch) * nt * nr);
 
@@ -359,30 +386,29 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   nlohmann::json history = resuming ? ck.history : nlohmann::json::array();
   // RMSE against the true model, summed in a fixed order (rows in parallel, each row in order,
   // then the rows in order), so that it does not depend on the number of threads.
-  Kokkos::View<double*, ExecSpace::memory_space> row_sums("ksweep::fwi::row_sums", nz);
+  // The difference x - vtrue is formed in Real, as KokkosBlas::update(1, x, -1, vtrue, 0, diff)
+  // formed it (Kokkos Kernels 3.4 has no execution-space overload of update).
+  Kokkos::View<double*, ExecSpace::memory_space> row_sums(view_alloc(space, WithoutInitializing, std::string("ksweep::fwi::row_sums")), nz);
   auto rmse_of = [&](vec const& x) {
-    KokkosBlas::update(Real(1), x, Real(-1), vtrue, Real(0), diff);
-    auto d = diff;
+    auto vt = vtrue;
     auto rs = row_sums;
     int const ncols = nx;
-    Kokkos::parallel_for("ksweep::fwi::rmse_rows", Kokkos::RangePolicy<ExecSpace>(0, nz), KOKKOS_LAMBDA(int iz) {
+    Kokkos::parallel_for("ksweep::fwi::rmse_rows", Kokkos::RangePolicy<ExecSpace>(space, 0, nz), KOKKOS_LAMBDA(int iz) {
       double acc = 0;
       for (int ix = 0; ix < ncols; ++ix) {
-        double const e = static_cast<double>(d(static_cast<std::size_t>(iz) * ncols + ix));
+        std::size_t const i = static_cast<std::size_t>(iz) * ncols + ix;
+        Real const d = x(i) - vt(i);
+        double const e = static_cast<double>(d);
         acc += e * e;
       }
       rs(iz) = acc;
     });
-    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), row_sums);
+    auto h = to_host(space, row_sums);
     double sum = 0;
     for (int iz = 0; iz < nz; ++iz) sum += h(iz);
     return std::sqrt(sum / static_cast<double>(n));
   };
-  double const rmse0 = [&] {
-    vec start("ksweep::fwi::start", n);
-    upload(v0, start);
-    return rmse_of(start);
-  }();
+  double const rmse0 = rmse_of(upload(v0, "ksweep::fwi::start"));
 
   nlohmann::json summary;
   summary["config"] = io::config_to_json(cfg);
@@ -406,7 +432,8 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     std::fflush(stdout);
   }
 
-  std::vector<int> all(survey.n_shots);
+  // The model as the propagator takes it, [nz][nx] (a view of `model`).
+  typename P::velocity_view const model_2d(model.data(), nz, nx);
   double seconds_total = 0;
   core::MemoryReport mem;
   for (int it = start; it < f.iterations; ++it) {
@@ -417,38 +444,40 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
                                  std::to_string(f.iterations) + "; the scratch folder and temporary files were removed; " +
                                  where_to_continue());
     auto const t0 = Clock::now();
-    // 1. Rank 0 draws the batch; everyone receives it.
+    // 1. Rank 0 draws the batch; everyone receives it. This rank's slice of it, and the current
+    // model (on the device, without a copy to the host), go to the propagator.
     std::vector<int> batch;
-    if (comm.is_root()) {
-      for (int i = 0; i < survey.n_shots; ++i) all[i] = i;
-      for (int i = 0; i < f.batch; ++i) {  // partial Fisher-Yates: no repeats
-        std::uniform_int_distribution<int> pick(i, survey.n_shots - 1);
-        std::swap(all[i], all[pick(rng)]);
-      }
-      batch.assign(all.begin(), all.begin() + f.batch);
-    }
-    comm.broadcast(batch);
-    // 2. This rank's slice.
     auto const slice = comm::slice_of(f.batch, comm.rank(), comm.size());
-    Kokkos::deep_copy(img.grad, Real(0));
-    Kokkos::deep_copy(img.illum_src, Real(0));
-    Kokkos::deep_copy(img.illum_rec, Real(0));
     std::vector<double> shot_loss(static_cast<std::size_t>(f.batch), 0.0);  // this rank's slots only
-    if (slice.count > 0) {
-      std::vector<int> mine(batch.begin() + slice.first, batch.begin() + slice.first + slice.count);
-      prop.set_survey(survey.select(mine));
-      {
-        auto hm = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model);
-        std::vector<float> vf(n);
-        for (std::size_t i = 0; i < n; ++i) vf[i] = static_cast<float>(hm(i));
-        prop.set_velocity(vf.data());
+    std::vector<int> mine;
+    typename P::record_view ob, syn;
+    {
+      core::ScopedRegion region("ksweep::fwi::model");
+      if (comm.is_root()) batch = core::draw_batch(rng, survey.n_shots, f.batch);
+      comm.broadcast(batch);
+      Kokkos::deep_copy(space, img.grad, 0.0);
+      Kokkos::deep_copy(space, img.illum_src, 0.0);
+      Kokkos::deep_copy(space, img.illum_rec, 0.0);
+      if (slice.count > 0) {
+        mine.assign(batch.begin() + slice.first, batch.begin() + slice.first + slice.count);
+        prop.set_survey(survey.select(mine));
+        prop.set_velocity(model_2d);
+        ob = typename P::record_view(view_alloc(space, WithoutInitializing, std::string("ksweep::fwi::observed")),
+                                     slice.count, nt, nr);  // written in full from the host below
+        syn = typename P::record_view(view_alloc(space, WithoutInitializing, std::string("ksweep::fwi::synthetic")),
+                                      slice.count, nt, nr);
+        Kokkos::deep_copy(space, syn, Real(0));
+        auto oh = Kokkos::create_mirror_view(Kokkos::HostSpace(), ob);
+        for (int s = 0; s < slice.count; ++s)
+          for (int t = 0; t < nt; ++t)
+            for (int r = 0; r < nr; ++r)
+              oh(s, t, r) = static_cast<Real>(obs.data[(static_cast<std::size_t>(mine[s]) * nt + t) * nr + r]);
+        Kokkos::deep_copy(space, ob, oh);
+        space.fence();  // before the mirror goes
       }
-      typename P::record_view ob("ksweep::fwi::observed", slice.count, nt, nr), syn("ksweep::fwi::synthetic", slice.count, nt, nr);
-      auto oh = Kokkos::create_mirror_view(Kokkos::HostSpace(), ob);
-      for (int s = 0; s < slice.count; ++s)
-        for (int t = 0; t < nt; ++t)
-          for (int r = 0; r < nr; ++r) oh(s, t, r) = static_cast<Real>(obs.data[(static_cast<std::size_t>(mine[s]) * nt + t) * nr + r]);
-      Kokkos::deep_copy(ob, oh);
+    }
+    // 2. This rank's shots: forward and backward passes (regions of the gradient engine).
+    if (slice.count > 0) {
       auto wb = Kokkos::subview(w, Kokkos::make_pair(0, slice.count), Kokkos::ALL, Kokkos::ALL);
       engine.compute(wb, ob, scale, syn);
       for (int s = 0; s < slice.count; ++s) shot_loss[static_cast<std::size_t>(slice.first + s)] = engine.shot_losses()[s];
@@ -458,108 +487,99 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     // are the same bits whatever the number of ranks: images along the rank chain, losses
     // gathered (each slot is filled by one rank, so the sum over ranks is exact) and added in
     // order.
-    ExecSpace space;
-    comm.sum_in_rank_order(
-        space, [&] {
-          if (slice.count > 0) engine.accumulate(img);
-        },
-        img.grad, img.illum_src, img.illum_rec);
-    comm.allreduce_sum(shot_loss.data(), shot_loss.size());
     double loss = 0;
-    for (double x : shot_loss) loss += x;
-    // 4. Gradient conditioning: water fixed, optional illumination preconditioning.
-    Kokkos::View<double*, ExecSpace::memory_space, Kokkos::MemoryUnmanaged> g(img.grad.data(), n),
-        isrc(img.illum_src.data(), n);
     {
-      auto gr = grad;
-      Kokkos::parallel_for("ksweep::fwi::gradient_to_real", Kokkos::RangePolicy<ExecSpace>(0, n),
-                           KOKKOS_LAMBDA(std::size_t i) { gr(i) = static_cast<Real>(g(i)); });
+      core::ScopedRegion region("ksweep::fwi::reduction");
+      comm.sum_in_rank_order(
+          space, [&] {
+            if (slice.count > 0) engine.accumulate(img);
+          },
+          img.grad, img.illum_src, img.illum_rec);
+      comm.allreduce_sum(shot_loss.data(), shot_loss.size());
+      for (double x : shot_loss) loss += x;
     }
-    // Non-finite numbers stop the run before anything of this iteration is written.
-    if (inject_nan("loss", it + 1)) loss = std::nan("");
-    if (inject_nan("gradient", it + 1)) Kokkos::deep_copy(Kokkos::subview(grad, n / 2), Real(std::nan("")));
-    if (!std::isfinite(loss))
-      throw CollectiveError("the loss of iteration " + std::to_string(it + 1) + " is " + std::to_string(loss) +
-                            ": the synthetic data or the residual overflowed; likely causes: observed data of extreme "
-                            "amplitude (check their scale), or a model that became unstable. Nothing of this iteration "
-                            "was written; " + where_to_continue());
-    if (std::size_t const bad = count_non_finite(grad))
-      throw CollectiveError("the gradient of iteration " + std::to_string(it + 1) + " is non-finite (NaN or infinite) in " +
-                            std::to_string(bad) + " of " + std::to_string(n) +
-                            " cells: the adjoint wavefield overflowed; likely causes: observed data of extreme amplitude, "
-                            "or fwi.loss_norm = \"sum\" on large data. Nothing of this iteration was written; " +
-                            where_to_continue());
-    if (water > 0) Kokkos::deep_copy(Kokkos::subview(grad, Kokkos::make_pair(std::size_t(0), static_cast<std::size_t>(water) * nx)), Real(0));
-    if (f.grad_smooth > 0) {  // Gaussian smoothing of the gradient (sigma in cells), on the host
-      auto gh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
-      std::vector<double> gd(gh.data(), gh.data() + n);
-      auto const sm = gaussian_smooth(gd, nz, nx, f.grad_smooth);
-      for (std::size_t i = 0; i < n; ++i) gh(i) = static_cast<Real>(sm[i]);
-      Kokkos::deep_copy(grad, gh);
-    }
-    if (f.precondition) {
-      double imax = 0;
-      Kokkos::parallel_reduce("ksweep::fwi::illum_max", Kokkos::RangePolicy<ExecSpace>(0, n),
-                              KOKKOS_LAMBDA(std::size_t i, double& mx) { mx = isrc(i) > mx ? isrc(i) : mx; },
-                              Kokkos::Max<double>(imax));
-      double const damp = 1e-3 * imax;
-      auto gr = grad;
-      Kokkos::parallel_for("ksweep::fwi::precondition", Kokkos::RangePolicy<ExecSpace>(0, n),
-                           KOKKOS_LAMBDA(std::size_t i) { gr(i) = static_cast<Real>(gr(i) / (isrc(i) + damp)); });
-    }
-    // 5. Adam (moments with KokkosBlas): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g.g.
+    // 4. Gradient conditioning: water fixed, optional illumination preconditioning; the Adam
+    // step (water rows fixed, velocities kept in [fwi.vmin, fwi.vmax]).
     int const t = it + 1;
-    KokkosBlas::axpby(Real(1 - f.beta1), grad, Real(f.beta1), m);
-    KokkosBlas::mult(Real(f.beta2), v2, Real(1 - f.beta2), grad, grad);
-    Real const c1 = Real(1 - std::pow(f.beta1, t)), c2 = Real(1 - std::pow(f.beta2, t));
-    Real const lr = Real(f.lr), eps = Real(f.eps), lo = Real(f.vmin), hi = Real(f.vmax);
-    std::size_t const nwater = static_cast<std::size_t>(water) * nx;
-    auto mm = m, vv = v2, mo = model, vt = vtrue;
-    Kokkos::parallel_for(
-        "ksweep::fwi::adam_step", Kokkos::RangePolicy<ExecSpace>(0, n), KOKKOS_LAMBDA(std::size_t i) {
-          if (i < nwater) {
-            mo(i) = vt(i);
-            return;
-          }
-          Real x = mo(i) - lr * (mm(i) / c1) / (math::sqrt(vv(i) / c2) + eps);
-          if (lo > 0) x = x < lo ? lo : x;
-          if (hi > 0) x = x > hi ? hi : x;
-          mo(i) = x;
-        });
-    if (inject_nan("model", it + 1)) Kokkos::deep_copy(Kokkos::subview(model, n / 2), Real(std::nan("")));
-    if (std::size_t const bad = count_non_finite(model))
-      throw CollectiveError("the model after the Adam step of iteration " + std::to_string(it + 1) +
-                            " is non-finite (NaN or infinite) in " + std::to_string(bad) + " of " + std::to_string(n) +
-                            " cells; likely causes: fwi.eps too small for the gradient's scale, or fwi.lr too large. "
-                            "Nothing of this iteration was written; " + where_to_continue());
-    double const rmse = rmse_of(model);
-    space.fence();
+    double rmse = 0;
+    {
+      core::ScopedRegion region("ksweep::fwi::optimizer");
+      Kokkos::View<double*, ExecSpace::memory_space, Kokkos::MemoryUnmanaged> g(img.grad.data(), n),
+          isrc(img.illum_src.data(), n);
+      {
+        auto gr = grad;
+        Kokkos::parallel_for("ksweep::fwi::gradient_to_real", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
+                             KOKKOS_LAMBDA(std::size_t i) { gr(i) = static_cast<Real>(g(i)); });
+      }
+      // Non-finite numbers stop the run before anything of this iteration is written.
+      if (inject_nan("loss", t)) loss = std::nan("");
+      if (inject_nan("gradient", t)) Kokkos::deep_copy(space, Kokkos::subview(grad, n / 2), Real(std::nan("")));
+      if (!std::isfinite(loss))
+        throw CollectiveError("the loss of iteration " + std::to_string(t) + " is " + std::to_string(loss) +
+                              ": the synthetic data or the residual overflowed; likely causes: observed data of extreme "
+                              "amplitude (check their scale), or a model that became unstable. Nothing of this iteration "
+                              "was written; " + where_to_continue());
+      if (std::size_t const bad = count_non_finite(space, grad))
+        throw CollectiveError("the gradient of iteration " + std::to_string(t) + " is non-finite (NaN or infinite) in " +
+                              std::to_string(bad) + " of " + std::to_string(n) +
+                              " cells: the adjoint wavefield overflowed; likely causes: observed data of extreme amplitude, "
+                              "or fwi.loss_norm = \"sum\" on large data. Nothing of this iteration was written; " +
+                              where_to_continue());
+      if (water > 0)
+        Kokkos::deep_copy(space, Kokkos::subview(grad, Kokkos::make_pair(std::size_t(0), static_cast<std::size_t>(water) * nx)),
+                          Real(0));
+      if (f.grad_smooth > 0) {  // Gaussian smoothing of the gradient (sigma in cells), on the host
+        auto gh = to_host(space, grad);
+        std::vector<double> gd(gh.data(), gh.data() + n);
+        auto const sm = gaussian_smooth(gd, nz, nx, f.grad_smooth);
+        for (std::size_t i = 0; i < n; ++i) gh(i) = static_cast<Real>(sm[i]);
+        Kokkos::deep_copy(space, grad, gh);
+        space.fence();  // before the mirror goes
+      }
+      if (f.precondition) {
+        double imax = 0;
+        Kokkos::parallel_reduce("ksweep::fwi::illum_max", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
+                                KOKKOS_LAMBDA(std::size_t i, double& mx) { mx = isrc(i) > mx ? isrc(i) : mx; },
+                                Kokkos::Max<double>(imax));
+        double const damp = 1e-3 * imax;
+        auto gr = grad;
+        Kokkos::parallel_for("ksweep::fwi::precondition", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
+                             KOKKOS_LAMBDA(std::size_t i) { gr(i) = static_cast<Real>(gr(i) / (isrc(i) + damp)); });
+      }
+      adam.step(space, grad, model);
+      if (inject_nan("model", t)) Kokkos::deep_copy(space, Kokkos::subview(model, n / 2), Real(std::nan("")));
+      if (std::size_t const bad = count_non_finite(space, model))
+        throw CollectiveError("the model after the Adam step of iteration " + std::to_string(t) +
+                              " is non-finite (NaN or infinite) in " + std::to_string(bad) + " of " + std::to_string(n) +
+                              " cells; likely causes: fwi.eps too small for the gradient's scale, or fwi.lr too large. "
+                              "Nothing of this iteration was written; " + where_to_continue());
+      rmse = rmse_of(model);
+      space.fence();
+    }
     double const secs = std::chrono::duration<double>(Clock::now() - t0).count();
     seconds_total += secs;
     history.push_back({{"iteration", t}, {"loss", loss}, {"rmse", rmse}, {"seconds", secs}, {"shots", batch}});
 
     // 6. Outputs (rank 0), checkpoint. A failure there (a full disk) is shared with every rank
     // below, so that all ranks stop together and unwind (removing their scratch folders).
+    core::ScopedRegion output_region("ksweep::fwi::output");
     std::string write_error;
     if (comm.is_root()) try {
       int const done = t - start, left = f.iterations - t;
       std::printf("iter %4d/%d  loss %.6e  rmse %8.2f m/s  %6.2f s/iter  left %s\n", t, f.iterations, loss, rmse, secs,
                   format_seconds(seconds_total / done * left).c_str());
       std::fflush(stdout);
-      auto hm = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model);
-      std::vector<float> vf(n);
-      for (std::size_t i = 0; i < n; ++i) vf[i] = static_cast<float>(hm(i));
+      bool const figures = f.figures_every > 0 && (t % f.figures_every == 0 || t == f.iterations);
+      bool const checkpoint = f.checkpoint_every > 0 && (t % f.checkpoint_every == 0 || t == f.iterations);
+      std::vector<float> const vf = f.save_models || figures || checkpoint ? to_host_floats(space, model) : std::vector<float>();
       char name[64];
       if (f.save_models) {
         std::snprintf(name, sizeof name, "model_%04d.h5", t);
         io::write_model(out / "models" / name, vf, nz, nx, truth.dh);
       }
-      if (f.figures_every > 0 && (t % f.figures_every == 0 || t == f.iterations)) {
+      if (figures) {
         auto to_ds = [&](std::string nm, auto const& view) {
-          auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
-          io::Dataset2D d{std::move(nm), nz, nx, std::vector<float>(n)};
-          for (std::size_t i = 0; i < n; ++i) d.data[i] = static_cast<float>(h.data()[i]);
-          return d;
+          return io::Dataset2D{std::move(nm), nz, nx, to_host_floats(space, view)};
         };
         std::snprintf(name, sizeof name, "epoch_%04d.h5", t);
         io::write_datasets(out / "epochs" / name,
@@ -575,7 +595,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
                            {"observed_bytes", mem.observed_bytes}, {"synthetic_bytes", mem.synthetic_bytes},
                            {"peak_device_bytes", mem.peak_device_bytes}};
       io::write_json_atomic(out / "summary.json", summary);
-      if (f.checkpoint_every > 0 && (t % f.checkpoint_every == 0 || t == f.iterations)) {
+      if (checkpoint) {
         io::Checkpoint c;
         c.run = run;
         c.iteration = t;
@@ -584,11 +604,8 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
         c.rng = os.str();
         c.history = history;
         c.model = vf;
-        for (auto [src, dst] : {std::pair{&m, &c.m}, std::pair{&v2, &c.v}}) {
-          auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), *src);
-          dst->resize(n);
-          for (std::size_t i = 0; i < n; ++i) (*dst)[i] = static_cast<float>(h(i));
-        }
+        c.m = to_host_floats(space, adam.first_moment());
+        c.v = to_host_floats(space, adam.second_moment());
         io::write_checkpoint(out / "checkpoint.bin", c);
         last_checkpoint = out / "checkpoint.bin";
         last_checkpoint_iteration = t;
@@ -602,10 +619,8 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   }
   std::string write_error;
   if (comm.is_root()) try {
-    auto hm = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model);
-    std::vector<float> vf(n);
-    for (std::size_t i = 0; i < n; ++i) vf[i] = static_cast<float>(hm(i));
-    io::write_model(out / "model_final.h5", vf, nz, nx, truth.dh);
+    core::ScopedRegion region("ksweep::fwi::output");
+    io::write_model(out / "model_final.h5", to_host_floats(space, model), nz, nx, truth.dh);
     summary["seconds_total"] = std::chrono::duration<double>(Clock::now() - t_start).count();
     summary["iterations"] = history;
     io::write_json_atomic(out / "summary.json", summary);

@@ -4,6 +4,7 @@
 #include "guard.hpp"
 #include "memory_estimate.hpp"
 
+#include <ksweep/core/profiling.hpp>
 #include <ksweep/core/propagator.hpp>
 #include <ksweep/core/runtime.hpp>
 #include <ksweep/io/hdf5_io.hpp>
@@ -26,7 +27,10 @@ io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm
   int const batch = std::min(cfg.propagator.batch, n_shots);
   P prop(Kokkos::DefaultExecutionSpace(), core::ModelGrid{vm.nz, vm.nx, vm.dh}, make_pml(cfg), cfg.time.dt, batch);
   prop.set_schedule(core::parse_schedule(cfg.propagator.schedule));
-  prop.set_velocity(vm.vp.data());
+  {
+    core::ScopedRegion region("ksweep::model::model");
+    prop.set_velocity(vm.vp.data());
+  }
   auto const wavelet = make_wavelet(cfg);
   io::RecordsFile out;
   out.shots = n_shots;
@@ -56,14 +60,18 @@ io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm
     int const b = std::min(batch, n_shots - first);
     std::vector<int> idx(b);
     for (int i = 0; i < b; ++i) idx[i] = first + i;
-    prop.set_survey(survey.select(idx));
     typename P::wavelet_view w("ksweep::model::wavelets", b, 1, nt);
     typename P::record_view rec("ksweep::model::records", b, nt, nr);
-    auto wh = Kokkos::create_mirror_view(Kokkos::HostSpace(), w);
-    for (int i = 0; i < b; ++i)
-      for (int t = 0; t < nt; ++t) wh(i, 0, t) = static_cast<Real>(wavelet[t]);
-    Kokkos::deep_copy(w, wh);
-    prop.forward(w, rec);
+    {
+      core::ScopedRegion region("ksweep::model::forward");
+      prop.set_survey(survey.select(idx));
+      auto wh = Kokkos::create_mirror_view(Kokkos::HostSpace(), w);
+      for (int i = 0; i < b; ++i)
+        for (int t = 0; t < nt; ++t) wh(i, 0, t) = static_cast<Real>(wavelet[t]);
+      Kokkos::deep_copy(w, wh);
+      prop.forward(w, rec);
+    }
+    core::ScopedRegion region("ksweep::model::output");
     auto rh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), rec);
     for (int i = 0; i < b; ++i)
       for (int t = 0; t < nt; ++t)
@@ -122,7 +130,10 @@ int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator c
               cfg.time.dt, cfg.propagator.order, cfg.propagator.precision.c_str());
   auto const rec = model_observed(cfg, vm, survey, true);
   folder.claim();
-  io::write_records(out / "observed.h5", rec);
+  {
+    core::ScopedRegion region("ksweep::model::output");
+    io::write_records(out / "observed.h5", rec);
+  }
   std::printf("wrote %s\n", (out / "observed.h5").string().c_str());
   make_directory(out / "figures");
   int const mid = survey.n_shots / 2;

@@ -56,7 +56,8 @@ class Communicator {
     allreduce_sum(&x, 1);
     return x;
   }
-  /// Sum of a contiguous view over ranks, in place. `space` is fenced first.
+  /// Sum of a contiguous view over ranks, in place. `space` is fenced first; the copies through
+  /// a host mirror (device views without GPU-aware MPI) are on `space`, fenced too.
   template <class ExecSpace, class View>
   void allreduce_sum_view(ExecSpace const& space, View const& v) const {
     space.fence();
@@ -65,9 +66,12 @@ class Communicator {
     if constexpr (host_accessible::accessible || KSWEEP_ENABLE_GPU_AWARE_MPI) {
       allreduce_sum(v.data(), v.span());
     } else {
-      auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+      auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), v);
+      Kokkos::deep_copy(space, h, v);
+      space.fence();
       allreduce_sum(h.data(), h.span());
-      Kokkos::deep_copy(v, h);
+      Kokkos::deep_copy(space, v, h);
+      space.fence();
     }
   }
   /// Point to point: `n` doubles to / from rank `peer`.
@@ -109,7 +113,9 @@ class Communicator {
       (void)writes;
       f(v.data(), v.span());
     } else {
-      auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+      auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), v);
+      Kokkos::deep_copy(space, h, v);
+      space.fence();
       f(h.data(), h.span());
       if (writes) Kokkos::deep_copy(space, v, h);
       space.fence();

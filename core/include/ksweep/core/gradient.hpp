@@ -15,6 +15,7 @@
 /// Gradient with respect to the model velocity: dL/dv = sum_n lambda^{n+1} (L u^n) 2 c / v,
 /// with the absorbing layer's velocity held fixed.
 
+#include <ksweep/core/profiling.hpp>
 #include <ksweep/core/propagator.hpp>
 #include <ksweep/core/runtime.hpp>
 #include <ksweep/storage/step_store.hpp>
@@ -113,6 +114,7 @@ class GradientEngine {
   /// Forward modelling of the current batch that saves what the backward pass needs. Three
   /// launches per step: point work, stencil, and the ring gathered straight into the encoder.
   void forward(wavelet_view const& w, record_view const& synthetic) {
+    ScopedRegion region("ksweep::core::gradient::forward");
     auto& p = m_prop;
     int const nt = static_cast<int>(w.extent(2)), S = p.n_shots();
     m_nt = nt;
@@ -143,6 +145,7 @@ class GradientEngine {
   /// the next batch (accumulate() adds them up). Three launches per step: the point work of
   /// both wavefields with the decoded ring, imaging with reconstruction, and the adjoint stencil.
   void backward(wavelet_view const& w, record_view const& residual) {
+    ScopedRegion region("ksweep::core::gradient::backward");
     auto& p = m_prop;
     auto const& l = p.layout();
     int const nt = m_nt, S = p.n_shots();

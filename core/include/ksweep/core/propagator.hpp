@@ -137,6 +137,84 @@ class Propagator {
     m_space.fence();
   }
 
+  /// The model velocity on the device, [nz][nx] row-major.
+  using velocity_view = Kokkos::View<Real const**, Kokkos::LayoutRight, memory_space>;
+
+  /// Sets the velocity (m/s) of the model grid from a device view [nz][nx]: the same checks,
+  /// layer and bits of c() as set_velocity(float const*, update_layer) with the same values
+  /// on the host, without copying the model to the host. The range check and the minimum and
+  /// maximum are reductions and c = v^2 dt^2 / dh^2 (in double, then rounded to Real) is a
+  /// kernel, on space(); the damping profiles (1D, from the maximum velocity) are built on the
+  /// host when the layer is updated. With `update_layer` false the layer keeps its velocity and
+  /// profiles from the previous call, host or device (the CFL check covers the new maximum).
+  /// After a call here with `update_layer` true, the next call of the host overload rebuilds
+  /// the layer whatever its `update_layer` (its host copy of the layer is not kept up to date).
+  void set_velocity(velocity_view const& vp, bool update_layer = true) {
+    auto const& l = m_layout;
+    KSWEEP_REQUIRE(static_cast<int>(vp.extent(0)) == l.nz && static_cast<int>(vp.extent(1)) == l.nx,
+                   "ksweep::core::Propagator::set_velocity: the model is [" << vp.extent(0) << "][" << vp.extent(1)
+                                                                            << "], the grid [" << l.nz << "][" << l.nx
+                                                                            << "]");
+    int const nz = l.nz, nx = l.nx;
+    long long const n = static_cast<long long>(nz) * nx;
+    // The first cell that is not finite and > 0, in row-major order (as check_velocity finds it).
+    long long first_bad = n;
+    Kokkos::parallel_reduce(
+        "ksweep::core::check_velocity", Kokkos::RangePolicy<ExecSpace>(m_space, 0, n),
+        KOKKOS_LAMBDA(long long i, long long& first) {
+          Real const v = vp(i / nx, i % nx);
+          bool const ok = v > 0 && v - v == 0;  // NaN fails the first test, infinity the second
+          if (!ok && i < first) first = i;
+        },
+        Kokkos::Min<long long>(first_bad));
+    if (first_bad < n) {
+      Kokkos::View<Real, Kokkos::HostSpace> bad("ksweep::core::bad_velocity");
+      Kokkos::deep_copy(m_space, bad, Kokkos::subview(vp, first_bad / nx, first_bad % nx));
+      m_space.fence();
+      KSWEEP_REQUIRE(false, "velocity at cell " << first_bad << " is " << bad()
+                                                << ": velocities must be finite and > 0");
+    }
+    Kokkos::MinMaxScalar<Real> range;
+    Kokkos::parallel_reduce(
+        "ksweep::core::velocity_range", Kokkos::RangePolicy<ExecSpace>(m_space, 0, n),
+        KOKKOS_LAMBDA(long long i, Kokkos::MinMaxScalar<Real>& r) {
+          Real const v = vp(i / nx, i % nx);
+          if (v < r.min_val) r.min_val = v;
+          if (v > r.max_val) r.max_val = v;
+        },
+        Kokkos::MinMax<Real>(range));
+    double const scale = m_dt * m_dt / (m_grid.dh * m_grid.dh);
+    auto coef = m_c;
+    int const top = l.top, width = l.width;
+    using policy2 = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>;
+    if (update_layer || m_vp_model.extent(0) == 0) {
+      check_cfl(range.max_val, m_dt, m_grid.dh, Order);
+      m_vmin = range.min_val;
+      m_vmax = range.max_val;
+      m_vpad.clear();
+      build_profiles();
+      // The layer repeats the nearest model cell; the M cells around the padded grid are 0.
+      Kokkos::deep_copy(m_space, coef, Real(0));
+      Kokkos::parallel_for(
+          "ksweep::core::set_velocity_padded", policy2(m_space, {0, 0}, {l.NZ, l.NX}), KOKKOS_LAMBDA(int iz, int ix) {
+            int const mz = iz < top ? 0 : (iz - top > nz - 1 ? nz - 1 : iz - top);
+            int const mx = ix < width ? 0 : (ix - width > nx - 1 ? nx - 1 : ix - width);
+            double const v = static_cast<double>(vp(mz, mx));
+            coef(iz + M, ix + M) = static_cast<Real>(v * v * scale);
+          });
+    } else {
+      check_cfl(std::max<double>(range.max_val, m_vmax), m_dt, m_grid.dh, Order);
+      Kokkos::parallel_for(
+          "ksweep::core::set_velocity_model", policy2(m_space, {0, 0}, {nz, nx}), KOKKOS_LAMBDA(int iz, int ix) {
+            double const v = static_cast<double>(vp(iz, ix));
+            coef(iz + top + M, ix + width + M) = static_cast<Real>(v * v * scale);
+          });
+    }
+    m_vp_model = field2(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string("ksweep::core::vp")), nz, nx);
+    Kokkos::deep_copy(m_space, m_vp_model, vp);
+    m_space.fence();
+  }
+
   /// Sets the sources and receivers of the next batch (at most max_shots shots).
   void set_survey(Survey const& survey) {
     check_survey(survey, m_grid, m_pml);
