@@ -188,3 +188,44 @@ KSWEEP_TEST(gradient_lossy_storage_cosine) {
 }
 
 }  // namespace
+
+namespace {
+
+// The saved cells of the gradient (core::saved_cells): in 2D the ring of M cells around the model
+// (or the model with it), row by row; in 3D the shell of the model box, as a count and cell by
+// cell, with and without a free surface.
+KSWEEP_TEST(saved_cells_ring_2d_shell_3d) {
+  int const m = 2;
+  std::array<core::GridAxis, 2> const a2{core::GridAxis{12, 5, 22}, core::GridAxis{9, 5, 19}};
+  for (bool whole : {false, true}) {
+    std::vector<int> expected;
+    int const P = a2[1].N + 2 * m;
+    for (int iz = a2[0].lo - m; iz < a2[0].lo + a2[0].n + m; ++iz)
+      for (int ix = a2[1].lo - m; ix < a2[1].lo + a2[1].n + m; ++ix) {
+        bool const model = !a2[0].in_layer(iz) && !a2[1].in_layer(ix);
+        if (whole || !model) expected.push_back((iz + m) * P + ix + m);
+      }
+    EXPECT_EQ(core::saved_cells(a2, m, false, whole), expected) << "2D, whole " << whole;
+  }
+  for (bool fs : {false, true}) {
+    std::array<core::GridAxis, 3> const a3{core::GridAxis{6, fs ? 0 : 4, fs ? 10 : 14}, core::GridAxis{7, 4, 15},
+                                           core::GridAxis{8, 4, 16}};
+    auto const ring = core::saved_cells(a3, m, fs, false), box = core::saved_cells(a3, m, fs, true);
+    long const rows = fs ? a3[0].n + m : a3[0].n + 2 * m;
+    long const volume = rows * (a3[1].n + 2 * m) * (a3[2].n + 2 * m), model = 6L * 7 * 8;
+    EXPECT_EQ(static_cast<long>(box.size()), volume) << "free surface " << fs;
+    EXPECT_EQ(static_cast<long>(ring.size()), volume - model) << "free surface " << fs;
+    long const sy = a3[2].N + 2 * m, sz = sy * (a3[1].N + 2 * m);
+    for (std::size_t k = 0; k < ring.size(); ++k) {
+      if (k > 0) ASSERT_LT(ring[k - 1], ring[k]);
+      int const i0 = static_cast<int>(ring[k] / sz) - m, i1 = static_cast<int>(ring[k] % sz / sy) - m,
+                i2 = static_cast<int>(ring[k] % sy) - m;
+      ASSERT_TRUE(a3[0].in_layer(i0) || a3[1].in_layer(i1) || a3[2].in_layer(i2)) << "a model cell in the shell";
+      ASSERT_TRUE(i0 >= (fs ? 0 : a3[0].lo - m) && i0 < a3[0].lo + a3[0].n + m && i1 >= a3[1].lo - m &&
+                  i1 < a3[1].lo + a3[1].n + m && i2 >= a3[2].lo - m && i2 < a3[2].lo + a3[2].n + m)
+          << "a cell farther than " << m << " from the model";
+    }
+  }
+}
+
+}  // namespace

@@ -33,6 +33,9 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <array>
+#include <vector>
+
 // The loops over stencil taps are unrolled completely before vectorisation: left as loops, GCC
 // tries to vectorise the large layer runs along the taps (strided) and gives up on them.
 #if defined(__CUDACC__) || defined(__clang__)
@@ -113,6 +116,42 @@ struct GridAxis {
   /// Index of cell i inside its strip (a strip has 2 m cells of zeros on each side).
   KOKKOS_INLINE_FUNCTION int strip_index(int side, int i, int m) const { return side == 0 ? i + 2 * m : i - (lo + n - 2 * m); }
 };
+
+/// The axes of a 2D padded grid: z (axis 0), then x (the last, fastest axis).
+inline std::array<GridAxis, 2> grid_axes(Layout const& l) {
+  return {GridAxis{l.nz, l.top, l.NZ}, GridAxis{l.nx, l.width, l.NX}};
+}
+
+/// The cells the gradient saves per shot and step, as offsets into a shot's padded field (a halo
+/// of m cells on every side, row-major, the last axis fastest), in increasing order: the cells
+/// within m of the model box, above row 0 excluded with a free surface, and of those, the model
+/// cells only when `whole` (the `full` strategy; `boundary` saves the ring outside the model).
+template <std::size_t Dim>
+std::vector<int> saved_cells(std::array<GridAxis, Dim> const& axes, int m, bool free_surface, bool whole) {
+  int lo[Dim], hi[Dim], i[Dim];
+  long long stride[Dim];
+  for (std::size_t a = Dim; a-- > 0;) {
+    lo[a] = a == 0 && free_surface ? 0 : axes[a].lo - m;
+    hi[a] = axes[a].lo + axes[a].n + m;
+    stride[a] = a + 1 == Dim ? 1 : stride[a + 1] * (axes[a + 1].N + 2 * m);
+    i[a] = lo[a];
+  }
+  std::vector<int> off;
+  while (i[0] < hi[0]) {
+    bool model = true;
+    long long o = 0;
+    for (std::size_t a = 0; a < Dim; ++a) {
+      model = model && !axes[a].in_layer(i[a]);
+      o += (i[a] + m) * stride[a];
+    }
+    if (whole || !model) off.push_back(static_cast<int>(o));
+    for (std::size_t a = Dim; a-- > 0;) {  // the next cell, last axis fastest
+      if (++i[a] < hi[a] || a == 0) break;
+      i[a] = lo[a];
+    }
+  }
+  return off;
+}
 
 /// The memory a cell body reads and writes, for one run of cells along x (the fastest axis) of
 /// one shot: the cell at padded x coordinate ix is u[ix], its neighbour k cells along axis a is
@@ -384,8 +423,8 @@ struct AcousticStep {
 
   AcousticStep() = default;
   explicit AcousticStep(Layout const& l) : m_free_surface(l.free_surface) {
-    m_axis[0] = GridAxis{l.nz, l.top, l.NZ};
-    m_axis[1] = GridAxis{l.nx, l.width, l.NX};
+    auto const axes = grid_axes(l);
+    for (int a = 0; a < Dim; ++a) m_axis[a] = axes[a];
   }
 
   template <class Tag>

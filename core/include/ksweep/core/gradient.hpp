@@ -71,15 +71,7 @@ class GradientEngine {
 
   GradientEngine(propagator_type& prop, storage::StorageConfig const& cfg) : m_prop(prop), m_cfg(cfg) {
     auto const& l = prop.layout();
-    int const P = l.NX + 2 * M;
-    std::vector<int> off;
-    int const z0 = l.free_surface ? 0 : l.top - M, z1 = l.top + l.nz + M;
-    int const x0 = l.width - M, x1 = l.width + l.nx + M;
-    for (int iz = z0; iz < z1; ++iz)
-      for (int ix = x0; ix < x1; ++ix) {
-        bool const model = iz >= l.top && iz < l.top + l.nz && ix >= l.width && ix < l.width + l.nx;
-        if (full() || !model) off.push_back((iz + M) * P + ix + M);
-      }
+    std::vector<int> const off = saved_cells(grid_axes(l), M, l.free_surface, full());
     m_n_ring = static_cast<int>(off.size());
     // Codecs with a scale per block: each shot's ring padded to whole blocks (see storage::RingValues).
     bool const scaled = storage::block_coupled(cfg.dtype);
