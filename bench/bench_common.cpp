@@ -74,7 +74,8 @@ core::Survey surface_survey(int n_shots, int nz, int nx, int n_rec) {
   for (int i = 0; i < n_shots; ++i) {
     s.sources.push_back({depth, static_cast<int>((static_cast<long long>(i) + 1) * nx / (n_shots + 1))});
     for (int r = 0; r < n_rec; ++r)
-      s.receivers.push_back({depth, n_rec > 1 ? static_cast<int>(static_cast<long long>(r) * (nx - 1) / (n_rec - 1)) : nx / 2});
+      s.receivers.push_back(
+          {depth, n_rec > 1 ? static_cast<int>(static_cast<long long>(r) * (nx - 1) / (n_rec - 1)) : nx / 2});
   }
   return s;
 }

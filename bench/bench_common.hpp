@@ -53,8 +53,8 @@ class Timer {
 /// Physical set-up shared by the propagation benchmarks.
 inline constexpr double grid_spacing = 25.0;  ///< dh (m): Marmousi at 141 x 681
 inline constexpr double vel_min = 1500.0, vel_max = 4500.0;
-inline constexpr double peak_freq = 5.0;      ///< Ricker peak frequency (Hz)
-inline constexpr int pml_width = 20;          ///< CPML cells per edge
+inline constexpr double peak_freq = 5.0;  ///< Ricker peak frequency (Hz)
+inline constexpr int pml_width = 20;      ///< CPML cells per edge
 /// Time step: Courant number 0.4, below every order's leapfrog limit and below Deepwave's own
 /// CFL criterion (0.6 / sqrt(2) ~ 0.42), so the peer does not resample in time.
 inline double bench_dt() { return 0.4 * grid_spacing / vel_max; }

@@ -6,7 +6,8 @@
 
 namespace ksweep::bench {
 namespace {
-BackendRegistrar const registrar{Backend{Kokkos::Cuda::name(), [](Options const& o) { return measure_triad<Kokkos::Cuda>(o); },
+BackendRegistrar const registrar{Backend{Kokkos::Cuda::name(),
+                                         [](Options const& o) { return measure_triad<Kokkos::Cuda>(o); },
                                          [](Options const& o) { register_benchmarks<Kokkos::Cuda>(o); }}};
 }  // namespace
 }  // namespace ksweep::bench

@@ -32,8 +32,8 @@ void allreduce(benchmark::State& state) {
   }
   state.counters["ranks"] = comm.size();
   state.counters["bytes"] = static_cast<double>(grad.span() * sizeof(double));
-  state.counters["bytes_per_second"] =
-      benchmark::Counter(static_cast<double>(grad.span() * sizeof(double)), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["bytes_per_second"] = benchmark::Counter(static_cast<double>(grad.span() * sizeof(double)),
+                                                          benchmark::Counter::kIsIterationInvariantRate);
 }
 
 class Silent : public benchmark::BenchmarkReporter {
@@ -53,8 +53,8 @@ int main(int argc, char** argv) {
   std::string const ranks = std::to_string(comm.size());
   // A fixed iteration count: every rank must run the same number of collectives.
   auto reg = [&](int nz, int nx) {
-    benchmark::RegisterBenchmark(("allreduce/" + std::string(Kokkos::DefaultExecutionSpace::name()) + "/ranks:" + ranks +
-                                  "/nz:" + std::to_string(nz) + "/nx:" + std::to_string(nx))
+    benchmark::RegisterBenchmark(("allreduce/" + std::string(Kokkos::DefaultExecutionSpace::name()) +
+                                  "/ranks:" + ranks + "/nz:" + std::to_string(nz) + "/nx:" + std::to_string(nx))
                                      .c_str(),
                                  allreduce)
         ->Args({nz, nx})

@@ -6,7 +6,8 @@
 
 namespace ksweep::bench {
 namespace {
-BackendRegistrar const registrar{Backend{Kokkos::OpenMP::name(), [](Options const& o) { return measure_triad<Kokkos::OpenMP>(o); },
+BackendRegistrar const registrar{Backend{Kokkos::OpenMP::name(),
+                                         [](Options const& o) { return measure_triad<Kokkos::OpenMP>(o); },
                                          [](Options const& o) { register_benchmarks<Kokkos::OpenMP>(o); }}};
 }  // namespace
 }  // namespace ksweep::bench

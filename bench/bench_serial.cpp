@@ -6,7 +6,8 @@
 
 namespace ksweep::bench {
 namespace {
-BackendRegistrar const registrar{Backend{Kokkos::Serial::name(), [](Options const& o) { return measure_triad<Kokkos::Serial>(o); },
+BackendRegistrar const registrar{Backend{Kokkos::Serial::name(),
+                                         [](Options const& o) { return measure_triad<Kokkos::Serial>(o); },
                                          [](Options const& o) { register_benchmarks<Kokkos::Serial>(o); }}};
 }  // namespace
 }  // namespace ksweep::bench

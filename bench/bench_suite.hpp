@@ -197,7 +197,8 @@ void bm_forward(benchmark::State& state, ForwardCase c, std::string backend) {
   int const nt = c.nt;
   typename prop_type::wavelet_view w(Kokkos::view_alloc(space, std::string("ksweep::bench::wavelets")), c.shots, 1, nt);
   fill_wavelets<Real>(w, dt);
-  typename prop_type::record_view rec(Kokkos::view_alloc(space, std::string("ksweep::bench::records")), c.shots, nt, n_rec);
+  typename prop_type::record_view rec(Kokkos::view_alloc(space, std::string("ksweep::bench::records")), c.shots, nt,
+                                      n_rec);
   double total = 0;
   for (auto _ : state) {
     prop.forward_reset();
@@ -224,12 +225,14 @@ void bm_forward(benchmark::State& state, ForwardCase c, std::string backend) {
   state.counters["launches_per_step"] = static_cast<double>(count_launches([&] {
                                           for (int n = 0; n < nt; ++n) prop.forward_step(n, w, rec);
                                           prop.forward_finish(rec);
-                                        })) / nt;
+                                        })) /
+                                        nt;
   if (triad_best() > 0 && total > 0) {
     state.counters["roofline_fraction"] = bytes16 / total / triad_best();
     state.counters["roofline_fraction_cpml"] = bytes_cpml / total / triad_best();
   }
-  if (triad_of(backend) > 0 && total > 0) state.counters["backend_roofline_fraction"] = bytes16 / total / triad_of(backend);
+  if (triad_of(backend) > 0 && total > 0)
+    state.counters["backend_roofline_fraction"] = bytes16 / total / triad_of(backend);
 }
 
 // -------------------------------------------------------------------------------------------
@@ -254,8 +257,9 @@ double gradient_bytes(core::Layout const& l, int order, int shots, int nt, int r
   double const strip_adj =
       static_cast<double>(l.NZ) * (l.NX - l.nx + 2 * m) + static_cast<double>(l.NX) * (l.NZ - l.nz + 2 * m);
   double const ring = static_cast<double>(ring_cells);
-  double const enc = static_cast<double>(storage::encoded_bytes(dtype, static_cast<std::size_t>(ring_cells), sizeof(Real))) /
-                     std::max(1.0, ring);  // encoded bytes per saved value
+  double const enc =
+      static_cast<double>(storage::encoded_bytes(dtype, static_cast<std::size_t>(ring_cells), sizeof(Real))) /
+      std::max(1.0, ring);  // encoded bytes per saved value
   // save: the ring gathered straight into the encoder (read u, write code); restore: decoded
   // straight into the wavefield (read code, write u). Host/disk add one staging copy each way.
   double const transfer = loc == storage::Location::device ? 0.0 : 2.0 * enc;
@@ -287,11 +291,13 @@ void bm_gradient(benchmark::State& state, GradientCase c) {
   auto const cfg = storage::make_storage_config(c.strategy, c.location, c.dtype, 64, "", true);
   engine_type engine(prop, cfg);
   typename engine_type::images_type images(c.nz, c.nx);
-  typename prop_type::wavelet_view w(Kokkos::view_alloc(space, std::string("ksweep::bench::wavelets")), c.shots, 1, c.nt);
+  typename prop_type::wavelet_view w(Kokkos::view_alloc(space, std::string("ksweep::bench::wavelets")), c.shots, 1,
+                                     c.nt);
   fill_wavelets<Real>(w, dt);
-  typename prop_type::record_view observed(Kokkos::view_alloc(space, std::string("ksweep::bench::observed")), c.shots, c.nt, n_rec);
-  typename prop_type::record_view synthetic(Kokkos::view_alloc(space, std::string("ksweep::bench::synthetic")), c.shots, c.nt,
-                                            n_rec);
+  typename prop_type::record_view observed(Kokkos::view_alloc(space, std::string("ksweep::bench::observed")), c.shots,
+                                           c.nt, n_rec);
+  typename prop_type::record_view synthetic(Kokkos::view_alloc(space, std::string("ksweep::bench::synthetic")), c.shots,
+                                            c.nt, n_rec);
   double total = 0;
   for (auto _ : state) {
     Timer t;
@@ -305,7 +311,8 @@ void bm_gradient(benchmark::State& state, GradientCase c) {
   double const iters = static_cast<double>(state.iterations());
   double const cell_steps = static_cast<double>(l.padded_cells()) * c.shots * c.nt;
   auto const rep = engine.memory_report(observed.span() * sizeof(Real), synthetic.span() * sizeof(Real));
-  double const bytes = gradient_bytes<Real>(l, Order, c.shots, c.nt, engine.ring_cells(), engine.full(), cfg.location, cfg.dtype);
+  double const bytes =
+      gradient_bytes<Real>(l, Order, c.shots, c.nt, engine.ring_cells(), engine.full(), cfg.location, cfg.dtype);
   state.counters["cells_per_second"] = Counter(cell_steps * iters, Counter::kIsRate);
   state.counters["bytes_per_cell_step"] = bytes / cell_steps;
   if (triad_best() > 0 && total > 0) state.counters["roofline_fraction"] = bytes * iters / total / triad_best();
@@ -323,7 +330,8 @@ void bm_gradient(benchmark::State& state, GradientCase c) {
   state.counters["shots"] = c.shots;
   state.counters["us_per_step"] = total / iters / c.nt * 1e6;
   state.counters["launches_per_step"] =
-      static_cast<double>(count_launches([&] { engine.loss_and_gradient(w, observed, 1.0, images, synthetic); })) / c.nt;
+      static_cast<double>(count_launches([&] { engine.loss_and_gradient(w, observed, 1.0, images, synthetic); })) /
+      c.nt;
 }
 
 // -------------------------------------------------------------------------------------------
@@ -359,10 +367,12 @@ void bm_marmousi(benchmark::State& state, MarmousiCase c) {
   sv.n_receivers = c.receivers;
   for (int i = 0; i < c.shots; ++i) {  // as ksweep's shots.x_range = [0.1, 0.9] and receivers over the width
     sv.sources.push_back({2, static_cast<int>(std::lround((0.1 + 0.8 * i / std::max(1, c.shots - 1)) * (c.nx - 1)))});
-    for (int r = 0; r < c.receivers; ++r) sv.receivers.push_back({4, static_cast<int>(std::lround(r * (c.nx - 1.0) / (c.receivers - 1)))});
+    for (int r = 0; r < c.receivers; ++r)
+      sv.receivers.push_back({4, static_cast<int>(std::lround(r * (c.nx - 1.0) / (c.receivers - 1)))});
   }
   prop.set_survey(sv);
-  typename prop_type::wavelet_view w(Kokkos::view_alloc(space, std::string("ksweep::bench::wavelets")), c.shots, 1, c.nt);
+  typename prop_type::wavelet_view w(Kokkos::view_alloc(space, std::string("ksweep::bench::wavelets")), c.shots, 1,
+                                     c.nt);
   {
     auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), w);
     auto const r = core::ricker(5.0, 0.2, c.dt, c.nt);
@@ -370,13 +380,14 @@ void bm_marmousi(benchmark::State& state, MarmousiCase c) {
       for (int t = 0; t < c.nt; ++t) h(s, 0, t) = static_cast<Real>(r[t]);
     Kokkos::deep_copy(w, h);
   }
-  typename prop_type::record_view observed(Kokkos::view_alloc(space, std::string("ksweep::bench::observed")), c.shots, c.nt,
-                                           c.receivers),
+  typename prop_type::record_view observed(Kokkos::view_alloc(space, std::string("ksweep::bench::observed")), c.shots,
+                                           c.nt, c.receivers),
       synthetic(Kokkos::view_alloc(space, std::string("ksweep::bench::synthetic")), c.shots, c.nt, c.receivers);
   std::unique_ptr<engine_type> engine;
   std::unique_ptr<typename engine_type::images_type> images;
   if (c.gradient) {
-    engine = std::make_unique<engine_type>(prop, storage::make_storage_config("boundary", "device", "fp32", 64, "", true));
+    engine =
+        std::make_unique<engine_type>(prop, storage::make_storage_config("boundary", "device", "fp32", 64, "", true));
     images = std::make_unique<typename engine_type::images_type>(c.nz, c.nx);
   }
   double total = 0;
@@ -394,7 +405,8 @@ void bm_marmousi(benchmark::State& state, MarmousiCase c) {
   state.counters["seconds"] = total / iters;
   state.counters["cells_per_second"] = Counter(cell_steps * iters, Counter::kIsRate);
   state.counters["peak_rss_bytes"] = static_cast<double>(core::peak_memory_bytes());
-  state.counters["rss_increase_bytes"] = static_cast<double>(core::peak_memory_bytes() - std::min(core::peak_memory_bytes(), rss0));
+  state.counters["rss_increase_bytes"] =
+      static_cast<double>(core::peak_memory_bytes() - std::min(core::peak_memory_bytes(), rss0));
   state.counters["shots_schedule"] = prop.runs_shots() ? 1 : 0;
   state.counters["threads"] = space.concurrency();
   core::set_flush_denormals(flush0);
@@ -565,10 +577,12 @@ void register_benchmarks(Options const& o) {
 
   // Bandwidth reference.
   std::string const mib = std::to_string(stream_elements(o) * sizeof(double) >> 20);
-  add(bench_name("stream_copy", b, {{"mib", mib}}), [o](benchmark::State& st) { bm_stream<ExecSpace>(st, o, false); })
-      ->Unit(benchmark::kMillisecond);
-  add(bench_name("stream_triad", b, {{"mib", mib}}), [o](benchmark::State& st) { bm_stream<ExecSpace>(st, o, true); })
-      ->Unit(benchmark::kMillisecond);
+  add(bench_name("stream_copy", b, {{"mib", mib}}), [o](benchmark::State& st) {
+    bm_stream<ExecSpace>(st, o, false);
+  })->Unit(benchmark::kMillisecond);
+  add(bench_name("stream_triad", b, {{"mib", mib}}), [o](benchmark::State& st) {
+    bm_stream<ExecSpace>(st, o, true);
+  })->Unit(benchmark::kMillisecond);
 
   // Forward, one shot: in L2 (128^2), in L3 (512^2), out of cache (2048^2, 4096^2); the order 8
   // series adds 256^2 and 1024^2 for the growth with cells.
@@ -634,12 +648,14 @@ void register_benchmarks(Options const& o) {
   // Codecs on 16 Mi values (64 MiB of fp32).
   std::size_t const nc = s ? (std::size_t(1) << 14) : (std::size_t(1) << 24);
   for (std::string dtype : {"fp32", "fp16", "bf16", "int8"}) {
-    add(bench_name("codec_encode", b, {{"dtype", dtype}, {"n", std::to_string(nc)}}),
-        [nc, dtype](benchmark::State& st) { bm_codec<ExecSpace>(st, nc, dtype, true); })
-        ->Unit(benchmark::kMillisecond);
-    add(bench_name("codec_decode", b, {{"dtype", dtype}, {"n", std::to_string(nc)}}),
-        [nc, dtype](benchmark::State& st) { bm_codec<ExecSpace>(st, nc, dtype, false); })
-        ->Unit(benchmark::kMillisecond);
+    add(bench_name("codec_encode", b, {{"dtype", dtype}, {"n", std::to_string(nc)}}), [nc,
+                                                                                       dtype](benchmark::State& st) {
+      bm_codec<ExecSpace>(st, nc, dtype, true);
+    })->Unit(benchmark::kMillisecond);
+    add(bench_name("codec_decode", b, {{"dtype", dtype}, {"n", std::to_string(nc)}}), [nc,
+                                                                                       dtype](benchmark::State& st) {
+      bm_codec<ExecSpace>(st, nc, dtype, false);
+    })->Unit(benchmark::kMillisecond);
   }
 
   // Step stores: 128 steps of 1 MiB (fp32), 16 steps per transfer.
@@ -654,11 +670,13 @@ void register_benchmarks(Options const& o) {
     std::vector<std::pair<std::string, std::string>> p = {
         {"location", c.location}, {"dtype", c.dtype}, {"mib", total_mib}};
     if (!c.cold)
-      add(bench_name("store_write", b, p), [c](benchmark::State& st) { bm_store<ExecSpace>(st, c, true); })
-          ->Unit(benchmark::kMillisecond);
+      add(bench_name("store_write", b, p), [c](benchmark::State& st) {
+        bm_store<ExecSpace>(st, c, true);
+      })->Unit(benchmark::kMillisecond);
     if (c.location == "disk") p.emplace_back("cache", c.cold ? "cold" : "warm");
-    add(bench_name("store_read", b, p), [c](benchmark::State& st) { bm_store<ExecSpace>(st, c, false); })
-        ->Unit(benchmark::kMillisecond);
+    add(bench_name("store_read", b, p), [c](benchmark::State& st) {
+      bm_store<ExecSpace>(st, c, false);
+    })->Unit(benchmark::kMillisecond);
   }
 }
 

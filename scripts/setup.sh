@@ -28,6 +28,7 @@ packages=(
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libssl-dev
   python3 python3-numpy python3-matplotlib python3-h5py
   curl
+  clang-format-14
 )
 
 missing=()

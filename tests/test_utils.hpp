@@ -38,7 +38,8 @@ double dot(View const& a, View const& b) {
   auto ha = to_host(a);
   auto hb = to_host(b);
   double s = 0;
-  for (std::size_t i = 0; i < ha.span(); ++i) s += static_cast<double>(ha.data()[i]) * static_cast<double>(hb.data()[i]);
+  for (std::size_t i = 0; i < ha.span(); ++i)
+    s += static_cast<double>(ha.data()[i]) * static_cast<double>(hb.data()[i]);
   return s;
 }
 

@@ -29,7 +29,8 @@ void expect_error(std::function<void()> const& f, std::vector<std::string> const
     f();
   } catch (ksweep::Error const& e) {
     std::string const msg = e.what();
-    for (auto const& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "message \"" << msg << "\" lacks \"" << p << "\"";
+    for (auto const& p : parts)
+      EXPECT_NE(msg.find(p), std::string::npos) << "message \"" << msg << "\" lacks \"" << p << "\"";
   } catch (...) {
   }
 }
@@ -76,13 +77,23 @@ KSWEEP_TEST(checks_order) {
 
 KSWEEP_TEST(checks_grid_too_small) {
   core::PmlConfig pml;
-  expect_error([&] { Prop<8>(TEST_EXECSPACE(), core::ModelGrid{4, 30, 10.0}, pml, 1e-3, 1); },
-               {"4 x 30", "order 8", "at least 9"});
-  expect_error([&] { Prop<8>(TEST_EXECSPACE(), core::ModelGrid{30, 8, 10.0}, pml, 1e-3, 1); }, {"30 x 8", "at least 9"});
+  expect_error(
+      [&] {
+        Prop<8>(TEST_EXECSPACE(), core::ModelGrid{4, 30, 10.0}, pml, 1e-3, 1);
+      },
+      {"4 x 30", "order 8", "at least 9"});
+  expect_error(
+      [&] {
+        Prop<8>(TEST_EXECSPACE(), core::ModelGrid{30, 8, 10.0}, pml, 1e-3, 1);
+      },
+      {"30 x 8", "at least 9"});
   core::PmlConfig fs;
   fs.free_surface = true;
-  expect_error([&] { Prop<8>(TEST_EXECSPACE(), core::ModelGrid{9, 30, 10.0}, fs, 1e-3, 1); },
-               {"nz = 9", "free surface", ">= 10"});
+  expect_error(
+      [&] {
+        Prop<8>(TEST_EXECSPACE(), core::ModelGrid{9, 30, 10.0}, fs, 1e-3, 1);
+      },
+      {"nz = 9", "free surface", ">= 10"});
   expect_error([&] { Prop<4>(TEST_EXECSPACE(), core::ModelGrid{20, 30, 0.0}, pml, 1e-3, 1); }, {"dh = 0", "> 0"});
 }
 

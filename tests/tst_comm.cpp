@@ -91,8 +91,8 @@ TEST(comm, sum_in_rank_order_equals_one_rank_bit_for_bit) {
   long plain = 0;
   for (int i = 0; i < n; ++i) plain += partial[i] != serial[i];
   if (c.is_root())
-    std::printf("%d rank(s): rank-order sum differs from one rank in %ld of %d values; a plain all-reduce in %ld\n", c.size(),
-                diff, n, plain);
+    std::printf("%d rank(s): rank-order sum differs from one rank in %ld of %d values; a plain all-reduce in %ld\n",
+                c.size(), diff, n, plain);
 }
 
 }  // namespace

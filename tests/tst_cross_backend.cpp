@@ -31,9 +31,10 @@ void check_serial_vs_openmp() {
   auto openmp = test::forward_records<Real, 4, Kokkos::OpenMP>(grid, pml, dt, vp, survey, w, nt);
   bool const bitwise = test::bitwise_equal(serial, openmp);
   double const err = test::rel_max(openmp, serial);
-  std::printf("Serial vs OpenMP (%s, order 4, CPML + free surface, %d OpenMP threads): %s, max relative difference %.2e\n",
-              sizeof(Real) == 4 ? "fp32" : "fp64", Kokkos::OpenMP().concurrency(),
-              bitwise ? "bitwise equal" : "not bitwise equal", err);
+  std::printf(
+      "Serial vs OpenMP (%s, order 4, CPML + free surface, %d OpenMP threads): %s, max relative difference %.2e\n",
+      sizeof(Real) == 4 ? "fp32" : "fp64", Kokkos::OpenMP().concurrency(),
+      bitwise ? "bitwise equal" : "not bitwise equal", err);
   EXPECT_GT(test::energy(serial), 0.0);
   EXPECT_LE(err, 1e-6);
 }

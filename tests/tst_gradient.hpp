@@ -20,8 +20,8 @@ inline std::vector<float> layered_model(int nz, int nx, double shift = 0.0) {
       double const fault = ix > nx / 2 ? 0.15 * nz : 0.0;
       double const depth = iz + 0.2 * ix * std::sin(0.05 * ix) - fault + shift;
       double const layer = std::floor(depth / (nz / 6.0));
-      v[static_cast<std::size_t>(iz) * nx + ix] = static_cast<float>(
-          iz < 3 ? 1500.0 : 1700.0 + 250.0 * layer + 60.0 * std::sin(0.7 * layer + 0.1 * ix));
+      v[static_cast<std::size_t>(iz) * nx + ix] =
+          static_cast<float>(iz < 3 ? 1500.0 : 1700.0 + 250.0 * layer + 60.0 * std::sin(0.7 * layer + 0.1 * ix));
     }
   return v;
 }
@@ -37,7 +37,10 @@ struct Problem {
   std::vector<float> v_true, v0;
 
   Problem(int nz_, int nx_, int nt_, bool free_surface, double dh = 10.0, double dt = 1e-3, double freq = 15.0)
-      : nz(nz_), nx(nx_), nt(nt_), n_rec(nx_ / 2),
+      : nz(nz_),
+        nx(nx_),
+        nt(nt_),
+        n_rec(nx_ / 2),
         prop(TEST_EXECSPACE(), core::ModelGrid{nz_, nx_, dh}, pml(free_surface), dt, 2) {
     v_true = layered_model(nz, nx);
     v0 = layered_model(nz, nx, 1.5);
@@ -73,7 +76,8 @@ struct Problem {
   double loss_at(std::vector<float> const& v) {
     prop.set_velocity(v.data(), /*update_layer=*/false);
     prop.forward(w, synthetic);
-    double const d = test::dot(synthetic, synthetic) - 2 * test::dot(synthetic, observed) + test::dot(observed, observed);
+    double const d =
+        test::dot(synthetic, synthetic) - 2 * test::dot(synthetic, observed) + test::dot(observed, observed);
     prop.set_velocity(v0.data(), false);
     return 0.5 * d;
   }

@@ -72,8 +72,8 @@ struct TempDir {
 };
 
 TEST(io, config_defaults_and_overrides) {
-  Config c = config_from_string("[time]\nnt = 100\n",
-                                {"time.nt=500", "model.source=marmousi", "shots.x_range=[0.2,0.8]", "propagator.free_surface=true"});
+  Config c = config_from_string("[time]\nnt = 100\n", {"time.nt=500", "model.source=marmousi",
+                                                       "shots.x_range=[0.2,0.8]", "propagator.free_surface=true"});
   EXPECT_EQ(c.time.nt, 500);
   EXPECT_EQ(c.model.source, "marmousi");
   EXPECT_DOUBLE_EQ(c.shots.x_range[0], 0.2);
@@ -134,7 +134,11 @@ TEST(io, marmousi_lookup_and_checks) {
     f.write(reinterpret_cast<char const*>(&x), 4);
   }
   ::setenv("KSWEEP_MARMOUSI_DIR", t.path.c_str(), 1);
-  expect_error([] { load_velocity(config_from_string("", {"model.source=marmousi", "model.decimate=1"}).model); }, "5b0db7c3");
+  expect_error(
+      [] {
+        load_velocity(config_from_string("", {"model.source=marmousi", "model.decimate=1"}).model);
+      },
+      "5b0db7c3");
   ::unsetenv("KSWEEP_MARMOUSI_DIR");
 }
 
@@ -147,10 +151,18 @@ TEST(io, raw_model_checks) {
     f.write(reinterpret_cast<char const*>(v.data()), 48);
   }
   std::string const path = "model.source=\"" + (t.path / "bad.f32").string() + "\"";
-  expect_error([&] { load_velocity(config_from_string("", {path, "model.nz=3", "model.nx=4", "model.dh=10", "model.decimate=1"}).model); },
-               "-1");
-  expect_error([&] { load_velocity(config_from_string("", {path, "model.nz=5", "model.nx=4", "model.dh=10", "model.decimate=1"}).model); },
-               "48");
+  expect_error(
+      [&] {
+        load_velocity(
+            config_from_string("", {path, "model.nz=3", "model.nx=4", "model.dh=10", "model.decimate=1"}).model);
+      },
+      "-1");
+  expect_error(
+      [&] {
+        load_velocity(
+            config_from_string("", {path, "model.nz=5", "model.nx=4", "model.dh=10", "model.decimate=1"}).model);
+      },
+      "48");
 }
 
 TEST(io, hdf5_round_trips_and_errors) {
@@ -192,7 +204,6 @@ TEST(io, json_atomic) {
   write_json_atomic(t.path / "a.json", config_to_json(config_from_string("", {"fwi.iterations=3"})));
   EXPECT_EQ(read_json(t.path / "a.json")["fwi"]["iterations"], 3);
 }
-
 
 // --- Reliability: atomic writes, checkpoints, resume rules, non-finite data ----------------
 
@@ -329,22 +340,30 @@ TEST(io, checkpoint_contents_out_of_range) {
   check([](nlohmann::json& m, std::string&) { m["rng"] = "not a generator"; }, "random generator");
   check([](nlohmann::json& m, std::string&) { m["history"][1]["loss"] = nullptr; }, "history entry 2");
   check([](nlohmann::json& m, std::string&) { m.erase("run"); }, "lacks the field 'run'");
-  check([](nlohmann::json&, std::string& a) {
-    float const nan = std::numeric_limits<float>::quiet_NaN();
-    std::memcpy(a.data() + 4 * 3, &nan, 4);
-  }, "out-of-range model value nan at cell 3");
-  check([](nlohmann::json&, std::string& a) {
-    float const neg = -10.0f;
-    std::memcpy(a.data(), &neg, 4);
-  }, "velocities must be finite and > 0");
-  check([](nlohmann::json&, std::string& a) {
-    float const inf = std::numeric_limits<float>::infinity();
-    std::memcpy(a.data() + 4 * 12 + 4, &inf, 4);
-  }, "Adam first moment");
-  check([](nlohmann::json&, std::string& a) {
-    float const neg = -1.0f;
-    std::memcpy(a.data() + 4 * 24 + 8, &neg, 4);
-  }, "Adam second moment");
+  check(
+      [](nlohmann::json&, std::string& a) {
+        float const nan = std::numeric_limits<float>::quiet_NaN();
+        std::memcpy(a.data() + 4 * 3, &nan, 4);
+      },
+      "out-of-range model value nan at cell 3");
+  check(
+      [](nlohmann::json&, std::string& a) {
+        float const neg = -10.0f;
+        std::memcpy(a.data(), &neg, 4);
+      },
+      "velocities must be finite and > 0");
+  check(
+      [](nlohmann::json&, std::string& a) {
+        float const inf = std::numeric_limits<float>::infinity();
+        std::memcpy(a.data() + 4 * 12 + 4, &inf, 4);
+      },
+      "Adam first moment");
+  check(
+      [](nlohmann::json&, std::string& a) {
+        float const neg = -1.0f;
+        std::memcpy(a.data() + 4 * 24 + 8, &neg, 4);
+      },
+      "Adam second moment");
   // Metadata that is not JSON at all (but checksummed): named, without the library's text.
   write_checkpoint(p, sample_checkpoint(12));
   {
@@ -368,10 +387,11 @@ TEST(io, resume_changes_name_keys_and_values) {
   auto const ch = resume_changes(saved, now);
   std::vector<std::string> keys;
   for (auto const& c : ch) keys.push_back(c.key);
-  for (char const* k : {"fwi.lr", "fwi.beta1", "shots.count", "receivers.count", "fwi.seed", "fwi.batch", "model.crop_x",
-                        "time.dt", "storage.dtype", "data.model_sha256"})
+  for (char const* k : {"fwi.lr", "fwi.beta1", "shots.count", "receivers.count", "fwi.seed", "fwi.batch",
+                        "model.crop_x", "time.dt", "storage.dtype", "data.model_sha256"})
     EXPECT_NE(std::find(keys.begin(), keys.end(), k), keys.end()) << k;
-  for (char const* k : {"fwi.iterations", "fwi.figures_every", "fwi.save_models", "storage.location", "fwi.checkpoint_every"})
+  for (char const* k :
+       {"fwi.iterations", "fwi.figures_every", "fwi.save_models", "storage.location", "fwi.checkpoint_every"})
     EXPECT_EQ(std::find(keys.begin(), keys.end(), k), keys.end()) << k;
   auto const lr = std::find_if(ch.begin(), ch.end(), [](auto const& c) { return c.key == "fwi.lr"; });
   EXPECT_EQ(lr->before, "25.0");

@@ -31,7 +31,8 @@ struct LaunchProblem {
     prop.set_survey(test::line_survey(shots, nz, nx, 2, 3, 12));
     // Launches per step of the device schedule: batched by rows, or by cells (as on devices)
     // when the test program runs with the cells schedule.
-    prop.set_schedule(core::default_schedule() == core::Schedule::cells ? core::Schedule::cells : core::Schedule::batched);
+    prop.set_schedule(core::default_schedule() == core::Schedule::cells ? core::Schedule::cells
+                                                                        : core::Schedule::batched);
   }
   static core::PmlConfig pml() {
     core::PmlConfig p;
@@ -67,7 +68,8 @@ double launches_per_step(Run const& run, std::string* labels) {
 KSWEEP_TEST(launches_per_step_forward_and_adjoint) {
   LaunchProblem p;
   // The schedule the test program asked for is the one that runs (see test_main.cpp).
-  EXPECT_EQ(p.prop.runs_cells(), core::default_schedule() == core::Schedule::cells || !core::impl::runs_by_rows<TEST_EXECSPACE>);
+  EXPECT_EQ(p.prop.runs_cells(),
+            core::default_schedule() == core::Schedule::cells || !core::impl::runs_by_rows<TEST_EXECSPACE>);
   for (bool adjoint : {false, true}) {
     std::string labels;
     double const per_step = launches_per_step(

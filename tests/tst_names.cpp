@@ -70,8 +70,9 @@ TEST(names, readme_table_agrees_with_registry) {
 
 TEST(names, readme_entry_parser_sees_a_difference) {
   // The check above on a table that disagrees: a name missing, and one too many.
-  std::string const table = "| `[storage]` | `dtype` (\"fp32\", \"fp16\" or \"int8\"), `location` (\"device\", \"host\", "
-                            "\"disk\", \"tape\") |\n| `[propagator]` | `order` (4; 2, 4 or 6), `schedule` (\"auto\": how (see below)) |\n";
+  std::string const table =
+      "| `[storage]` | `dtype` (\"fp32\", \"fp16\" or \"int8\"), `location` (\"device\", \"host\", "
+      "\"disk\", \"tape\") |\n| `[propagator]` | `order` (4; 2, 4 or 6), `schedule` (\"auto\": how (see below)) |\n";
   EXPECT_EQ(listed_names(table_entry(table, "storage.dtype"), true), (std::set<std::string>{"fp32", "fp16", "int8"}));
   EXPECT_EQ(listed_names(table_entry(table, "storage.location"), true).size(), 4u);
   EXPECT_EQ(listed_names(table_entry(table, "propagator.order"), false), (std::set<std::string>{"2", "4", "6"}));
@@ -104,18 +105,23 @@ std::string error_of(names::Option const& option, std::string const& value) {
 }
 
 TEST(names, parse_errors_name_key_value_and_allowed) {
-  EXPECT_NE(error_of(names::dtype, "fp8").find("storage.dtype = \"fp8\" is not allowed (allowed: fp32, fp16, bf16, int8)"),
+  EXPECT_NE(
+      error_of(names::dtype, "fp8").find("storage.dtype = \"fp8\" is not allowed (allowed: fp32, fp16, bf16, int8)"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of(names::location, "gpu").find("storage.location = \"gpu\" is not allowed (allowed: device, host, disk)"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of(names::strategy, "ckpt").find("storage.strategy = \"ckpt\" is not allowed (allowed: full, boundary)"),
+      std::string::npos);
+  EXPECT_NE(error_of(names::schedule, "rows")
+                .find("propagator.schedule = \"rows\" is not allowed (allowed: auto, batched, shots, cells)"),
             std::string::npos);
-  EXPECT_NE(error_of(names::location, "gpu").find("storage.location = \"gpu\" is not allowed (allowed: device, host, disk)"),
+  EXPECT_NE(error_of(names::order, "5").find("propagator.order = 5 is not allowed (allowed: 2, 4, 6, 8)"),
             std::string::npos);
-  EXPECT_NE(error_of(names::strategy, "ckpt").find("storage.strategy = \"ckpt\" is not allowed (allowed: full, boundary)"),
-            std::string::npos);
-  EXPECT_NE(error_of(names::schedule, "rows").find(
-                "propagator.schedule = \"rows\" is not allowed (allowed: auto, batched, shots, cells)"),
-            std::string::npos);
-  EXPECT_NE(error_of(names::order, "5").find("propagator.order = 5 is not allowed (allowed: 2, 4, 6, 8)"), std::string::npos);
   for (auto const* option : names::options) {
-    for (std::size_t i = 0; i < option->size(); ++i) EXPECT_EQ(option->parse(std::string(option->name(i))), static_cast<int>(i));
+    for (std::size_t i = 0; i < option->size(); ++i)
+      EXPECT_EQ(option->parse(std::string(option->name(i))), static_cast<int>(i));
     EXPECT_NE(error_of(*option, "").find(std::string(option->key)), std::string::npos);
   }
 }

@@ -60,9 +60,10 @@ AnalyticResult analytic_error(double courant) {
     late[n] = test::green2d_response(f, r, c, (n + 1.5) * dt);
   }
   AnalyticResult res{test::rel_l2(trace, analytic), test::rel_l2(trace, early), test::rel_l2(trace, late), nt * dt, nt};
-  std::printf("analytic 2D Green's function, order 8, Courant %.2f, r = %.0f m, %d samples up to t = %.3f s: relative L2 "
-              "error %.3e (analytic at t - dt/2: %.3e, at t + dt/2: %.3e)\n",
-              courant, r, nt, res.t_end, res.err, res.err_early, res.err_late);
+  std::printf(
+      "analytic 2D Green's function, order 8, Courant %.2f, r = %.0f m, %d samples up to t = %.3f s: relative L2 "
+      "error %.3e (analytic at t - dt/2: %.3e, at t + dt/2: %.3e)\n",
+      courant, r, nt, res.t_end, res.err, res.err_early, res.err_late);
   return res;
 }
 
@@ -104,8 +105,10 @@ double cpml_reflection_db() {
   core::ModelGrid small{nz, nx, dh}, big{nz + 2 * pad, nx + 2 * pad, dh};
   std::vector<float> vs(static_cast<std::size_t>(small.nz) * small.nx, static_cast<float>(c));
   std::vector<float> vb(static_cast<std::size_t>(big.nz) * big.nx, static_cast<float>(c));
-  auto rs = test::forward_records<double, Order, TEST_EXECSPACE>(small, pml, dt, vs, test::one_shot({src}, recs), w, nt);
-  auto rb = test::forward_records<double, Order, TEST_EXECSPACE>(big, pml, dt, vb, test::one_shot(std::vector<core::Cell>{shift(src)}, recs_big), w, nt);
+  auto rs =
+      test::forward_records<double, Order, TEST_EXECSPACE>(small, pml, dt, vs, test::one_shot({src}, recs), w, nt);
+  auto rb = test::forward_records<double, Order, TEST_EXECSPACE>(
+      big, pml, dt, vb, test::one_shot(std::vector<core::Cell>{shift(src)}, recs_big), w, nt);
   double e_refl = 0, e_direct = 0;
   for (std::size_t i = 0; i < rs.size(); ++i) {
     e_refl += (rs[i] - rb[i]) * (rs[i] - rb[i]);
@@ -190,9 +193,10 @@ KSWEEP_TEST(physics_reciprocity) {
   for (auto& x : ab_s) x *= va2;
   for (auto& x : ba_s) x *= vb2;
   double const err = test::rel_l2(ab_s, ba_s);
-  std::printf("reciprocity (fp64, order 8, smooth model, CPML): relative L2 %.2e with the v^2 source scaling "
-              "(raw traces differ by %.2e, v_A^2 / v_B^2 = %.4f)\n",
-              err, test::rel_l2(ab, ba), va2 / vb2);
+  std::printf(
+      "reciprocity (fp64, order 8, smooth model, CPML): relative L2 %.2e with the v^2 source scaling "
+      "(raw traces differ by %.2e, v_A^2 / v_B^2 = %.4f)\n",
+      err, test::rel_l2(ab, ba), va2 / vb2);
   EXPECT_GT(test::energy(ab), 0.0);
   EXPECT_LE(err, 1e-4);
 }

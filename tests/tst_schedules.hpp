@@ -40,7 +40,8 @@ struct ScheduleCase {
   typename P::wavelet_view w;
   typename P::record_view observed;
 
-  explicit ScheduleCase(bool fs) : free_surface(fs), prop(TEST_EXECSPACE(), core::ModelGrid{nz, nx, 10.0}, pml(fs), 1e-3, shots) {
+  explicit ScheduleCase(bool fs)
+      : free_surface(fs), prop(TEST_EXECSPACE(), core::ModelGrid{nz, nx, 10.0}, pml(fs), 1e-3, shots) {
     auto vp = test::smooth_model(nz, nx);
     prop.set_velocity(vp.data());
     prop.set_survey(test::line_survey(shots, nz, nx, fs ? 1 : 2, 3, n_rec));
@@ -90,12 +91,15 @@ void compare_schedules(bool fs) {
   for (auto const other : {core::Schedule::shots, core::Schedule::cells}) {
     auto const name = core::to_string(other);
     auto const f_b = c.forward(b), f_o = c.forward(other);
-    EXPECT_EQ(differing(f_b, f_o), 0) << "forward records, batched vs " << name << ", order " << Order << ", free surface " << fs;
+    EXPECT_EQ(differing(f_b, f_o), 0) << "forward records, batched vs " << name << ", order " << Order
+                                      << ", free surface " << fs;
     EXPECT_GT(test::dot(c.observed, c.observed), 0.0);
     auto const a_b = c.adjoint(b), a_o = c.adjoint(other);
-    EXPECT_EQ(differing(a_b, a_o), 0) << "adjoint, batched vs " << name << ", order " << Order << ", free surface " << fs;
+    EXPECT_EQ(differing(a_b, a_o), 0) << "adjoint, batched vs " << name << ", order " << Order << ", free surface "
+                                      << fs;
   }
-  auto const dir = (std::filesystem::temp_directory_path() / ("ksweep_schedule_test_" + std::to_string(::getpid()))).string();
+  auto const dir =
+      (std::filesystem::temp_directory_path() / ("ksweep_schedule_test_" + std::to_string(::getpid()))).string();
   std::filesystem::create_directories(dir);
   for (char const* strategy : {"boundary", "full"})
     for (char const* location : {"device", "host", "disk"})
@@ -105,10 +109,13 @@ void compare_schedules(bool fs) {
         auto const g_b = c.gradient(core::Schedule::batched, cfg), g_s = c.gradient(core::Schedule::shots, cfg),
                    g_c = c.gradient(core::Schedule::cells, cfg);
         long const d = differing(g_b, g_s), dc = differing(g_b, g_c);
-        std::printf("order %d fs %d %s %s %s: %ld (shots) and %ld (cells) of %zu values differ from batched (loss %.9e)\n",
-                    Order, fs, strategy, location, dtype, d, dc, g_b.size(), g_b[0]);
-        EXPECT_EQ(d, 0) << "shots, " << strategy << " " << location << " " << dtype << ", order " << Order << ", free surface " << fs;
-        EXPECT_EQ(dc, 0) << "cells, " << strategy << " " << location << " " << dtype << ", order " << Order << ", free surface " << fs;
+        std::printf(
+            "order %d fs %d %s %s %s: %ld (shots) and %ld (cells) of %zu values differ from batched (loss %.9e)\n",
+            Order, fs, strategy, location, dtype, d, dc, g_b.size(), g_b[0]);
+        EXPECT_EQ(d, 0) << "shots, " << strategy << " " << location << " " << dtype << ", order " << Order
+                        << ", free surface " << fs;
+        EXPECT_EQ(dc, 0) << "cells, " << strategy << " " << location << " " << dtype << ", order " << Order
+                         << ", free surface " << fs;
       }
   std::filesystem::remove_all(dir);
 }
@@ -144,7 +151,8 @@ void check_split(char const* dtype) {
     prop.set_survey(survey.select(part));
     auto wv = Kokkos::subview(c.w, Kokkos::make_pair(part.front(), part.back() + 1), Kokkos::ALL, Kokkos::ALL);
     P::record_view ob("ob", n, C::nt, C::n_rec), sy("sy", n, C::nt, C::n_rec);
-    Kokkos::deep_copy(ob, Kokkos::subview(c.observed, Kokkos::make_pair(part.front(), part.back() + 1), Kokkos::ALL, Kokkos::ALL));
+    Kokkos::deep_copy(
+        ob, Kokkos::subview(c.observed, Kokkos::make_pair(part.front(), part.back() + 1), Kokkos::ALL, Kokkos::ALL));
     E engine(prop, cfg);
     engine.loss_and_gradient(wv, ob, 1.0, chained, sy);
   }

@@ -87,7 +87,9 @@ KSWEEP_TEST(codec_special_blocks) {
     for (int i = 0; i < 256; ++i) EXPECT_EQ(r[i], 0.0f) << "zeros, " << storage::to_string(d);
     float const m = block_max(v, 300);
     for (int i = 256; i < 512; ++i) {
-      double const tol = d == storage::Dtype::int8 ? m / 254.0 : (d == storage::Dtype::fp16 ? m * std::ldexp(1.0, -11) : std::abs(v[i]) * std::ldexp(1.0, -8));
+      double const tol = d == storage::Dtype::int8 ? m / 254.0
+                                                   : (d == storage::Dtype::fp16 ? m * std::ldexp(1.0, -11)
+                                                                                : std::abs(v[i]) * std::ldexp(1.0, -8));
       EXPECT_LE(std::abs(r[i] - v[i]), tol * (1 + 1e-6)) << storage::to_string(d) << " cell " << i;
     }
   }
@@ -120,8 +122,9 @@ KSWEEP_TEST(fast_divisor_is_exact) {
   // 0 <= v < 2^31. Divisors around powers of two, odd ones, and the ring sizes seen in use.
   std::mt19937 gen(7);
   std::uniform_int_distribution<int> any(0, std::numeric_limits<int>::max());
-  std::vector<int> divisors = {1, 2, 3, 5, 7, 255, 256, 257, 3304, 99325, 65535, 65536, 65537, 1 << 20, (1 << 30) + 1,
-                               std::numeric_limits<int>::max()};
+  std::vector<int> divisors = {
+      1,    2,     3,     5,     7,     255,     256,           257,
+      3304, 99325, 65535, 65536, 65537, 1 << 20, (1 << 30) + 1, std::numeric_limits<int>::max()};
   for (int d : divisors) {
     storage::FastDivisor const f(d);
     std::vector<int> vs = {0, 1, d - 1, d, std::numeric_limits<int>::max(), std::numeric_limits<int>::max() - 1};
@@ -208,7 +211,8 @@ std::size_t entries(std::filesystem::path const& dir) {
 
 KSWEEP_TEST(disk_store_failures_leave_nothing) {
   namespace fs = std::filesystem;
-  fs::path const dir = fs::temp_directory_path() / ("ksweep-test-" + std::to_string(::getpid()) + "-" + TEST_EXECSPACE::name());
+  fs::path const dir =
+      fs::temp_directory_path() / ("ksweep-test-" + std::to_string(::getpid()) + "-" + TEST_EXECSPACE::name());
   fs::remove_all(dir);
   fs::create_directories(dir);
   using P = core::Propagator<float, 4, TEST_EXECSPACE>;

@@ -58,7 +58,8 @@ Communicator::Communicator() {
     MPI_Comm_size(MPI_COMM_WORLD, &m_size);
     m_local_size = m_size;
     MPI_Comm node = MPI_COMM_NULL;
-    if (m_size > 1 && MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+    if (m_size > 1 &&
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
       MPI_Comm_size(node, &m_local_size);
       MPI_Comm_free(&node);
     }

@@ -7,9 +7,9 @@
 namespace ksweep::core {
 
 std::vector<int> draw_batch(std::mt19937_64& rng, int n_shots, int batch) {
-  KSWEEP_REQUIRE(n_shots >= 0 && batch >= 0 && batch <= n_shots,
-                 "ksweep::core::draw_batch: a batch of " << batch << " shots out of " << n_shots
-                                                         << " (needs 0 <= batch <= shots)");
+  KSWEEP_REQUIRE(n_shots >= 0 && batch >= 0 && batch <= n_shots, "ksweep::core::draw_batch: a batch of "
+                                                                     << batch << " shots out of " << n_shots
+                                                                     << " (needs 0 <= batch <= shots)");
   std::vector<int> all(static_cast<std::size_t>(n_shots));
   std::iota(all.begin(), all.end(), 0);
   for (int i = 0; i < batch; ++i) {  // no repeats

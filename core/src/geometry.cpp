@@ -23,8 +23,13 @@ Survey Survey::select(std::vector<int> const& shots) const {
 }
 
 Layout::Layout(ModelGrid const& grid, PmlConfig const& pml, int order)
-    : nz(grid.nz), nx(grid.nx), width(pml.width), top(pml.free_surface ? 0 : pml.width),
-      radius(order / 2), NZ(grid.nz + top + pml.width), NX(grid.nx + 2 * pml.width),
+    : nz(grid.nz),
+      nx(grid.nx),
+      width(pml.width),
+      top(pml.free_surface ? 0 : pml.width),
+      radius(order / 2),
+      NZ(grid.nz + top + pml.width),
+      NX(grid.nx + 2 * pml.width),
       free_surface(pml.free_surface) {}
 
 void check_grid(ModelGrid const& grid, PmlConfig const& pml, int order) {
@@ -35,14 +40,12 @@ void check_grid(ModelGrid const& grid, PmlConfig const& pml, int order) {
   KSWEEP_REQUIRE(grid.nz >= min_cells && grid.nx >= min_cells,
                  "model grid " << grid.nz << " x " << grid.nx << " is too small for order " << order
                                << ": each dimension needs at least " << min_cells << " cells");
-  KSWEEP_REQUIRE(pml.width >= m, "propagator.pml_width = " << pml.width << " is too small for order "
-                                                           << order << ": it must be >= " << m
-                                                           << " (the stencil radius)");
+  KSWEEP_REQUIRE(pml.width >= m, "propagator.pml_width = " << pml.width << " is too small for order " << order
+                                                           << ": it must be >= " << m << " (the stencil radius)");
   KSWEEP_REQUIRE(pml.width <= 1000, "propagator.pml_width = " << pml.width << " exceeds the limit 1000");
   KSWEEP_REQUIRE(std::isfinite(pml.reflection) && pml.reflection > 0 && pml.reflection < 1,
                  "propagator.pml_reflection = " << pml.reflection << " must be in (0, 1)");
-  KSWEEP_REQUIRE(std::isfinite(pml.freq) && pml.freq >= 0,
-                 "propagator.pml_freq = " << pml.freq << " must be >= 0");
+  KSWEEP_REQUIRE(std::isfinite(pml.freq) && pml.freq >= 0, "propagator.pml_freq = " << pml.freq << " must be >= 0");
   if (pml.free_surface) {
     KSWEEP_REQUIRE(grid.nz >= 2 * m + 2, "model grid nz = " << grid.nz << " is too small for a free surface at order "
                                                             << order << ": it must be >= " << 2 * m + 2);
@@ -64,10 +67,10 @@ void check_velocity(float const* vp, long long n) {
 void check_cfl(double vmax, double dt, double dh, int order) {
   double const courant = vmax * dt / dh;
   double const limit = courant_limit(order, 2);
-  KSWEEP_REQUIRE(courant <= limit, "unstable time step: vmax * dt / dh = " << vmax << " * " << dt << " / " << dh
-                                       << " = " << courant << " exceeds the CFL limit " << limit
-                                       << " of order " << order << " (dt must be <= " << limit * dh / vmax
-                                       << " s)");
+  KSWEEP_REQUIRE(courant <= limit,
+                 "unstable time step: vmax * dt / dh = " << vmax << " * " << dt << " / " << dh << " = " << courant
+                                                         << " exceeds the CFL limit " << limit << " of order " << order
+                                                         << " (dt must be <= " << limit * dh / vmax << " s)");
 }
 
 void check_survey(Survey const& survey, ModelGrid const& grid, PmlConfig const& pml) {
@@ -75,20 +78,21 @@ void check_survey(Survey const& survey, ModelGrid const& grid, PmlConfig const& 
   KSWEEP_REQUIRE(survey.n_sources >= 1, "survey has " << survey.n_sources << " sources per shot; at least 1 is needed");
   KSWEEP_REQUIRE(survey.n_receivers >= 1,
                  "survey has " << survey.n_receivers << " receivers per shot; at least 1 is needed");
-  KSWEEP_REQUIRE(static_cast<long long>(survey.sources.size()) ==
-                     static_cast<long long>(survey.n_shots) * survey.n_sources,
-                 "survey lists " << survey.sources.size() << " sources, expected n_shots * n_sources = "
-                                 << survey.n_shots * survey.n_sources);
-  KSWEEP_REQUIRE(static_cast<long long>(survey.receivers.size()) ==
-                     static_cast<long long>(survey.n_shots) * survey.n_receivers,
-                 "survey lists " << survey.receivers.size() << " receivers, expected n_shots * n_receivers = "
-                                 << survey.n_shots * survey.n_receivers);
+  KSWEEP_REQUIRE(
+      static_cast<long long>(survey.sources.size()) == static_cast<long long>(survey.n_shots) * survey.n_sources,
+      "survey lists " << survey.sources.size()
+                      << " sources, expected n_shots * n_sources = " << survey.n_shots * survey.n_sources);
+  KSWEEP_REQUIRE(
+      static_cast<long long>(survey.receivers.size()) == static_cast<long long>(survey.n_shots) * survey.n_receivers,
+      "survey lists " << survey.receivers.size()
+                      << " receivers, expected n_shots * n_receivers = " << survey.n_shots * survey.n_receivers);
   int const zmin = pml.free_surface ? 1 : 0;
   auto check = [&](Cell const& c, char const* what, std::size_t i) {
-    KSWEEP_REQUIRE(c.z >= zmin && c.z < grid.nz && c.x >= 0 && c.x < grid.nx,
-                   what << " " << i << " at (z, x) = (" << c.z << ", " << c.x << ") is outside the model grid: z must be in ["
-                        << zmin << ", " << grid.nz - 1 << "] and x in [0, " << grid.nx - 1 << "]"
-                        << (pml.free_surface && c.z == 0 ? " (z = 0 is the free surface, where pressure is zero)" : ""));
+    KSWEEP_REQUIRE(
+        c.z >= zmin && c.z < grid.nz && c.x >= 0 && c.x < grid.nx,
+        what << " " << i << " at (z, x) = (" << c.z << ", " << c.x << ") is outside the model grid: z must be in ["
+             << zmin << ", " << grid.nz - 1 << "] and x in [0, " << grid.nx - 1 << "]"
+             << (pml.free_surface && c.z == 0 ? " (z = 0 is the free surface, where pressure is zero)" : ""));
   };
   for (std::size_t i = 0; i < survey.sources.size(); ++i) check(survey.sources[i], "source", i);
   for (std::size_t i = 0; i < survey.receivers.size(); ++i) check(survey.receivers[i], "receiver", i);

@@ -127,9 +127,8 @@ std::string describe_build(bool verbose_kokkos_config) {
   os << "Kokkos " << kokkos_version() << ", backends:";
   for (auto const& b : enabled_backends()) os << " " << b;
   os << "; default " << default_backend() << " with concurrency " << default_concurrency() << "\n";
-  os << "MPI: " << (KSWEEP_ENABLE_MPI ? "enabled" : "disabled")
-     << (KSWEEP_ENABLE_GPU_AWARE_MPI ? " (GPU-aware)" : "") << "; HDF5: " << (KSWEEP_ENABLE_HDF5 ? "enabled" : "disabled")
-     << "\n";
+  os << "MPI: " << (KSWEEP_ENABLE_MPI ? "enabled" : "disabled") << (KSWEEP_ENABLE_GPU_AWARE_MPI ? " (GPU-aware)" : "")
+     << "; HDF5: " << (KSWEEP_ENABLE_HDF5 ? "enabled" : "disabled") << "\n";
   if (verbose_kokkos_config) Kokkos::print_configuration(os, true);
   return os.str();
 }

@@ -2,8 +2,6 @@
 
 namespace ksweep::core {
 
-Schedule parse_schedule(std::string const& name) {
-  return names::parse<Schedule>(names::schedule, name);
-}
+Schedule parse_schedule(std::string const& name) { return names::parse<Schedule>(names::schedule, name); }
 
 }  // namespace ksweep::core

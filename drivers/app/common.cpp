@@ -74,7 +74,8 @@ bool run_figure_script(std::string const& script, std::vector<std::string> const
 void make_directory(fs::path const& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  KSWEEP_REQUIRE(!ec && fs::is_directory(dir), "cannot create the output folder " << dir.string() << ": " << ec.message());
+  KSWEEP_REQUIRE(!ec && fs::is_directory(dir),
+                 "cannot create the output folder " << dir.string() << ": " << ec.message());
 }
 
 std::string format_seconds(double s) {

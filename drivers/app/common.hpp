@@ -35,10 +35,10 @@ void warn_sampling(io::Config const& cfg, io::VelocityModel const& vm, comm::Com
 /// Command-line options of `model` and `fwi` beyond the configuration.
 struct RunOptions {
   fs::path out;
-  std::string resume;              ///< fwi: folder whose checkpoint to continue from
-  bool overwrite = false;          ///< replace the results of another run in `out`
-  bool dry_run = false;            ///< print the memory estimate and exit
-  std::vector<std::string> argv;   ///< the program's arguments (for the resume command)
+  std::string resume;             ///< fwi: folder whose checkpoint to continue from
+  bool overwrite = false;         ///< replace the results of another run in `out`
+  bool dry_run = false;           ///< print the memory estimate and exit
+  std::vector<std::string> argv;  ///< the program's arguments (for the resume command)
 };
 
 /// Warnings a geophysicist expects, on rank 0: wavelet under-sampled in space (the grid) or

@@ -67,13 +67,15 @@ std::vector<double> gaussian_smooth(std::vector<double> const& f, int nz, int nx
   for (int iz = 0; iz < nz; ++iz)
     for (int ix = 0; ix < nx; ++ix) {
       double s = 0;
-      for (int i = -r; i <= r; ++i) s += k[i + r] * f[static_cast<std::size_t>(iz) * nx + std::clamp(ix + i, 0, nx - 1)];
+      for (int i = -r; i <= r; ++i)
+        s += k[i + r] * f[static_cast<std::size_t>(iz) * nx + std::clamp(ix + i, 0, nx - 1)];
       tmp[static_cast<std::size_t>(iz) * nx + ix] = s;
     }
   for (int iz = 0; iz < nz; ++iz)
     for (int ix = 0; ix < nx; ++ix) {
       double s = 0;
-      for (int i = -r; i <= r; ++i) s += k[i + r] * tmp[static_cast<std::size_t>(std::clamp(iz + i, 0, nz - 1)) * nx + ix];
+      for (int i = -r; i <= r; ++i)
+        s += k[i + r] * tmp[static_cast<std::size_t>(std::clamp(iz + i, 0, nz - 1)) * nx + ix];
       out[static_cast<std::size_t>(iz) * nx + ix] = s;
     }
   return out;
@@ -129,7 +131,7 @@ std::size_t count_non_finite(ExecSpace const& space, View const& x) {
   std::size_t bad = 0;
   Kokkos::parallel_reduce(
       "ksweep::fwi::count_non_finite", Kokkos::RangePolicy<ExecSpace>(space, 0, x.extent(0)),
-      KOKKOS_LAMBDA(std::size_t i, std::size_t& b) {
+      KOKKOS_LAMBDA(std::size_t i, std::size_t & b) {
         double const v = static_cast<double>(x(i));
         b += (v == v && v - v == 0) ? 0 : 1;  // NaN fails the first test, infinity the second
       },
@@ -162,14 +164,16 @@ void check_observed(io::RecordsFile const& r, io::Config const& cfg, core::Surve
                  "observed data " << path << " has shape [" << r.shots << ", " << r.nt << ", " << r.receivers
                                   << "], the configuration needs [shots.count, time.nt, receivers.count] = ["
                                   << s.n_shots << ", " << cfg.time.nt << ", " << s.n_receivers << "]");
-  KSWEEP_REQUIRE(std::abs(r.dt - cfg.time.dt) <= 1e-9 * cfg.time.dt,
-                 "observed data " << path << " has dt = " << r.dt << " s, the configuration has time.dt = " << cfg.time.dt);
+  KSWEEP_REQUIRE(
+      std::abs(r.dt - cfg.time.dt) <= 1e-9 * cfg.time.dt,
+      "observed data " << path << " has dt = " << r.dt << " s, the configuration has time.dt = " << cfg.time.dt);
   KSWEEP_REQUIRE(std::abs(r.dh - vm.dh) <= 1e-9 * vm.dh,
                  "observed data " << path << " has dh = " << r.dh << " m, the model has dh = " << vm.dh);
   for (int i = 0; i < s.n_shots; ++i)
-    KSWEEP_REQUIRE(static_cast<int>(r.src_z.size()) == s.n_shots && r.src_z[i] == s.sources[i].z && r.src_x[i] == s.sources[i].x,
-                   "observed data " << path << ": source " << i << " is not at the configured position (z, x) = ("
-                                    << s.sources[i].z << ", " << s.sources[i].x << ")");
+    KSWEEP_REQUIRE(
+        static_cast<int>(r.src_z.size()) == s.n_shots && r.src_z[i] == s.sources[i].z && r.src_x[i] == s.sources[i].x,
+        "observed data " << path << ": source " << i << " is not at the configured position (z, x) = ("
+                         << s.sources[i].z << ", " << s.sources[i].x << ")");
   for (int i = 0; i < s.n_receivers; ++i)
     KSWEEP_REQUIRE(static_cast<int>(r.rec_z.size()) == s.n_receivers && r.rec_z[i] == s.receivers[i].z &&
                        r.rec_x[i] == s.receivers[i].x,
@@ -208,8 +212,9 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   auto const v0 = starting_model(truth, f.smooth_sigma, water);
   check_stability(cfg, truth, v0, Order, comm.is_root());
   if (comm.is_root()) warn_acquisition(cfg, truth, survey, comm);
-  auto const scfg = storage::make_storage_config(cfg.storage.strategy, cfg.storage.location, cfg.storage.dtype,
-                                                 cfg.storage.transfer_interval, cfg.storage.disk_dir, cfg.storage.pinned);
+  auto const scfg =
+      storage::make_storage_config(cfg.storage.strategy, cfg.storage.location, cfg.storage.dtype,
+                                   cfg.storage.transfer_interval, cfg.storage.disk_dir, cfg.storage.pinned);
   if (cfg.storage.location == "disk" && !cfg.storage.disk_dir.empty()) {
     std::error_code ec;
     KSWEEP_REQUIRE(fs::is_directory(cfg.storage.disk_dir, ec),
@@ -258,20 +263,22 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
       std::ostringstream os;
       os << "--resume: the configuration differs from the one " << ck_path.string()
          << " was made with, in keys that change the run's meaning:";
-      for (auto const& c : changes) os << "\n  " << c.key << ": " << c.before << " in the checkpoint, " << c.after << " now";
+      for (auto const& c : changes)
+        os << "\n  " << c.key << ": " << c.before << " in the checkpoint, " << c.after << " now";
       os << "\nonly these keys may change on --resume:";
       for (auto const& k : io::resume_mutable_keys()) os << " " << k;
       os << "\nrestore the checkpoint's values, or start a new run in a new folder";
       throw Error(os.str());
     }
     KSWEEP_REQUIRE(ck.model.size() == n, "--resume: the checkpoint " << ck_path.string() << " holds a model of "
-                                                                     << ck.model.size() << " cells, this run has " << n);
+                                                                     << ck.model.size() << " cells, this run has "
+                                                                     << n);
     {
       double const vck = *std::max_element(ck.model.begin(), ck.model.end());
       double const vstable = core::courant_limit(Order, 2) * truth.dh / cfg.time.dt;
-      KSWEEP_REQUIRE(vck <= vstable, "--resume: the checkpoint " << ck_path.string() << " holds velocities up to " << vck
-                                                                 << " m/s, above the " << vstable
-                                                                 << " m/s that time.dt allows: its contents are out of range");
+      KSWEEP_REQUIRE(vck <= vstable, "--resume: the checkpoint "
+                                         << ck_path.string() << " holds velocities up to " << vck << " m/s, above the "
+                                         << vstable << " m/s that time.dt allows: its contents are out of range");
     }
     KSWEEP_REQUIRE(f.iterations >= ck.iteration,
                    "--resume: fwi.iterations = " << f.iterations << " is smaller than the " << ck.iteration
@@ -309,11 +316,11 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     }
   }
   if (int const sig = agree_stop(comm, interrupted))
-    throw Interrupted(sig, "stopped by " + signal_name(sig) +
-                               (f.observed.empty() ? " while modelling the observed data" : " before the first iteration") +
-                               "; nothing was written" +
-                               (resuming ? "; continue with:\n  " + resume_command(opt.argv, resume, comm.size())
-                                         : std::string("")));
+    throw Interrupted(
+        sig, "stopped by " + signal_name(sig) +
+                 (f.observed.empty() ? " while modelling the observed data" : " before the first iteration") +
+                 "; nothing was written" +
+                 (resuming ? "; continue with:\n  " + resume_command(opt.argv, resume, comm.size()) : std::string("")));
 
   // First writes.
   if (comm.is_root()) {
@@ -336,7 +343,8 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   };
   vec const model = upload(resuming ? ck.model : v0, "ksweep::fwi::model");
   vec const vtrue = upload(truth.vp, "ksweep::fwi::true");
-  vec const grad(view_alloc(space, WithoutInitializing, std::string("ksweep::fwi::grad")), n);  // written in full each iteration
+  vec const grad(view_alloc(space, WithoutInitializing, std::string("ksweep::fwi::grad")),
+                 n);  // written in full each iteration
   core::AdamParameters adam_p;
   adam_p.lr = f.lr;
   adam_p.beta1 = f.beta1;
@@ -345,7 +353,8 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   adam_p.vmin = f.vmin;
   adam_p.vmax = f.vmax;
   core::Adam<Real, ExecSpace> adam(space, n, adam_p, static_cast<std::size_t>(water) * nx);
-  if (resuming) adam.restore(space, ck.iteration, upload(ck.m, "ksweep::fwi::adam_m"), upload(ck.v, "ksweep::fwi::adam_v"));
+  if (resuming)
+    adam.restore(space, ck.iteration, upload(ck.m, "ksweep::fwi::adam_m"), upload(ck.v, "ksweep::fwi::adam_v"));
   if (comm.is_root() && !in_place) {
     io::write_model(out / "true_model.h5", truth.vp, nz, nx, truth.dh);
     io::write_model(out / "initial_model.h5", v0, nz, nx, truth.dh);
@@ -388,21 +397,23 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   // then the rows in order), so that it does not depend on the number of threads.
   // The difference x - vtrue is formed in Real, as KokkosBlas::update(1, x, -1, vtrue, 0, diff)
   // formed it (Kokkos Kernels 3.4 has no execution-space overload of update).
-  Kokkos::View<double*, ExecSpace::memory_space> row_sums(view_alloc(space, WithoutInitializing, std::string("ksweep::fwi::row_sums")), nz);
+  Kokkos::View<double*, ExecSpace::memory_space> row_sums(
+      view_alloc(space, WithoutInitializing, std::string("ksweep::fwi::row_sums")), nz);
   auto rmse_of = [&](vec const& x) {
     auto vt = vtrue;
     auto rs = row_sums;
     int const ncols = nx;
-    Kokkos::parallel_for("ksweep::fwi::rmse_rows", Kokkos::RangePolicy<ExecSpace>(space, 0, nz), KOKKOS_LAMBDA(int iz) {
-      double acc = 0;
-      for (int ix = 0; ix < ncols; ++ix) {
-        std::size_t const i = static_cast<std::size_t>(iz) * ncols + ix;
-        Real const d = x(i) - vt(i);
-        double const e = static_cast<double>(d);
-        acc += e * e;
-      }
-      rs(iz) = acc;
-    });
+    Kokkos::parallel_for(
+        "ksweep::fwi::rmse_rows", Kokkos::RangePolicy<ExecSpace>(space, 0, nz), KOKKOS_LAMBDA(int iz) {
+          double acc = 0;
+          for (int ix = 0; ix < ncols; ++ix) {
+            std::size_t const i = static_cast<std::size_t>(iz) * ncols + ix;
+            Real const d = x(i) - vt(i);
+            double const e = static_cast<double>(d);
+            acc += e * e;
+          }
+          rs(iz) = acc;
+        });
     auto h = to_host(space, row_sums);
     double sum = 0;
     for (int iz = 0; iz < nz; ++iz) sum += h(iz);
@@ -412,8 +423,10 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
 
   nlohmann::json summary;
   summary["config"] = io::config_to_json(cfg);
-  summary["model"] = {{"nz", nz}, {"nx", nx}, {"dh", truth.dh}, {"description", truth.description}, {"water_rows", water}};
-  summary["wavelet"] = {{"dt", cfg.time.dt}, {"freq", cfg.wavelet.freq}, {"delay", cfg.wavelet.delay}, {"samples", wavelet}};
+  summary["model"] = {
+      {"nz", nz}, {"nx", nx}, {"dh", truth.dh}, {"description", truth.description}, {"water_rows", water}};
+  summary["wavelet"] = {
+      {"dt", cfg.time.dt}, {"freq", cfg.wavelet.freq}, {"delay", cfg.wavelet.delay}, {"samples", wavelet}};
   summary["ranks"] = comm.size();
   summary["backend"] = core::default_backend();
   summary["threads"] = core::default_concurrency();
@@ -422,11 +435,12 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
 
   int const start = resuming ? ck.iteration : 0;
   if (comm.is_root()) {
-    std::printf("ksweep fwi: %d x %d cells at %g m, %d shots, batch %d over %d rank(s), %d iterations, %s %s %s storage, "
-                "backend %s (%d threads)\n",
-                nz, nx, truth.dh, survey.n_shots, f.batch, comm.size(), f.iterations, storage::to_string(scfg.strategy).c_str(),
-                storage::to_string(scfg.location).c_str(), storage::to_string(scfg.dtype).c_str(),
-                core::default_backend().c_str(), core::default_concurrency());
+    std::printf(
+        "ksweep fwi: %d x %d cells at %g m, %d shots, batch %d over %d rank(s), %d iterations, %s %s %s storage, "
+        "backend %s (%d threads)\n",
+        nz, nx, truth.dh, survey.n_shots, f.batch, comm.size(), f.iterations, storage::to_string(scfg.strategy).c_str(),
+        storage::to_string(scfg.location).c_str(), storage::to_string(scfg.dtype).c_str(),
+        core::default_backend().c_str(), core::default_concurrency());
     if (resuming) std::printf("resuming after iteration %d from %s\n", start, resume.c_str());
     std::printf("initial model RMSE %.2f m/s, water rows kept: %d\n", rmse0, water);
     std::fflush(stdout);
@@ -441,8 +455,8 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     // disk scratch folder) and exits with 128 + the signal.
     if (int const sig = agree_stop(comm))
       throw Interrupted(sig, "stopped by " + signal_name(sig) + " after iteration " + std::to_string(it) + " of " +
-                                 std::to_string(f.iterations) + "; the scratch folder and temporary files were removed; " +
-                                 where_to_continue());
+                                 std::to_string(f.iterations) +
+                                 "; the scratch folder and temporary files were removed; " + where_to_continue());
     auto const t0 = Clock::now();
     // 1. Rank 0 draws the batch; everyone receives it. This rank's slice of it, and the current
     // model (on the device, without a copy to the host), go to the propagator.
@@ -480,7 +494,8 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     if (slice.count > 0) {
       auto wb = Kokkos::subview(w, Kokkos::make_pair(0, slice.count), Kokkos::ALL, Kokkos::ALL);
       engine.compute(wb, ob, scale, syn);
-      for (int s = 0; s < slice.count; ++s) shot_loss[static_cast<std::size_t>(slice.first + s)] = engine.shot_losses()[s];
+      for (int s = 0; s < slice.count; ++s)
+        shot_loss[static_cast<std::size_t>(slice.first + s)] = engine.shot_losses()[s];
       mem = engine.memory_report(ob.span() * sizeof(Real), syn.span() * sizeof(Real));
     }
     // 3. Sum over ranks, shot by shot in batch order, so that the sums (and hence the model)
@@ -491,7 +506,8 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     {
       core::ScopedRegion region("ksweep::fwi::reduction");
       comm.sum_in_rank_order(
-          space, [&] {
+          space,
+          [&] {
             if (slice.count > 0) engine.accumulate(img);
           },
           img.grad, img.illum_src, img.illum_rec);
@@ -508,26 +524,31 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
           isrc(img.illum_src.data(), n);
       {
         auto gr = grad;
-        Kokkos::parallel_for("ksweep::fwi::gradient_to_real", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
-                             KOKKOS_LAMBDA(std::size_t i) { gr(i) = static_cast<Real>(g(i)); });
+        Kokkos::parallel_for(
+            "ksweep::fwi::gradient_to_real", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
+            KOKKOS_LAMBDA(std::size_t i) { gr(i) = static_cast<Real>(g(i)); });
       }
       // Non-finite numbers stop the run before anything of this iteration is written.
       if (inject_nan("loss", t)) loss = std::nan("");
       if (inject_nan("gradient", t)) Kokkos::deep_copy(space, Kokkos::subview(grad, n / 2), Real(std::nan("")));
       if (!std::isfinite(loss))
-        throw CollectiveError("the loss of iteration " + std::to_string(t) + " is " + std::to_string(loss) +
-                              ": the synthetic data or the residual overflowed; likely causes: observed data of extreme "
-                              "amplitude (check their scale), or a model that became unstable. Nothing of this iteration "
-                              "was written; " + where_to_continue());
+        throw CollectiveError(
+            "the loss of iteration " + std::to_string(t) + " is " + std::to_string(loss) +
+            ": the synthetic data or the residual overflowed; likely causes: observed data of extreme "
+            "amplitude (check their scale), or a model that became unstable. Nothing of this iteration "
+            "was written; " +
+            where_to_continue());
       if (std::size_t const bad = count_non_finite(space, grad))
-        throw CollectiveError("the gradient of iteration " + std::to_string(t) + " is non-finite (NaN or infinite) in " +
-                              std::to_string(bad) + " of " + std::to_string(n) +
-                              " cells: the adjoint wavefield overflowed; likely causes: observed data of extreme amplitude, "
-                              "or fwi.loss_norm = \"sum\" on large data. Nothing of this iteration was written; " +
-                              where_to_continue());
+        throw CollectiveError(
+            "the gradient of iteration " + std::to_string(t) + " is non-finite (NaN or infinite) in " +
+            std::to_string(bad) + " of " + std::to_string(n) +
+            " cells: the adjoint wavefield overflowed; likely causes: observed data of extreme amplitude, "
+            "or fwi.loss_norm = \"sum\" on large data. Nothing of this iteration was written; " +
+            where_to_continue());
       if (water > 0)
-        Kokkos::deep_copy(space, Kokkos::subview(grad, Kokkos::make_pair(std::size_t(0), static_cast<std::size_t>(water) * nx)),
-                          Real(0));
+        Kokkos::deep_copy(
+            space, Kokkos::subview(grad, Kokkos::make_pair(std::size_t(0), static_cast<std::size_t>(water) * nx)),
+            Real(0));
       if (f.grad_smooth > 0) {  // Gaussian smoothing of the gradient (sigma in cells), on the host
         auto gh = to_host(space, grad);
         std::vector<double> gd(gh.data(), gh.data() + n);
@@ -538,21 +559,24 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
       }
       if (f.precondition) {
         double imax = 0;
-        Kokkos::parallel_reduce("ksweep::fwi::illum_max", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
-                                KOKKOS_LAMBDA(std::size_t i, double& mx) { mx = isrc(i) > mx ? isrc(i) : mx; },
-                                Kokkos::Max<double>(imax));
+        Kokkos::parallel_reduce(
+            "ksweep::fwi::illum_max", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
+            KOKKOS_LAMBDA(std::size_t i, double& mx) { mx = isrc(i) > mx ? isrc(i) : mx; }, Kokkos::Max<double>(imax));
         double const damp = 1e-3 * imax;
         auto gr = grad;
-        Kokkos::parallel_for("ksweep::fwi::precondition", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
-                             KOKKOS_LAMBDA(std::size_t i) { gr(i) = static_cast<Real>(gr(i) / (isrc(i) + damp)); });
+        Kokkos::parallel_for(
+            "ksweep::fwi::precondition", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
+            KOKKOS_LAMBDA(std::size_t i) { gr(i) = static_cast<Real>(gr(i) / (isrc(i) + damp)); });
       }
       adam.step(space, grad, model);
       if (inject_nan("model", t)) Kokkos::deep_copy(space, Kokkos::subview(model, n / 2), Real(std::nan("")));
       if (std::size_t const bad = count_non_finite(space, model))
         throw CollectiveError("the model after the Adam step of iteration " + std::to_string(t) +
-                              " is non-finite (NaN or infinite) in " + std::to_string(bad) + " of " + std::to_string(n) +
+                              " is non-finite (NaN or infinite) in " + std::to_string(bad) + " of " +
+                              std::to_string(n) +
                               " cells; likely causes: fwi.eps too small for the gradient's scale, or fwi.lr too large. "
-                              "Nothing of this iteration was written; " + where_to_continue());
+                              "Nothing of this iteration was written; " +
+                              where_to_continue());
       rmse = rmse_of(model);
       space.fence();
     }
@@ -565,70 +589,77 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     core::ScopedRegion output_region("ksweep::fwi::output");
     std::string write_error;
     if (comm.is_root()) try {
-      int const done = t - start, left = f.iterations - t;
-      std::printf("iter %4d/%d  loss %.6e  rmse %8.2f m/s  %6.2f s/iter  left %s\n", t, f.iterations, loss, rmse, secs,
-                  format_seconds(seconds_total / done * left).c_str());
-      std::fflush(stdout);
-      bool const figures = f.figures_every > 0 && (t % f.figures_every == 0 || t == f.iterations);
-      bool const checkpoint = f.checkpoint_every > 0 && (t % f.checkpoint_every == 0 || t == f.iterations);
-      std::vector<float> const vf = f.save_models || figures || checkpoint ? to_host_floats(space, model) : std::vector<float>();
-      char name[64];
-      if (f.save_models) {
-        std::snprintf(name, sizeof name, "model_%04d.h5", t);
-        io::write_model(out / "models" / name, vf, nz, nx, truth.dh);
+        int const done = t - start, left = f.iterations - t;
+        std::printf("iter %4d/%d  loss %.6e  rmse %8.2f m/s  %6.2f s/iter  left %s\n", t, f.iterations, loss, rmse,
+                    secs, format_seconds(seconds_total / done * left).c_str());
+        std::fflush(stdout);
+        bool const figures = f.figures_every > 0 && (t % f.figures_every == 0 || t == f.iterations);
+        bool const checkpoint = f.checkpoint_every > 0 && (t % f.checkpoint_every == 0 || t == f.iterations);
+        std::vector<float> const vf =
+            f.save_models || figures || checkpoint ? to_host_floats(space, model) : std::vector<float>();
+        char name[64];
+        if (f.save_models) {
+          std::snprintf(name, sizeof name, "model_%04d.h5", t);
+          io::write_model(out / "models" / name, vf, nz, nx, truth.dh);
+        }
+        if (figures) {
+          auto to_ds = [&](std::string nm, auto const& view) {
+            return io::Dataset2D{std::move(nm), nz, nx, to_host_floats(space, view)};
+          };
+          std::snprintf(name, sizeof name, "epoch_%04d.h5", t);
+          io::write_datasets(out / "epochs" / name,
+                             {io::Dataset2D{"vp", nz, nx, vf}, to_ds("grad", img.grad),
+                              to_ds("illum_src", img.illum_src), to_ds("illum_rec", img.illum_rec)},
+                             truth.dh);
+        }
+        summary["iterations"] = history;
+        summary["memory"] = {{"strategy", mem.strategy},
+                             {"location", mem.location},
+                             {"dtype", mem.dtype},
+                             {"boundary_bytes", mem.boundary_bytes},
+                             {"staging_bytes", mem.staging_bytes},
+                             {"wavefield_bytes", mem.wavefield_bytes},
+                             {"seed_bytes", mem.seed_bytes},
+                             {"image_bytes", mem.image_bytes},
+                             {"observed_bytes", mem.observed_bytes},
+                             {"synthetic_bytes", mem.synthetic_bytes},
+                             {"peak_device_bytes", mem.peak_device_bytes}};
+        io::write_json_atomic(out / "summary.json", summary);
+        if (checkpoint) {
+          io::Checkpoint c;
+          c.run = run;
+          c.iteration = t;
+          std::ostringstream os;
+          os << rng;
+          c.rng = os.str();
+          c.history = history;
+          c.model = vf;
+          c.m = to_host_floats(space, adam.first_moment());
+          c.v = to_host_floats(space, adam.second_moment());
+          io::write_checkpoint(out / "checkpoint.bin", c);
+          last_checkpoint = out / "checkpoint.bin";
+          last_checkpoint_iteration = t;
+        }
+      } catch (std::exception const& e) {
+        write_error = e.what();
       }
-      if (figures) {
-        auto to_ds = [&](std::string nm, auto const& view) {
-          return io::Dataset2D{std::move(nm), nz, nx, to_host_floats(space, view)};
-        };
-        std::snprintf(name, sizeof name, "epoch_%04d.h5", t);
-        io::write_datasets(out / "epochs" / name,
-                           {io::Dataset2D{"vp", nz, nx, vf}, to_ds("grad", img.grad), to_ds("illum_src", img.illum_src),
-                            to_ds("illum_rec", img.illum_rec)},
-                           truth.dh);
-      }
-      summary["iterations"] = history;
-      summary["memory"] = {{"strategy", mem.strategy},           {"location", mem.location},
-                           {"dtype", mem.dtype},                 {"boundary_bytes", mem.boundary_bytes},
-                           {"staging_bytes", mem.staging_bytes}, {"wavefield_bytes", mem.wavefield_bytes},
-                           {"seed_bytes", mem.seed_bytes},       {"image_bytes", mem.image_bytes},
-                           {"observed_bytes", mem.observed_bytes}, {"synthetic_bytes", mem.synthetic_bytes},
-                           {"peak_device_bytes", mem.peak_device_bytes}};
-      io::write_json_atomic(out / "summary.json", summary);
-      if (checkpoint) {
-        io::Checkpoint c;
-        c.run = run;
-        c.iteration = t;
-        std::ostringstream os;
-        os << rng;
-        c.rng = os.str();
-        c.history = history;
-        c.model = vf;
-        c.m = to_host_floats(space, adam.first_moment());
-        c.v = to_host_floats(space, adam.second_moment());
-        io::write_checkpoint(out / "checkpoint.bin", c);
-        last_checkpoint = out / "checkpoint.bin";
-        last_checkpoint_iteration = t;
-      }
-    } catch (std::exception const& e) {
-      write_error = e.what();
-    }
     if (comm.allreduce_sum(write_error.empty() ? 0.0 : 1.0) > 0)
       throw CollectiveError((write_error.empty() ? std::string("writing the outputs failed on rank 0") : write_error) +
                             "; " + where_to_continue());
   }
   std::string write_error;
   if (comm.is_root()) try {
-    core::ScopedRegion region("ksweep::fwi::output");
-    io::write_model(out / "model_final.h5", to_host_floats(space, model), nz, nx, truth.dh);
-    summary["seconds_total"] = std::chrono::duration<double>(Clock::now() - t_start).count();
-    summary["iterations"] = history;
-    io::write_json_atomic(out / "summary.json", summary);
-    std::printf("%s\n", mem.to_string().c_str());
-    std::printf("wrote %s and %s\n", (out / "model_final.h5").string().c_str(), (out / "summary.json").string().c_str());
-  } catch (std::exception const& e) {
-    write_error = e.what();
-  }
+      core::ScopedRegion region("ksweep::fwi::output");
+      io::write_model(out / "model_final.h5", to_host_floats(space, model), nz, nx, truth.dh);
+      summary["seconds_total"] = std::chrono::duration<double>(Clock::now() - t_start).count();
+      summary["iterations"] = history;
+      io::write_json_atomic(out / "summary.json", summary);
+      std::printf("%s\n", mem.to_string().c_str());
+      std::printf("wrote %s and %s\n", (out / "model_final.h5").string().c_str(),
+                  (out / "summary.json").string().c_str());
+    } catch (std::exception const& e) {
+      write_error = e.what();
+    }
   if (comm.allreduce_sum(write_error.empty() ? 0.0 : 1.0) > 0)
     throw CollectiveError((write_error.empty() ? std::string("writing the outputs failed on rank 0") : write_error) +
                           "; " + where_to_continue());
@@ -641,9 +672,8 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
 int run_fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm) {
   KSWEEP_REQUIRE(cfg.propagator.precision == "fp32",
                  "propagator.precision = \"" << cfg.propagator.precision << "\": ksweep fwi computes in fp32 only");
-  return core::dispatch_order(cfg.propagator.order, [&](auto o) {
-    return fwi<float, decltype(o)::value>(cfg, opt, comm);
-  });
+  return core::dispatch_order(cfg.propagator.order,
+                              [&](auto o) { return fwi<float, decltype(o)::value>(cfg, opt, comm); });
 }
 
 }  // namespace ksweep::app

@@ -40,9 +40,12 @@ int stop_signal() { return static_cast<int>(g_signal); }
 
 std::string signal_name(int signal) {
   switch (signal) {
-    case SIGINT: return "SIGINT";
-    case SIGTERM: return "SIGTERM";
-    default: return "signal " + std::to_string(signal);
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    default:
+      return "signal " + std::to_string(signal);
   }
 }
 
@@ -56,9 +59,9 @@ int agree_stop(comm::Communicator const& comm, bool locally_stopped) {
 }
 
 std::vector<std::string> const& result_names() {
-  static std::vector<std::string> const names{"summary.json",     "checkpoint.bin", "observed.h5",
-                                              "model_final.h5",   "true_model.h5",  "initial_model.h5",
-                                              "models",           "epochs",         "figures"};
+  static std::vector<std::string> const names{"summary.json",   "checkpoint.bin", "observed.h5",
+                                              "model_final.h5", "true_model.h5",  "initial_model.h5",
+                                              "models",         "epochs",         "figures"};
   return names;
 }
 
@@ -69,8 +72,8 @@ std::vector<std::string> results_in(fs::path const& dir) {
   for (auto const& e : fs::directory_iterator(dir, ec)) {
     std::string const name = e.path().filename().string();
     auto const& names = result_names();
-    bool const tmp = (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) ||
-                     name.find(".tmp.") != std::string::npos;
+    bool const tmp =
+        (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) || name.find(".tmp.") != std::string::npos;
     if (tmp || std::find(names.begin(), names.end(), name) != names.end())
       found.push_back(name + (e.is_directory(ec) ? "/" : ""));
   }
@@ -101,9 +104,9 @@ OutputFolder::OutputFolder(fs::path path, bool overwrite, bool resume_in_place, 
   std::error_code ec;
   if (!fs::exists(m_path, ec)) {
     fs::create_directories(m_path, ec);
-    KSWEEP_REQUIRE(!ec && fs::is_directory(m_path),
-                   "cannot create the output folder " << m_path.string() << ": "
-                                                      << (ec ? ec.message() : std::string("not a folder")));
+    KSWEEP_REQUIRE(!ec && fs::is_directory(m_path), "cannot create the output folder "
+                                                        << m_path.string() << ": "
+                                                        << (ec ? ec.message() : std::string("not a folder")));
     m_created = true;
   }
   KSWEEP_REQUIRE(::access(m_path.c_str(), W_OK | X_OK) == 0,

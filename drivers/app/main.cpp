@@ -32,8 +32,8 @@ void print_names() {
   for (auto const* option : ksweep::names::options) {
     std::printf("  %.*s: %s\n", static_cast<int>(option->key.size()), option->key.data(), option->allowed().c_str());
     for (auto const& c : *option)
-      std::printf("    %-9.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(), static_cast<int>(c.description.size()),
-                  c.description.data());
+      std::printf("    %-9.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(),
+                  static_cast<int>(c.description.size()), c.description.data());
   }
 }
 
@@ -74,7 +74,8 @@ std::string out_of_memory(std::string const& what) {
     detail = " allocating " + what.substr(label + 7, end - label - 7);
     auto const size = what.find("Allocation of size ");
     auto const failed = what.find(" failed", size);
-    if (size != std::string::npos && failed != std::string::npos) detail += " (" + what.substr(size + 19, failed - size - 19) + "B)";
+    if (size != std::string::npos && failed != std::string::npos)
+      detail += " (" + what.substr(size + 19, failed - size - 19) + "B)";
   }
   return "out of memory" + detail +
          ": the run needs more memory than this process may use; `ksweep fwi --dry-run` (or `ksweep model "

@@ -99,7 +99,8 @@ MemoryEstimate estimate_fwi(io::Config const& cfg, int nz, int nx, int n_shots, 
   sz const stage_step = S * ring * R;
   add("ring staging of the shots schedule", Place::device,
       stage_step * std::clamp<sz>((sz(16) << 20) / std::max<sz>(stage_step, 1), 1, 32));
-  add("records of the batch (observed, synthetic, residual) and wavelets", Place::device, 3 * S * nt * nr * R + S * nt * R);
+  add("records of the batch (observed, synthetic, residual) and wavelets", Place::device,
+      3 * S * nt * nr * R + S * nt * R);
   add("observed data of every shot", Place::host, static_cast<sz>(n_shots) * nt * nr * R + S * nt * nr * R);
   add("gradient and illumination images (per shot and summed)", Place::device, (3 * S + 6) * n * sizeof(double));
   add("models and Adam moments", Place::device, 6 * n * R);
@@ -107,7 +108,8 @@ MemoryEstimate estimate_fwi(io::Config const& cfg, int nz, int nx, int n_shots, 
   return e;
 }
 
-MemoryEstimate estimate_model(io::Config const& cfg, int nz, int nx, int n_shots, int n_receivers, bool fp64, int batch) {
+MemoryEstimate estimate_model(io::Config const& cfg, int nz, int nx, int n_shots, int n_receivers, bool fp64,
+                              int batch) {
   Padded const L(cfg, nz, nx);
   sz const S = static_cast<sz>(std::max(1, std::min(batch, n_shots))), R = fp64 ? 8 : 4, n = L.nz * L.nx;
   sz const nt = static_cast<sz>(cfg.time.nt), nr = static_cast<sz>(n_receivers);
@@ -124,7 +126,8 @@ MemoryEstimate estimate_model(io::Config const& cfg, int nz, int nx, int n_shots
 
 MachineMemory machine_memory(io::Config const& cfg) {
   MachineMemory mm;
-  mm.device_is_host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, Kokkos::DefaultExecutionSpace::memory_space>::accessible;
+  mm.device_is_host =
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace, Kokkos::DefaultExecutionSpace::memory_space>::accessible;
 #if defined(KOKKOS_ENABLE_CUDA)
   if (!mm.device_is_host) {
     std::size_t free = 0, total = 0;
@@ -164,7 +167,8 @@ MachineMemory machine_memory(io::Config const& cfg) {
   }
   // An address-space limit (ulimit -v) caps what this process can allocate, whatever is free.
   struct rlimit rl {};
-  if (std::getenv("KSWEEP_MEMORY_AVAILABLE") == nullptr && ::getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+  if (std::getenv("KSWEEP_MEMORY_AVAILABLE") == nullptr && ::getrlimit(RLIMIT_AS, &rl) == 0 &&
+      rl.rlim_cur != RLIM_INFINITY) {
     sz used = 0;
     std::ifstream in("/proc/self/status");
     std::string key;
@@ -200,7 +204,8 @@ std::string memory_table(std::vector<MemoryEstimate> const& phases, MachineMemor
     os << "memory estimate, " << ph.phase << ":\n";
     for (auto const& i : ph.items) {
       char line[160];
-      std::snprintf(line, sizeof line, "  %-66s %-6s %s\n", i.what.c_str(), place_name(i.place).c_str(), mib(i.bytes).c_str());
+      std::snprintf(line, sizeof line, "  %-66s %-6s %s\n", i.what.c_str(), place_name(i.place).c_str(),
+                    mib(i.bytes).c_str());
       os << line;
     }
     for (Place p : {Place::device, Place::host, Place::disk}) {

@@ -42,7 +42,7 @@ struct MachineMemory {
   std::size_t host_available = 0;  // 0 = unknown
   bool device_is_host = true;
   std::size_t device_available = 0;  // free device memory (CUDA); 0 = unknown or the host
-  std::size_t disk_available = 0;  // free bytes in storage.disk_dir (0 = unknown or unused)
+  std::size_t disk_available = 0;    // free bytes in storage.disk_dir (0 = unknown or unused)
 };
 MachineMemory machine_memory(io::Config const& cfg);
 

@@ -77,14 +77,13 @@ io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm
       for (int t = 0; t < nt; ++t)
         for (int r = 0; r < nr; ++r)
           out.data[(static_cast<std::size_t>(first + i) * nt + t) * nr + r] = static_cast<float>(rh(i, t, r));
-    if (verbose)
-      std::printf("  shots %d-%d of %d modelled\n", first + 1, first + b, n_shots), std::fflush(stdout);
+    if (verbose) std::printf("  shots %d-%d of %d modelled\n", first + 1, first + b, n_shots), std::fflush(stdout);
   }
   double const secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (verbose) {
     double const cells = static_cast<double>(prop.layout().padded_cells()) * nt * n_shots;
-    std::printf("modelled %d shots x %d steps on %d x %d cells (padded %d x %d) in %.2f s: %.3g cells/s\n", n_shots,
-                nt, vm.nz, vm.nx, prop.layout().NZ, prop.layout().NX, secs, cells / secs);
+    std::printf("modelled %d shots x %d steps on %d x %d cells (padded %d x %d) in %.2f s: %.3g cells/s\n", n_shots, nt,
+                vm.nz, vm.nx, prop.layout().NZ, prop.layout().NX, secs, cells / secs);
   }
   return out;
 }
@@ -126,8 +125,8 @@ int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator c
   fs::path const out = opt.out;
   OutputFolder folder(out, opt.overwrite, false, true);
   std::printf("ksweep model: %s, %d x %d cells at %g m, %d shots, %d receivers, nt %d, dt %g s, order %d (%s)\n",
-              vm.description.c_str(), vm.nz, vm.nx, vm.dh, survey.n_shots, survey.n_receivers, cfg.time.nt,
-              cfg.time.dt, cfg.propagator.order, cfg.propagator.precision.c_str());
+              vm.description.c_str(), vm.nz, vm.nx, vm.dh, survey.n_shots, survey.n_receivers, cfg.time.nt, cfg.time.dt,
+              cfg.propagator.order, cfg.propagator.precision.c_str());
   auto const rec = model_observed(cfg, vm, survey, true);
   folder.claim();
   {
@@ -137,8 +136,9 @@ int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator c
   std::printf("wrote %s\n", (out / "observed.h5").string().c_str());
   make_directory(out / "figures");
   int const mid = survey.n_shots / 2;
-  if (run_figure_script("plot_gather.py", {(out / "observed.h5").string(), (out / "figures" / "shot_gather.png").string(),
-                                           "--shot", std::to_string(mid)}))
+  if (run_figure_script("plot_gather.py",
+                        {(out / "observed.h5").string(), (out / "figures" / "shot_gather.png").string(), "--shot",
+                         std::to_string(mid)}))
     std::printf("wrote %s\n", (out / "figures" / "shot_gather.png").string().c_str());
   return 0;
 }

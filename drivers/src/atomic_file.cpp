@@ -22,13 +22,16 @@ std::atomic<long> g_writes{0};
 std::string describe_errno(int err) {
   std::string s = std::strerror(err);
   switch (err) {
-    case ENOSPC: return s + " (ENOSPC: no space left on the device: free space or choose another folder)";
+    case ENOSPC:
+      return s + " (ENOSPC: no space left on the device: free space or choose another folder)";
     case EFBIG:
       return s + " (EFBIG: the file-size limit was reached, see `ulimit -f`: no space left for this file)";
 #ifdef EDQUOT
-    case EDQUOT: return s + " (EDQUOT: the disk quota is exhausted: no space left for this user)";
+    case EDQUOT:
+      return s + " (EDQUOT: the disk quota is exhausted: no space left for this user)";
 #endif
-    default: return s;
+    default:
+      return s;
   }
 }
 
@@ -37,8 +40,7 @@ void check_injected_write_fault(std::filesystem::path const& path) {
   if (e == nullptr || *e == '\0') return;
   long const allowed = std::strtol(e, nullptr, 10);
   if (g_writes.fetch_add(1) >= allowed)
-    throw Error("cannot write " + path.string() + ": " + describe_errno(ENOSPC) +
-                " [injected by KSWEEP_FAULT_WRITES]");
+    throw Error("cannot write " + path.string() + ": " + describe_errno(ENOSPC) + " [injected by KSWEEP_FAULT_WRITES]");
 }
 
 void write_file_atomic(std::filesystem::path const& path, std::string_view bytes) {

@@ -21,9 +21,11 @@ constexpr char magic_v1[8] = {'K', 'S', 'W', 'C', 'K', 'P', 'T', '1'};
 constexpr char trailer[] = "SHA256:";
 constexpr std::size_t trailer_len = sizeof(trailer) - 1 + 64;
 
-void flatten(nlohmann::json const& j, std::string const& prefix, std::vector<std::pair<std::string, nlohmann::json>>& out) {
+void flatten(nlohmann::json const& j, std::string const& prefix,
+             std::vector<std::pair<std::string, nlohmann::json>>& out) {
   if (j.is_object()) {
-    for (auto it = j.begin(); it != j.end(); ++it) flatten(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), out);
+    for (auto it = j.begin(); it != j.end(); ++it)
+      flatten(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), out);
   } else {
     out.emplace_back(prefix, j);
   }
@@ -34,8 +36,8 @@ void flatten(nlohmann::json const& j, std::string const& prefix, std::vector<std
 void write_checkpoint(std::filesystem::path const& path, Checkpoint const& c) {
   std::size_t const n = c.model.size();
   KSWEEP_REQUIRE(c.m.size() == n && c.v.size() == n, "checkpoint " << path.string() << ": arrays of different sizes");
-  nlohmann::json meta = {{"format", 2},       {"iteration", c.iteration}, {"rng", c.rng},
-                         {"history", c.history}, {"n", n},                 {"run", c.run}};
+  nlohmann::json meta = {{"format", 2}, {"iteration", c.iteration}, {"rng", c.rng}, {"history", c.history}, {"n", n},
+                         {"run", c.run}};
   std::string const js = meta.dump();
   std::uint64_t const len = js.size();
   std::string bytes;
@@ -43,7 +45,8 @@ void write_checkpoint(std::filesystem::path const& path, Checkpoint const& c) {
   bytes.append(magic, sizeof magic);
   bytes.append(reinterpret_cast<char const*>(&len), sizeof len);
   bytes += js;
-  for (auto const* a : {&c.model, &c.m, &c.v}) bytes.append(reinterpret_cast<char const*>(a->data()), n * sizeof(float));
+  for (auto const* a : {&c.model, &c.m, &c.v})
+    bytes.append(reinterpret_cast<char const*>(a->data()), n * sizeof(float));
   std::string const sum = sha256_hex(bytes.data(), bytes.size());
   bytes += trailer;
   bytes += sum;
@@ -65,7 +68,8 @@ Checkpoint read_checkpoint(std::filesystem::path const& path, std::size_t n) {
     std::ifstream in(path, std::ios::binary);
     KSWEEP_REQUIRE(in.good(), "--resume: cannot open the checkpoint " << name);
     in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    KSWEEP_REQUIRE(in.gcount() == static_cast<std::streamsize>(bytes.size()), "--resume: cannot read the checkpoint " << name);
+    KSWEEP_REQUIRE(in.gcount() == static_cast<std::streamsize>(bytes.size()),
+                   "--resume: cannot read the checkpoint " << name);
   }
   KSWEEP_REQUIRE(bytes.size() >= sizeof magic && std::memcmp(bytes.data(), magic_v1, sizeof magic) != 0,
                  "--resume: " << name
@@ -82,16 +86,16 @@ Checkpoint read_checkpoint(std::filesystem::path const& path, std::size_t n) {
                                                                << " is corrupt: its bytes do not match its SHA-256 "
                                                                   "checksum (stored "
                                                                << stored.substr(0, 16) << "..., computed "
-                                                               << actual.substr(0, 16)
-                                                               << "...); it cannot be trusted");
+                                                               << actual.substr(0, 16) << "...); it cannot be trusted");
   std::uint64_t len = 0;
   std::memcpy(&len, bytes.data() + sizeof magic, sizeof len);
-  KSWEEP_REQUIRE(len <= body - sizeof magic - sizeof len,
-                 "--resume: the checkpoint " << name << " is corrupt: its metadata length " << len
-                                             << " exceeds the file");
+  KSWEEP_REQUIRE(len <= body - sizeof magic - sizeof len, "--resume: the checkpoint "
+                                                              << name << " is corrupt: its metadata length " << len
+                                                              << " exceeds the file");
   nlohmann::json meta;
   try {
-    meta = nlohmann::json::parse(bytes.data() + sizeof magic + sizeof len, bytes.data() + sizeof magic + sizeof len + len);
+    meta =
+        nlohmann::json::parse(bytes.data() + sizeof magic + sizeof len, bytes.data() + sizeof magic + sizeof len + len);
   } catch (nlohmann::json::exception const&) {
     KSWEEP_REQUIRE(false, "--resume: the checkpoint " << name << " is corrupt: its metadata is not valid JSON");
   }
@@ -119,16 +123,16 @@ Checkpoint read_checkpoint(std::filesystem::path const& path, std::size_t n) {
   c.run = field("run", nlohmann::json{});
   std::size_t const cn = field("n", std::size_t{});
   if (n == 0) n = cn;
-  KSWEEP_REQUIRE(cn == n, "--resume: the checkpoint " << name << " holds a model of " << cn << " cells, this configuration has "
-                                                      << n);
+  KSWEEP_REQUIRE(cn == n, "--resume: the checkpoint " << name << " holds a model of " << cn
+                                                      << " cells, this configuration has " << n);
   std::size_t const arrays = 3 * n * sizeof(float);
   KSWEEP_REQUIRE(body - sizeof magic - sizeof len - len == arrays,
                  "--resume: the checkpoint " << name << " is corrupt: it holds "
                                              << body - sizeof magic - sizeof len - len << " bytes of arrays, expected "
                                              << arrays << " for " << n << " cells");
-  KSWEEP_REQUIRE(c.iteration >= 1 && c.iteration <= 100000000,
-                 "--resume: the checkpoint " << name << " records iteration " << c.iteration
-                                             << ", outside the valid range [1, 100000000]");
+  KSWEEP_REQUIRE(c.iteration >= 1 && c.iteration <= 100000000, "--resume: the checkpoint "
+                                                                   << name << " records iteration " << c.iteration
+                                                                   << ", outside the valid range [1, 100000000]");
   KSWEEP_REQUIRE(c.history.is_array() && c.history.size() == static_cast<std::size_t>(c.iteration),
                  "--resume: the checkpoint " << name << " records iteration " << c.iteration << " but a history of "
                                              << (c.history.is_array() ? c.history.size() : 0) << " iterations");
@@ -158,10 +162,9 @@ Checkpoint read_checkpoint(std::filesystem::path const& path, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) {
       float const x = (*a)[i];
       bool const ok = std::isfinite(x) && (k == 0 ? x > 0 : k == 2 ? x >= 0 : true);
-      KSWEEP_REQUIRE(ok, "--resume: the checkpoint " << name << " holds an out-of-range " << names[k] << " value " << x
-                                                     << " at cell " << i
-                                                     << (k == 0 ? ": velocities must be finite and > 0"
-                                                                : ": values must be finite"));
+      KSWEEP_REQUIRE(ok, "--resume: the checkpoint "
+                             << name << " holds an out-of-range " << names[k] << " value " << x << " at cell " << i
+                             << (k == 0 ? ": velocities must be finite and > 0" : ": values must be finite"));
     }
     ++k;
   }
@@ -169,10 +172,10 @@ Checkpoint read_checkpoint(std::filesystem::path const& path, std::size_t n) {
 }
 
 std::vector<std::string> const& resume_mutable_keys() {
-  static std::vector<std::string> const keys{
-      "fwi.iterations",        "fwi.checkpoint_every", "fwi.figures_every", "fwi.save_models",
-      "storage.location",      "storage.transfer_interval", "storage.disk_dir", "storage.pinned",
-      "propagator.batch",      "propagator.schedule", "source_path"};
+  static std::vector<std::string> const keys{"fwi.iterations",      "fwi.checkpoint_every", "fwi.figures_every",
+                                             "fwi.save_models",     "storage.location",     "storage.transfer_interval",
+                                             "storage.disk_dir",    "storage.pinned",       "propagator.batch",
+                                             "propagator.schedule", "source_path"};
   return keys;
 }
 

@@ -18,16 +18,26 @@ namespace {
 
 char const* type_name(toml::node_type type) {
   switch (type) {
-    case toml::node_type::none: return "nothing";
-    case toml::node_type::table: return "table";
-    case toml::node_type::array: return "array";
-    case toml::node_type::string: return "string";
-    case toml::node_type::integer: return "integer";
-    case toml::node_type::floating_point: return "float";
-    case toml::node_type::boolean: return "boolean";
-    case toml::node_type::date: return "date";
-    case toml::node_type::time: return "time";
-    case toml::node_type::date_time: return "date-time";
+    case toml::node_type::none:
+      return "nothing";
+    case toml::node_type::table:
+      return "table";
+    case toml::node_type::array:
+      return "array";
+    case toml::node_type::string:
+      return "string";
+    case toml::node_type::integer:
+      return "integer";
+    case toml::node_type::floating_point:
+      return "float";
+    case toml::node_type::boolean:
+      return "boolean";
+    case toml::node_type::date:
+      return "date";
+    case toml::node_type::time:
+      return "time";
+    case toml::node_type::date_time:
+      return "date-time";
   }
   return "unknown";
 }
@@ -42,8 +52,8 @@ std::string join(std::vector<std::string> const& items) {
 }
 
 std::vector<std::string> const& section_names() {
-  static std::vector<std::string> const names{"model", "time", "wavelet", "shots", "receivers",
-                                              "propagator", "storage", "fwi"};
+  static std::vector<std::string> const names{"model",     "time",       "wavelet", "shots",
+                                              "receivers", "propagator", "storage", "fwi"};
   return names;
 }
 
@@ -51,9 +61,7 @@ std::vector<std::string> const& section_names() {
 class Origins {
  public:
   explicit Origins(std::string source) : m_source(std::move(source)) {}
-  void set_override(std::string const& dotted, std::string const& text) {
-    m_overrides[dotted] = text;
-  }
+  void set_override(std::string const& dotted, std::string const& text) { m_overrides[dotted] = text; }
   std::string of(std::string const& dotted) const {
     auto const it = m_overrides.find(dotted);
     if (it != m_overrides.end()) return "--set " + it->second;
@@ -79,8 +87,7 @@ class SectionReader {
     if (v == nullptr) type_error(key, *node, "integer");
     std::int64_t const x = v->get();
     KSWEEP_REQUIRE(x >= std::numeric_limits<int>::min() && x <= std::numeric_limits<int>::max(),
-                   dotted(key) << " = " << x << " in " << where(key)
-                               << " does not fit a 32-bit integer (limit "
+                   dotted(key) << " = " << x << " in " << where(key) << " does not fit a 32-bit integer (limit "
                                << std::numeric_limits<int>::max() << ")");
     out = static_cast<int>(x);
   }
@@ -123,10 +130,8 @@ class SectionReader {
       } else if (auto const* n = e.as_integer()) {
         out[i] = static_cast<double>(n->get());
       } else {
-        KSWEEP_REQUIRE(false, "wrong type for element " << i << " of '" << dotted(key) << "' in "
-                                                        << where(key) << ": got "
-                                                        << type_name(e.type())
-                                                        << ", expected float");
+        KSWEEP_REQUIRE(false, "wrong type for element " << i << " of '" << dotted(key) << "' in " << where(key)
+                                                        << ": got " << type_name(e.type()) << ", expected float");
       }
     }
   }
@@ -138,15 +143,13 @@ class SectionReader {
     for (std::size_t i = 0; i < 2; ++i) {
       toml::node const& e = *arr->get(i);
       auto const* n = e.as_integer();
-      KSWEEP_REQUIRE(n != nullptr, "wrong type for element " << i << " of '" << dotted(key)
-                                                             << "' in " << where(key) << ": got "
-                                                             << type_name(e.type())
+      KSWEEP_REQUIRE(n != nullptr, "wrong type for element " << i << " of '" << dotted(key) << "' in " << where(key)
+                                                             << ": got " << type_name(e.type())
                                                              << ", expected integer");
       std::int64_t const x = n->get();
       KSWEEP_REQUIRE(x >= std::numeric_limits<int>::min() && x <= std::numeric_limits<int>::max(),
                      dotted(key) << "[" << i << "] = " << x << " in " << where(key)
-                                 << " does not fit a 32-bit integer (limit "
-                                 << std::numeric_limits<int>::max() << ")");
+                                 << " does not fit a 32-bit integer (limit " << std::numeric_limits<int>::max() << ")");
       v[i] = static_cast<int>(x);
     }
     out = v;
@@ -160,8 +163,7 @@ class SectionReader {
       std::string const key(k.str());
       if (std::find(m_known.begin(), m_known.end(), key) == m_known.end()) {
         KSWEEP_REQUIRE(false, "unknown key '" << dotted(key.c_str()) << "' in " << where(key.c_str())
-                                              << " (allowed keys in [" << m_section
-                                              << "]: " << join(m_known) << ")");
+                                              << " (allowed keys in [" << m_section << "]: " << join(m_known) << ")");
       }
     }
   }
@@ -181,17 +183,14 @@ class SectionReader {
     if (node == nullptr) return nullptr;
     auto const* arr = node->as_array();
     if (arr == nullptr) type_error(key, *node, expected);
-    KSWEEP_REQUIRE(arr->size() == 2, "'" << dotted(key) << "' in " << where(key) << " has "
-                                         << arr->size() << " elements, expected " << expected
-                                         << " ([lo, hi])");
+    KSWEEP_REQUIRE(arr->size() == 2, "'" << dotted(key) << "' in " << where(key) << " has " << arr->size()
+                                         << " elements, expected " << expected << " ([lo, hi])");
     return arr;
   }
 
-  [[noreturn]] void type_error(char const* key, toml::node const& node,
-                               char const* expected) const {
+  [[noreturn]] void type_error(char const* key, toml::node const& node, char const* expected) const {
     KSWEEP_REQUIRE(false, "wrong type for '" << dotted(key) << "' in " << where(key) << ": got "
-                                             << type_name(node.type()) << ", expected "
-                                             << expected);
+                                             << type_name(node.type()) << ", expected " << expected);
     throw Error("unreachable");
   }
 
@@ -206,17 +205,15 @@ toml::table parse_toml(std::string const& text, std::string const& origin) {
     return toml::parse(text, origin);
   } catch (toml::parse_error const& e) {
     auto const& pos = e.source().begin;
-    KSWEEP_REQUIRE(false, "TOML syntax error in " << origin << " at line " << pos.line
-                                                  << ", column " << pos.column << ": "
-                                                  << e.description());
+    KSWEEP_REQUIRE(false, "TOML syntax error in " << origin << " at line " << pos.line << ", column " << pos.column
+                                                  << ": " << e.description());
   }
   throw Error("unreachable");
 }
 
 void apply_override(toml::table& root, std::string const& text, Origins& origins) {
   auto const eq = text.find('=');
-  KSWEEP_REQUIRE(eq != std::string::npos && eq > 0,
-                 "--set '" << text << "' must have the form section.key=value");
+  KSWEEP_REQUIRE(eq != std::string::npos && eq > 0, "--set '" << text << "' must have the form section.key=value");
   std::string dotted = text.substr(0, eq);
   std::string value = text.substr(eq + 1);
   auto const trim = [](std::string& s) {
@@ -227,24 +224,21 @@ void apply_override(toml::table& root, std::string const& text, Origins& origins
   trim(dotted);
   trim(value);
   auto const dot = dotted.find('.');
-  KSWEEP_REQUIRE(dot != std::string::npos && dot > 0 && dot + 1 < dotted.size() &&
-                     dotted.find('.', dot + 1) == std::string::npos,
-                 "--set '" << text << "': key '" << dotted
-                           << "' must have the form section.key (sections: "
-                           << join(section_names()) << ")");
+  KSWEEP_REQUIRE(
+      dot != std::string::npos && dot > 0 && dot + 1 < dotted.size() && dotted.find('.', dot + 1) == std::string::npos,
+      "--set '" << text << "': key '" << dotted
+                << "' must have the form section.key (sections: " << join(section_names()) << ")");
   KSWEEP_REQUIRE(!value.empty(), "--set '" << text << "': empty value for '" << dotted << "'");
   std::string const section = dotted.substr(0, dot);
   std::string const key = dotted.substr(dot + 1);
-  KSWEEP_REQUIRE(std::find(section_names().begin(), section_names().end(), section) !=
-                     section_names().end(),
+  KSWEEP_REQUIRE(std::find(section_names().begin(), section_names().end(), section) != section_names().end(),
                  "unknown section '" << section << "' in --set " << text
                                      << " (allowed sections: " << join(section_names()) << ")");
 
   if (root.get(section) == nullptr) root.insert(section, toml::table{});
   toml::table* target = root.get(section)->as_table();
-  KSWEEP_REQUIRE(target != nullptr, "'" << section << "' in " << origins.source()
-                                        << " is not a table, so --set " << text
-                                        << " cannot apply");
+  KSWEEP_REQUIRE(target != nullptr, "'" << section << "' in " << origins.source() << " is not a table, so --set "
+                                        << text << " cannot apply");
 
   toml::table parsed;
   bool is_toml = true;
@@ -266,31 +260,25 @@ bool is_raw_path(std::string const& source) {
   return ext == ".f32" || ext == ".bin";
 }
 
-void require_one_of(std::string const& key, std::string const& value,
-                    std::vector<std::string> const& allowed) {
+void require_one_of(std::string const& key, std::string const& value, std::vector<std::string> const& allowed) {
   KSWEEP_REQUIRE(std::find(allowed.begin(), allowed.end(), value) != allowed.end(),
-                 key << " = \"" << value << "\" is not allowed (allowed: " << join(allowed)
-                     << ")");
+                 key << " = \"" << value << "\" is not allowed (allowed: " << join(allowed) << ")");
 }
 
 void require_finite(std::string const& key, double value) {
   KSWEEP_REQUIRE(std::isfinite(value), key << " = " << value << " must be a finite number");
 }
 
-Config build(toml::table root, std::string const& origin,
-             std::vector<std::string> const& overrides) {
+Config build(toml::table root, std::string const& origin, std::vector<std::string> const& overrides) {
   Origins origins(origin);
   for (auto const& text : overrides) apply_override(root, text, origins);
 
   for (auto const& [k, node] : root) {
     std::string const name(k.str());
-    KSWEEP_REQUIRE(std::find(section_names().begin(), section_names().end(), name) !=
-                       section_names().end(),
-                   "unknown section '" << name << "' in " << origin
-                                       << " (allowed sections: " << join(section_names())
-                                       << ")");
-    KSWEEP_REQUIRE(node.is_table(), "'" << name << "' in " << origin << " is a "
-                                        << type_name(node.type())
+    KSWEEP_REQUIRE(
+        std::find(section_names().begin(), section_names().end(), name) != section_names().end(),
+        "unknown section '" << name << "' in " << origin << " (allowed sections: " << join(section_names()) << ")");
+    KSWEEP_REQUIRE(node.is_table(), "'" << name << "' in " << origin << " is a " << type_name(node.type())
                                         << ", expected a table [" << name << "]");
   }
   auto const section = [&](char const* name) -> toml::table const* {
@@ -402,18 +390,18 @@ void validate(Config const& c) {
   require_finite("model.dh", m.dh);
   KSWEEP_REQUIRE(m.dh >= 0, "model.dh = " << m.dh << " must be >= 0 (0 = not set)");
   if (is_raw_path(m.source)) {
-    KSWEEP_REQUIRE(m.nz > 0 && m.nx > 0 && m.dh > 0,
-                   "model.source = \"" << m.source << "\" is a raw float32 file, so model.nz, "
-                                       << "model.nx and model.dh must all be > 0 (got nz = "
-                                       << m.nz << ", nx = " << m.nx << ", dh = " << m.dh << ")");
+    KSWEEP_REQUIRE(m.nz > 0 && m.nx > 0 && m.dh > 0, "model.source = \""
+                                                         << m.source << "\" is a raw float32 file, so model.nz, "
+                                                         << "model.nx and model.dh must all be > 0 (got nz = " << m.nz
+                                                         << ", nx = " << m.nx << ", dh = " << m.dh << ")");
   }
-  for (auto const& [name, crop] : {std::pair<char const*, std::optional<std::array<int, 2>> const*>{
-                                       "model.crop_z", &m.crop_z},
-                                   {"model.crop_x", &m.crop_x}}) {
+  for (auto const& [name, crop] :
+       {std::pair<char const*, std::optional<std::array<int, 2>> const*>{"model.crop_z", &m.crop_z},
+        {"model.crop_x", &m.crop_x}}) {
     if (!*crop) continue;
     auto const [lo, hi] = **crop;
-    KSWEEP_REQUIRE(lo >= 0 && lo < hi, name << " = [" << lo << ", " << hi
-                                            << "] must satisfy 0 <= lo < hi (half-open cell range)");
+    KSWEEP_REQUIRE(lo >= 0 && lo < hi,
+                   name << " = [" << lo << ", " << hi << "] must satisfy 0 <= lo < hi (half-open cell range)");
   }
 
   require_finite("time.dt", c.time.dt);
@@ -435,10 +423,8 @@ void validate(Config const& c) {
                                           "model width)");
   }
 
-  KSWEEP_REQUIRE(c.receivers.count >= 1,
-                 "receivers.count = " << c.receivers.count << " must be >= 1");
-  KSWEEP_REQUIRE(c.receivers.z >= 0,
-                 "receivers.z = " << c.receivers.z << " must be >= 0 (a cell index)");
+  KSWEEP_REQUIRE(c.receivers.count >= 1, "receivers.count = " << c.receivers.count << " must be >= 1");
+  KSWEEP_REQUIRE(c.receivers.z >= 0, "receivers.z = " << c.receivers.z << " must be >= 0 (a cell index)");
 
   auto const& p = c.propagator;
   names::order.parse(std::to_string(p.order));
@@ -456,8 +442,7 @@ void validate(Config const& c) {
   names::strategy.parse(s.strategy);
   names::location.parse(s.location);
   names::dtype.parse(s.dtype);
-  KSWEEP_REQUIRE(s.transfer_interval >= 1,
-                 "storage.transfer_interval = " << s.transfer_interval << " must be >= 1");
+  KSWEEP_REQUIRE(s.transfer_interval >= 1, "storage.transfer_interval = " << s.transfer_interval << " must be >= 1");
 
   auto const& f = c.fwi;
   KSWEEP_REQUIRE(f.iterations >= 0, "fwi.iterations = " << f.iterations << " must be >= 0");
@@ -483,14 +468,11 @@ void validate(Config const& c) {
   KSWEEP_REQUIRE(f.vmax >= 0, "fwi.vmax = " << f.vmax << " must be >= 0 (0 = no upper bound)");
   KSWEEP_REQUIRE(f.vmin == 0 || f.vmax == 0 || f.vmin < f.vmax,
                  "fwi.vmin = " << f.vmin << " must be < fwi.vmax = " << f.vmax);
-  KSWEEP_REQUIRE(f.water_rows >= -1,
-                 "fwi.water_rows = " << f.water_rows << " must be >= -1 (-1 = detect)");
-  KSWEEP_REQUIRE(f.smooth_sigma >= 0,
-                 "fwi.smooth_sigma = " << f.smooth_sigma << " must be >= 0");
+  KSWEEP_REQUIRE(f.water_rows >= -1, "fwi.water_rows = " << f.water_rows << " must be >= -1 (-1 = detect)");
+  KSWEEP_REQUIRE(f.smooth_sigma >= 0, "fwi.smooth_sigma = " << f.smooth_sigma << " must be >= 0");
   require_one_of("fwi.loss_norm", f.loss_norm, {"mean", "sum"});
   KSWEEP_REQUIRE(f.grad_smooth >= 0, "fwi.grad_smooth = " << f.grad_smooth << " must be >= 0");
-  KSWEEP_REQUIRE(f.figures_every >= 0,
-                 "fwi.figures_every = " << f.figures_every << " must be >= 0 (0 = never)");
+  KSWEEP_REQUIRE(f.figures_every >= 0, "fwi.figures_every = " << f.figures_every << " must be >= 0 (0 = never)");
 }
 
 Config load_config(std::filesystem::path const& file, std::vector<std::string> const& overrides) {
@@ -522,9 +504,7 @@ nlohmann::json config_to_json(Config const& c) {
                 {"crop_x", crop_json(c.model.crop_x)}};
   j["time"] = {{"dt", c.time.dt}, {"nt", c.time.nt}};
   j["wavelet"] = {{"freq", c.wavelet.freq}, {"delay", c.wavelet.delay}};
-  j["shots"] = {{"count", c.shots.count},
-                {"z", c.shots.z},
-                {"x_range", {c.shots.x_range[0], c.shots.x_range[1]}}};
+  j["shots"] = {{"count", c.shots.count}, {"z", c.shots.z}, {"x_range", {c.shots.x_range[0], c.shots.x_range[1]}}};
   j["receivers"] = {{"count", c.receivers.count}, {"z", c.receivers.z}};
   j["propagator"] = {{"order", c.propagator.order},
                      {"pml_width", c.propagator.pml_width},
@@ -534,12 +514,9 @@ nlohmann::json config_to_json(Config const& c) {
                      {"precision", c.propagator.precision},
                      {"batch", c.propagator.batch},
                      {"schedule", c.propagator.schedule}};
-  j["storage"] = {{"strategy", c.storage.strategy},
-                  {"location", c.storage.location},
-                  {"dtype", c.storage.dtype},
-                  {"transfer_interval", c.storage.transfer_interval},
-                  {"disk_dir", c.storage.disk_dir},
-                  {"pinned", c.storage.pinned}};
+  j["storage"] = {{"strategy", c.storage.strategy}, {"location", c.storage.location},
+                  {"dtype", c.storage.dtype},       {"transfer_interval", c.storage.transfer_interval},
+                  {"disk_dir", c.storage.disk_dir}, {"pinned", c.storage.pinned}};
   j["fwi"] = {{"iterations", c.fwi.iterations},
               {"batch", c.fwi.batch},
               {"lr", c.fwi.lr},
@@ -574,8 +551,7 @@ std::vector<int> shot_x_positions(Config const& config, int nx) {
     return x;
   }
   for (int i = 0; i < n; ++i) {
-    x[static_cast<std::size_t>(i)] =
-        static_cast<int>(std::lround(lo + (hi - lo) * static_cast<double>(i) / (n - 1)));
+    x[static_cast<std::size_t>(i)] = static_cast<int>(std::lround(lo + (hi - lo) * static_cast<double>(i) / (n - 1)));
   }
   return x;
 }
@@ -583,13 +559,13 @@ std::vector<int> shot_x_positions(Config const& config, int nx) {
 std::vector<int> receiver_x_positions(Config const& config, int nx) {
   KSWEEP_REQUIRE(nx >= 1, "model width nx = " << nx << " must be >= 1");
   int const n = config.receivers.count;
-  KSWEEP_REQUIRE(n >= 1 && n <= nx, "receivers.count = " << n << " must be in [1, nx = " << nx
-                                                         << "] (one receiver per cell at most)");
+  KSWEEP_REQUIRE(n >= 1 && n <= nx,
+                 "receivers.count = " << n << " must be in [1, nx = " << nx << "] (one receiver per cell at most)");
   std::vector<int> x(static_cast<std::size_t>(n), 0);
   if (n == 1) return x;
   for (int i = 0; i < n; ++i) {
-    x[static_cast<std::size_t>(i)] = static_cast<int>(
-        std::lround(static_cast<double>(nx - 1) * static_cast<double>(i) / (n - 1)));
+    x[static_cast<std::size_t>(i)] =
+        static_cast<int>(std::lround(static_cast<double>(nx - 1) * static_cast<double>(i) / (n - 1)));
   }
   return x;
 }

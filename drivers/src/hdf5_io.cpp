@@ -110,31 +110,22 @@ void write_atomic(fs::path const& path, Body&& body) {
 hsize_t to_hsize(int n) { return static_cast<hsize_t>(n); }
 
 template <std::size_t Rank>
-void write_dataset(hid_t file, fs::path const& where, std::string const& name,
-                   std::array<hsize_t, Rank> const& dims, hid_t file_type, hid_t mem_type,
-                   void const* data) {
+void write_dataset(hid_t file, fs::path const& where, std::string const& name, std::array<hsize_t, Rank> const& dims,
+                   hid_t file_type, hid_t mem_type, void const* data) {
   Handle space(H5Screate_simple(static_cast<int>(Rank), dims.data(), nullptr), H5Sclose);
-  KSWEEP_REQUIRE(space.valid(), "cannot create dataspace for dataset '" << name << "' in " << where
-                                                                        << hdf5_detail());
-  Handle set(H5Dcreate2(file, name.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT,
-                        H5P_DEFAULT),
-             H5Dclose);
-  KSWEEP_REQUIRE(set.valid(), "cannot create dataset '" << name << "' in " << where
-                                                        << hdf5_detail());
+  KSWEEP_REQUIRE(space.valid(), "cannot create dataspace for dataset '" << name << "' in " << where << hdf5_detail());
+  Handle set(H5Dcreate2(file, name.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  KSWEEP_REQUIRE(set.valid(), "cannot create dataset '" << name << "' in " << where << hdf5_detail());
   KSWEEP_REQUIRE(H5Dwrite(set.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0,
                  "cannot write dataset '" << name << "' to " << where << hdf5_detail());
 }
 
-void write_attribute(hid_t file, fs::path const& where, char const* name, hid_t file_type,
-                     hid_t mem_type, void const* value) {
+void write_attribute(hid_t file, fs::path const& where, char const* name, hid_t file_type, hid_t mem_type,
+                     void const* value) {
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  KSWEEP_REQUIRE(space.valid(), "cannot create dataspace for attribute '" << name << "' in "
-                                                                          << where
-                                                                          << hdf5_detail());
-  Handle attr(H5Acreate2(file, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT),
-              H5Aclose);
-  KSWEEP_REQUIRE(attr.valid(), "cannot create attribute '" << name << "' in " << where
-                                                           << hdf5_detail());
+  KSWEEP_REQUIRE(space.valid(), "cannot create dataspace for attribute '" << name << "' in " << where << hdf5_detail());
+  Handle attr(H5Acreate2(file, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  KSWEEP_REQUIRE(attr.valid(), "cannot create attribute '" << name << "' in " << where << hdf5_detail());
   KSWEEP_REQUIRE(H5Awrite(attr.get(), mem_type, value) >= 0,
                  "cannot write attribute '" << name << "' to " << where << hdf5_detail());
 }
@@ -151,8 +142,7 @@ Handle open_for_reading(fs::path const& path) {
   silence_hdf5();
   std::error_code ec;
   KSWEEP_REQUIRE(fs::is_regular_file(path, ec), "HDF5 file " << path << " does not exist");
-  KSWEEP_REQUIRE(H5Fis_hdf5(path.c_str()) > 0,
-                 "file " << path << " is not an HDF5 file" << hdf5_detail());
+  KSWEEP_REQUIRE(H5Fis_hdf5(path.c_str()) > 0, "file " << path << " is not an HDF5 file" << hdf5_detail());
   Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   KSWEEP_REQUIRE(file.valid(), "cannot open HDF5 file " << path << hdf5_detail());
   return file;
@@ -160,36 +150,30 @@ Handle open_for_reading(fs::path const& path) {
 
 /// Reads a float or integer dataset of the expected rank, converting to T.
 template <class T>
-std::vector<T> read_dataset(hid_t file, fs::path const& path, char const* name, int rank,
-                            hid_t mem_type, std::vector<hsize_t>& dims) {
+std::vector<T> read_dataset(hid_t file, fs::path const& path, char const* name, int rank, hid_t mem_type,
+                            std::vector<hsize_t>& dims) {
   htri_t const exists = H5Lexists(file, name, H5P_DEFAULT);
-  KSWEEP_REQUIRE(exists > 0, "HDF5 file " << path << " has no dataset '" << name << "'"
-                                          << hdf5_detail());
+  KSWEEP_REQUIRE(exists > 0, "HDF5 file " << path << " has no dataset '" << name << "'" << hdf5_detail());
   Handle set(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
-  KSWEEP_REQUIRE(set.valid(), "'" << name << "' in " << path << " is not a dataset"
-                                  << hdf5_detail());
+  KSWEEP_REQUIRE(set.valid(), "'" << name << "' in " << path << " is not a dataset" << hdf5_detail());
   Handle type(H5Dget_type(set.get()), H5Tclose);
-  KSWEEP_REQUIRE(type.valid(), "cannot get the type of dataset '" << name << "' in " << path
-                                                                  << hdf5_detail());
+  KSWEEP_REQUIRE(type.valid(), "cannot get the type of dataset '" << name << "' in " << path << hdf5_detail());
   H5T_class_t const cls = H5Tget_class(type.get());
   KSWEEP_REQUIRE(cls == H5T_FLOAT || cls == H5T_INTEGER,
-                 "dataset '" << name << "' in " << path
-                             << " is not numeric (expected float or integer elements)");
+                 "dataset '" << name << "' in " << path << " is not numeric (expected float or integer elements)");
   Handle space(H5Dget_space(set.get()), H5Sclose);
-  KSWEEP_REQUIRE(space.valid(), "cannot get the dataspace of dataset '" << name << "' in " << path
-                                                                        << hdf5_detail());
+  KSWEEP_REQUIRE(space.valid(), "cannot get the dataspace of dataset '" << name << "' in " << path << hdf5_detail());
   int const got_rank = H5Sget_simple_extent_ndims(space.get());
-  KSWEEP_REQUIRE(got_rank == rank, "dataset '" << name << "' in " << path << " has rank "
-                                               << got_rank << ", expected " << rank);
+  KSWEEP_REQUIRE(got_rank == rank,
+                 "dataset '" << name << "' in " << path << " has rank " << got_rank << ", expected " << rank);
   dims.assign(static_cast<std::size_t>(rank), 0);
   KSWEEP_REQUIRE(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) == rank,
-                 "cannot get the dimensions of dataset '" << name << "' in " << path
-                                                          << hdf5_detail());
+                 "cannot get the dimensions of dataset '" << name << "' in " << path << hdf5_detail());
   hsize_t count = 1;
   for (auto d : dims) {
     KSWEEP_REQUIRE(d <= static_cast<hsize_t>(std::numeric_limits<int>::max()),
-                   "dataset '" << name << "' in " << path << " has a dimension of " << d
-                               << ", more than the limit " << std::numeric_limits<int>::max());
+                   "dataset '" << name << "' in " << path << " has a dimension of " << d << ", more than the limit "
+                               << std::numeric_limits<int>::max());
     count *= d;
   }
   std::vector<T> out(static_cast<std::size_t>(count));
@@ -200,24 +184,17 @@ std::vector<T> read_dataset(hid_t file, fs::path const& path, char const* name, 
   return out;
 }
 
-void read_attribute(hid_t file, fs::path const& path, char const* name, hid_t mem_type,
-                    void* value) {
+void read_attribute(hid_t file, fs::path const& path, char const* name, hid_t mem_type, void* value) {
   htri_t const exists = H5Aexists(file, name);
-  KSWEEP_REQUIRE(exists > 0, "HDF5 file " << path << " has no attribute '" << name << "'"
-                                          << hdf5_detail());
+  KSWEEP_REQUIRE(exists > 0, "HDF5 file " << path << " has no attribute '" << name << "'" << hdf5_detail());
   Handle attr(H5Aopen(file, name, H5P_DEFAULT), H5Aclose);
-  KSWEEP_REQUIRE(attr.valid(), "cannot open attribute '" << name << "' in " << path
-                                                         << hdf5_detail());
+  KSWEEP_REQUIRE(attr.valid(), "cannot open attribute '" << name << "' in " << path << hdf5_detail());
   Handle space(H5Aget_space(attr.get()), H5Sclose);
-  KSWEEP_REQUIRE(space.valid(), "cannot get the dataspace of attribute '" << name << "' in "
-                                                                          << path
-                                                                          << hdf5_detail());
+  KSWEEP_REQUIRE(space.valid(), "cannot get the dataspace of attribute '" << name << "' in " << path << hdf5_detail());
   hssize_t const n = H5Sget_simple_extent_npoints(space.get());
-  KSWEEP_REQUIRE(n == 1, "attribute '" << name << "' in " << path << " has " << n
-                                       << " elements, expected a scalar");
+  KSWEEP_REQUIRE(n == 1, "attribute '" << name << "' in " << path << " has " << n << " elements, expected a scalar");
   KSWEEP_REQUIRE(H5Aread(attr.get(), mem_type, value) >= 0,
-                 "cannot read attribute '" << name << "' from " << path
-                                           << " as a number" << hdf5_detail());
+                 "cannot read attribute '" << name << "' from " << path << " as a number" << hdf5_detail());
 }
 
 double read_double(hid_t file, fs::path const& path, char const* name) {
@@ -232,19 +209,17 @@ int read_int(hid_t file, fs::path const& path, char const* name) {
   return v;
 }
 
-std::vector<int> read_ints(hid_t file, fs::path const& path, char const* name,
-                           std::size_t expected, char const* what) {
+std::vector<int> read_ints(hid_t file, fs::path const& path, char const* name, std::size_t expected, char const* what) {
   std::vector<hsize_t> dims;
   auto v = read_dataset<int>(file, path, name, 1, H5T_NATIVE_INT, dims);
-  KSWEEP_REQUIRE(v.size() == expected, "dataset '" << name << "' in " << path << " has "
-                                                   << v.size() << " elements, expected "
-                                                   << expected << " (" << what << ")");
+  KSWEEP_REQUIRE(v.size() == expected, "dataset '" << name << "' in " << path << " has " << v.size()
+                                                   << " elements, expected " << expected << " (" << what << ")");
   return v;
 }
 
 void check_size(char const* what, std::size_t got, std::size_t expected, fs::path const& path) {
-  KSWEEP_REQUIRE(got == expected, what << " has " << got << " elements, expected " << expected
-                                       << " (writing " << path << ")");
+  KSWEEP_REQUIRE(got == expected,
+                 what << " has " << got << " elements, expected " << expected << " (writing " << path << ")");
 }
 
 }  // namespace
@@ -253,24 +228,20 @@ void write_records(fs::path const& path, RecordsFile const& r) {
   KSWEEP_REQUIRE(r.shots >= 1 && r.nt >= 1 && r.receivers >= 1,
                  "records for " << path << " have shots = " << r.shots << ", nt = " << r.nt
                                 << ", receivers = " << r.receivers << "; all must be >= 1");
-  std::size_t const n = static_cast<std::size_t>(r.shots) * static_cast<std::size_t>(r.nt) *
-                        static_cast<std::size_t>(r.receivers);
+  std::size_t const n =
+      static_cast<std::size_t>(r.shots) * static_cast<std::size_t>(r.nt) * static_cast<std::size_t>(r.receivers);
   check_size("records data", r.data.size(), n, path);
   check_size("src_z", r.src_z.size(), static_cast<std::size_t>(r.shots), path);
   check_size("src_x", r.src_x.size(), static_cast<std::size_t>(r.shots), path);
   check_size("rec_z", r.rec_z.size(), static_cast<std::size_t>(r.receivers), path);
   check_size("rec_x", r.rec_x.size(), static_cast<std::size_t>(r.receivers), path);
   write_atomic(path, [&](hid_t file, fs::path const& where) {
-    write_dataset<3>(file, where, "data", {to_hsize(r.shots), to_hsize(r.nt), to_hsize(r.receivers)},
-                     H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, r.data.data());
-    write_dataset<1>(file, where, "src_z", {to_hsize(r.shots)}, H5T_STD_I32LE, H5T_NATIVE_INT,
-                     r.src_z.data());
-    write_dataset<1>(file, where, "src_x", {to_hsize(r.shots)}, H5T_STD_I32LE, H5T_NATIVE_INT,
-                     r.src_x.data());
-    write_dataset<1>(file, where, "rec_z", {to_hsize(r.receivers)}, H5T_STD_I32LE, H5T_NATIVE_INT,
-                     r.rec_z.data());
-    write_dataset<1>(file, where, "rec_x", {to_hsize(r.receivers)}, H5T_STD_I32LE, H5T_NATIVE_INT,
-                     r.rec_x.data());
+    write_dataset<3>(file, where, "data", {to_hsize(r.shots), to_hsize(r.nt), to_hsize(r.receivers)}, H5T_IEEE_F32LE,
+                     H5T_NATIVE_FLOAT, r.data.data());
+    write_dataset<1>(file, where, "src_z", {to_hsize(r.shots)}, H5T_STD_I32LE, H5T_NATIVE_INT, r.src_z.data());
+    write_dataset<1>(file, where, "src_x", {to_hsize(r.shots)}, H5T_STD_I32LE, H5T_NATIVE_INT, r.src_x.data());
+    write_dataset<1>(file, where, "rec_z", {to_hsize(r.receivers)}, H5T_STD_I32LE, H5T_NATIVE_INT, r.rec_z.data());
+    write_dataset<1>(file, where, "rec_x", {to_hsize(r.receivers)}, H5T_STD_I32LE, H5T_NATIVE_INT, r.rec_x.data());
     write_double(file, where, "dt", r.dt);
     write_double(file, where, "dh", r.dh);
     write_int(file, where, "order", r.order);
@@ -300,16 +271,17 @@ RecordsFile read_records(fs::path const& path) {
   r.delay = read_double(file.get(), path, "delay");
   r.nz = read_int(file.get(), path, "nz");
   r.nx = read_int(file.get(), path, "nx");
-  KSWEEP_REQUIRE(std::isfinite(r.dt) && r.dt > 0, "records file " << path << " has dt = " << r.dt << ": it must be > 0");
+  KSWEEP_REQUIRE(std::isfinite(r.dt) && r.dt > 0,
+                 "records file " << path << " has dt = " << r.dt << ": it must be > 0");
   for (std::size_t i = 0; i < r.data.size(); ++i) {
     if (std::isfinite(r.data[i])) continue;
     std::size_t const per_shot = static_cast<std::size_t>(r.nt) * r.receivers;
     std::size_t const shot = i / per_shot, t = (i % per_shot) / r.receivers, rec = i % r.receivers;
     std::size_t bad = 0;
     for (float x : r.data) bad += std::isfinite(x) ? 0 : 1;
-    KSWEEP_REQUIRE(false, "records file " << path << " holds a non-finite sample (" << r.data[i] << ") at shot "
-                                          << shot << ", time sample " << t << " (" << t * r.dt << " s), receiver "
-                                          << rec << " (" << bad << " non-finite samples in all); "
+    KSWEEP_REQUIRE(false, "records file " << path << " holds a non-finite sample (" << r.data[i] << ") at shot " << shot
+                                          << ", time sample " << t << " (" << t * r.dt << " s), receiver " << rec
+                                          << " (" << bad << " non-finite samples in all); "
                                           << "the data cannot be inverted: remove or repair those traces");
   }
   return r;
@@ -317,13 +289,11 @@ RecordsFile read_records(fs::path const& path) {
 
 void write_model(fs::path const& path, std::vector<float> const& vp, int nz, int nx, double dh,
                  std::string const& dataset) {
-  KSWEEP_REQUIRE(nz >= 1 && nx >= 1, "model for " << path << " has nz = " << nz << ", nx = " << nx
-                                                  << "; both must be >= 1");
-  check_size("model", vp.size(), static_cast<std::size_t>(nz) * static_cast<std::size_t>(nx),
-             path);
+  KSWEEP_REQUIRE(nz >= 1 && nx >= 1,
+                 "model for " << path << " has nz = " << nz << ", nx = " << nx << "; both must be >= 1");
+  check_size("model", vp.size(), static_cast<std::size_t>(nz) * static_cast<std::size_t>(nx), path);
   write_atomic(path, [&](hid_t file, fs::path const& where) {
-    write_dataset<2>(file, where, dataset, {to_hsize(nz), to_hsize(nx)}, H5T_IEEE_F32LE,
-                     H5T_NATIVE_FLOAT, vp.data());
+    write_dataset<2>(file, where, dataset, {to_hsize(nz), to_hsize(nx)}, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, vp.data());
     write_double(file, where, "dh", dh);
   });
 }
@@ -343,16 +313,15 @@ VelocityModel read_model(fs::path const& path) {
 void write_datasets(fs::path const& path, std::vector<Dataset2D> const& datasets, double dh) {
   for (auto const& d : datasets) {
     KSWEEP_REQUIRE(!d.name.empty(), "a dataset for " << path << " has an empty name");
-    KSWEEP_REQUIRE(d.n0 >= 1 && d.n1 >= 1, "dataset '" << d.name << "' for " << path
-                                                       << " has n0 = " << d.n0 << ", n1 = "
-                                                       << d.n1 << "; both must be >= 1");
+    KSWEEP_REQUIRE(d.n0 >= 1 && d.n1 >= 1, "dataset '" << d.name << "' for " << path << " has n0 = " << d.n0
+                                                       << ", n1 = " << d.n1 << "; both must be >= 1");
     check_size(("dataset '" + d.name + "'").c_str(), d.data.size(),
                static_cast<std::size_t>(d.n0) * static_cast<std::size_t>(d.n1), path);
   }
   write_atomic(path, [&](hid_t file, fs::path const& where) {
     for (auto const& d : datasets) {
-      write_dataset<2>(file, where, d.name, {to_hsize(d.n0), to_hsize(d.n1)}, H5T_IEEE_F32LE,
-                       H5T_NATIVE_FLOAT, d.data.data());
+      write_dataset<2>(file, where, d.name, {to_hsize(d.n0), to_hsize(d.n1)}, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT,
+                       d.data.data());
     }
     write_double(file, where, "dh", dh);
   });
@@ -369,14 +338,11 @@ namespace {
 
 void write_records(std::filesystem::path const& path, RecordsFile const&) { no_hdf5(path); }
 RecordsFile read_records(std::filesystem::path const& path) { no_hdf5(path); }
-void write_model(std::filesystem::path const& path, std::vector<float> const&, int, int, double,
-                 std::string const&) {
+void write_model(std::filesystem::path const& path, std::vector<float> const&, int, int, double, std::string const&) {
   no_hdf5(path);
 }
 VelocityModel read_model(std::filesystem::path const& path) { no_hdf5(path); }
-void write_datasets(std::filesystem::path const& path, std::vector<Dataset2D> const&, double) {
-  no_hdf5(path);
-}
+void write_datasets(std::filesystem::path const& path, std::vector<Dataset2D> const&, double) { no_hdf5(path); }
 
 #endif
 

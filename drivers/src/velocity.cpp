@@ -32,16 +32,14 @@ std::vector<float> read_raw_f32(std::filesystem::path const& path, std::size_t c
   auto const bytes = std::filesystem::file_size(path, ec);
   KSWEEP_REQUIRE(!ec, "cannot stat velocity file " << path << ": " << ec.message());
   std::uintmax_t const expected = static_cast<std::uintmax_t>(count) * sizeof(float);
-  KSWEEP_REQUIRE(bytes == expected, "velocity file " << path << " has " << bytes
-                                                     << " bytes, expected " << expected
+  KSWEEP_REQUIRE(bytes == expected, "velocity file " << path << " has " << bytes << " bytes, expected " << expected
                                                      << " (nz*nx*4 for float32)");
   std::vector<float> v(count);
   std::ifstream in(path, std::ios::binary);
   KSWEEP_REQUIRE(in.good(), "cannot open velocity file " << path);
   in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(expected));
   KSWEEP_REQUIRE(in.gcount() == static_cast<std::streamsize>(expected),
-                 "short read from " << path << ": got " << in.gcount() << " of " << expected
-                                    << " bytes");
+                 "short read from " << path << ": got " << in.gcount() << " of " << expected << " bytes");
   if (!host_is_little_endian()) {
     for (auto& x : v) {
       std::uint32_t u = 0;
@@ -56,22 +54,17 @@ std::vector<float> read_raw_f32(std::filesystem::path const& path, std::size_t c
 void check_values(VelocityModel const& m, std::string const& what) {
   for (std::size_t i = 0; i < m.vp.size(); ++i) {
     float const v = m.vp[i];
-    KSWEEP_REQUIRE(std::isfinite(v) && v > 0,
-                   "velocity model " << what << " has a bad value at (iz = " << i / m.nx
-                                     << ", ix = " << i % m.nx << "): " << v
-                                     << " (every value must be finite and > 0 m/s)");
+    KSWEEP_REQUIRE(std::isfinite(v) && v > 0, "velocity model " << what << " has a bad value at (iz = " << i / m.nx
+                                                                << ", ix = " << i % m.nx << "): " << v
+                                                                << " (every value must be finite and > 0 m/s)");
   }
 }
 
 void check_declared_size(ModelSection const& s, VelocityModel const& m) {
-  KSWEEP_REQUIRE(s.nz == 0 || s.nz == m.nz, "model.nz = " << s.nz << " does not match "
-                                                          << s.source << " (nz = " << m.nz
-                                                          << "); leave it out or set it to "
-                                                          << m.nz);
-  KSWEEP_REQUIRE(s.nx == 0 || s.nx == m.nx, "model.nx = " << s.nx << " does not match "
-                                                          << s.source << " (nx = " << m.nx
-                                                          << "); leave it out or set it to "
-                                                          << m.nx);
+  KSWEEP_REQUIRE(s.nz == 0 || s.nz == m.nz, "model.nz = " << s.nz << " does not match " << s.source << " (nz = " << m.nz
+                                                          << "); leave it out or set it to " << m.nz);
+  KSWEEP_REQUIRE(s.nx == 0 || s.nx == m.nx, "model.nx = " << s.nx << " does not match " << s.source << " (nx = " << m.nx
+                                                          << "); leave it out or set it to " << m.nx);
   KSWEEP_REQUIRE(s.dh == 0 || std::abs(s.dh - m.dh) <= 1e-9 * m.dh,
                  "model.dh = " << s.dh << " does not match " << s.source << " (dh = " << m.dh
                                << "); leave it out or set it to " << m.dh);
@@ -81,13 +74,10 @@ VelocityModel load_named(NamedModel const& n) {
   auto const path = find_marmousi_file(n.file_name);
   std::error_code ec;
   auto const bytes = std::filesystem::file_size(path, ec);
-  KSWEEP_REQUIRE(!ec && bytes == n.bytes, "Marmousi file " << path << " has "
-                                                           << (ec ? 0 : bytes)
-                                                           << " bytes, expected " << n.bytes
-                                                           << "; re-run " << fetch_script);
+  KSWEEP_REQUIRE(!ec && bytes == n.bytes, "Marmousi file " << path << " has " << (ec ? 0 : bytes) << " bytes, expected "
+                                                           << n.bytes << "; re-run " << fetch_script);
   auto const hash = sha256_file(path);
-  KSWEEP_REQUIRE(hash == n.sha256, "Marmousi file " << path << " has SHA-256 " << hash
-                                                    << ", expected " << n.sha256
+  KSWEEP_REQUIRE(hash == n.sha256, "Marmousi file " << path << " has SHA-256 " << hash << ", expected " << n.sha256
                                                     << "; the file is corrupt or not the "
                                                        "expected model, re-run "
                                                     << fetch_script);
@@ -119,11 +109,11 @@ void decimate(VelocityModel& m, int d) {
 
 void crop(VelocityModel& m, std::array<int, 2> z, std::array<int, 2> x) {
   KSWEEP_REQUIRE(z[0] >= 0 && z[0] < z[1] && z[1] <= m.nz,
-                 "model.crop_z = [" << z[0] << ", " << z[1] << "] must satisfy 0 <= z0 < z1 <= nz = "
-                                    << m.nz << " (cells after decimation)");
+                 "model.crop_z = [" << z[0] << ", " << z[1] << "] must satisfy 0 <= z0 < z1 <= nz = " << m.nz
+                                    << " (cells after decimation)");
   KSWEEP_REQUIRE(x[0] >= 0 && x[0] < x[1] && x[1] <= m.nx,
-                 "model.crop_x = [" << x[0] << ", " << x[1] << "] must satisfy 0 <= x0 < x1 <= nx = "
-                                    << m.nx << " (cells after decimation)");
+                 "model.crop_x = [" << x[0] << ", " << x[1] << "] must satisfy 0 <= x0 < x1 <= nx = " << m.nx
+                                    << " (cells after decimation)");
   int const nz = z[1] - z[0];
   int const nx = x[1] - x[0];
   std::vector<float> out(static_cast<std::size_t>(nz) * static_cast<std::size_t>(nx));
@@ -180,12 +170,10 @@ std::filesystem::path find_marmousi_file(std::string const& file_name) {
     if (fs::is_regular_file(candidate, ec)) return candidate;
     looked << "\n  " << candidate.string();
   }
-  KSWEEP_REQUIRE(false, "velocity file '" << file_name << "' not found; looked in:"
-                                          << looked.str()
+  KSWEEP_REQUIRE(false, "velocity file '" << file_name << "' not found; looked in:" << looked.str()
                                           << "\nSet KSWEEP_MARMOUSI_DIR to the directory that "
                                              "holds it, or run /usr/bin/python3 "
-                                          << fetch_script
-                                          << " to download it into the per-user cache");
+                                          << fetch_script << " to download it into the per-user cache");
   return {};
 }
 
@@ -241,45 +229,40 @@ VelocityModel load_velocity(ModelSection const& s) {
     } else if (ext == ".f32" || ext == ".bin") {
       KSWEEP_REQUIRE(std::filesystem::is_regular_file(s.source, ec),
                      "model.source = \"" << s.source << "\": file not found");
-      KSWEEP_REQUIRE(s.nz > 0 && s.nx > 0 && s.dh > 0,
-                     "model.source = \"" << s.source << "\" is a raw float32 file, so model.nz, "
-                                         << "model.nx and model.dh must all be > 0 (got nz = "
-                                         << s.nz << ", nx = " << s.nx << ", dh = " << s.dh
-                                         << ")");
+      KSWEEP_REQUIRE(s.nz > 0 && s.nx > 0 && s.dh > 0, "model.source = \""
+                                                           << s.source << "\" is a raw float32 file, so model.nz, "
+                                                           << "model.nx and model.dh must all be > 0 (got nz = " << s.nz
+                                                           << ", nx = " << s.nx << ", dh = " << s.dh << ")");
       m.nz = s.nz;
       m.nx = s.nx;
       m.dh = s.dh;
-      m.vp = read_raw_f32(s.source,
-                          static_cast<std::size_t>(s.nz) * static_cast<std::size_t>(s.nx));
+      m.vp = read_raw_f32(s.source, static_cast<std::size_t>(s.nz) * static_cast<std::size_t>(s.nx));
       m.description = s.source;
     } else {
       std::string names;
       for (auto const& n : named_models()) names += (names.empty() ? "" : ", ") + n.name;
-      KSWEEP_REQUIRE(false, "model.source = \"" << s.source << "\" is neither a named model ("
-                                                << names
+      KSWEEP_REQUIRE(false, "model.source = \"" << s.source << "\" is neither a named model (" << names
                                                 << ") nor a path ending in .f32, .bin, .h5 or "
                                                    ".hdf5");
     }
   }
   check_declared_size(s, m);
   KSWEEP_REQUIRE(m.dh > 0 && std::isfinite(m.dh),
-                 "velocity model " << m.description << " has grid spacing dh = " << m.dh
-                                   << ", must be finite and > 0");
+                 "velocity model " << m.description << " has grid spacing dh = " << m.dh << ", must be finite and > 0");
   check_values(m, m.description);
 
   std::ostringstream desc;
   desc << m.description << ", " << m.nz << " x " << m.nx << " at " << m.dh << " m";
   decimate(m, s.decimate);
   if (s.decimate > 1) {
-    desc << ", decimated by " << s.decimate << " to " << m.nz << " x " << m.nx << " at " << m.dh
-         << " m";
+    desc << ", decimated by " << s.decimate << " to " << m.nz << " x " << m.nx << " at " << m.dh << " m";
   }
   if (s.crop_z || s.crop_x) {
     auto const z = s.crop_z.value_or(std::array<int, 2>{0, m.nz});
     auto const x = s.crop_x.value_or(std::array<int, 2>{0, m.nx});
     crop(m, z, x);
-    desc << ", cropped to z [" << z[0] << ", " << z[1] << ") x [" << x[0] << ", " << x[1]
-         << ") = " << m.nz << " x " << m.nx;
+    desc << ", cropped to z [" << z[0] << ", " << z[1] << ") x [" << x[0] << ", " << x[1] << ") = " << m.nz << " x "
+         << m.nx;
   }
   m.description = desc.str();
   return m;

@@ -41,7 +41,8 @@ std::atomic<int> g_run_counter{0};
 
 DiskFile::DiskFile(std::string const& parent, std::size_t capacity_bytes) {
   std::error_code ec;
-  std::filesystem::path const dir = parent.empty() ? std::filesystem::temp_directory_path(ec) : std::filesystem::path(parent);
+  std::filesystem::path const dir =
+      parent.empty() ? std::filesystem::temp_directory_path(ec) : std::filesystem::path(parent);
   KSWEEP_REQUIRE(!ec, "cannot find a temporary directory for disk storage: " << ec.message());
   KSWEEP_REQUIRE(std::filesystem::is_directory(dir, ec),
                  "storage.disk_dir = \"" << dir.string() << "\" does not exist or is not a directory");
@@ -49,8 +50,8 @@ DiskFile::DiskFile(std::string const& parent, std::size_t capacity_bytes) {
   std::string const name = "ksweep-" + std::to_string(::getpid()) + "-" + std::to_string(g_run_counter++) + "-" +
                            std::to_string(rd() % 1000000);
   m_folder = dir / name;
-  KSWEEP_REQUIRE(::mkdir(m_folder.c_str(), 0700) == 0,
-                 "cannot create the disk storage folder " << m_folder.string() << " in storage.disk_dir = \""
+  KSWEEP_REQUIRE(::mkdir(m_folder.c_str(), 0700) == 0, "cannot create the disk storage folder "
+                                                           << m_folder.string() << " in storage.disk_dir = \""
                                                            << dir.string() << "\": " << std::strerror(errno));
   m_path = m_folder / "boundary.bin";
   m_fd = ::open(m_path.c_str(), O_CREAT | O_RDWR | O_TRUNC | O_CLOEXEC, 0600);

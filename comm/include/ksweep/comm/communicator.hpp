@@ -89,7 +89,8 @@ class Communicator {
   /// `space` is fenced before any transfer.
   template <class ExecSpace, class AddLocal, class... Views>
   void sum_in_rank_order(ExecSpace const& space, AddLocal&& add_local, Views const&... views) const {
-    if (m_rank > 0) (with_host_data(space, views, true, [&](double* p, std::size_t n) { recv(p, n, m_rank - 1); }), ...);
+    if (m_rank > 0)
+      (with_host_data(space, views, true, [&](double* p, std::size_t n) { recv(p, n, m_rank - 1); }), ...);
     add_local();
     space.fence();
     if (m_size == 1) return;

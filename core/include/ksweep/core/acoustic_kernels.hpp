@@ -57,8 +57,7 @@ namespace impl {
 /// Kernels run row by row (a tight, vectorisable loop over x in each region) on host backends
 /// and cell by cell on devices.
 template <class ExecSpace>
-inline constexpr bool runs_by_rows =
-    Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;
+inline constexpr bool runs_by_rows = Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;
 
 template <class Tag>
 struct RowTag {};
@@ -114,7 +113,9 @@ struct GridAxis {
   /// Strip of the layer memories holding cell i: 0 before the model, 1 after it.
   KOKKOS_INLINE_FUNCTION int side(int i) const { return i < lo + n / 2 ? 0 : 1; }
   /// Index of cell i inside its strip (a strip has 2 m cells of zeros on each side).
-  KOKKOS_INLINE_FUNCTION int strip_index(int side, int i, int m) const { return side == 0 ? i + 2 * m : i - (lo + n - 2 * m); }
+  KOKKOS_INLINE_FUNCTION int strip_index(int side, int i, int m) const {
+    return side == 0 ? i + 2 * m : i - (lo + n - 2 * m);
+  }
 };
 
 /// The axes of a 2D padded grid: z (axis 0), then x (the last, fastest axis).
@@ -416,7 +417,7 @@ struct AcousticStep {
   field3 m_cur, m_out;
   // Layer memories per axis (forward: psi, zeta; adjoint: psibar, zetabar); *_in read, *_out written.
   field4 m_psi_in[Dim], m_psi_out[Dim], m_zeta_in[Dim], m_zeta_out[Dim];
-  cfield2 m_c;                            // v^2 dt^2 / dh^2, [NZ + 2M][NX + 2M], zero in the halo
+  cfield2 m_c;                              // v^2 dt^2 / dh^2, [NZ + 2M][NX + 2M], zero in the halo
   cfield1 m_a[Dim], m_b[Dim], m_mask[Dim];  // CPML profiles per axis, [N + 2M]
   GridAxis m_axis[Dim];
   bool m_free_surface = false;
@@ -658,9 +659,9 @@ void launch_shot_steps(ExecSpace const& space, char const* label, Body const& bo
                        bool reverse) {
   static_assert(impl::runs_by_rows<ExecSpace>, "the shots schedule runs on host backends");
   if (n_shots <= 0 || n1 <= n0) return;
-  Kokkos::parallel_for(label,
-                       Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, n_shots).set_chunk_size(1),
-                       impl::ShotSteps<Body>{body, n0, n1, reverse, flush_denormals()});
+  Kokkos::parallel_for(
+      label, Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, n_shots).set_chunk_size(1),
+      impl::ShotSteps<Body>{body, n0, n1, reverse, flush_denormals()});
 }
 
 /// Launches `f` over [0, n) on `space` (nothing when n == 0).

@@ -17,10 +17,10 @@ struct ModelGrid {
 
 /// Convolutional PML (second-order form) around the model, and the optional free surface.
 struct PmlConfig {
-  int width = 20;            ///< cells per edge, added outside the model grid
-  double reflection = 1e-3;  ///< theoretical normal-incidence reflection coefficient R
-  double freq = 25.0;        ///< PML frequency (Hz) of the alpha (CFS) term
-  bool free_surface = false; ///< pressure-free top edge (image method) instead of a top layer
+  int width = 20;             ///< cells per edge, added outside the model grid
+  double reflection = 1e-3;   ///< theoretical normal-incidence reflection coefficient R
+  double freq = 25.0;         ///< PML frequency (Hz) of the alpha (CFS) term
+  bool free_surface = false;  ///< pressure-free top edge (image method) instead of a top layer
 };
 
 /// A grid cell (integer indices on the model grid: z down, x right).
@@ -32,8 +32,8 @@ struct Cell {
 /// Acquisition of a batch of shots. Every shot has the same number of sources and of receivers.
 struct Survey {
   int n_shots = 0;
-  int n_sources = 0;    ///< per shot
-  int n_receivers = 0;  ///< per shot
+  int n_sources = 0;            ///< per shot
+  int n_receivers = 0;          ///< per shot
   std::vector<Cell> sources;    ///< [shot * n_sources + i]
   std::vector<Cell> receivers;  ///< [shot * n_receivers + i]
 
@@ -43,11 +43,11 @@ struct Survey {
 
 /// Padded-grid layout: the model grid plus the absorbing layer, for a stencil radius M.
 struct Layout {
-  int nz = 0, nx = 0;    ///< model grid
-  int width = 0;         ///< layer width W (left, right, bottom; top too unless free surface)
-  int top = 0;           ///< rows above the model: 0 with a free surface, W otherwise
-  int radius = 0;        ///< stencil radius M
-  int NZ = 0, NX = 0;    ///< padded grid
+  int nz = 0, nx = 0;  ///< model grid
+  int width = 0;       ///< layer width W (left, right, bottom; top too unless free surface)
+  int top = 0;         ///< rows above the model: 0 with a free surface, W otherwise
+  int radius = 0;      ///< stencil radius M
+  int NZ = 0, NX = 0;  ///< padded grid
   bool free_surface = false;
 
   Layout() = default;

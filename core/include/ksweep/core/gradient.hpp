@@ -32,13 +32,13 @@ namespace ksweep::core {
 /// Bytes of each component of a gradient computation.
 struct MemoryReport {
   std::string strategy, location, dtype;
-  std::size_t boundary_bytes = 0;   ///< saved steps, at `location`
-  std::size_t staging_bytes = 0;    ///< device staging for host/disk transfers
-  std::size_t wavefield_bytes = 0;  ///< working wavefields and CPML memories (forward + adjoint)
-  std::size_t seed_bytes = 0;       ///< the last two forward levels (kept in the working fields)
-  std::size_t image_bytes = 0;      ///< gradient and illumination accumulators
-  std::size_t observed_bytes = 0;   ///< observed batch
-  std::size_t synthetic_bytes = 0;  ///< synthetic records
+  std::size_t boundary_bytes = 0;     ///< saved steps, at `location`
+  std::size_t staging_bytes = 0;      ///< device staging for host/disk transfers
+  std::size_t wavefield_bytes = 0;    ///< working wavefields and CPML memories (forward + adjoint)
+  std::size_t seed_bytes = 0;         ///< the last two forward levels (kept in the working fields)
+  std::size_t image_bytes = 0;        ///< gradient and illumination accumulators
+  std::size_t observed_bytes = 0;     ///< observed batch
+  std::size_t synthetic_bytes = 0;    ///< synthetic records
   std::size_t peak_device_bytes = 0;  ///< measured (host backends: peak resident set of the process)
   std::string to_string() const;
 };
@@ -52,7 +52,8 @@ struct Images {
   Kokkos::View<Real**, Kokkos::LayoutRight, MemorySpace> grad, illum_src, illum_rec;
   Images() = default;
   Images(int nz, int nx)
-      : grad("ksweep::core::grad", nz, nx), illum_src("ksweep::core::illum_src", nz, nx),
+      : grad("ksweep::core::grad", nz, nx),
+        illum_src("ksweep::core::illum_src", nz, nx),
         illum_rec("ksweep::core::illum_rec", nz, nx) {}
 };
 
@@ -75,14 +76,15 @@ class GradientEngine {
     m_n_ring = static_cast<int>(off.size());
     // Codecs with a scale per block: each shot's ring padded to whole blocks (see storage::RingValues).
     bool const scaled = storage::block_coupled(cfg.dtype);
-    m_stride = scaled ? (m_n_ring + static_cast<int>(storage::block_size) - 1) / static_cast<int>(storage::block_size) * static_cast<int>(storage::block_size)
+    m_stride = scaled ? (m_n_ring + static_cast<int>(storage::block_size) - 1) / static_cast<int>(storage::block_size) *
+                            static_cast<int>(storage::block_size)
                       : m_n_ring;
     KSWEEP_REQUIRE(static_cast<long long>(m_stride) * prop.max_shots() < (1LL << 31),
                    "storage: " << m_stride << " saved values per shot x " << prop.max_shots()
                                << " shots exceeds 2^31 values per step; use fewer shots per batch");
     m_ring_div = storage::FastDivisor(std::max(m_stride, 1));
-    m_pad = Kokkos::View<Real**, Kokkos::LayoutRight, memory_space>(std::string("ksweep::core::ring_pad"), prop.max_shots(),
-                                                                     m_stride - m_n_ring);
+    m_pad = Kokkos::View<Real**, Kokkos::LayoutRight, memory_space>(std::string("ksweep::core::ring_pad"),
+                                                                    prop.max_shots(), m_stride - m_n_ring);
     m_offsets = Kokkos::View<int*, memory_space>(std::string("ksweep::core::ring_offsets"), off.size());
     auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_offsets);
     for (std::size_t i = 0; i < off.size(); ++i) h(i) = off[i];
@@ -111,7 +113,8 @@ class GradientEngine {
     int const nt = static_cast<int>(w.extent(2)), S = p.n_shots();
     m_nt = nt;
     m_store.reset();
-    m_store = std::make_unique<storage::StepStore<Real, ExecSpace>>(p.space(), m_cfg, static_cast<std::size_t>(S) * m_stride, nt);
+    m_store = std::make_unique<storage::StepStore<Real, ExecSpace>>(p.space(), m_cfg,
+                                                                    static_cast<std::size_t>(S) * m_stride, nt);
     p.forward_reset();
     if (p.runs_shots()) {
       forward_shots(w, synthetic, nt);
@@ -162,8 +165,8 @@ class GradientEngine {
     int const top = l.top, wd = l.width;
     Kokkos::parallel_for(
         "ksweep::core::scale_images",
-        Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(space, {0, 0, 0},
-                                                                                                          {S, l.nz, l.nx}),
+        Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(
+            space, {0, 0, 0}, {S, l.nz, l.nx}),
         KOKKOS_LAMBDA(int s, int iz, int ix) {
           double const cc = static_cast<double>(c(iz + top + M, ix + wd + M));
           gc(s, iz, ix) *= 2.0 / static_cast<double>(vp(iz, ix));
@@ -217,11 +220,12 @@ class GradientEngine {
     int const S = static_cast<int>(synthetic.extent(0)), nt = static_cast<int>(synthetic.extent(1)),
               nr = static_cast<int>(synthetic.extent(2));
     auto const space = m_prop.space();
-    record_view residual(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::core::residual")), S,
-                         nt, nr);
+    record_view residual(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::core::residual")),
+                         S, nt, nr);
     if (static_cast<int>(m_misfit.extent(1)) != nt)
       m_misfit = Kokkos::View<double**, Kokkos::LayoutRight, memory_space>(
-          Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::core::misfit")), m_prop.max_shots(), nt);
+          Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::core::misfit")),
+          m_prop.max_shots(), nt);
     Real const two_scale = static_cast<Real>(2 * scale);
     auto syn = synthetic;
     auto obs = observed;
@@ -239,7 +243,8 @@ class GradientEngine {
           }
           mis(s, t) = acc;
         });
-    auto const mh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), Kokkos::subview(m_misfit, Kokkos::make_pair(0, S), Kokkos::ALL));
+    auto const mh = Kokkos::create_mirror_view_and_copy(
+        Kokkos::HostSpace(), Kokkos::subview(m_misfit, Kokkos::make_pair(0, S), Kokkos::ALL));
     m_shot_loss.assign(S, 0.0);
     for (int s = 0; s < S; ++s) {
       double acc = 0;
@@ -263,7 +268,8 @@ class GradientEngine {
   /// Steps per chunk of the `shots` schedule: the saved ring of a chunk's steps waits in a
   /// staging buffer of at most 16 MiB (and 32 steps) between the shots' time loops and the codec.
   int chunk_steps() const {
-    std::size_t const step = static_cast<std::size_t>(std::max(m_prop.max_shots(), 1)) * std::max(m_stride, 1) * sizeof(Real);
+    std::size_t const step =
+        static_cast<std::size_t>(std::max(m_prop.max_shots(), 1)) * std::max(m_stride, 1) * sizeof(Real);
     return static_cast<int>(std::clamp<std::size_t>((std::size_t(16) << 20) / step, 1, 32));
   }
 
@@ -277,12 +283,14 @@ class GradientEngine {
     std::size_t const values = static_cast<std::size_t>(m_prop.n_shots()) * m_stride;
     std::size_t const step = storage::encoded_bytes(m_cfg.dtype, values, sizeof(Real));
     r.boundary_bytes = step * static_cast<std::size_t>(m_nt);
-    r.staging_bytes = (m_cfg.location == storage::Location::device
-                           ? 0
-                           : 2 * step * static_cast<std::size_t>(std::min(m_cfg.transfer_interval, std::max(m_nt, 1)))) +
-                      m_stage.span() * sizeof(Real);
+    r.staging_bytes =
+        (m_cfg.location == storage::Location::device
+             ? 0
+             : 2 * step * static_cast<std::size_t>(std::min(m_cfg.transfer_interval, std::max(m_nt, 1)))) +
+        m_stage.span() * sizeof(Real);
     auto const& l = m_prop.layout();
-    std::size_t const level = static_cast<std::size_t>(m_prop.max_shots()) * (l.NZ + 2 * M) * (l.NX + 2 * M) * sizeof(Real);
+    std::size_t const level =
+        static_cast<std::size_t>(m_prop.max_shots()) * (l.NZ + 2 * M) * (l.NX + 2 * M) * sizeof(Real);
     r.seed_bytes = 2 * level;
     r.wavefield_bytes = 2 * m_prop.state_bytes() - r.seed_bytes;
     r.image_bytes = (3 * static_cast<std::size_t>(m_prop.max_shots()) + 3) * l.nz * l.nx * sizeof(double);
@@ -327,7 +335,8 @@ class GradientEngine {
         int const n1 = std::min(nt, n0 + T);
         ForwardSave body{p.forward_shot_step(w, synthetic, n0), m_offsets, m_stage, m_n_ring, m_stride, n0};
         p.run_shot_steps(p.forward_state(), "ksweep::core::forward_shots", body, n0, n1, false);
-        for (int n = n0; n < n1; ++n) m_store->put_from(n, storage::ViewValues<Real const, memory_space>{stage_row(n - n0)});
+        for (int n = n0; n < n1; ++n)
+          m_store->put_from(n, storage::ViewValues<Real const, memory_space>{stage_row(n - n0)});
       }
     } else {
       (void)w, (void)synthetic, (void)nt;
@@ -350,7 +359,8 @@ class GradientEngine {
         // u^n from the store (u^0 = 0 contributes nothing) into fs.u[1 - cur].
         if (n >= 1) {
           auto const sink = ring_values(fs.u[1 - fs.cur]);
-          m_store->with_decoder(m_store->fetch(n - 1), sink, [&](auto const& dec) { launch_fused(adj, core::NoWork{}, 0, dec, n_ring); });
+          m_store->with_decoder(m_store->fetch(n - 1), sink,
+                                [&](auto const& dec) { launch_fused(adj, core::NoWork{}, 0, dec, n_ring); });
           imaging(fs.u[1 - fs.cur], fs.u[fs.cur], as.u[as.cur], false, S);
         } else {
           core::launch_points(space, "ksweep::core::adjoint_points", adj.f, adj.count);
@@ -359,13 +369,15 @@ class GradientEngine {
         // Rebuild u^{n-1} into fs.u[cur] (which holds u^{n+1}): the sources w[n] are taken
         // out of u^{n+1} first (the forward step added them through "- u^{n-1}"), the ring of
         // u^{n-1} comes from the store, the model cells from the reversed step.
-        core::InjectPoints<Real, memory_space> sources{fs.u[fs.cur], w, p.source_z(), p.source_x(), n,
-                                                       p.survey().n_sources, false, Real(-1), {}};
+        core::InjectPoints<Real, memory_space> sources{
+            fs.u[fs.cur], w, p.source_z(), p.source_x(), n, p.survey().n_sources, false, Real(-1), {}};
         auto const sink = ring_values(fs.u[fs.cur]);
         if (n >= 2) {
-          m_store->with_decoder(m_store->fetch(n - 2), sink, [&](auto const& dec) { launch_fused(adj, sources, n_src, dec, n_ring); });
+          m_store->with_decoder(m_store->fetch(n - 2), sink,
+                                [&](auto const& dec) { launch_fused(adj, sources, n_src, dec, n_ring); });
         } else {
-          launch_fused(adj, sources, n_src, storage::ZeroValues<storage::RingValues<Real, memory_space>>{sink}, n_ring);  // u^0 = 0
+          launch_fused(adj, sources, n_src, storage::ZeroValues<storage::RingValues<Real, memory_space>>{sink},
+                       n_ring);  // u^0 = 0
         }
         imaging(fs.u[1 - fs.cur], fs.u[fs.cur], as.u[as.cur], true, S);
         fs.cur = 1 - fs.cur;
@@ -383,8 +395,8 @@ class GradientEngine {
     using imaging_type = core::AcousticImaging<Real, Order, memory_space>;
     typename propagator_type::template ShotStep<core::AdjointTag> m_adj;
     core::InjectPoints<Real, memory_space> m_src;  // w[n] taken out of u^{n+1}
-    imaging_type m_img[2];                          // by parity of the steps from m_n_base
-    field3 m_u0[2];                                 // the u^n buffer of each parity (full: decoded into)
+    imaging_type m_img[2];                         // by parity of the steps from m_n_base
+    field3 m_u0[2];                                // the u^n buffer of each parity (full: decoded into)
     Kokkos::View<int const*, memory_space> m_offsets;
     stage_view m_stage;
     int m_n_ring, m_stride, m_n_base, m_nz, m_top, m_n_src;
@@ -438,18 +450,27 @@ class GradientEngine {
         for (int n = top; n >= n0; --n) {  // the saved steps this chunk reads, in decreasing order
           int const need = full() ? n - 1 : n - 2;
           if (need >= 0)
-            m_store->with_decoder(m_store->fetch(need), storage::ViewValues<Real, memory_space>{stage_row(top - n)}, [&](auto const& dec) {
-              Kokkos::parallel_for("ksweep::core::decode_chunk", Kokkos::RangePolicy<ExecSpace>(p.space(), 0, S * m_stride), dec);
-            });
+            m_store->with_decoder(m_store->fetch(need), storage::ViewValues<Real, memory_space>{stage_row(top - n)},
+                                  [&](auto const& dec) {
+                                    Kokkos::parallel_for("ksweep::core::decode_chunk",
+                                                         Kokkos::RangePolicy<ExecSpace>(p.space(), 0, S * m_stride),
+                                                         dec);
+                                  });
         }
         BackwardShots body;
         body.m_adj = p.adjoint_shot_step(residual, no_wavelets, top);
-        body.m_src = core::InjectPoints<Real, memory_space>{{}, w, p.source_z(), p.source_x(), 0, p.survey().n_sources, false, Real(-1), {}};
+        body.m_src = core::InjectPoints<Real, memory_space>{
+            {}, w, p.source_z(), p.source_x(), 0, p.survey().n_sources, false, Real(-1), {}};
         for (int par = 0; par < 2; ++par) {
           int const fcur = full() ? fs.cur : (par == 0 ? fs.cur : 1 - fs.cur);
           auto& img = body.m_img[par];
-          img = typename BackwardShots::imaging_type{fs.u[1 - fcur], body.m_adj.m_k[par].m_cur, fs.u[fcur], p.c(), m_grad_c,
-                                                     m_isrc, m_irec, l.nz, l.nx, l.top, l.width, l.free_surface, !full()};
+          img = typename BackwardShots::imaging_type{fs.u[1 - fcur], body.m_adj.m_k[par].m_cur,
+                                                     fs.u[fcur],     p.c(),
+                                                     m_grad_c,       m_isrc,
+                                                     m_irec,         l.nz,
+                                                     l.nx,           l.top,
+                                                     l.width,        l.free_surface,
+                                                     !full()};
           body.m_u0[par] = fs.u[1 - fcur];
         }
         body.m_offsets = m_offsets;
@@ -470,30 +491,32 @@ class GradientEngine {
   }
 
   // The saved cells of each shot's wavefield `u`, as a codec value source or sink.
-  storage::RingValues<Real, memory_space> ring_values(field3 const& u) const { return {u, m_offsets, m_ring_div, m_pad, m_n_ring}; }
+  storage::RingValues<Real, memory_space> ring_values(field3 const& u) const {
+    return {u, m_offsets, m_ring_div, m_pad, m_n_ring};
+  }
 
   // One launch: the adjoint point work, then `first` over n_first indices, then `second`
   // over n_second indices. All three write disjoint cells (adjoint wavefield; source cells of
   // the forward wavefield; ring cells of the forward wavefield).
   template <class First, class Second>
-  void launch_fused(typename propagator_type::PointWork const& adj, First const& first, int n_first, Second const& second,
-                    int n_second) const {
+  void launch_fused(typename propagator_type::PointWork const& adj, First const& first, int n_first,
+                    Second const& second, int n_second) const {
     using inner = core::Concat<First, Second>;
     core::Concat<typename propagator_type::points_functor, inner> f{adj.f, inner{first, second, n_first}, adj.count};
     core::launch_points(m_prop.space(), "ksweep::core::backward_points", f, adj.count + n_first + n_second);
   }
   void imaging(field3 const& u0, field3 const& u1, field3 const& lambda, bool reconstruct, int S) {
     auto const& l = m_prop.layout();
-    core::AcousticImaging<Real, Order, memory_space> f{u0, lambda, u1, m_prop.c(), m_grad_c, m_isrc, m_irec,
-                                                       l.nz, l.nx, l.top, l.width, l.free_surface, reconstruct};
+    core::AcousticImaging<Real, Order, memory_space> f{
+        u0, lambda, u1, m_prop.c(), m_grad_c, m_isrc, m_irec, l.nz, l.nx, l.top, l.width, l.free_surface, reconstruct};
     core::launch_grid<void>(m_prop.space(), reconstruct ? "ksweep::core::image_and_rebuild" : "ksweep::core::image", f,
                             S * l.nz, l.nx, m_prop.runs_cells());
   }
 
   propagator_type& m_prop;
   storage::StorageConfig m_cfg;
-  int m_n_ring = 0;        // saved cells per shot
-  int m_stride = 0;        // saved values per shot (cells and padding to whole codec blocks)
+  int m_n_ring = 0;                 // saved cells per shot
+  int m_stride = 0;                 // saved values per shot (cells and padding to whole codec blocks)
   storage::FastDivisor m_ring_div;  // index -> (shot, ring value) in the codec's ring sources and sinks
   Kokkos::View<Real**, Kokkos::LayoutRight, memory_space> m_pad;  // the padding values (zeros)
   int m_nt = 0;

@@ -87,9 +87,9 @@ class Adam final : public Optimizer<Real, ExecSpace> {
   /// Continues from a saved state: `steps` steps taken, moments `m` and `v` (copied on `space`).
   void restore(ExecSpace const& space, int steps, const_vector_type const& m, const_vector_type const& v) {
     KSWEEP_REQUIRE(steps >= 0, "ksweep::core::Adam::restore: steps = " << steps << " must be >= 0");
-    KSWEEP_REQUIRE(m.extent(0) == size() && v.extent(0) == size(),
-                   "ksweep::core::Adam::restore: moments of " << m.extent(0) << " and " << v.extent(0)
-                                                              << " cells for a model of " << size());
+    KSWEEP_REQUIRE(m.extent(0) == size() && v.extent(0) == size(), "ksweep::core::Adam::restore: moments of "
+                                                                       << m.extent(0) << " and " << v.extent(0)
+                                                                       << " cells for a model of " << size());
     Kokkos::deep_copy(space, m_m, m);
     Kokkos::deep_copy(space, m_v, v);
     m_steps = steps;

@@ -51,8 +51,8 @@ class Propagator {
   struct State {
     field3 u[2];
     field4 psi[Dim][2], zeta[Dim][2];  // per axis (0: z strips, 1: x strips), two levels each
-    int cur = 0;  // u[cur] is the newest level, u[1 - cur] the one before
-    int aux = 0;  // psi[.][aux], zeta[.][aux] are the current layer memories
+    int cur = 0;                       // u[cur] is the newest level, u[1 - cur] the one before
+    int aux = 0;                       // psi[.][aux], zeta[.][aux] are the current layer memories
   };
 
   Propagator(ExecSpace const& space, ModelGrid const& grid, PmlConfig const& pml, double dt, int max_shots)
@@ -118,7 +118,8 @@ class Propagator {
       check_cfl(std::max<double>(*hi, m_vmax), m_dt, m_grid.dh, Order);
       for (int iz = 0; iz < l.nz; ++iz)
         for (int ix = 0; ix < l.nx; ++ix)
-          m_vpad[static_cast<std::size_t>(iz + l.top) * l.NX + ix + l.width] = vp[static_cast<std::size_t>(iz) * l.nx + ix];
+          m_vpad[static_cast<std::size_t>(iz + l.top) * l.NX + ix + l.width] =
+              vp[static_cast<std::size_t>(iz) * l.nx + ix];
     }
     auto c_host = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_c);
     double const scale = m_dt * m_dt / (m_grid.dh * m_grid.dh);
@@ -129,10 +130,12 @@ class Propagator {
         c_host(iz + M, ix + M) = static_cast<Real>(v * v * scale);
       }
     Kokkos::deep_copy(m_space, m_c, c_host);
-    m_vp_model = field2(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string("ksweep::core::vp")), l.nz, l.nx);
+    m_vp_model =
+        field2(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string("ksweep::core::vp")), l.nz, l.nx);
     auto vp_host = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_vp_model);
     for (int iz = 0; iz < l.nz; ++iz)
-      for (int ix = 0; ix < l.nx; ++ix) vp_host(iz, ix) = static_cast<Real>(vp[static_cast<std::size_t>(iz) * l.nx + ix]);
+      for (int ix = 0; ix < l.nx; ++ix)
+        vp_host(iz, ix) = static_cast<Real>(vp[static_cast<std::size_t>(iz) * l.nx + ix]);
     Kokkos::deep_copy(m_space, m_vp_model, vp_host);
     m_space.fence();
   }
@@ -152,9 +155,8 @@ class Propagator {
   void set_velocity(velocity_view const& vp, bool update_layer = true) {
     auto const& l = m_layout;
     KSWEEP_REQUIRE(static_cast<int>(vp.extent(0)) == l.nz && static_cast<int>(vp.extent(1)) == l.nx,
-                   "ksweep::core::Propagator::set_velocity: the model is [" << vp.extent(0) << "][" << vp.extent(1)
-                                                                            << "], the grid [" << l.nz << "][" << l.nx
-                                                                            << "]");
+                   "ksweep::core::Propagator::set_velocity: the model is ["
+                       << vp.extent(0) << "][" << vp.extent(1) << "], the grid [" << l.nz << "][" << l.nx << "]");
     int const nz = l.nz, nx = l.nx;
     long long const n = static_cast<long long>(nz) * nx;
     // The first cell that is not finite and > 0, in row-major order (as check_velocity finds it).
@@ -171,8 +173,8 @@ class Propagator {
       Kokkos::View<Real, Kokkos::HostSpace> bad("ksweep::core::bad_velocity");
       Kokkos::deep_copy(m_space, bad, Kokkos::subview(vp, first_bad / nx, first_bad % nx));
       m_space.fence();
-      KSWEEP_REQUIRE(false, "velocity at cell " << first_bad << " is " << bad()
-                                                << ": velocities must be finite and > 0");
+      KSWEEP_REQUIRE(false,
+                     "velocity at cell " << first_bad << " is " << bad() << ": velocities must be finite and > 0");
     }
     Kokkos::MinMaxScalar<Real> range;
     Kokkos::parallel_reduce(
@@ -210,7 +212,8 @@ class Propagator {
             coef(iz + top + M, ix + width + M) = static_cast<Real>(v * v * scale);
           });
     }
-    m_vp_model = field2(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string("ksweep::core::vp")), nz, nx);
+    m_vp_model =
+        field2(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string("ksweep::core::vp")), nz, nx);
     Kokkos::deep_copy(m_space, m_vp_model, vp);
     m_space.fence();
   }
@@ -218,8 +221,9 @@ class Propagator {
   /// Sets the sources and receivers of the next batch (at most max_shots shots).
   void set_survey(Survey const& survey) {
     check_survey(survey, m_grid, m_pml);
-    KSWEEP_REQUIRE(survey.n_shots <= m_max_shots, "batch of " << survey.n_shots << " shots exceeds the propagator's capacity of "
-                                                             << m_max_shots << " shots");
+    KSWEEP_REQUIRE(survey.n_shots <= m_max_shots, "batch of " << survey.n_shots
+                                                              << " shots exceeds the propagator's capacity of "
+                                                              << m_max_shots << " shots");
     m_survey = survey;
     auto to_device = [&](std::vector<Cell> const& cells, int n_per_shot, index2& z, index2& x, char const* lz,
                          char const* lx) {
@@ -294,7 +298,8 @@ class Propagator {
     if (records.extent(0) == 0) return;
     State const& st = m_fwd;
     int const nt = static_cast<int>(records.extent(1));
-    SamplePoints<Real, memory_space> sample{st.u[st.cur], records, m_rec_z, m_rec_x, nt - 1, m_survey.n_receivers, true, {}};
+    SamplePoints<Real, memory_space> sample{st.u[st.cur],         records, m_rec_z, m_rec_x, nt - 1,
+                                            m_survey.n_receivers, true,    {}};
     launch_points(m_space, "ksweep::core::sample_receivers", sample, m_survey.n_shots * m_survey.n_receivers);
   }
 
@@ -330,8 +335,8 @@ class Propagator {
     if (residual.extent(0) == 0) return;
     State const& st = m_adj;
     int const nt = static_cast<int>(residual.extent(1));
-    InjectPoints<Real, memory_space> inject{st.u[st.cur], residual, m_rec_z, m_rec_x, nt - 1, m_survey.n_receivers, true,
-                                            Real(1), m_c};  // mu = c lambda
+    InjectPoints<Real, memory_space> inject{st.u[st.cur],         residual, m_rec_z, m_rec_x, nt - 1,
+                                            m_survey.n_receivers, true,     Real(1), m_c};  // mu = c lambda
     launch_points(m_space, "ksweep::core::inject_residuals", inject, m_survey.n_shots * m_survey.n_receivers);
   }
 
@@ -353,7 +358,8 @@ class Propagator {
     int const nt = static_cast<int>(residual.extent(1));
     adjoint_start(residual);
     if (runs_shots()) {
-      run_shot_steps(m_adj, "ksweep::core::adjoint_shots", adjoint_shot_step(residual, wavelet_grad, nt - 1), 0, nt, true);
+      run_shot_steps(m_adj, "ksweep::core::adjoint_shots", adjoint_shot_step(residual, wavelet_grad, nt - 1), 0, nt,
+                     true);
     } else {
       for (int n = nt - 1; n >= 0; --n) adjoint_step(n, residual, wavelet_grad);
     }
@@ -369,8 +375,8 @@ class Propagator {
   template <class Tag>
   struct ShotStep {
     static constexpr bool is_forward = std::is_same_v<Tag, ForwardTag>;
-    kernel_type m_k[2];  // the kernel after an even / odd number of steps from m_n_base
-    InjectPoints<Real, memory_space> m_in;  // forward: sources w[n]; adjoint: residual[n-1]
+    kernel_type m_k[2];                      // the kernel after an even / odd number of steps from m_n_base
+    InjectPoints<Real, memory_space> m_in;   // forward: sources w[n]; adjoint: residual[n-1]
     SamplePoints<Real, memory_space> m_out;  // forward: records r[n-1]; adjoint: wavelet_grad[n]
     int m_n_in = 0, m_n_out = 0, m_nt_in = 0, m_n_base = 0, m_rows = 0;
 
@@ -395,11 +401,13 @@ class Propagator {
 
   /// The forward step body of the `shots` schedule for steps counted from n_base (the forward
   /// state as it is now is the state before step n_base).
-  ShotStep<ForwardTag> forward_shot_step(wavelet_view const& wavelets, record_view const& records, int n_base = 0) const {
+  ShotStep<ForwardTag> forward_shot_step(wavelet_view const& wavelets, record_view const& records,
+                                         int n_base = 0) const {
     return shot_step<ForwardTag>(m_fwd, forward_points(n_base, wavelets, records), n_base);
   }
   /// The adjoint step body of the `shots` schedule for steps counted down from n_base.
-  ShotStep<AdjointTag> adjoint_shot_step(record_view const& residual, wavelet_view const& wavelet_grad, int n_base) const {
+  ShotStep<AdjointTag> adjoint_shot_step(record_view const& residual, wavelet_view const& wavelet_grad,
+                                         int n_base) const {
     return shot_step<AdjointTag>(m_adj, adjoint_points(n_base, residual, wavelet_grad), n_base);
   }
 
@@ -512,9 +520,10 @@ class Propagator {
 
   void check_batch(wavelet_view const& w, record_view const& r) const {
     KSWEEP_REQUIRE(m_survey.n_shots > 0, "ksweep::core::Propagator: no survey set");
-    KSWEEP_REQUIRE(static_cast<int>(w.extent(0)) == m_survey.n_shots && static_cast<int>(w.extent(1)) == m_survey.n_sources,
-                   "wavelets are [" << w.extent(0) << "][" << w.extent(1) << "][...], expected [" << m_survey.n_shots << "]["
-                                    << m_survey.n_sources << "][nt]");
+    KSWEEP_REQUIRE(
+        static_cast<int>(w.extent(0)) == m_survey.n_shots && static_cast<int>(w.extent(1)) == m_survey.n_sources,
+        "wavelets are [" << w.extent(0) << "][" << w.extent(1) << "][...], expected [" << m_survey.n_shots << "]["
+                         << m_survey.n_sources << "][nt]");
     KSWEEP_REQUIRE(static_cast<int>(r.extent(0)) == m_survey.n_shots && r.extent(1) == w.extent(2) &&
                        static_cast<int>(r.extent(2)) == m_survey.n_receivers,
                    "records are [" << r.extent(0) << "][" << r.extent(1) << "][" << r.extent(2) << "], expected ["

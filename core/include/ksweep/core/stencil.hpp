@@ -70,10 +70,15 @@ decltype(auto) dispatch_order(int order, F&& f);
 template <class F>
 decltype(auto) ksweep::core::dispatch_order(int order, F&& f) {
   switch (order) {
-    case 2: return f(std::integral_constant<int, 2>{});
-    case 4: return f(std::integral_constant<int, 4>{});
-    case 6: return f(std::integral_constant<int, 6>{});
-    case 8: return f(std::integral_constant<int, 8>{});
-    default: names::order.reject(std::to_string(order));
+    case 2:
+      return f(std::integral_constant<int, 2>{});
+    case 4:
+      return f(std::integral_constant<int, 4>{});
+    case 6:
+      return f(std::integral_constant<int, 6>{});
+    case 8:
+      return f(std::integral_constant<int, 8>{});
+    default:
+      names::order.reject(std::to_string(order));
   }
 }

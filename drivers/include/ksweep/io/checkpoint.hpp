@@ -30,9 +30,9 @@ struct Checkpoint {
 /// Writes `c` atomically (temporary file, fsync, rename). Throws ksweep::Error.
 void write_checkpoint(std::filesystem::path const& path, Checkpoint const& c);
 
-/// Reads and checks a checkpoint for a model of `n` cells (0: as many as it records): format, checksum, ranges (iteration,
-/// history, finite and positive velocities, finite moments, generator state). Throws
-/// ksweep::Error naming `path` and what is wrong.
+/// Reads and checks a checkpoint for a model of `n` cells (0: as many as it records): format, checksum, ranges
+/// (iteration, history, finite and positive velocities, finite moments, generator state). Throws ksweep::Error naming
+/// `path` and what is wrong.
 Checkpoint read_checkpoint(std::filesystem::path const& path, std::size_t n);
 
 /// One key whose value differs between a checkpoint's run and the current one.

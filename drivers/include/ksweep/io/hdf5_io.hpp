@@ -52,14 +52,13 @@ void write_records(std::filesystem::path const& path, RecordsFile const& records
 RecordsFile read_records(std::filesystem::path const& path);
 
 /// Writes `vp` as float32 dataset `dataset` [nz][nx] and the file attribute "dh".
-void write_model(std::filesystem::path const& path, std::vector<float> const& vp, int nz, int nx,
-                 double dh, std::string const& dataset = "vp");
+void write_model(std::filesystem::path const& path, std::vector<float> const& vp, int nz, int nx, double dh,
+                 std::string const& dataset = "vp");
 
 /// Reads dataset "vp" [nz][nx] and the file attribute "dh".
 VelocityModel read_model(std::filesystem::path const& path);
 
 /// Writes each image as a float32 dataset [n0][n1] and the file attribute "dh".
-void write_datasets(std::filesystem::path const& path, std::vector<Dataset2D> const& datasets,
-                    double dh);
+void write_datasets(std::filesystem::path const& path, std::vector<Dataset2D> const& datasets, double dh);
 
 }  // namespace ksweep::io

@@ -224,11 +224,13 @@ struct Fp32Codec {
   static constexpr bool has_scale = false;
   static constexpr bool block_coupled = false;
   static constexpr std::size_t value_bytes(std::size_t real_bytes) { return real_bytes; }
-  static constexpr std::size_t encoded_bytes(std::size_t n, std::size_t real_bytes) { return impl::align8(n * real_bytes); }
+  static constexpr std::size_t encoded_bytes(std::size_t n, std::size_t real_bytes) {
+    return impl::align8(n * real_bytes);
+  }
 
   template <class Real, class Source, class Loops>
-  KOKKOS_INLINE_FUNCTION static void encode_block(Source const& in, BlockSpan const& s, Loops const& loops, std::uint8_t* out,
-                                                  int* bad) {
+  KOKKOS_INLINE_FUNCTION static void encode_block(Source const& in, BlockSpan const& s, Loops const& loops,
+                                                  std::uint8_t* out, int* bad) {
     Real* codes = reinterpret_cast<Real*>(out) + s.i0;
     loops.for_each(s.len, [&](int k) {
       Real const v = in(s.i0 + k);
@@ -247,8 +249,8 @@ struct Fp16Codec : impl::ScaledLayout<2> {
   static constexpr Dtype dtype = Dtype::fp16;
 
   template <class Real, class Source, class Loops>
-  KOKKOS_INLINE_FUNCTION static void encode_block(Source const& in, BlockSpan const& s, Loops const& loops, std::uint8_t* out,
-                                                  int* bad) {
+  KOKKOS_INLINE_FUNCTION static void encode_block(Source const& in, BlockSpan const& s, Loops const& loops,
+                                                  std::uint8_t* out, int* bad) {
     float const den = scale(in, s, loops, out, bad);
     std::uint16_t* codes = reinterpret_cast<std::uint16_t*>(out) + s.i0;
     loops.for_each(s.len, [&](int k) { codes[k] = impl::float_to_half(static_cast<float>(in(s.i0 + k)) / den); });
@@ -268,8 +270,8 @@ struct Bf16Codec {
   static constexpr std::size_t encoded_bytes(std::size_t n, std::size_t) { return impl::align8(n * 2); }
 
   template <class Real, class Source, class Loops>
-  KOKKOS_INLINE_FUNCTION static void encode_block(Source const& in, BlockSpan const& s, Loops const& loops, std::uint8_t* out,
-                                                  int* bad) {
+  KOKKOS_INLINE_FUNCTION static void encode_block(Source const& in, BlockSpan const& s, Loops const& loops,
+                                                  std::uint8_t* out, int* bad) {
     std::uint16_t* codes = reinterpret_cast<std::uint16_t*>(out) + s.i0;
     loops.for_each(s.len, [&](int k) {
       float const v = static_cast<float>(in(s.i0 + k));
@@ -288,8 +290,8 @@ struct Int8Codec : impl::ScaledLayout<1> {
   static constexpr Dtype dtype = Dtype::int8;
 
   template <class Real, class Source, class Loops>
-  KOKKOS_INLINE_FUNCTION static void encode_block(Source const& in, BlockSpan const& s, Loops const& loops, std::uint8_t* out,
-                                                  int* bad) {
+  KOKKOS_INLINE_FUNCTION static void encode_block(Source const& in, BlockSpan const& s, Loops const& loops,
+                                                  std::uint8_t* out, int* bad) {
     float const den = scale(in, s, loops, out, bad);
     std::int8_t* codes = reinterpret_cast<std::int8_t*>(out) + s.i0;
     loops.for_each(s.len, [&](int k) {
@@ -301,7 +303,8 @@ struct Int8Codec : impl::ScaledLayout<1> {
   }
   template <class Real>
   KOKKOS_INLINE_FUNCTION static Real decode_value(std::uint8_t const* in, std::size_t n, std::size_t i) {
-    return static_cast<Real>(static_cast<float>(reinterpret_cast<std::int8_t const*>(in)[i]) * (scale_of(in, n, i) / 127.0f));
+    return static_cast<Real>(static_cast<float>(reinterpret_cast<std::int8_t const*>(in)[i]) *
+                             (scale_of(in, n, i) / 127.0f));
   }
 };
 
@@ -388,9 +391,9 @@ struct FastDivisor {
 template <class Real, class MemorySpace>
 struct RingValues {
   Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace> m_field;  // [shot][NZ + 2M][NX + 2M]
-  Kokkos::View<int const*, MemorySpace> m_offset;                     // [cells]
-  FastDivisor m_n;                                                    // n: values per shot (stride)
-  Kokkos::View<Real**, Kokkos::LayoutRight, MemorySpace> m_pad;       // [shot][stride - cells]
+  Kokkos::View<int const*, MemorySpace> m_offset;                   // [cells]
+  FastDivisor m_n;                                                  // n: values per shot (stride)
+  Kokkos::View<Real**, Kokkos::LayoutRight, MemorySpace> m_pad;     // [shot][stride - cells]
   int m_cells;
   KOKKOS_INLINE_FUNCTION Real& operator()(std::size_t i) const {
     int const v = static_cast<int>(i);  // shots x stride < 2^31 (checked by the owner)
@@ -424,8 +427,8 @@ struct EncodeBlocks {
   // Devices: one team per block.
   template <class Member>
   KOKKOS_INLINE_FUNCTION void operator()(Member const& team) const {
-    Codec::template encode_block<Real>(m_in, span(static_cast<std::size_t>(team.league_rank())), impl::TeamLoops<Member>{team},
-                                       m_out.data(), m_bad.data());
+    Codec::template encode_block<Real>(m_in, span(static_cast<std::size_t>(team.league_rank())),
+                                       impl::TeamLoops<Member>{team}, m_out.data(), m_bad.data());
   }
   // Hosts: one index per block.
   KOKKOS_INLINE_FUNCTION void operator()(std::size_t b) const {
@@ -449,13 +452,14 @@ struct DecodeValues {
 /// launch. NaN or infinity sets `bad()` to 1 (checked by the caller at a convenient
 /// synchronisation point).
 template <class ExecSpace, class Real, class Codec, class MemorySpace, class Source>
-void encode_blocks(ExecSpace const& space, Codec, Source const& in, std::size_t n, Kokkos::View<std::uint8_t*, MemorySpace> out,
-                   Kokkos::View<int, MemorySpace> bad) {
+void encode_blocks(ExecSpace const& space, Codec, Source const& in, std::size_t n,
+                   Kokkos::View<std::uint8_t*, MemorySpace> out, Kokkos::View<int, MemorySpace> bad) {
   int const blocks = static_cast<int>((n + block_size - 1) / block_size);
   if (blocks == 0) return;
   EncodeBlocks<Codec, Real, MemorySpace, Source> const f{in, out, bad, n};
   if constexpr (Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible) {
-    Kokkos::parallel_for("ksweep::storage::encode", Kokkos::RangePolicy<ExecSpace>(space, 0, static_cast<std::size_t>(blocks)), f);
+    Kokkos::parallel_for("ksweep::storage::encode",
+                         Kokkos::RangePolicy<ExecSpace>(space, 0, static_cast<std::size_t>(blocks)), f);
   } else {
     Kokkos::parallel_for("ksweep::storage::encode", Kokkos::TeamPolicy<ExecSpace>(space, blocks, block_size), f);
   }

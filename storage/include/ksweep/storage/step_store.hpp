@@ -124,8 +124,9 @@ struct StepsCommon {
     // transfer instance's copies too.
     Kokkos::deep_copy(m_space, Kokkos::View<int, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(&bad), m_bad);
     m_space.fence();
-    KSWEEP_REQUIRE(bad == 0, "the saved wavefield contains NaN or infinity: the forward run diverged "
-                             "(check the CFL condition and the velocity model)");
+    KSWEEP_REQUIRE(bad == 0,
+                   "the saved wavefield contains NaN or infinity: the forward run diverged "
+                   "(check the CFL condition and the velocity model)");
   }
 };
 
@@ -168,8 +169,9 @@ class DeviceSteps final : public Steps<ExecSpace> {
 
   explicit DeviceSteps(StepsCommon<ExecSpace> const& common) : base(common) {
     auto const& c = this->m_common;
-    m_all = bytes_view(Kokkos::view_alloc(c.m_space, Kokkos::WithoutInitializing, std::string("ksweep::storage::device")),
-                       c.m_step_bytes * static_cast<std::size_t>(c.m_steps));
+    m_all =
+        bytes_view(Kokkos::view_alloc(c.m_space, Kokkos::WithoutInitializing, std::string("ksweep::storage::device")),
+                   c.m_step_bytes * static_cast<std::size_t>(c.m_steps));
   }
   bytes_view write_slot(int step) override { return slot(step); }
   void written(int) override {}
@@ -199,12 +201,15 @@ class StagedSteps final : public Steps<ExecSpace> {
   using typename base::const_bytes_view;
 
   StagedSteps(StepsCommon<ExecSpace> const& common, int transfer_interval, std::string const& disk_dir)
-      : base(common), m_interval(std::min(transfer_interval, common.m_steps)),
+      : base(common),
+        m_interval(std::min(transfer_interval, common.m_steps)),
         m_chunk_bytes(common.m_step_bytes * static_cast<std::size_t>(m_interval)),
-        m_target(common.m_space, common.m_step_bytes * static_cast<std::size_t>(common.m_steps), m_chunk_bytes, disk_dir) {
+        m_target(common.m_space, common.m_step_bytes * static_cast<std::size_t>(common.m_steps), m_chunk_bytes,
+                 disk_dir) {
     for (auto& c : m_stage)
-      c = bytes_view(Kokkos::view_alloc(common.m_space, Kokkos::WithoutInitializing, std::string("ksweep::storage::stage")),
-                     m_chunk_bytes);
+      c = bytes_view(
+          Kokkos::view_alloc(common.m_space, Kokkos::WithoutInitializing, std::string("ksweep::storage::stage")),
+          m_chunk_bytes);
   }
   ~StagedSteps() override {
     for (auto& f : m_pending)
@@ -224,7 +229,8 @@ class StagedSteps final : public Steps<ExecSpace> {
     common.check_finite();
     std::size_t const bytes = chunk_bytes(c);
     std::size_t const offset = static_cast<std::size_t>(c) * m_chunk_bytes;
-    m_pending[j] = std::async(std::launch::async, [this, j, bytes, offset] { m_target.store(m_stage[j], j, bytes, offset); });
+    m_pending[j] =
+        std::async(std::launch::async, [this, j, bytes, offset] { m_target.store(m_stage[j], j, bytes, offset); });
   }
   void finish_writes() override {
     wait(0);
@@ -256,7 +262,8 @@ class StagedSteps final : public Steps<ExecSpace> {
 
  private:
   std::size_t chunk_bytes(int c) const {
-    return static_cast<std::size_t>(std::min(m_interval, this->m_common.m_steps - c * m_interval)) * this->m_common.m_step_bytes;
+    return static_cast<std::size_t>(std::min(m_interval, this->m_common.m_steps - c * m_interval)) *
+           this->m_common.m_step_bytes;
   }
   // Chunk c -> staging chunk j (on the transfer thread, or here when nothing was prefetched).
   void load(int c, int j) { m_target.load(m_stage[j], j, chunk_bytes(c), static_cast<std::size_t>(c) * m_chunk_bytes); }
@@ -323,7 +330,8 @@ class DiskTarget {
       : m_transfer(transfer_instance(space)), m_file(std::make_unique<DiskFile>(disk_dir, total)) {
     if constexpr (!device_is_host) {
       for (auto& b : m_bounce)
-        b = bounce_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("ksweep::storage::bounce")), chunk_bytes);
+        b = bounce_view(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("ksweep::storage::bounce")),
+                        chunk_bytes);
     }
   }
   void store(bytes_view const& stage, int j, std::size_t bytes, std::size_t offset) {
@@ -356,7 +364,8 @@ class DiskTarget {
 };
 
 template <class ExecSpace>
-using PinnedHostSteps = StagedSteps<ExecSpace, HostTarget<ExecSpace, typename PinnedSpace<typename ExecSpace::memory_space>::type>>;
+using PinnedHostSteps =
+    StagedSteps<ExecSpace, HostTarget<ExecSpace, typename PinnedSpace<typename ExecSpace::memory_space>::type>>;
 template <class ExecSpace>
 using HostSteps = StagedSteps<ExecSpace, HostTarget<ExecSpace, Kokkos::HostSpace>>;
 template <class ExecSpace>
@@ -366,11 +375,13 @@ using DiskSteps = StagedSteps<ExecSpace, DiskTarget<ExecSpace>>;
 template <class ExecSpace>
 std::unique_ptr<Steps<ExecSpace>> make_steps(StepsCommon<ExecSpace> const& common, StorageConfig const& cfg) {
   switch (cfg.location) {
-    case Location::device: return std::make_unique<DeviceSteps<ExecSpace>>(common);
+    case Location::device:
+      return std::make_unique<DeviceSteps<ExecSpace>>(common);
     case Location::host:
       if (cfg.pinned) return std::make_unique<PinnedHostSteps<ExecSpace>>(common, cfg.transfer_interval, cfg.disk_dir);
       return std::make_unique<HostSteps<ExecSpace>>(common, cfg.transfer_interval, cfg.disk_dir);
-    case Location::disk: return std::make_unique<DiskSteps<ExecSpace>>(common, cfg.transfer_interval, cfg.disk_dir);
+    case Location::disk:
+      return std::make_unique<DiskSteps<ExecSpace>>(common, cfg.transfer_interval, cfg.disk_dir);
   }
   names::location.reject(std::to_string(static_cast<int>(cfg.location)));
 }
@@ -386,7 +397,10 @@ class StepStore {
   using const_bytes_view = Kokkos::View<std::uint8_t const*, memory_space>;
 
   StepStore(ExecSpace const& space, StorageConfig const& cfg, std::size_t values_per_step, int n_steps)
-      : m_space(space), m_cfg(cfg), m_n(values_per_step), m_steps(n_steps),
+      : m_space(space),
+        m_cfg(cfg),
+        m_n(values_per_step),
+        m_steps(n_steps),
         m_step_bytes(encoded_bytes(cfg.dtype, values_per_step, sizeof(Real))) {
     KSWEEP_REQUIRE(n_steps >= 1, "ksweep::storage::StepStore: n_steps = " << n_steps << " must be >= 1");
     KSWEEP_REQUIRE(cfg.transfer_interval >= 1,
@@ -442,12 +456,15 @@ class StepStore {
   /// caller's launch: the functor's type is that of the store's codec (see dispatch_dtype).
   template <class Sink, class Launch>
   void with_decoder(const_bytes_view const& bytes, Sink const& sink, Launch&& launch) const {
-    dispatch_dtype(m_cfg.dtype, [&](auto codec) { launch(DecodeValues<decltype(codec), Real, memory_space, Sink>{bytes, sink, m_n}); });
+    dispatch_dtype(m_cfg.dtype, [&](auto codec) {
+      launch(DecodeValues<decltype(codec), Real, memory_space, Sink>{bytes, sink, m_n});
+    });
   }
 
  private:
   void check_size(std::size_t n) const {
-    KSWEEP_REQUIRE(n == m_n, "ksweep::storage::StepStore: " << n << " values given, the store holds " << m_n << " per step");
+    KSWEEP_REQUIRE(n == m_n,
+                   "ksweep::storage::StepStore: " << n << " values given, the store holds " << m_n << " per step");
   }
 
   ExecSpace m_space;

@@ -28,12 +28,11 @@ namespace impl {
 
 /// Throws ksweep::Error with `msg` (a stream expression) when `cond` is false.
 /// Usage: KSWEEP_REQUIRE(dt > 0, "time.dt = " << dt << " must be > 0");
-#define KSWEEP_REQUIRE(cond, msg)                                  \
-  do {                                                             \
-    if (!(cond)) {                                                 \
-      std::ostringstream ksweep_require_os_;                       \
-      ksweep_require_os_ << msg;                                   \
-      ::ksweep::impl::throw_error(__FILE__, __LINE__,              \
-                                  ksweep_require_os_.str());       \
-    }                                                              \
+#define KSWEEP_REQUIRE(cond, msg)                                                \
+  do {                                                                           \
+    if (!(cond)) {                                                               \
+      std::ostringstream ksweep_require_os_;                                     \
+      ksweep_require_os_ << msg;                                                 \
+      ::ksweep::impl::throw_error(__FILE__, __LINE__, ksweep_require_os_.str()); \
+    }                                                                            \
   } while (false)
