@@ -221,7 +221,9 @@ KSWEEP_TEST(saved_cells_ring_2d_shell_3d) {
     EXPECT_EQ(static_cast<long>(ring.size()), volume - model) << "free surface " << fs;
     long const sy = a3[2].N + 2 * m, sz = sy * (a3[1].N + 2 * m);
     for (std::size_t k = 0; k < ring.size(); ++k) {
-      if (k > 0) ASSERT_LT(ring[k - 1], ring[k]);
+      if (k > 0) {
+        ASSERT_LT(ring[k - 1], ring[k]);
+      }
       int const i0 = static_cast<int>(ring[k] / sz) - m, i1 = static_cast<int>(ring[k] % sz / sy) - m,
                 i2 = static_cast<int>(ring[k] % sy) - m;
       ASSERT_TRUE(a3[0].in_layer(i0) || a3[1].in_layer(i1) || a3[2].in_layer(i2)) << "a model cell in the shell";

@@ -375,7 +375,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   P prop(space, core::ModelGrid{nz, nx, truth.dh}, make_pml(cfg), cfg.time.dt, cap);
   prop.set_schedule(core::parse_schedule(cfg.propagator.schedule));
   E engine(prop, scfg);
-  typename E::images_type img(nz, nx);
+  typename E::images_type img(space, nz, nx);
   auto const wavelet = make_wavelet(cfg);
   typename P::wavelet_view w(view_alloc(space, WithoutInitializing, std::string("ksweep::fwi::wavelets")), cap, 1, nt);
   {

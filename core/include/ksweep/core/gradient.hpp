@@ -55,6 +55,12 @@ struct Images {
       : grad("ksweep::core::grad", nz, nx),
         illum_src("ksweep::core::illum_src", nz, nx),
         illum_rec("ksweep::core::illum_rec", nz, nx) {}
+  /// Zeroed images allocated and initialised on the instance `space`.
+  template <class ExecSpace>
+  Images(ExecSpace const& space, int nz, int nx)
+      : grad(Kokkos::view_alloc(space, std::string("ksweep::core::grad")), nz, nx),
+        illum_src(Kokkos::view_alloc(space, std::string("ksweep::core::illum_src")), nz, nx),
+        illum_rec(Kokkos::view_alloc(space, std::string("ksweep::core::illum_rec")), nz, nx) {}
 };
 
 template <class Real, int Order, class ExecSpace = Kokkos::DefaultExecutionSpace>
@@ -83,13 +89,15 @@ class GradientEngine {
                    "storage: " << m_stride << " saved values per shot x " << prop.max_shots()
                                << " shots exceeds 2^31 values per step; use fewer shots per batch");
     m_ring_div = storage::FastDivisor(std::max(m_stride, 1));
-    m_pad = Kokkos::View<Real**, Kokkos::LayoutRight, memory_space>(std::string("ksweep::core::ring_pad"),
-                                                                    prop.max_shots(), m_stride - m_n_ring);
-    m_offsets = Kokkos::View<int*, memory_space>(std::string("ksweep::core::ring_offsets"), off.size());
-    auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_offsets);
-    for (std::size_t i = 0; i < off.size(); ++i) h(i) = off[i];
-    Kokkos::deep_copy(m_offsets, h);
     auto const space = prop.space();
+    m_pad = Kokkos::View<Real**, Kokkos::LayoutRight, memory_space>(
+        Kokkos::view_alloc(space, std::string("ksweep::core::ring_pad")), prop.max_shots(), m_stride - m_n_ring);
+    m_offsets = Kokkos::View<int*, memory_space>(
+        Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::core::ring_offsets")), off.size());
+    Kokkos::View<int const*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> const h(off.data(),
+                                                                                                 off.size());
+    Kokkos::deep_copy(space, m_offsets, h);
+    space.fence();
     int const S = prop.max_shots();
     using Kokkos::view_alloc;
     using Kokkos::WithoutInitializing;
