@@ -203,6 +203,27 @@ struct AcousticCell {
   using run_type = CellRun<Real, Dim>;
   using image_run = ImageRun<Real, Dim>;
 
+  // Strides of axis A in the fields and in its layer memories: 1 along x, a compile-time constant
+  // (with 2M + 2 runtime strides per axis, the x taps alone would take 2M address registers).
+  template <int A>
+  KOKKOS_FORCEINLINE_FUNCTION static std::ptrdiff_t field_stride(run_type const& r) {
+    if constexpr (A == X) {
+      (void)r;
+      return 1;
+    } else {
+      return r.su[A];
+    }
+  }
+  template <int A>
+  KOKKOS_FORCEINLINE_FUNCTION static std::ptrdiff_t strip_stride(run_type const& r) {
+    if constexpr (A == X) {
+      (void)r;
+      return 1;
+    } else {
+      return r.ps[A];
+    }
+  }
+
   // A CPML profile of axis A at tap k of the cell at ix.
   template <int A>
   KOKKOS_FORCEINLINE_FUNCTION static Real coef(Real const* p, int ix, int k) {
@@ -240,13 +261,13 @@ struct AcousticCell {
   // ---------------------------------------------------------------------------------------------
   template <int A, bool Layer, bool FS>
   KOKKOS_FORCEINLINE_FUNCTION static Real forward_axis(run_type const& r, int ix, Real u0) {
-    std::ptrdiff_t const s = r.su[A];
+    std::ptrdiff_t const s = field_stride<A>(r);
     Real const d2 = second_diff<A, FS>(r.u, s, r.z, ix, u0);
     if constexpr (!Layer) {
       return d2;
     } else {
       // The free-surface rows never reach the layer (check_grid: nz >= 2M + 2).
-      std::ptrdiff_t const ps = r.ps[A], i = ix + r.off[A];
+      std::ptrdiff_t const ps = strip_stride<A>(r), i = ix + r.off[A];
       Real const* pin = r.pin[A];
       Real du = 0, dpsi = 0;
       KSWEEP_UNROLL_TAPS
@@ -280,15 +301,15 @@ struct AcousticCell {
   // ---------------------------------------------------------------------------------------------
   template <int A>
   KOKKOS_FORCEINLINE_FUNCTION static Real w_at(run_type const& r, int ix, std::ptrdiff_t i, int k) {
-    Real const g = r.u[ix + k * r.su[A]];
-    return g + coef<A>(r.pb[A], ix, k) * (g + r.zin[A][i + k * r.ps[A]]);
+    Real const g = r.u[ix + k * field_stride<A>(r)];
+    return g + coef<A>(r.pb[A], ix, k) * (g + r.zin[A][i + k * strip_stride<A>(r)]);
   }
   template <int A, bool Layer, bool FS>
   KOKKOS_FORCEINLINE_FUNCTION static Real adjoint_axis(run_type const& r, int ix, Real g0, Real& db) {
     if constexpr (!Layer) {
-      return second_diff<A, FS>(r.u, r.su[A], r.z, ix, g0);
+      return second_diff<A, FS>(r.u, field_stride<A>(r), r.z, ix, g0);
     } else {
-      std::ptrdiff_t const ps = r.ps[A], i = ix + r.off[A];
+      std::ptrdiff_t const ps = strip_stride<A>(r), i = ix + r.off[A];
       Real const* pin = r.pin[A];
       Real lap = Real(C::second(0)) * w_at<A>(r, ix, i, 0), dq = 0;
       KSWEEP_UNROLL_TAPS
