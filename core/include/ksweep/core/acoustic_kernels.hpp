@@ -257,10 +257,11 @@ struct AcousticCell {
   }
 
   // ---------------------------------------------------------------------------------------------
-  // Forward: T_a of axis A (returned) and, in the layer, psi and zeta of that axis.
+  // Forward: Dxx u (outside the layer) or Q (in it) of axis A, returned; in the layer also
+  // zeta^n (T_a = Q + zeta) and the new psi and zeta of that axis.
   // ---------------------------------------------------------------------------------------------
   template <int A, bool Layer, bool FS>
-  KOKKOS_FORCEINLINE_FUNCTION static Real forward_axis(run_type const& r, int ix, Real u0) {
+  KOKKOS_FORCEINLINE_FUNCTION static Real forward_axis(run_type const& r, int ix, Real u0, Real& zeta_out) {
     std::ptrdiff_t const s = field_stride<A>(r);
     Real const d2 = second_diff<A, FS>(r.u, s, r.z, ix, u0);
     if constexpr (!Layer) {
@@ -280,7 +281,8 @@ struct AcousticCell {
       r.pout[A][i] = a * pin[i] + b * du;
       Real const zeta = a * r.zin[A][i] + b * q;
       r.zout[A][i] = zeta;
-      return q + zeta;
+      zeta_out = zeta;
+      return q;
     }
   }
 
@@ -288,9 +290,20 @@ struct AcousticCell {
   template <int Flags>
   KOKKOS_FORCEINLINE_FUNCTION static void forward(run_type const& r, int ix) {
     Real const u0 = r.u[ix];
-    Real t = forward_axis<X, F::layer(Flags, X), false>(r, ix, u0);
-    if constexpr (Dim == 3) t += forward_axis<1, F::layer(Flags, 1), false>(r, ix, u0);
-    t += forward_axis<0, F::layer(Flags, 0), F::surface(Flags)>(r, ix, u0);
+    Real zeta[Dim] = {};
+    Real t = forward_axis<X, F::layer(Flags, X), false>(r, ix, u0, zeta[X]);
+    if constexpr (F::layer(Flags, X)) t += zeta[X];
+    if constexpr (Dim == 3) {
+      Real const ty = forward_axis<1, F::layer(Flags, 1), false>(r, ix, u0, zeta[1]);
+      t += F::layer(Flags, 1) ? ty + zeta[1] : ty;
+    }
+    Real const qz = forward_axis<0, F::layer(Flags, 0), F::surface(Flags)>(r, ix, u0, zeta[0]);
+    // The order of the sums is that of the 2D kernels before the bodies were unified (2D results
+    // unchanged, bit for bit): in rows with z layer terms alone, (T_x + Q_z) + zeta_z; elsewhere
+    // T_x + T_z with T_z = Q_z + zeta_z.
+    if constexpr (F::layer(Flags, 0) && !F::layer(Flags, X)) t = (t + qz) + zeta[0];
+    else if constexpr (F::layer(Flags, 0)) t += qz + zeta[0];
+    else t += qz;
     r.out[ix] = Real(2) * u0 - r.out[ix] + r.c[ix] * t;
   }
 
