@@ -92,66 +92,31 @@ class Propagator {
     }
   }
 
+  /// The model velocity on the device, [nz][nx] row-major.
+  using velocity_view = Kokkos::View<Real const**, Kokkos::LayoutRight, memory_space>;
+
   /// Sets the velocity (m/s) of the model grid, row-major [nz][nx] on the host. The layer
   /// repeats the model's edges; with `update_layer` false, the layer keeps its velocity and
   /// damping profiles from the previous call (the gradient is with respect to the model cells
   /// with the layer held fixed).
   void set_velocity(float const* vp, bool update_layer = true) {
     auto const& l = m_layout;
-    long long const n = static_cast<long long>(l.nz) * l.nx;
-    check_velocity(vp, n);
-    auto const [lo, hi] = std::minmax_element(vp, vp + n);
-    if (update_layer || m_vpad.empty()) {
-      m_vmin = *lo;
-      m_vmax = *hi;
-      check_cfl(m_vmax, m_dt, m_grid.dh, Order);
-      m_vpad.assign(static_cast<std::size_t>(l.NZ) * l.NX, 0.0);
-      for (int iz = 0; iz < l.NZ; ++iz) {
-        int const mz = std::clamp(iz - l.top, 0, l.nz - 1);
-        for (int ix = 0; ix < l.NX; ++ix) {
-          int const mx = std::clamp(ix - l.width, 0, l.nx - 1);
-          m_vpad[static_cast<std::size_t>(iz) * l.NX + ix] = vp[static_cast<std::size_t>(mz) * l.nx + mx];
-        }
-      }
-      build_profiles();
-    } else {
-      check_cfl(std::max<double>(*hi, m_vmax), m_dt, m_grid.dh, Order);
-      for (int iz = 0; iz < l.nz; ++iz)
-        for (int ix = 0; ix < l.nx; ++ix)
-          m_vpad[static_cast<std::size_t>(iz + l.top) * l.NX + ix + l.width] =
-              vp[static_cast<std::size_t>(iz) * l.nx + ix];
-    }
-    auto c_host = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_c);
-    double const scale = m_dt * m_dt / (m_grid.dh * m_grid.dh);
-    Kokkos::deep_copy(c_host, Real(0));
-    for (int iz = 0; iz < l.NZ; ++iz)
-      for (int ix = 0; ix < l.NX; ++ix) {
-        double const v = m_vpad[static_cast<std::size_t>(iz) * l.NX + ix];
-        c_host(iz + M, ix + M) = static_cast<Real>(v * v * scale);
-      }
-    Kokkos::deep_copy(m_space, m_c, c_host);
-    m_vp_model =
-        field2(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string("ksweep::core::vp")), l.nz, l.nx);
-    auto vp_host = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_vp_model);
+    check_velocity(vp, static_cast<long long>(l.nz) * l.nx);  // the host values, named as given
+    Kokkos::View<Real**, Kokkos::LayoutRight, memory_space> d(
+        Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string("ksweep::core::vp_upload")), l.nz, l.nx);
+    auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), d);
     for (int iz = 0; iz < l.nz; ++iz)
-      for (int ix = 0; ix < l.nx; ++ix)
-        vp_host(iz, ix) = static_cast<Real>(vp[static_cast<std::size_t>(iz) * l.nx + ix]);
-    Kokkos::deep_copy(m_space, m_vp_model, vp_host);
-    m_space.fence();
+      for (int ix = 0; ix < l.nx; ++ix) h(iz, ix) = static_cast<Real>(vp[static_cast<std::size_t>(iz) * l.nx + ix]);
+    Kokkos::deep_copy(m_space, d, h);
+    set_velocity(velocity_view(d), update_layer);
   }
 
-  /// The model velocity on the device, [nz][nx] row-major.
-  using velocity_view = Kokkos::View<Real const**, Kokkos::LayoutRight, memory_space>;
-
-  /// Sets the velocity (m/s) of the model grid from a device view [nz][nx]: the same checks,
-  /// layer and bits of c() as set_velocity(float const*, update_layer) with the same values
-  /// on the host, without copying the model to the host. The range check and the minimum and
-  /// maximum are reductions and c = v^2 dt^2 / dh^2 (in double, then rounded to Real) is a
+  /// Sets the velocity (m/s) of the model grid from a device view [nz][nx] (the host overload
+  /// uploads its values and calls this one), without copying the model to the host. The range
+  /// check and the minimum and maximum are reductions and c = v^2 dt^2 / dh^2 (in double, then rounded to Real) is a
   /// kernel, on space(); the damping profiles (1D, from the maximum velocity) are built on the
   /// host when the layer is updated. With `update_layer` false the layer keeps its velocity and
-  /// profiles from the previous call, host or device (the CFL check covers the new maximum).
-  /// After a call here with `update_layer` true, the next call of the host overload rebuilds
-  /// the layer whatever its `update_layer` (its host copy of the layer is not kept up to date).
+  /// profiles from the previous call (the CFL check covers the new maximum).
   void set_velocity(velocity_view const& vp, bool update_layer = true) {
     auto const& l = m_layout;
     KSWEEP_REQUIRE(static_cast<int>(vp.extent(0)) == l.nz && static_cast<int>(vp.extent(1)) == l.nx,
@@ -193,7 +158,6 @@ class Propagator {
       check_cfl(range.max_val, m_dt, m_grid.dh, Order);
       m_vmin = range.min_val;
       m_vmax = range.max_val;
-      m_vpad.clear();
       build_profiles();
       // The layer repeats the nearest model cell; the M cells around the padded grid are 0.
       Kokkos::deep_copy(m_space, coef, Real(0));
@@ -212,8 +176,9 @@ class Propagator {
             coef(iz + top + M, ix + width + M) = static_cast<Real>(v * v * scale);
           });
     }
-    m_vp_model =
-        field2(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string("ksweep::core::vp")), nz, nx);
+    if (m_vp_model.extent(0) == 0)
+      m_vp_model =
+          field2(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string("ksweep::core::vp")), nz, nx);
     Kokkos::deep_copy(m_space, m_vp_model, vp);
     m_space.fence();
   }
@@ -583,7 +548,6 @@ class Propagator {
   Layout m_layout;
   Survey m_survey;
   double m_vmin = 0, m_vmax = 0;
-  std::vector<double> m_vpad;  // padded velocity (host)
   field2 m_c, m_vp_model;
   field1 m_prof_a[Dim], m_prof_b[Dim], m_prof_mask[Dim];  // CPML profiles per axis (0: z, 1: x)
   index2 m_src_z, m_src_x, m_rec_z, m_rec_x;
