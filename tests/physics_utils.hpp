@@ -63,7 +63,8 @@ inline core::Survey one_shot(std::vector<core::Cell> const& sources, std::vector
 /// Sum of squares of a[i0, i1).
 inline double energy(std::vector<double> const& a, std::size_t i0 = 0, std::size_t i1 = static_cast<std::size_t>(-1)) {
   double e = 0;
-  for (std::size_t i = i0; i < std::min(i1, a.size()); ++i) e += a[i] * a[i];
+  std::size_t const end = std::min(i1, a.size());
+  for (std::size_t i = i0; i < end; ++i) e += a[i] * a[i];
   return e;
 }
 

@@ -258,7 +258,7 @@ void device_velocity_matches_host(bool free_surface) {
   int changed = 0;
   for (int iz = 0; iz < l.NZ + 2 * M; ++iz)
     for (int ix = 0; ix < l.NX + 2 * M; ++ix) {
-      bool const model_cell = iz >= l.top + M && iz < l.top + M + nz && ix >= l.width + M && ix < l.width + M + nx;
+      bool const model_cell = iz >= l.top + M && iz < l.top + M + nz && ix >= l.left + M && ix < l.left + M + nx;
       if (!model_cell) {
         EXPECT_EQ(c1(iz, ix), c2(iz, ix)) << "layer cell " << iz << ", " << ix;
       }

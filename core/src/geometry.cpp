@@ -23,13 +23,20 @@ Survey Survey::select(std::vector<int> const& shots) const {
 }
 
 Layout::Layout(ModelGrid const& grid, PmlConfig const& pml, int order)
-    : nz(grid.nz),
+    : dim(grid.dim()),
+      nz(grid.nz),
+      ny(grid.dim() == 3 ? grid.ny : 1),
       nx(grid.nx),
-      width(pml.width),
-      top(pml.free_surface ? 0 : pml.width),
+      top(pml.face(PmlConfig::top)),
+      bottom(pml.face(PmlConfig::bottom)),
+      front(grid.dim() == 3 ? pml.face(PmlConfig::front) : 0),
+      back(grid.dim() == 3 ? pml.face(PmlConfig::back) : 0),
+      left(pml.face(PmlConfig::left)),
+      right(pml.face(PmlConfig::right)),
       radius(order / 2),
-      NZ(grid.nz + top + pml.width),
-      NX(grid.nx + 2 * pml.width),
+      NZ(nz + top + bottom),
+      NY(ny + front + back),
+      NX(nx + left + right),
       free_surface(pml.free_surface) {}
 
 void check_grid(ModelGrid const& grid, PmlConfig const& pml, int order) {
@@ -37,12 +44,25 @@ void check_grid(ModelGrid const& grid, PmlConfig const& pml, int order) {
   int const m = order / 2;
   KSWEEP_REQUIRE(std::isfinite(grid.dh) && grid.dh > 0, "grid spacing dh = " << grid.dh << " must be > 0");
   int const min_cells = 2 * m + 1;
-  KSWEEP_REQUIRE(grid.nz >= min_cells && grid.nx >= min_cells,
-                 "model grid " << grid.nz << " x " << grid.nx << " is too small for order " << order
-                               << ": each dimension needs at least " << min_cells << " cells");
-  KSWEEP_REQUIRE(pml.width >= m, "propagator.pml_width = " << pml.width << " is too small for order " << order
-                                                           << ": it must be >= " << m << " (the stencil radius)");
-  KSWEEP_REQUIRE(pml.width <= 1000, "propagator.pml_width = " << pml.width << " exceeds the limit 1000");
+  KSWEEP_REQUIRE(grid.ny >= 0, "model grid ny = " << grid.ny << " must be >= 0 (0 for a 2D grid)");
+  bool const three = grid.dim() == 3;
+  KSWEEP_REQUIRE(grid.nz >= min_cells && grid.nx >= min_cells && (!three || grid.ny >= min_cells),
+                 "model grid " << grid.nz << " x " << (three ? std::to_string(grid.ny) + " x " : std::string())
+                               << grid.nx << " is too small for order " << order << ": each dimension needs at least "
+                               << min_cells << " cells");
+  KSWEEP_REQUIRE(grid.cells() < (1LL << 31),
+                 "model grid of " << grid.cells() << " cells exceeds the limit of 2^31 - 1 cells");
+  char const* const face_names[6] = {"top", "bottom", "front", "back", "left", "right"};
+  for (int f = 0; f < 6; ++f) {
+    if ((f == PmlConfig::front || f == PmlConfig::back) && !three) continue;
+    if (f == PmlConfig::top && pml.free_surface) continue;
+    int const w = pml.face(f);
+    std::string const what =
+        pml.faces[f] >= 0 ? std::string("propagator.pml_") + face_names[f] : std::string("propagator.pml_width");
+    KSWEEP_REQUIRE(w >= m, what << " = " << w << " is too small for order " << order << ": it must be >= " << m
+                                << " (the stencil radius)");
+    KSWEEP_REQUIRE(w <= 1000, what << " = " << w << " exceeds the limit 1000");
+  }
   KSWEEP_REQUIRE(std::isfinite(pml.reflection) && pml.reflection > 0 && pml.reflection < 1,
                  "propagator.pml_reflection = " << pml.reflection << " must be in (0, 1)");
   KSWEEP_REQUIRE(std::isfinite(pml.freq) && pml.freq >= 0, "propagator.pml_freq = " << pml.freq << " must be >= 0");
@@ -50,6 +70,10 @@ void check_grid(ModelGrid const& grid, PmlConfig const& pml, int order) {
     KSWEEP_REQUIRE(grid.nz >= 2 * m + 2, "model grid nz = " << grid.nz << " is too small for a free surface at order "
                                                             << order << ": it must be >= " << 2 * m + 2);
   }
+  Layout const l(grid, pml, order);
+  KSWEEP_REQUIRE(static_cast<long long>(l.field_rows()) * (l.NX + 2 * m) < (1LL << 31),
+                 "padded grid of " << static_cast<long long>(l.field_rows()) * (l.NX + 2 * m)
+                                   << " cells exceeds the limit of 2^31 - 1 cells per shot");
 }
 
 void check_time(double dt, int nt) {
@@ -64,9 +88,9 @@ void check_velocity(float const* vp, long long n) {
   }
 }
 
-void check_cfl(double vmax, double dt, double dh, int order) {
+void check_cfl(double vmax, double dt, double dh, int order, int dim) {
   double const courant = vmax * dt / dh;
-  double const limit = courant_limit(order, 2);
+  double const limit = courant_limit(order, dim);
   KSWEEP_REQUIRE(courant <= limit,
                  "unstable time step: vmax * dt / dh = " << vmax << " * " << dt << " / " << dh << " = " << courant
                                                          << " exceeds the CFL limit " << limit << " of order " << order
@@ -87,12 +111,24 @@ void check_survey(Survey const& survey, ModelGrid const& grid, PmlConfig const& 
       "survey lists " << survey.receivers.size()
                       << " receivers, expected n_shots * n_receivers = " << survey.n_shots * survey.n_receivers);
   int const zmin = pml.free_surface ? 1 : 0;
+  bool const three = grid.dim() == 3;
+  int const ny = three ? grid.ny : 1;
   auto check = [&](Cell const& c, char const* what, std::size_t i) {
-    KSWEEP_REQUIRE(
-        c.z >= zmin && c.z < grid.nz && c.x >= 0 && c.x < grid.nx,
-        what << " " << i << " at (z, x) = (" << c.z << ", " << c.x << ") is outside the model grid: z must be in ["
-             << zmin << ", " << grid.nz - 1 << "] and x in [0, " << grid.nx - 1 << "]"
-             << (pml.free_surface && c.z == 0 ? " (z = 0 is the free surface, where pressure is zero)" : ""));
+    bool const inside = c.z >= zmin && c.z < grid.nz && c.x >= 0 && c.x < grid.nx && c.y >= 0 && c.y < ny;
+    if (three) {
+      KSWEEP_REQUIRE(
+          inside, what << " " << i << " at (z, y, x) = (" << c.z << ", " << c.y << ", " << c.x
+                       << ") is outside the model grid: z must be in [" << zmin << ", " << grid.nz - 1 << "], y in [0, "
+                       << ny - 1 << "] and x in [0, " << grid.nx - 1 << "]"
+                       << (pml.free_surface && c.z == 0 ? " (z = 0 is the free surface, where pressure is zero)" : ""));
+    } else {
+      KSWEEP_REQUIRE(
+          inside, what << " " << i << " at (z, x) = (" << c.z << ", " << c.x
+                       << ") is outside the model grid: z must be in [" << zmin << ", " << grid.nz - 1
+                       << "] and x in [0, " << grid.nx - 1 << "]"
+                       << (c.y != 0 ? " (y = " + std::to_string(c.y) + " on a 2D grid)" : std::string())
+                       << (pml.free_surface && c.z == 0 ? " (z = 0 is the free surface, where pressure is zero)" : ""));
+    }
   };
   for (std::size_t i = 0; i < survey.sources.size(); ++i) check(survey.sources[i], "source", i);
   for (std::size_t i = 0; i < survey.receivers.size(); ++i) check(survey.receivers[i], "receiver", i);

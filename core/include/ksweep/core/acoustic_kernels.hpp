@@ -1,11 +1,12 @@
 #pragma once
 /// \file acoustic_kernels.hpp
-/// The 2D constant-density acoustic time step and its exact discrete adjoint, written once for
-/// every Kokkos backend.
+/// The constant-density acoustic time step (2D and 3D) and its exact discrete adjoint, written
+/// once for every Kokkos backend and dimension.
 ///
 /// Discretisation (all on the padded grid; ~ marks quantities scaled by powers of dh so the
 /// stencils carry only their dimensionless coefficients):
-///   u^{n+1} = 2 u^n - u^{n-1} + c (T_x + T_z),     c = v^2 dt^2 / dh^2,
+///   u^{n+1} = 2 u^n - u^{n-1} + c sum_a T_a,     c = v^2 dt^2 / dh^2,
+/// over the axes a (z, x in 2D; z, y, x in 3D; below written for x, the same for every axis),
 /// and per axis, outside the layer T_x = Dxx u^n; inside it (second-order CPML)
 ///   Q_x    = Dxx u^n + Dx psi_x^{n-1}
 ///   psi_x^n  = a psi_x^{n-1} + b Dx u^n
@@ -17,10 +18,10 @@
 ///
 /// The adjoint kernel is the transpose of this linear map of the state (u^n, u^{n-1}, psi, zeta).
 /// With g = c lambda^{n+1}, h = g + zetabar and w = g + b h (w = g outside the layer):
-///   lambda^n   = 2 lambda^{n+1} - lambda^{n+2} + Dxx w_x + Dzz w_z - Dx(b psibar_x) - Dz(b psibar_z)
+///   lambda^n   = 2 lambda^{n+1} - lambda^{n+2} + sum_a (Daa w_a - Da(b psibar_a))
 /// The adjoint wavefield is stored as mu = c lambda (c > 0 on the grid, 0 in the halo), so that
 /// g is the field itself and the step has the forward's shape:
-///   mu^n = 2 mu^{n+1} - mu^{n+2} + c (Dxx w_x + Dzz w_z - Dx(b psibar_x) - Dz(b psibar_z)),
+///   mu^n = 2 mu^{n+1} - mu^{n+2} + c sum_a (Daa w_a - Da(b psibar_a)),
 /// which saves a load and a multiply per stencil tap. Residuals enter as c r (InjectPoints with
 /// the c weight) and the source gradient reads mu / c (SamplePoints with the c weight).
 ///   psibar_x'  = a psibar_x - Dx(mask w_x)        (in the layer)
@@ -33,6 +34,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <array>
 #include <vector>
 
@@ -118,10 +120,38 @@ struct GridAxis {
   }
 };
 
-/// The axes of a 2D padded grid: z (axis 0), then x (the last, fastest axis).
-inline std::array<GridAxis, 2> grid_axes(Layout const& l) {
-  return {GridAxis{l.nz, l.top, l.NZ}, GridAxis{l.nx, l.width, l.NX}};
+/// The axes of a padded grid of dimension Dim: z (axis 0), y (3D), then x (the last, fastest).
+template <int Dim = 2>
+std::array<GridAxis, Dim> grid_axes(Layout const& l) {
+  if constexpr (Dim == 3) {
+    return {GridAxis{l.nz, l.top, l.NZ}, GridAxis{l.ny, l.front, l.NY}, GridAxis{l.nx, l.left, l.NX}};
+  } else {
+    return {GridAxis{l.nz, l.top, l.NZ}, GridAxis{l.nx, l.left, l.NX}};
+  }
 }
+
+/// Rows of the padded grid and of the model grid, as the kernels index them. A field is stored
+/// as rows of NX + 2M cells, [shot][field row][NX + 2M], the field row of padded cell (iz, iy)
+/// being (iz + M)(NY + 2M) + iy + M in 3D and iz + M in 2D; a model image as [shot][model row][nx]
+/// with model row iz ny + iy.
+template <int Dim>
+struct Rows {
+  int NY = 1, M = 0, ny = 1, top = 0, front = 0;
+  Rows() = default;
+  explicit Rows(Layout const& l) : NY(l.NY), M(l.radius), ny(l.ny), top(l.top), front(l.front) {}
+  /// Field row of padded cell (iz, iy).
+  KOKKOS_INLINE_FUNCTION int field(int iz, int iy) const {
+    if constexpr (Dim == 3) return (iz + M) * (NY + 2 * M) + iy + M;
+    else return (void)iy, iz + M;
+  }
+  /// Field row of model row mr.
+  KOKKOS_INLINE_FUNCTION int model_field(int mr) const {
+    if constexpr (Dim == 3) return field(mr / ny + top, mr % ny + front);
+    else return mr + top + M;
+  }
+  /// Rows between neighbours along z, in a field.
+  KOKKOS_INLINE_FUNCTION int z_rows() const { return Dim == 3 ? NY + 2 * M : 1; }
+};
 
 /// The cells the gradient saves per shot and step, as offsets into a shot's padded field (a halo
 /// of m cells on every side, row-major, the last axis fastest), in increasing order: the cells
@@ -429,15 +459,19 @@ void launch_grid(ExecSpace const& space, char const* label, Functor const& f, in
 }
 
 /// The acoustic step of a batch of shots (ForwardTag: u^{n+1}; AdjointTag: mu^n) on the padded
-/// grid. Wavefields carry a halo of M zero cells on every side, [shot][NZ + 2M][NX + 2M]. The
-/// layer memories of axis a live only in that axis' layer, in two strips (side 0 before the
-/// model, 1 after it) with 2M cells of zeros on each side along the axis: axis 0 (z)
-/// [side][shot][W + 4M][NX], axis 1 (x) [side][shot][NZ][W + 4M]. Regions: along each axis, the
-/// cells with layer terms (forward: in the layer; adjoint: within M of it) and the others; the
-/// free-surface rows 1 .. M-1 (row 0 holds u = 0 and is skipped).
-template <class Real, int Order, class MemorySpace>
+/// grid of dimension Dim. Wavefields carry a halo of M zero cells on every side, stored as rows
+/// of NX + 2M cells: [shot][field row][NX + 2M] (see Rows). The layer memories of axis a live
+/// only in that axis' layer, in two strips (side 0 before the model, 1 after it) with 2M cells
+/// of zeros on each side along the axis (Sa = max(layer cells of the two faces) + 4M cells):
+///   axis 0 (z) [side][shot][Sz][NY NX], axis 1 (y, 3D) [side][shot][NZ Sy][NX],
+///   axis x     [side][shot][NZ NY][Sx].
+/// Regions: along each axis, the cells with layer terms (forward: in the layer; adjoint: within
+/// M of it) and the others; the free-surface rows 1 .. M-1 (row 0 holds u = 0 and is skipped).
+/// A row is (shot, iz, iy) of the padded grid, NZ NY rows per shot.
+template <class Real, int Order, class MemorySpace, int Dimension = 2>
 struct AcousticStep {
-  static constexpr int Dim = 2, M = Order / 2, X = Dim - 1;
+  static constexpr int Dim = Dimension, M = Order / 2, X = Dim - 1;
+  static_assert(Dim == 2 || Dim == 3, "the acoustic step is 2D or 3D");
   using body = AcousticCell<Real, Order, Dim>;
   using flags = RegionFlags<Dim>;
   using run_type = typename body::run_type;
@@ -451,15 +485,24 @@ struct AcousticStep {
   field3 m_cur, m_out;
   // Layer memories per axis (forward: psi, zeta; adjoint: psibar, zetabar); *_in read, *_out written.
   field4 m_psi_in[Dim], m_psi_out[Dim], m_zeta_in[Dim], m_zeta_out[Dim];
-  cfield2 m_c;                              // v^2 dt^2 / dh^2, [NZ + 2M][NX + 2M], zero in the halo
+  cfield2 m_c;                              // v^2 dt^2 / dh^2, [field row][NX + 2M], zero in the halo
   cfield1 m_a[Dim], m_b[Dim], m_mask[Dim];  // CPML profiles per axis, [N + 2M]
   GridAxis m_axis[Dim];
+  Rows<Dim> m_rows;
+  int m_strip_y = 0;  // Sy: rows of a y strip per z (3D)
   bool m_free_surface = false;
 
   AcousticStep() = default;
-  explicit AcousticStep(Layout const& l) : m_free_surface(l.free_surface) {
-    auto const axes = grid_axes(l);
+  explicit AcousticStep(Layout const& l) : m_rows(l), m_free_surface(l.free_surface) {
+    auto const axes = grid_axes<Dim>(l);
     for (int a = 0; a < Dim; ++a) m_axis[a] = axes[a];
+    if constexpr (Dim == 3) m_strip_y = std::max(l.front, l.back) + 4 * M;
+  }
+
+  /// Padded rows per shot: NZ NY.
+  KOKKOS_INLINE_FUNCTION int rows() const {
+    if constexpr (Dim == 3) return m_axis[0].N * m_axis[1].N;
+    else return m_axis[0].N;
   }
 
   template <class Tag>
@@ -468,27 +511,39 @@ struct AcousticStep {
     else return m_axis[axis].near_layer(i, M);
   }
 
-  /// The run of row iz of shot s; layer memories of axis a bound where `flags` has layer terms
-  /// (x: the strip `xside`).
-  KOKKOS_INLINE_FUNCTION run_type make_run(int s, int iz, int xside, int f) const {
+  /// The run of row (iz, iy) of shot s; layer memories of axis a bound where `f` has layer
+  /// terms (x: the strip `xside`).
+  KOKKOS_INLINE_FUNCTION run_type make_run(int s, int iz, int iy, int xside, int f) const {
     run_type r;
-    int const hz = iz + M;
-    r.u = &m_cur(s, hz, M);
-    r.out = &m_out(s, hz, M);
-    r.c = &m_c(hz, M);
-    r.su[0] = static_cast<std::ptrdiff_t>(m_cur.stride(1));
+    int const hz = iz + M, fr = m_rows.field(iz, iy);
+    r.u = &m_cur(s, fr, M);
+    r.out = &m_out(s, fr, M);
+    r.c = &m_c(fr, M);
+    std::ptrdiff_t const row = static_cast<std::ptrdiff_t>(m_cur.stride(1));
+    r.su[0] = row * m_rows.z_rows();
+    if constexpr (Dim == 3) r.su[1] = row;
     r.su[X] = 1;
     r.z = iz;
     if (flags::layer(f, 0)) {
-      int const side = m_axis[0].side(iz), row = m_axis[0].strip_index(side, iz, M);
-      bind_axis(r, 0, side, s, row, 0);
+      int const side = m_axis[0].side(iz), zr = m_axis[0].strip_index(side, iz, M);
+      bind_axis(r, 0, side, s, zr, Dim == 3 ? iy * m_axis[X].N : 0);
       r.ps[0] = static_cast<std::ptrdiff_t>(m_psi_in[0].stride(2));
       r.pa[0] = &m_a[0](hz);
       r.pb[0] = &m_b[0](hz);
       r.pm[0] = &m_mask[0](hz);
     }
+    if constexpr (Dim == 3) {
+      if (flags::layer(f, 1)) {
+        int const side = m_axis[1].side(iy), yr = m_axis[1].strip_index(side, iy, M);
+        bind_axis(r, 1, side, s, iz * m_strip_y + yr, 0);
+        r.ps[1] = static_cast<std::ptrdiff_t>(m_psi_in[1].stride(2));
+        r.pa[1] = &m_a[1](iy + M);
+        r.pb[1] = &m_b[1](iy + M);
+        r.pm[1] = &m_mask[1](iy + M);
+      }
+    }
     if (flags::layer(f, X)) {
-      bind_axis(r, X, xside, s, iz, 0);
+      bind_axis(r, X, xside, s, Dim == 3 ? iz * m_axis[1].N + iy : iz, 0);
       r.ps[X] = 1;
       r.off[X] = m_axis[X].strip_index(xside, 0, M);
       r.pa[X] = &m_a[X](M);
@@ -504,47 +559,67 @@ struct AcousticStep {
     r.zout[a] = &m_zeta_out[a](side, s, i1, i2);
   }
 
-  // Cells [x0, x1) of row iz with region flags F, as one vectorisable loop.
+  // Cells [x0, x1) of row (iz, iy) with region flags F, as one vectorisable loop.
   template <class Tag, int F>
-  KOKKOS_INLINE_FUNCTION void run(int s, int iz, int xside, int x0, int x1) const {
-    run_type const r = make_run(s, iz, xside, F);
+  KOKKOS_INLINE_FUNCTION void run(int s, int iz, int iy, int xside, int x0, int x1) const {
+    run_type const r = make_run(s, iz, iy, xside, F);
 #pragma omp simd
     for (int ix = x0; ix < x1; ++ix) body::template step<Tag, F>(r, ix);
   }
   template <class Tag>
-  KOKKOS_INLINE_FUNCTION void run_flags(int f, int s, int iz, int xside, int x0, int x1) const {
-    impl::dispatch_flags<flags::count>(f, [&](auto c) { run<Tag, decltype(c)::value>(s, iz, xside, x0, x1); });
+  KOKKOS_INLINE_FUNCTION void run_flags(int f, int s, int iz, int iy, int xside, int x0, int x1) const {
+    impl::dispatch_flags<flags::count>(f, [&](auto c) { run<Tag, decltype(c)::value>(s, iz, iy, xside, x0, x1); });
   }
 
-  // Flags of row iz without the x axis' bit.
+  // Flags of row (iz, iy) without the x axis' bit.
   template <class Tag>
-  KOKKOS_INLINE_FUNCTION int row_flags(int iz) const {
-    return (layer_terms<Tag>(0, iz) ? 1 : 0) | (m_free_surface && iz < M ? flags::free_surface : 0);
+  KOKKOS_INLINE_FUNCTION int row_flags(int iz, int iy) const {
+    int f = (layer_terms<Tag>(0, iz) ? 1 : 0) | (m_free_surface && iz < M ? flags::free_surface : 0);
+    if constexpr (Dim == 3) f |= layer_terms<Tag>(1, iy) ? 2 : 0;
+    else (void)iy;
+    return f;
   }
 
-  /// Host schedules: row r = s NZ + iz, as three runs along x (layer terms, none, layer terms).
+  // Shot, z and y of row r of a launch.
+  KOKKOS_INLINE_FUNCTION void decode(int r, int& s, int& iz, int& iy) const {
+    int const n = rows();
+    s = r / n;
+    int const q = r - s * n;
+    if constexpr (Dim == 3) {
+      iz = q / m_axis[1].N;
+      iy = q - iz * m_axis[1].N;
+    } else {
+      iz = q;
+      iy = 0;
+    }
+  }
+
+  /// Host schedules: row r = (s NZ + iz) NY + iy, as three runs along x (layer terms, none,
+  /// layer terms).
   template <class Tag>
   KOKKOS_INLINE_FUNCTION void operator()(impl::RowTag<Tag>, int r) const {
-    int const s = r / m_axis[0].N, iz = r % m_axis[0].N;
+    int s, iz, iy;
+    decode(r, s, iz, iy);
     if (m_free_surface && iz == 0) return;
-    int const f = row_flags<Tag>(iz), lx = 1 << X;
+    int const f = row_flags<Tag>(iz, iy), lx = 1 << X;
     int const m = std::is_same_v<Tag, ForwardTag> ? 0 : M;
     GridAxis const& ax = m_axis[X];
-    run_flags<Tag>(f | lx, s, iz, 0, 0, ax.lo + m);
-    run_flags<Tag>(f, s, iz, 0, ax.lo + m, ax.lo + ax.n - m);
-    run_flags<Tag>(f | lx, s, iz, 1, ax.lo + ax.n - m, ax.N);
+    run_flags<Tag>(f | lx, s, iz, iy, 0, 0, ax.lo + m);
+    run_flags<Tag>(f, s, iz, iy, 0, ax.lo + m, ax.lo + ax.n - m);
+    run_flags<Tag>(f | lx, s, iz, iy, 1, ax.lo + ax.n - m, ax.N);
   }
 
-  /// Device schedules (and `cells` on hosts): cell ix of row r = s NZ + iz.
+  /// Device schedules (and `cells` on hosts): cell ix of row r.
   template <class Tag>
   KOKKOS_INLINE_FUNCTION void operator()(impl::CellTag<Tag>, int r, int ix) const {
-    int const s = r / m_axis[0].N, iz = r % m_axis[0].N;
+    int s, iz, iy;
+    decode(r, s, iz, iy);
     if (m_free_surface && iz == 0) return;
     bool const lx = layer_terms<Tag>(X, ix);
-    int const f = row_flags<Tag>(iz) | (lx ? 1 << X : 0), xside = m_axis[X].side(ix);
+    int const f = row_flags<Tag>(iz, iy) | (lx ? 1 << X : 0), xside = m_axis[X].side(ix);
     impl::dispatch_flags<flags::count>(f, [&](auto c) {
       constexpr int F = decltype(c)::value;
-      body::template step<Tag, F>(make_run(s, iz, xside, F), ix);
+      body::template step<Tag, F>(make_run(s, iz, iy, xside, F), ix);
     });
   }
 };
@@ -553,41 +628,73 @@ struct AcousticStep {
 /// Each shot has its own images, accumulated in double over the time steps in a fixed order, so
 /// that a shot's image does not depend on the other shots of its batch; shots are summed
 /// afterwards in a fixed order (GradientEngine::accumulate), whatever the split.
-template <class Real, int Order, class MemorySpace>
+template <class Real, int Order, class MemorySpace, int Dimension = 2>
 struct AcousticImaging {
-  static constexpr int Dim = 2, M = Order / 2;
+  static constexpr int Dim = Dimension, M = Order / 2;
   using body = AcousticCell<Real, Order, Dim>;
   using field3 = Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace>;
-  using image = Kokkos::View<double***, Kokkos::LayoutRight, MemorySpace>;  // [shot][nz][nx]
+  using image = Kokkos::View<double***, Kokkos::LayoutRight, MemorySpace>;  // [shot][model row][nx]
   Kokkos::View<Real const***, Kokkos::LayoutRight, MemorySpace> m_u0, m_lambda;
   field3 m_u1;
   Kokkos::View<Real const**, Kokkos::LayoutRight, MemorySpace> m_c;
   image m_grad, m_isrc, m_irec;
-  int m_nz, m_nx, m_top, m_w;
-  bool m_free_surface, m_reconstruct;
+  Rows<Dim> m_rows;
+  int m_nz = 0, m_nx = 0, m_left = 0;
+  bool m_free_surface = false, m_reconstruct = false;
 
-  KOKKOS_INLINE_FUNCTION typename body::image_run make_run(int s, int iz) const {
+  AcousticImaging() = default;
+  AcousticImaging(field3 const& u0, field3 const& lambda, field3 const& u1,
+                  Kokkos::View<Real**, Kokkos::LayoutRight, MemorySpace> const& c, image const& grad, image const& isrc,
+                  image const& irec, Layout const& l, bool reconstruct)
+      : m_u0(u0),
+        m_lambda(lambda),
+        m_u1(u1),
+        m_c(c),
+        m_grad(grad),
+        m_isrc(isrc),
+        m_irec(irec),
+        m_rows(l),
+        m_nz(l.nz),
+        m_nx(l.nx),
+        m_left(l.left),
+        m_free_surface(l.free_surface),
+        m_reconstruct(reconstruct) {}
+
+  /// Model rows per shot: nz ny.
+  KOKKOS_INLINE_FUNCTION int rows() const { return m_nz * m_rows.ny; }
+  /// The model row of padded row (iz, iy), or -1 outside the model.
+  KOKKOS_INLINE_FUNCTION int model_row(int iz, int iy) const {
+    int const mz = iz - m_rows.top, my = Dim == 3 ? iy - m_rows.front : 0;
+    return mz >= 0 && mz < m_nz && my >= 0 && my < m_rows.ny ? mz * m_rows.ny + my : -1;
+  }
+
+  KOKKOS_INLINE_FUNCTION typename body::image_run make_run(int s, int mr) const {
     typename body::image_run r;
-    int const hz = iz + m_top + M, hx = m_w + M;
-    r.u0 = &m_u0(s, hz, hx);
-    r.lambda = &m_lambda(s, hz, hx);
-    r.u1 = &m_u1(s, hz, hx);
-    r.c = &m_c(hz, hx);
-    r.grad = &m_grad(s, iz, 0);
-    r.isrc = &m_isrc(s, iz, 0);
-    r.irec = &m_irec(s, iz, 0);
-    r.su[0] = static_cast<std::ptrdiff_t>(m_u0.stride(1));
+    int const fr = m_rows.model_field(mr), hx = m_left + M;
+    r.u0 = &m_u0(s, fr, hx);
+    r.lambda = &m_lambda(s, fr, hx);
+    r.u1 = &m_u1(s, fr, hx);
+    r.c = &m_c(fr, hx);
+    r.grad = &m_grad(s, mr, 0);
+    r.isrc = &m_isrc(s, mr, 0);
+    r.irec = &m_irec(s, mr, 0);
+    std::ptrdiff_t const row = static_cast<std::ptrdiff_t>(m_u0.stride(1));
+    r.su[0] = row * m_rows.z_rows();
+    if constexpr (Dim == 3) r.su[1] = row;
     r.su[Dim - 1] = 1;
-    r.z = iz + m_top;
+    r.z = (Dim == 3 ? mr / m_rows.ny : mr) + m_rows.top;
     return r;
   }
-  // Free-surface rows: 1 .. M-1 (row 0 holds zero pressure: no sensitivity, skipped).
+  // Depth of model row mr; free-surface rows: 1 .. M-1 (row 0 holds zero pressure: no
+  // sensitivity, skipped).
+  KOKKOS_INLINE_FUNCTION int depth(int mr) const { return Dim == 3 ? mr / m_rows.ny : mr; }
   KOKKOS_INLINE_FUNCTION bool surface_row(int iz) const { return m_free_surface && iz < M; }
 
-  /// Model row iz of shot s, as one vectorisable loop (host schedules); rebuilds when `rebuild`.
-  KOKKOS_INLINE_FUNCTION void row(int s, int iz, bool rebuild) const {
+  /// Model row mr of shot s, as one vectorisable loop (host schedules); rebuilds when `rebuild`.
+  KOKKOS_INLINE_FUNCTION void row(int s, int mr, bool rebuild) const {
+    int const iz = depth(mr);
     if (m_free_surface && iz == 0) return;
-    auto const r = make_run(s, iz);
+    auto const r = make_run(s, mr);
     if (surface_row(iz)) {
       for (int ix = 0; ix < m_nx; ++ix) body::template image<true>(r, ix, rebuild);
       return;
@@ -596,17 +703,20 @@ struct AcousticImaging {
     for (int ix = 0; ix < m_nx; ++ix) body::template image<false>(r, ix, rebuild);
   }
 
-  KOKKOS_INLINE_FUNCTION void operator()(impl::RowTag<void>, int r) const { row(r / m_nz, r % m_nz, m_reconstruct); }
+  KOKKOS_INLINE_FUNCTION void operator()(impl::RowTag<void>, int r) const {
+    int const n = rows();
+    row(r / n, r % n, m_reconstruct);
+  }
   KOKKOS_INLINE_FUNCTION void operator()(impl::CellTag<void>, int r, int ix) const {
-    int const s = r / m_nz, iz = r % m_nz;
+    int const n = rows(), s = r / n, mr = r % n, iz = depth(mr);
     if (m_free_surface && iz == 0) return;
-    if (surface_row(iz)) body::template image<true>(make_run(s, iz), ix, m_reconstruct);
-    else body::template image<false>(make_run(s, iz), ix, m_reconstruct);
+    if (surface_row(iz)) body::template image<true>(make_run(s, mr), ix, m_reconstruct);
+    else body::template image<false>(make_run(s, mr), ix, m_reconstruct);
   }
 };
 
 /// Point injection: field(s, z, x) += scale * values(s, i, it) for every shot s and point i
-/// (cells in padded coordinates including the halo offset). Atomic, so several points may
+/// (z: the cell's field row, see Rows; x: its column, both including the halo offset). Atomic, so several points may
 /// share a cell. `apply` is the body for one shot and point, for schedules that run shots
 /// one by one.
 template <class Real, class MemorySpace>

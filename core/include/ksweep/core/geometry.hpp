@@ -3,16 +3,24 @@
 /// The model grid, the absorbing layer around it, the acquisition geometry, and the checks on
 /// them.
 
+#include <array>
 #include <string>
 #include <vector>
 
 namespace ksweep::core {
 
-/// The physical model grid: nz rows (depth) by nx columns, square cells of size dh metres.
+/// The physical model grid: nz cells in depth by nx along x (2D), or nz by ny by nx (3D, ny > 0),
+/// cubic cells of size dh metres. Values are stored row-major with x fastest: [nz][nx] in 2D,
+/// [nz][ny][nx] in 3D (as nz ny rows of nx cells).
 struct ModelGrid {
   int nz = 0;
   int nx = 0;
   double dh = 0.0;
+  int ny = 0;  ///< cells along y; 0 for a 2D grid
+  int dim() const { return ny > 0 ? 3 : 2; }
+  /// Rows of nx cells: nz (2D) or nz ny (3D).
+  long long rows() const { return static_cast<long long>(nz) * (ny > 0 ? ny : 1); }
+  long long cells() const { return rows() * nx; }
 };
 
 /// Convolutional PML (second-order form) around the model, and the optional free surface.
@@ -21,12 +29,18 @@ struct PmlConfig {
   double reflection = 1e-3;   ///< theoretical normal-incidence reflection coefficient R
   double freq = 25.0;         ///< PML frequency (Hz) of the alpha (CFS) term
   bool free_surface = false;  ///< pressure-free top edge (image method) instead of a top layer
+  /// Layer cells per face, in the order of `Face`; a negative entry takes `width`.
+  std::array<int, 6> faces = {-1, -1, -1, -1, -1, -1};
+  enum Face { top, bottom, front, back, left, right };  ///< z low, z high, y low, y high, x low, x high
+  /// Layer cells of face f (the top face of a free surface has none).
+  int face(int f) const { return f == top && free_surface ? 0 : (faces[f] >= 0 ? faces[f] : width); }
 };
 
-/// A grid cell (integer indices on the model grid: z down, x right).
+/// A grid cell (integer indices on the model grid: z down, x right, y across; y = 0 in 2D).
 struct Cell {
   int z = 0;
   int x = 0;
+  int y = 0;
 };
 
 /// Acquisition of a batch of shots. Every shot has the same number of sources and of receivers.
@@ -41,26 +55,39 @@ struct Survey {
   Survey select(std::vector<int> const& shots) const;
 };
 
-/// Padded-grid layout: the model grid plus the absorbing layer, for a stencil radius M.
+/// Padded-grid layout: the model grid plus the absorbing layer, for a stencil radius M. Axes are
+/// z, y (3D only) and x; a 2D layout has ny = NY = 1 and no layer along y. The padded grid's
+/// fields carry a halo of M zero cells on every side of every axis and are stored as rows of
+/// NX + 2M cells: field_rows() rows, (NZ + 2M) in 2D and (NZ + 2M)(NY + 2M) in 3D.
 struct Layout {
-  int nz = 0, nx = 0;  ///< model grid
-  int width = 0;       ///< layer width W (left, right, bottom; top too unless free surface)
-  int top = 0;         ///< rows above the model: 0 with a free surface, W otherwise
-  int radius = 0;      ///< stencil radius M
-  int NZ = 0, NX = 0;  ///< padded grid
+  int dim = 2;
+  int nz = 0, ny = 1, nx = 0;                                         ///< model grid
+  int top = 0, bottom = 0, front = 0, back = 0, left = 0, right = 0;  ///< layer cells per face
+  int radius = 0;                                                     ///< stencil radius M
+  int NZ = 0, NY = 1, NX = 0;                                         ///< padded grid
   bool free_surface = false;
 
   Layout() = default;
   Layout(ModelGrid const& grid, PmlConfig const& pml, int order);
-  long long padded_cells() const { return static_cast<long long>(NZ) * NX; }
+  long long padded_cells() const { return static_cast<long long>(NZ) * NY * NX; }
+  /// Rows of the padded grid (no halo) per shot: NZ NY.
+  int rows() const { return NZ * NY; }
+  /// Rows of the model grid: nz ny.
+  int model_rows() const { return nz * ny; }
+  /// Rows of a field with its halo: (NZ + 2M)(NY + 2M) in 3D, NZ + 2M in 2D.
+  int field_rows() const { return (NZ + 2 * radius) * (dim == 3 ? NY + 2 * radius : 1); }
+  /// The field row (halo included) of padded cell (iz, iy).
+  int field_row(int iz, int iy) const {
+    return dim == 3 ? (iz + radius) * (NY + 2 * radius) + iy + radius : iz + radius;
+  }
 };
 
 /// Checks of the propagator set-up; each throws ksweep::Error naming the value and its limit.
 void check_grid(ModelGrid const& grid, PmlConfig const& pml, int order);
 void check_time(double dt, int nt);
 void check_velocity(float const* vp, long long n);
-/// CFL: vmax dt / dh must not exceed the leapfrog limit of `order`.
-void check_cfl(double vmax, double dt, double dh, int order);
+/// CFL: vmax dt / dh must not exceed the leapfrog limit of `order` in `dim` dimensions.
+void check_cfl(double vmax, double dt, double dh, int order, int dim = 2);
 void check_survey(Survey const& survey, ModelGrid const& grid, PmlConfig const& pml);
 
 /// A warning (empty when none) when the wavelet is under-sampled: fewer than

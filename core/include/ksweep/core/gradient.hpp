@@ -44,9 +44,9 @@ struct MemoryReport {
 };
 
 /// Gradient, source illumination (sum u^2) and receiver illumination (sum lambda^2) on the
-/// model grid, [nz][nx], summed over shots in `Real` (double). GradientEngine::accumulate adds
-/// shots one by one in batch order, so a sum over a batch split over ranks or threads is the
-/// same, bit for bit, as over the whole batch at once (see comm::Communicator::sum_in_rank_order).
+/// model grid, [nz][nx] (3D: [nz ny][nx], constructed with rows = nz ny), summed over shots in `Real` (double).
+/// GradientEngine::accumulate adds shots one by one in batch order, so a sum over a batch split over ranks or threads
+/// is the same, bit for bit, as over the whole batch at once (see comm::Communicator::sum_in_rank_order).
 template <class MemorySpace, class Real = double>
 struct Images {
   Kokkos::View<Real**, Kokkos::LayoutRight, MemorySpace> grad, illum_src, illum_rec;
@@ -63,22 +63,22 @@ struct Images {
         illum_rec(Kokkos::view_alloc(space, std::string("ksweep::core::illum_rec")), nz, nx) {}
 };
 
-template <class Real, int Order, class ExecSpace = Kokkos::DefaultExecutionSpace>
+template <class Real, int Order, class ExecSpace = Kokkos::DefaultExecutionSpace, int Dimension = 2>
 class GradientEngine {
  public:
-  static constexpr int M = Order / 2;
-  using propagator_type = core::Propagator<Real, Order, ExecSpace>;
+  static constexpr int M = Order / 2, Dim = Dimension;
+  using propagator_type = core::Propagator<Real, Order, ExecSpace, Dim>;
   using memory_space = typename ExecSpace::memory_space;
   using wavelet_view = typename propagator_type::wavelet_view;
   using record_view = typename propagator_type::record_view;
   using field3 = Kokkos::View<Real***, Kokkos::LayoutRight, memory_space>;
   using images_type = Images<memory_space, double>;
   using image = Kokkos::View<double**, Kokkos::LayoutRight, memory_space>;
-  using shot_images = Kokkos::View<double***, Kokkos::LayoutRight, memory_space>;  // [shot][nz][nx]
+  using shot_images = Kokkos::View<double***, Kokkos::LayoutRight, memory_space>;  // [shot][model row][nx]
 
   GradientEngine(propagator_type& prop, storage::StorageConfig const& cfg) : m_prop(prop), m_cfg(cfg) {
     auto const& l = prop.layout();
-    std::vector<int> const off = saved_cells(grid_axes(l), M, l.free_surface, full());
+    std::vector<int> const off = saved_cells(grid_axes<Dim>(l), M, l.free_surface, full());
     m_n_ring = static_cast<int>(off.size());
     // Codecs with a scale per block: each shot's ring padded to whole blocks (see storage::RingValues).
     bool const scaled = storage::block_coupled(cfg.dtype);
@@ -101,9 +101,10 @@ class GradientEngine {
     int const S = prop.max_shots();
     using Kokkos::view_alloc;
     using Kokkos::WithoutInitializing;
-    m_grad_c = shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::core::grad_c")), S, l.nz, l.nx);
-    m_isrc = shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::core::isrc")), S, l.nz, l.nx);
-    m_irec = shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::core::irec")), S, l.nz, l.nx);
+    int const R = l.model_rows();
+    m_grad_c = shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::core::grad_c")), S, R, l.nx);
+    m_isrc = shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::core::isrc")), S, R, l.nx);
+    m_irec = shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::core::irec")), S, R, l.nx);
     m_misfit = Kokkos::View<double**, Kokkos::LayoutRight, memory_space>(
         view_alloc(space, WithoutInitializing, std::string("ksweep::core::misfit")), S, 0);
   }
@@ -170,13 +171,14 @@ class GradientEngine {
     auto irc = m_irec;
     auto c = p.c();
     auto vp = p.vp_model();
-    int const top = l.top, wd = l.width;
+    int const wd = l.left;
+    Rows<Dim> const rows(l);
     Kokkos::parallel_for(
         "ksweep::core::scale_images",
         Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(
-            space, {0, 0, 0}, {S, l.nz, l.nx}),
+            space, {0, 0, 0}, {S, l.model_rows(), l.nx}),
         KOKKOS_LAMBDA(int s, int iz, int ix) {
-          double const cc = static_cast<double>(c(iz + top + M, ix + wd + M));
+          double const cc = static_cast<double>(c(rows.model_field(iz), ix + wd + M));
           gc(s, iz, ix) *= 2.0 / static_cast<double>(vp(iz, ix));
           irc(s, iz, ix) /= cc * cc;
         });
@@ -210,7 +212,7 @@ class GradientEngine {
     m_prop.space().fence();
   }
 
-  /// Per-shot images of the last batch, [shot][nz][nx] (gradient w.r.t. velocity, and the
+  /// Per-shot images of the last batch, [shot][model row][nx] (gradient w.r.t. velocity, and the
   /// source and receiver illuminations); the first n_shots() entries are valid.
   shot_images const& shot_gradient() const { return m_grad_c; }
   shot_images const& shot_illum_src() const { return m_isrc; }
@@ -298,10 +300,10 @@ class GradientEngine {
         m_stage.span() * sizeof(Real);
     auto const& l = m_prop.layout();
     std::size_t const level =
-        static_cast<std::size_t>(m_prop.max_shots()) * (l.NZ + 2 * M) * (l.NX + 2 * M) * sizeof(Real);
+        static_cast<std::size_t>(m_prop.max_shots()) * l.field_rows() * (l.NX + 2 * M) * sizeof(Real);
     r.seed_bytes = 2 * level;
     r.wavefield_bytes = 2 * m_prop.state_bytes() - r.seed_bytes;
-    r.image_bytes = (3 * static_cast<std::size_t>(m_prop.max_shots()) + 3) * l.nz * l.nx * sizeof(double);
+    r.image_bytes = (3 * static_cast<std::size_t>(m_prop.max_shots()) + 3) * l.model_rows() * l.nx * sizeof(double);
     r.observed_bytes = observed_bytes;
     r.synthetic_bytes = synthetic_bytes;
     r.peak_device_bytes = m_peak;
@@ -400,14 +402,14 @@ class GradientEngine {
   // The `shots` schedule, backward: the same per-step work as the batched loop in backward(),
   // shot by shot, with the saved steps a chunk needs decoded into the staging rows first.
   struct BackwardShots {
-    using imaging_type = core::AcousticImaging<Real, Order, memory_space>;
+    using imaging_type = core::AcousticImaging<Real, Order, memory_space, Dim>;
     typename propagator_type::template ShotStep<core::AdjointTag> m_adj;
     core::InjectPoints<Real, memory_space> m_src;  // w[n] taken out of u^{n+1}
     imaging_type m_img[2];                         // by parity of the steps from m_n_base
     field3 m_u0[2];                                // the u^n buffer of each parity (full: decoded into)
     Kokkos::View<int const*, memory_space> m_offsets;
     stage_view m_stage;
-    int m_n_ring, m_stride, m_n_base, m_nz, m_top, m_n_src;
+    int m_n_ring, m_stride, m_n_base, m_n_src;
     bool m_full;
     void restore(field3 const& u, int s, int row) const {  // ring cells of shot s from a staging row, or zeros
       Real* dst = u.data() + static_cast<std::size_t>(s) * u.stride(0);
@@ -436,10 +438,14 @@ class GradientEngine {
       // (imaging reads mu^{n+1} and u^n, writes u^{n+1} -> u^{n-1}; the stencil reads mu^{n+1},
       // writes mu^n over mu^{n+2}), so the result is the batched schedule's, bit for bit.
       auto const& k = m_adj.at(n);
-      for (int iz = 0; iz < m_adj.m_rows; ++iz) {
-        k(core::impl::RowTag<core::AdjointTag>{}, s * m_adj.m_rows + iz);
-        int const mz = iz - m_top;
-        if (image && mz >= 0 && mz < m_nz) img.row(s, mz, rebuild);
+      for (int pr = 0; pr < m_adj.m_rows; ++pr) {
+        int const r = s * m_adj.m_rows + pr;
+        k(core::impl::RowTag<core::AdjointTag>{}, r);
+        if (!image) continue;
+        int sh, iz, iy;
+        k.decode(r, sh, iz, iy);
+        int const mr = img.model_row(iz, iy);
+        if (mr >= 0) img.row(s, mr, rebuild);
       }
     }
   };
@@ -472,13 +478,8 @@ class GradientEngine {
         for (int par = 0; par < 2; ++par) {
           int const fcur = full() ? fs.cur : (par == 0 ? fs.cur : 1 - fs.cur);
           auto& img = body.m_img[par];
-          img = typename BackwardShots::imaging_type{fs.u[1 - fcur], body.m_adj.m_k[par].m_cur,
-                                                     fs.u[fcur],     p.c(),
-                                                     m_grad_c,       m_isrc,
-                                                     m_irec,         l.nz,
-                                                     l.nx,           l.top,
-                                                     l.width,        l.free_surface,
-                                                     !full()};
+          img = typename BackwardShots::imaging_type(fs.u[1 - fcur], body.m_adj.m_k[par].m_cur, fs.u[fcur], p.c(),
+                                                     m_grad_c, m_isrc, m_irec, l, !full());
           body.m_u0[par] = fs.u[1 - fcur];
         }
         body.m_offsets = m_offsets;
@@ -486,8 +487,6 @@ class GradientEngine {
         body.m_n_ring = m_n_ring;
         body.m_stride = m_stride;
         body.m_n_base = top;
-        body.m_nz = l.nz;
-        body.m_top = l.top;
         body.m_n_src = p.survey().n_sources;
         body.m_full = full();
         p.run_shot_steps(as, "ksweep::core::backward_shots", body, n0, n1, true);
@@ -515,10 +514,10 @@ class GradientEngine {
   }
   void imaging(field3 const& u0, field3 const& u1, field3 const& lambda, bool reconstruct, int S) {
     auto const& l = m_prop.layout();
-    core::AcousticImaging<Real, Order, memory_space> f{
-        u0, lambda, u1, m_prop.c(), m_grad_c, m_isrc, m_irec, l.nz, l.nx, l.top, l.width, l.free_surface, reconstruct};
+    core::AcousticImaging<Real, Order, memory_space, Dim> f(u0, lambda, u1, m_prop.c(), m_grad_c, m_isrc, m_irec, l,
+                                                            reconstruct);
     core::launch_grid<void>(m_prop.space(), reconstruct ? "ksweep::core::image_and_rebuild" : "ksweep::core::image", f,
-                            S * l.nz, l.nx, m_prop.runs_cells());
+                            S * l.model_rows(), l.nx, m_prop.runs_cells());
   }
 
   propagator_type& m_prop;

@@ -1,6 +1,6 @@
 #pragma once
 /// \file propagator.hpp
-/// The batched 2D acoustic propagator: forward modelling and its exact discrete adjoint.
+/// The batched acoustic propagator (2D and 3D): forward modelling and its exact discrete adjoint.
 
 #include <ksweep/core/acoustic_kernels.hpp>
 #include <ksweep/core/cpml.hpp>
@@ -27,7 +27,9 @@ namespace ksweep::core {
 /// launches: the point work (records of the step before, sources of this one) and the stencil.
 /// Wavelets are [shot][source][time], records [shot][time][receiver].
 /// The absorbing layer surrounds the model grid; its velocity repeats the nearest model edge.
-template <class Real, int Order, class ExecSpace = Kokkos::DefaultExecutionSpace>
+/// `Dim` is the grid's dimension (2: [nz][nx], 3: [nz][ny][nx]); fields are stored as rows of
+/// NX + 2M cells (see Rows in acoustic_kernels.hpp).
+template <class Real, int Order, class ExecSpace = Kokkos::DefaultExecutionSpace, int Dimension = 2>
 class Propagator {
  public:
   static constexpr int order = Order;
@@ -35,7 +37,7 @@ class Propagator {
   using real_type = Real;
   using execution_space = ExecSpace;
   using memory_space = typename ExecSpace::memory_space;
-  using kernel_type = AcousticStep<Real, Order, memory_space>;
+  using kernel_type = AcousticStep<Real, Order, memory_space, Dimension>;
   using field3 = Kokkos::View<Real***, Kokkos::LayoutRight, memory_space>;
   using field4 = Kokkos::View<Real****, Kokkos::LayoutRight, memory_space>;
   using field2 = Kokkos::View<Real**, Kokkos::LayoutRight, memory_space>;
@@ -50,7 +52,7 @@ class Propagator {
   static constexpr int Dim = kernel_type::Dim;
   struct State {
     field3 u[2];
-    field4 psi[Dim][2], zeta[Dim][2];  // per axis (0: z strips, 1: x strips), two levels each
+    field4 psi[Dim][2], zeta[Dim][2];  // per axis (z, (y,) x strips), two levels each
     int cur = 0;                       // u[cur] is the newest level, u[1 - cur] the one before
     int aux = 0;                       // psi[.][aux], zeta[.][aux] are the current layer memories
   };
@@ -58,11 +60,13 @@ class Propagator {
   Propagator(ExecSpace const& space, ModelGrid const& grid, PmlConfig const& pml, double dt, int max_shots)
       : m_space(space), m_grid(grid), m_pml(pml), m_dt(dt), m_max_shots(max_shots) {
     check_grid(grid, pml, Order);
+    KSWEEP_REQUIRE(grid.dim() == Dim, "ksweep::core::Propagator: a " << grid.dim() << "D model grid given to the "
+                                                                     << Dim << "D propagator");
     KSWEEP_REQUIRE(std::isfinite(dt) && dt > 0, "time.dt = " << dt << " must be > 0");
     KSWEEP_REQUIRE(max_shots >= 1, "ksweep::core::Propagator: max_shots = " << max_shots << " must be >= 1");
     m_layout = Layout(grid, pml, Order);
     auto const& l = m_layout;
-    m_c = field2(Kokkos::view_alloc(m_space, std::string("ksweep::core::c")), l.NZ + 2 * M, l.NX + 2 * M);
+    m_c = field2(Kokkos::view_alloc(m_space, std::string("ksweep::core::c")), l.field_rows(), l.NX + 2 * M);
     allocate_state(m_fwd, "fwd");
   }
 
@@ -92,20 +96,21 @@ class Propagator {
     }
   }
 
-  /// The model velocity on the device, [nz][nx] row-major.
+  /// The model velocity on the device, [model row][nx] row-major ([nz][nx], or [nz ny][nx] in 3D).
   using velocity_view = Kokkos::View<Real const**, Kokkos::LayoutRight, memory_space>;
 
-  /// Sets the velocity (m/s) of the model grid, row-major [nz][nx] on the host. The layer
+  /// Sets the velocity (m/s) of the model grid, row-major [nz][nx] ([nz][ny][nx]) on the host. The layer
   /// repeats the model's edges; with `update_layer` false, the layer keeps its velocity and
   /// damping profiles from the previous call (the gradient is with respect to the model cells
   /// with the layer held fixed).
   void set_velocity(float const* vp, bool update_layer = true) {
     auto const& l = m_layout;
-    check_velocity(vp, static_cast<long long>(l.nz) * l.nx);  // the host values, named as given
+    int const rows = l.model_rows();
+    check_velocity(vp, static_cast<long long>(rows) * l.nx);  // the host values, named as given
     Kokkos::View<Real**, Kokkos::LayoutRight, memory_space> d(
-        Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string("ksweep::core::vp_upload")), l.nz, l.nx);
+        Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string("ksweep::core::vp_upload")), rows, l.nx);
     auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), d);
-    for (int iz = 0; iz < l.nz; ++iz)
+    for (int iz = 0; iz < rows; ++iz)
       for (int ix = 0; ix < l.nx; ++ix) h(iz, ix) = static_cast<Real>(vp[static_cast<std::size_t>(iz) * l.nx + ix]);
     Kokkos::deep_copy(m_space, d, h);
     set_velocity(velocity_view(d), update_layer);
@@ -119,10 +124,11 @@ class Propagator {
   /// profiles from the previous call (the CFL check covers the new maximum).
   void set_velocity(velocity_view const& vp, bool update_layer = true) {
     auto const& l = m_layout;
-    KSWEEP_REQUIRE(static_cast<int>(vp.extent(0)) == l.nz && static_cast<int>(vp.extent(1)) == l.nx,
+    KSWEEP_REQUIRE(static_cast<int>(vp.extent(0)) == l.model_rows() && static_cast<int>(vp.extent(1)) == l.nx,
                    "ksweep::core::Propagator::set_velocity: the model is ["
-                       << vp.extent(0) << "][" << vp.extent(1) << "], the grid [" << l.nz << "][" << l.nx << "]");
-    int const nz = l.nz, nx = l.nx;
+                       << vp.extent(0) << "][" << vp.extent(1) << "], the grid [" << l.model_rows() << "][" << l.nx
+                       << "]");
+    int const nz = l.model_rows(), nx = l.nx;
     long long const n = static_cast<long long>(nz) * nx;
     // The first cell that is not finite and > 0, in row-major order (as check_velocity finds it).
     long long first_bad = n;
@@ -152,28 +158,32 @@ class Propagator {
         Kokkos::MinMax<Real>(range));
     double const scale = m_dt * m_dt / (m_grid.dh * m_grid.dh);
     auto coef = m_c;
-    int const top = l.top, width = l.width;
+    int const width = l.left, mz_n = l.nz, my_n = l.ny, NY = l.NY, top = l.top, front = l.front;
+    Rows<Dim> const rows(l);
     using policy2 = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>;
     if (update_layer || m_vp_model.extent(0) == 0) {
-      check_cfl(range.max_val, m_dt, m_grid.dh, Order);
+      check_cfl(range.max_val, m_dt, m_grid.dh, Order, Dim);
       m_vmin = range.min_val;
       m_vmax = range.max_val;
       build_profiles();
       // The layer repeats the nearest model cell; the M cells around the padded grid are 0.
       Kokkos::deep_copy(m_space, coef, Real(0));
       Kokkos::parallel_for(
-          "ksweep::core::set_velocity_padded", policy2(m_space, {0, 0}, {l.NZ, l.NX}), KOKKOS_LAMBDA(int iz, int ix) {
-            int const mz = iz < top ? 0 : (iz - top > nz - 1 ? nz - 1 : iz - top);
+          "ksweep::core::set_velocity_padded", policy2(m_space, {0, 0}, {l.rows(), l.NX}),
+          KOKKOS_LAMBDA(int pr, int ix) {
+            int const iz = pr / NY, iy = pr - iz * NY;
+            int const mz = iz < top ? 0 : (iz - top > mz_n - 1 ? mz_n - 1 : iz - top);
+            int const my = iy < front ? 0 : (iy - front > my_n - 1 ? my_n - 1 : iy - front);
             int const mx = ix < width ? 0 : (ix - width > nx - 1 ? nx - 1 : ix - width);
-            double const v = static_cast<double>(vp(mz, mx));
-            coef(iz + M, ix + M) = static_cast<Real>(v * v * scale);
+            double const v = static_cast<double>(vp(mz * my_n + my, mx));
+            coef(rows.field(iz, iy), ix + M) = static_cast<Real>(v * v * scale);
           });
     } else {
-      check_cfl(std::max<double>(range.max_val, m_vmax), m_dt, m_grid.dh, Order);
+      check_cfl(std::max<double>(range.max_val, m_vmax), m_dt, m_grid.dh, Order, Dim);
       Kokkos::parallel_for(
-          "ksweep::core::set_velocity_model", policy2(m_space, {0, 0}, {nz, nx}), KOKKOS_LAMBDA(int iz, int ix) {
-            double const v = static_cast<double>(vp(iz, ix));
-            coef(iz + top + M, ix + width + M) = static_cast<Real>(v * v * scale);
+          "ksweep::core::set_velocity_model", policy2(m_space, {0, 0}, {nz, nx}), KOKKOS_LAMBDA(int mr, int ix) {
+            double const v = static_cast<double>(vp(mr, ix));
+            coef(rows.model_field(mr), ix + width + M) = static_cast<Real>(v * v * scale);
           });
     }
     if (m_vp_model.extent(0) == 0)
@@ -199,8 +209,8 @@ class Propagator {
       for (int s = 0; s < survey.n_shots; ++s)
         for (int i = 0; i < n_per_shot; ++i) {
           Cell const& c = cells[static_cast<std::size_t>(s) * n_per_shot + i];
-          zh(s, i) = c.z + m_layout.top + M;
-          xh(s, i) = c.x + m_layout.width + M;
+          zh(s, i) = m_layout.field_row(c.z + m_layout.top, c.y + m_layout.front);
+          xh(s, i) = c.x + m_layout.left + M;
         }
       Kokkos::deep_copy(m_space, z, zh);
       Kokkos::deep_copy(m_space, x, xh);
@@ -433,7 +443,7 @@ class Propagator {
     b.m_nt_in = static_cast<int>(b.m_in.m_time_major ? in.extent(1) : in.extent(2));
     b.m_n_out = b.m_out.m_out.extent(0) > 0 ? b.m_out.m_n_points : 0;
     b.m_n_base = n_base;
-    b.m_rows = m_layout.NZ;
+    b.m_rows = m_layout.rows();
     return b;
   }
 
@@ -461,7 +471,7 @@ class Propagator {
   template <class Tag>
   void step(State& st, char const* label) {
     auto const& l = m_layout;
-    launch_grid<Tag>(m_space, label, bind(st), m_survey.n_shots * l.NZ, l.NX, runs_cells());
+    launch_grid<Tag>(m_space, label, bind(st), m_survey.n_shots * l.rows(), l.NX, runs_cells());
     st.cur = 1 - st.cur;
     st.aux = 1 - st.aux;
   }
@@ -498,15 +508,27 @@ class Propagator {
 
   void allocate_state(State& st, char const* which) {
     auto const& l = m_layout;
-    int const S = m_max_shots, sw = l.width + 4 * M;
+    int const S = m_max_shots, sz = std::max(l.top, l.bottom) + 4 * M, sx = std::max(l.left, l.right) + 4 * M;
     std::string const p = std::string("ksweep::core::") + which;
+    // Strips of each axis (see AcousticStep): extents after [side][shot].
+    int ext[Dim][2];
+    ext[0][0] = sz;
+    ext[0][1] = l.NY * l.NX;
+    if constexpr (Dim == 3) {
+      ext[1][0] = l.NZ * (std::max(l.front, l.back) + 4 * M);
+      ext[1][1] = l.NX;
+    }
+    ext[Dim - 1][0] = l.NZ * l.NY;
+    ext[Dim - 1][1] = sx;
+    char const* const axis_name[3] = {"z", Dim == 3 ? "y" : "x", "x"};
     for (int i = 0; i < 2; ++i) {
       std::string const suffix = std::to_string(i);
-      st.u[i] = field3(Kokkos::view_alloc(m_space, p + "::u" + suffix), S, l.NZ + 2 * M, l.NX + 2 * M);
-      st.psi[0][i] = field4(Kokkos::view_alloc(m_space, p + "::psiz" + suffix), 2, S, sw, l.NX);
-      st.zeta[0][i] = field4(Kokkos::view_alloc(m_space, p + "::zetaz" + suffix), 2, S, sw, l.NX);
-      st.psi[1][i] = field4(Kokkos::view_alloc(m_space, p + "::psix" + suffix), 2, S, l.NZ, sw);
-      st.zeta[1][i] = field4(Kokkos::view_alloc(m_space, p + "::zetax" + suffix), 2, S, l.NZ, sw);
+      st.u[i] = field3(Kokkos::view_alloc(m_space, p + "::u" + suffix), S, l.field_rows(), l.NX + 2 * M);
+      for (int a = 0; a < Dim; ++a) {
+        std::string const ax = axis_name[a];
+        st.psi[a][i] = field4(Kokkos::view_alloc(m_space, p + "::psi" + ax + suffix), 2, S, ext[a][0], ext[a][1]);
+        st.zeta[a][i] = field4(Kokkos::view_alloc(m_space, p + "::zeta" + ax + suffix), 2, S, ext[a][0], ext[a][1]);
+      }
     }
   }
 
@@ -524,8 +546,8 @@ class Propagator {
 
   void build_profiles() {
     auto const& l = m_layout;
-    auto px = cpml_profile(l.nx, l.width, l.width, M, m_grid.dh, m_dt, m_vmax, m_pml);
-    auto pz = cpml_profile(l.nz, l.top, l.width, M, m_grid.dh, m_dt, m_vmax, m_pml);
+    auto px = cpml_profile(l.nx, l.left, l.right, M, m_grid.dh, m_dt, m_vmax, m_pml);
+    auto pz = cpml_profile(l.nz, l.top, l.bottom, M, m_grid.dh, m_dt, m_vmax, m_pml);
     auto upload = [&](std::vector<double> const& h, field1& d, char const* label) {
       d = field1(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(label)), h.size());
       auto m = Kokkos::create_mirror_view(Kokkos::HostSpace(), d);
@@ -535,9 +557,15 @@ class Propagator {
     upload(pz.a, m_prof_a[0], "ksweep::core::az");
     upload(pz.b, m_prof_b[0], "ksweep::core::bz");
     upload(pz.mask, m_prof_mask[0], "ksweep::core::mz");
-    upload(px.a, m_prof_a[1], "ksweep::core::ax");
-    upload(px.b, m_prof_b[1], "ksweep::core::bx");
-    upload(px.mask, m_prof_mask[1], "ksweep::core::mx");
+    upload(px.a, m_prof_a[Dim - 1], "ksweep::core::ax");
+    upload(px.b, m_prof_b[Dim - 1], "ksweep::core::bx");
+    upload(px.mask, m_prof_mask[Dim - 1], "ksweep::core::mx");
+    if constexpr (Dim == 3) {
+      auto py = cpml_profile(l.ny, l.front, l.back, M, m_grid.dh, m_dt, m_vmax, m_pml);
+      upload(py.a, m_prof_a[1], "ksweep::core::ay");
+      upload(py.b, m_prof_b[1], "ksweep::core::by");
+      upload(py.mask, m_prof_mask[1], "ksweep::core::my");
+    }
   }
 
   ExecSpace m_space;
@@ -549,7 +577,7 @@ class Propagator {
   Survey m_survey;
   double m_vmin = 0, m_vmax = 0;
   field2 m_c, m_vp_model;
-  field1 m_prof_a[Dim], m_prof_b[Dim], m_prof_mask[Dim];  // CPML profiles per axis (0: z, 1: x)
+  field1 m_prof_a[Dim], m_prof_b[Dim], m_prof_mask[Dim];  // CPML profiles per axis (z, (y,) x)
   index2 m_src_z, m_src_x, m_rec_z, m_rec_x;
   State m_fwd, m_adj;
   Schedule m_schedule = default_schedule();
