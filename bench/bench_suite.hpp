@@ -12,6 +12,9 @@
 ///    receivers, nt 2000, dt 2 ms, 5 Hz Ricker), forward and forward + gradient at orders 4 and
 ///    8, with the schedule and the subnormal flushing as parameters; scripts/peer_deepwave.py
 ///    times Deepwave on the same cases and the report puts them side by side;
+///  - cube3d: 3D forward and forward + gradient on N^3 cubes (N = 48 fits in the last-level cache,
+///    128 does not), orders 4 and 8; scripts/peer_deepwave.py --dim 3 times Deepwave on the same
+///    cubes; cube3d_memory: a 3D gradient's memory, full against boundary, per dtype;
 ///  - codec_encode, codec_decode: the boundary codecs;
 ///  - store_write, store_read: StepStore transfers (host memory and files in the temp dir).
 /// Every benchmark times itself (UseManualTime, wall clock around fenced work), so that set-up
@@ -150,11 +153,18 @@ struct ForwardCase {
 /// Bytes the forward kernel moves per shot and step when every field streams from memory:
 /// 4 reals per padded cell (read u^n, u^{n-1}, c; write u^{n+1}), plus, per axis of the layer,
 /// psi and zeta read and written (4 reals) on that axis' strip cells.
+/// Cells of the padded grid with layer terms, summed over the axes: along each axis a, the
+/// (N_a - n_a + extra) planes across it (extra = 0: forward, 2M: adjoint).
+inline double layer_cells(core::Layout const& l, int extra) {
+  double const padded = static_cast<double>(l.padded_cells());
+  double s = padded / l.NZ * (l.NZ - l.nz + extra) + padded / l.NX * (l.NX - l.nx + extra);
+  if (l.dim == 3) s += padded / l.NY * (l.NY - l.ny + extra);
+  return s;
+}
+
 template <class Real>
 double forward_bytes_per_step(core::Layout const& l) {
-  double const cells = static_cast<double>(l.NZ) * l.NX;
-  double const strip = static_cast<double>(l.NZ) * (l.NX - l.nx) + static_cast<double>(l.NX) * (l.NZ - l.nz);
-  return 4.0 * sizeof(Real) * (cells + strip);
+  return 4.0 * sizeof(Real) * (static_cast<double>(l.padded_cells()) + layer_cells(l, 0));
 }
 
 template <class Real, class View>
@@ -251,11 +261,9 @@ double gradient_bytes(core::Layout const& l, int order, int shots, int nt, int r
                       storage::Location loc, storage::Dtype dtype) {
   int const m = order / 2;
   double const R = sizeof(Real);
-  double const padded = static_cast<double>(l.NZ) * l.NX;
-  double const model = static_cast<double>(l.nz) * l.nx;
-  double const strip_fwd = static_cast<double>(l.NZ) * (l.NX - l.nx) + static_cast<double>(l.NX) * (l.NZ - l.nz);
-  double const strip_adj =
-      static_cast<double>(l.NZ) * (l.NX - l.nx + 2 * m) + static_cast<double>(l.NX) * (l.NZ - l.nz + 2 * m);
+  double const padded = static_cast<double>(l.padded_cells());
+  double const model = static_cast<double>(l.model_rows()) * l.nx;
+  double const strip_fwd = layer_cells(l, 0), strip_adj = layer_cells(l, 2 * m);
   double const ring = static_cast<double>(ring_cells);
   double const enc =
       static_cast<double>(storage::encoded_bytes(dtype, static_cast<std::size_t>(ring_cells), sizeof(Real))) /
@@ -410,6 +418,168 @@ void bm_marmousi(benchmark::State& state, MarmousiCase c) {
   state.counters["shots_schedule"] = prop.runs_shots() ? 1 : 0;
   state.counters["threads"] = space.concurrency();
   core::set_flush_denormals(flush0);
+}
+
+// -------------------------------------------------------------------------------------------
+// 3D: the cube of the peer comparison (scripts/peer_deepwave.py --dim 3 times Deepwave on it)
+// -------------------------------------------------------------------------------------------
+
+/// N^3 cells of 10 m, vp = 1500 + 2000 z / (N - 1) + 150 sin(0.21 x) cos(0.17 y), a 10-cell CPML
+/// on every face, dt 1 ms, nt 200, 10 Hz Ricker peaking at 0.1 s, 2 shots at (2, N/2, N/3) and
+/// (2, N/2, 2N/3), receivers on every 4th cell of the surface z = 2; the gradient's observed
+/// records are those of the same model with a sphere of +100 m/s (radius N/6) at its centre.
+struct CubeCase {
+  int n = 48, order = 4, nt = 200, shots = 2;
+  bool gradient = false;
+  std::string strategy = "boundary", dtype = "fp32";
+  bool memory_only = false;  ///< one gradient, memory counters only (cube3d_memory)
+};
+
+inline std::vector<float> cube_model(int n, bool sphere) {
+  std::vector<float> v(static_cast<std::size_t>(n) * n * n);
+  double const r = n / 6.0, c = 0.5 * (n - 1);
+  for (int z = 0; z < n; ++z)
+    for (int y = 0; y < n; ++y)
+      for (int x = 0; x < n; ++x) {
+        double vv = 1500.0 + 2000.0 * z / (n - 1) + 150.0 * std::sin(0.21 * x) * std::cos(0.17 * y);
+        if (sphere && (z - c) * (z - c) + (y - c) * (y - c) + (x - c) * (x - c) <= r * r) vv += 100.0;
+        v[(static_cast<std::size_t>(z) * n + y) * n + x] = static_cast<float>(vv);
+      }
+  return v;
+}
+
+inline core::Survey cube_survey(int n, int shots) {
+  core::Survey sv;
+  sv.n_shots = shots;
+  sv.n_sources = 1;
+  for (int y = 0; y < n; y += 4)
+    for (int x = 0; x < n; x += 4) ++sv.n_receivers;
+  for (int s = 0; s < shots; ++s) {
+    sv.sources.push_back({2, (s + 1) * n / (shots + 1), n / 2});
+    for (int y = 0; y < n; y += 4)
+      for (int x = 0; x < n; x += 4) sv.receivers.push_back({2, x, y});
+  }
+  return sv;
+}
+
+template <class ExecSpace, int Order>
+void bm_cube3d(benchmark::State& state, CubeCase c) {
+  using Real = float;
+  using prop_type = core::Propagator<Real, Order, ExecSpace, 3>;
+  using engine_type = core::GradientEngine<Real, Order, ExecSpace, 3>;
+  ExecSpace space;
+  double const dt = 1e-3;
+  core::PmlConfig pml;
+  pml.width = 10;
+  prop_type prop(space, core::ModelGrid{c.n, c.n, 10.0, c.n}, pml, dt, c.shots);
+  auto const sv = cube_survey(c.n, c.shots);
+  prop.set_survey(sv);
+  typename prop_type::wavelet_view w(Kokkos::view_alloc(space, std::string("ksweep::bench::wavelets")), c.shots, 1,
+                                     c.nt);
+  {
+    auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), w);
+    auto const r = core::ricker(10.0, 0.1, dt, c.nt);
+    for (int s = 0; s < c.shots; ++s)
+      for (int t = 0; t < c.nt; ++t) h(s, 0, t) = static_cast<Real>(r[t]);
+    Kokkos::deep_copy(w, h);
+  }
+  typename prop_type::record_view observed(Kokkos::view_alloc(space, std::string("ksweep::bench::observed")), c.shots,
+                                           c.nt, sv.n_receivers),
+      synthetic(Kokkos::view_alloc(space, std::string("ksweep::bench::synthetic")), c.shots, c.nt, sv.n_receivers);
+  bool const gradient = c.gradient || c.memory_only;
+  if (gradient) {
+    auto const truth = cube_model(c.n, true);
+    prop.set_velocity(truth.data());
+    prop.forward(w, observed);
+  }
+  auto const vp = cube_model(c.n, false);
+  prop.set_velocity(vp.data());
+  auto const l = prop.layout();
+  std::unique_ptr<engine_type> engine;
+  std::unique_ptr<typename engine_type::images_type> images;
+  auto const cfg = storage::make_storage_config(c.strategy, "device", c.dtype, 64, "", true);
+  if (gradient) {
+    engine = std::make_unique<engine_type>(prop, cfg);
+    images = std::make_unique<typename engine_type::images_type>(l.model_rows(), l.nx);
+  }
+  space.fence();
+  reset_peak_rss();
+  std::size_t const rss0 = current_rss();
+  double total = 0;
+  for (auto _ : state) {
+    Timer t;
+    if (gradient) engine->loss_and_gradient(w, observed, 0.5, *images, synthetic);
+    else prop.forward(w, synthetic);
+    space.fence();
+    double const sec = t.seconds();
+    state.SetIterationTime(sec);
+    total += sec;
+  }
+  double const iters = static_cast<double>(state.iterations());
+  double const cell_steps = static_cast<double>(l.padded_cells()) * c.shots * c.nt;
+  std::size_t const peak = core::peak_memory_bytes();
+  state.counters["peak_rss_bytes"] = static_cast<double>(peak);
+  state.counters["rss_increase_bytes"] = static_cast<double>(peak - std::min(peak, rss0));
+  state.counters["padded_cells"] = static_cast<double>(l.padded_cells());
+  state.counters["threads"] = space.concurrency();
+  if (c.memory_only || gradient) {
+    auto const rep = engine->memory_report(observed.span() * sizeof(Real), synthetic.span() * sizeof(Real));
+    state.counters["boundary_bytes"] = static_cast<double>(rep.boundary_bytes);
+    state.counters["wavefield_bytes"] = static_cast<double>(rep.wavefield_bytes + rep.seed_bytes);
+    state.counters["image_bytes"] = static_cast<double>(rep.image_bytes);
+    state.counters["modelled_bytes"] =
+        static_cast<double>(rep.boundary_bytes + rep.staging_bytes + rep.wavefield_bytes + rep.seed_bytes +
+                            rep.image_bytes + rep.observed_bytes + rep.synthetic_bytes);
+    state.counters["saved_cells_per_shot"] = engine->ring_cells();
+  }
+  if (c.memory_only) return;
+  double const bytes = gradient ? gradient_bytes<Real>(l, Order, c.shots, c.nt, engine->ring_cells(), engine->full(),
+                                                       cfg.location, cfg.dtype)
+                                : forward_bytes_per_step<Real>(l) * c.shots * c.nt;
+  state.counters["seconds"] = total / iters;
+  state.counters["cells_per_second"] = Counter(cell_steps * iters, Counter::kIsRate);
+  state.counters["bytes_per_cell_step"] = bytes / cell_steps;
+  if (triad_best() > 0 && total > 0) state.counters["roofline_fraction"] = bytes * iters / total / triad_best();
+}
+
+template <class ExecSpace, int Order>
+void register_cube3d(std::string const& b, Options const& o) {
+  std::vector<int> const sizes = o.smoke ? std::vector<int>{12} : std::vector<int>{48, 128};
+  for (int n : sizes)
+    for (bool gradient : {false, true}) {
+      CubeCase c;
+      c.n = n;
+      c.order = Order;
+      c.gradient = gradient;
+      if (o.smoke) c.nt = 8;
+      add(bench_name("cube3d", b,
+                     {{"order", std::to_string(Order)},
+                      {"n", std::to_string(n)},
+                      {"kind", gradient ? "gradient" : "forward"}}),
+          [c](benchmark::State& st) { bm_cube3d<ExecSpace, Order>(st, c); })
+          ->Unit(benchmark::kMillisecond);
+    }
+}
+
+/// Memory of a 3D gradient, full against boundary per dtype (order 4; one iteration each).
+template <class ExecSpace>
+void register_cube3d_memory(std::string const& b, Options const& o) {
+  std::vector<int> const sizes = o.smoke ? std::vector<int>{12} : std::vector<int>{48, 128};
+  for (int n : sizes)
+    for (std::string strategy : {"full", "boundary"})
+      for (std::string dtype : {"fp32", "fp16", "bf16", "int8"}) {
+        CubeCase c;
+        c.n = n;
+        c.strategy = strategy;
+        c.dtype = dtype;
+        c.memory_only = true;
+        if (o.smoke) c.nt = 8;
+        add(bench_name("cube3d_memory", b,
+                       {{"order", "4"}, {"n", std::to_string(n)}, {"strategy", strategy}, {"dtype", dtype}}),
+            [c](benchmark::State& st) { bm_cube3d<ExecSpace, 4>(st, c); })
+            ->Unit(benchmark::kMillisecond)
+            ->Iterations(1);
+      }
 }
 
 // -------------------------------------------------------------------------------------------
@@ -644,6 +814,11 @@ void register_benchmarks(Options const& o) {
   // The peer comparison's cases.
   register_marmousi<ExecSpace, 4>(b, o);
   register_marmousi<ExecSpace, 8>(b, o);
+
+  // 3D: the cube in and out of cache, orders 4 and 8; gradient memory per strategy and dtype.
+  register_cube3d<ExecSpace, 4>(b, o);
+  register_cube3d<ExecSpace, 8>(b, o);
+  register_cube3d_memory<ExecSpace>(b, o);
 
   // Codecs on 16 Mi values (64 MiB of fp32).
   std::size_t const nc = s ? (std::size_t(1) << 14) : (std::size_t(1) << 24);

@@ -4,6 +4,7 @@
 #include <ksweep/base/error.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -13,21 +14,26 @@
 
 namespace ksweep::app {
 
-core::Survey make_survey(io::Config const& cfg, int nz, int nx) {
+core::Survey make_survey(io::Config const& cfg, int nz, int nx, int ny) {
   auto const sx = io::shot_x_positions(cfg, nx);
   auto const rx = io::receiver_x_positions(cfg, nx);
   KSWEEP_REQUIRE(cfg.shots.z >= 0 && cfg.shots.z < nz,
                  "shots.z = " << cfg.shots.z << " is outside the model's depth range [0, " << nz - 1 << "]");
   KSWEEP_REQUIRE(cfg.receivers.z >= 0 && cfg.receivers.z < nz,
                  "receivers.z = " << cfg.receivers.z << " is outside the model's depth range [0, " << nz - 1 << "]");
+  // 3D: lines of shots and of receivers along x at the y positions of the config (y-major order).
+  std::vector<int> const sy = ny > 0 ? io::shot_y_positions(cfg, ny) : std::vector<int>{0};
+  std::vector<int> const ry = ny > 0 ? io::receiver_y_positions(cfg, ny) : std::vector<int>{0};
   core::Survey s;
-  s.n_shots = static_cast<int>(sx.size());
+  s.n_shots = static_cast<int>(sx.size() * sy.size());
   s.n_sources = 1;
-  s.n_receivers = static_cast<int>(rx.size());
-  for (int x : sx) {
-    s.sources.push_back({cfg.shots.z, x});
-    for (int r : rx) s.receivers.push_back({cfg.receivers.z, r});
-  }
+  s.n_receivers = static_cast<int>(rx.size() * ry.size());
+  for (int y : sy)
+    for (int x : sx) {
+      s.sources.push_back({cfg.shots.z, x, y});
+      for (int yr : ry)
+        for (int r : rx) s.receivers.push_back({cfg.receivers.z, r, yr});
+    }
   return s;
 }
 
@@ -107,8 +113,8 @@ void warn_acquisition(io::Config const& cfg, io::VelocityModel const& vm, core::
                  "carries energy up to about %g Hz, above the Nyquist frequency %g Hz of time.dt = %g s; "
                  "lower wavelet.freq below %g Hz or time.dt below %g s\n",
                  cfg.wavelet.freq, top, nyquist, cfg.time.dt, nyquist / 2.5, 0.5 / top);
-  std::vector<std::pair<int, int>> cells;
-  for (auto const& c : survey.sources) cells.emplace_back(c.z, c.x);
+  std::vector<std::array<int, 3>> cells;
+  for (auto const& c : survey.sources) cells.push_back({c.z, c.y, c.x});
   std::sort(cells.begin(), cells.end());
   auto const distinct = static_cast<int>(std::unique(cells.begin(), cells.end()) - cells.begin());
   if (distinct < survey.n_shots)

@@ -16,9 +16,10 @@ namespace ksweep::app {
 
 namespace fs = std::filesystem;
 
-/// Every shot of the config on a model of nz x nx: one source per shot, the same receiver
-/// line for all.
-core::Survey make_survey(io::Config const& cfg, int nz, int nx);
+/// Every shot of the config on a model of nz x nx (x ny in 3D, ny > 0): one source per shot,
+/// the same receivers for all (a line, or in 3D lines along x at receivers.count_y positions
+/// in y). 3D shots are shots.count_y lines of shots.count, y-major.
+core::Survey make_survey(io::Config const& cfg, int nz, int nx, int ny = 0);
 core::PmlConfig make_pml(io::Config const& cfg);
 /// Ricker wavelet of the config.
 std::vector<double> make_wavelet(io::Config const& cfg);

@@ -43,52 +43,56 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// Rows at the top of the model equal to the first row (the water layer).
+/// Depth rows at the top of the model equal to the first cell (the water layer); a row is a
+/// plane of ny nx cells in 3D.
 int detect_water_rows(io::VelocityModel const& vm) {
+  std::size_t const plane = static_cast<std::size_t>(vm.ny > 0 ? vm.ny : 1) * vm.nx;
   int rows = 0;
   for (int iz = 0; iz < vm.nz; ++iz) {
     bool same = true;
-    for (int ix = 0; ix < vm.nx && same; ++ix) same = vm.vp[static_cast<std::size_t>(iz) * vm.nx + ix] == vm.vp[0];
+    for (std::size_t i = 0; i < plane && same; ++i) same = vm.vp[iz * plane + i] == vm.vp[0];
     if (!same) break;
     ++rows;
   }
   return rows == vm.nz ? 0 : rows;
 }
 
-/// Separable Gaussian smoothing (sigma in cells, edges clamped) of a [nz][nx] field.
-std::vector<double> gaussian_smooth(std::vector<double> const& f, int nz, int nx, double sigma) {
+/// Separable Gaussian smoothing (sigma in cells, edges clamped) of a [nz][ny][nx] field (ny = 1
+/// in 2D): along x, then y, then z.
+std::vector<double> gaussian_smooth(std::vector<double> const& f, int nz, int ny, int nx, double sigma) {
   if (sigma <= 0) return f;
   int const r = static_cast<int>(std::ceil(3 * sigma));
   std::vector<double> k(2 * r + 1);
   double sum = 0;
   for (int i = -r; i <= r; ++i) sum += k[i + r] = std::exp(-0.5 * i * i / (sigma * sigma));
   for (auto& x : k) x /= sum;
-  std::vector<double> tmp(f.size()), out(f.size());
-  for (int iz = 0; iz < nz; ++iz)
-    for (int ix = 0; ix < nx; ++ix) {
-      double s = 0;
-      for (int i = -r; i <= r; ++i)
-        s += k[i + r] * f[static_cast<std::size_t>(iz) * nx + std::clamp(ix + i, 0, nx - 1)];
-      tmp[static_cast<std::size_t>(iz) * nx + ix] = s;
-    }
-  for (int iz = 0; iz < nz; ++iz)
-    for (int ix = 0; ix < nx; ++ix) {
-      double s = 0;
-      for (int i = -r; i <= r; ++i)
-        s += k[i + r] * tmp[static_cast<std::size_t>(std::clamp(iz + i, 0, nz - 1)) * nx + ix];
-      out[static_cast<std::size_t>(iz) * nx + ix] = s;
-    }
-  return out;
+  // One pass along an axis of n cells with stride `stride`, over every line of that axis.
+  auto pass = [&](std::vector<double> const& in, int n, std::size_t stride) {
+    std::vector<double> out(in.size());
+    std::size_t const block = stride * n;  // cells of one step along the axis above it
+    for (std::size_t base = 0; base < in.size(); base += block)
+      for (std::size_t j = 0; j < stride; ++j)
+        for (int i = 0; i < n; ++i) {
+          double s = 0;
+          for (int d = -r; d <= r; ++d) s += k[d + r] * in[base + j + std::clamp(i + d, 0, n - 1) * stride];
+          out[base + j + i * stride] = s;
+        }
+    return out;
+  };
+  auto out = pass(f, nx, 1);
+  if (ny > 1) out = pass(out, ny, static_cast<std::size_t>(nx));
+  return pass(out, nz, static_cast<std::size_t>(ny) * nx);
 }
 
 /// Starting model: Gaussian-smoothed slowness of the true model, water rows kept.
 std::vector<float> starting_model(io::VelocityModel const& vm, double sigma, int water_rows) {
   std::vector<double> slow(vm.vp.size());
   for (std::size_t i = 0; i < slow.size(); ++i) slow[i] = 1.0 / vm.vp[i];
-  auto const sm = gaussian_smooth(slow, vm.nz, vm.nx, sigma);
+  int const ny = vm.ny > 0 ? vm.ny : 1;
+  auto const sm = gaussian_smooth(slow, vm.nz, ny, vm.nx, sigma);
   std::vector<float> v(vm.vp.size());
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(1.0 / sm[i]);
-  for (std::size_t i = 0; i < static_cast<std::size_t>(water_rows) * vm.nx; ++i) v[i] = vm.vp[i];
+  for (std::size_t i = 0; i < static_cast<std::size_t>(water_rows) * ny * vm.nx; ++i) v[i] = vm.vp[i];
   return v;
 }
 
@@ -97,9 +101,9 @@ std::vector<float> starting_model(io::VelocityModel const& vm, double sigma, int
 void check_stability(io::Config const& cfg, io::VelocityModel const& truth, std::vector<float> const& v0, int order,
                      bool warn) {
   double const vtrue = *std::max_element(truth.vp.begin(), truth.vp.end());
-  core::check_cfl(vtrue, cfg.time.dt, truth.dh, order);
-  core::check_cfl(*std::max_element(v0.begin(), v0.end()), cfg.time.dt, truth.dh, order);
-  double const limit = core::courant_limit(order, 2);
+  core::check_cfl(vtrue, cfg.time.dt, truth.dh, order, truth.dim());
+  core::check_cfl(*std::max_element(v0.begin(), v0.end()), cfg.time.dt, truth.dh, order, truth.dim());
+  double const limit = core::courant_limit(order, truth.dim());
   double const vstable = limit * truth.dh / cfg.time.dt;
   double const vmax = cfg.fwi.vmax;
   KSWEEP_REQUIRE(vmax <= 0 || vmax <= vstable,
@@ -169,23 +173,32 @@ void check_observed(io::RecordsFile const& r, io::Config const& cfg, core::Surve
       "observed data " << path << " has dt = " << r.dt << " s, the configuration has time.dt = " << cfg.time.dt);
   KSWEEP_REQUIRE(std::abs(r.dh - vm.dh) <= 1e-9 * vm.dh,
                  "observed data " << path << " has dh = " << r.dh << " m, the model has dh = " << vm.dh);
+  KSWEEP_REQUIRE(r.ny == vm.ny, "observed data " << path << " were made on a "
+                                                 << (r.ny > 0 ? "3D model (ny = " + std::to_string(r.ny) + ")"
+                                                              : std::string("2D model"))
+                                                 << ", the model is " << vm.shape());
+  auto at = [&](core::Cell const& c) {
+    return "(z, " + std::string(vm.ny > 0 ? "y, " : "") + "x) = (" + std::to_string(c.z) + ", " +
+           (vm.ny > 0 ? std::to_string(c.y) + ", " : std::string()) + std::to_string(c.x) + ")";
+  };
+  bool const three = vm.ny > 0;
   for (int i = 0; i < s.n_shots; ++i)
     KSWEEP_REQUIRE(
-        static_cast<int>(r.src_z.size()) == s.n_shots && r.src_z[i] == s.sources[i].z && r.src_x[i] == s.sources[i].x,
-        "observed data " << path << ": source " << i << " is not at the configured position (z, x) = ("
-                         << s.sources[i].z << ", " << s.sources[i].x << ")");
+        static_cast<int>(r.src_z.size()) == s.n_shots && r.src_z[i] == s.sources[i].z && r.src_x[i] == s.sources[i].x &&
+            (!three || r.src_y[i] == s.sources[i].y),
+        "observed data " << path << ": source " << i << " is not at the configured position " << at(s.sources[i]));
   for (int i = 0; i < s.n_receivers; ++i)
-    KSWEEP_REQUIRE(static_cast<int>(r.rec_z.size()) == s.n_receivers && r.rec_z[i] == s.receivers[i].z &&
-                       r.rec_x[i] == s.receivers[i].x,
-                   "observed data " << path << ": receiver " << i << " is not at the configured position (z, x) = ("
-                                    << s.receivers[i].z << ", " << s.receivers[i].x << ")");
+    KSWEEP_REQUIRE(
+        static_cast<int>(r.rec_z.size()) == s.n_receivers && r.rec_z[i] == s.receivers[i].z &&
+            r.rec_x[i] == s.receivers[i].x && (!three || r.rec_y[i] == s.receivers[i].y),
+        "observed data " << path << ": receiver " << i << " is not at the configured position " << at(s.receivers[i]));
 }
 
-template <class Real, int Order>
-int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm) {
+template <class Real, int Order, int Dim>
+int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm, io::VelocityModel const& truth) {
   using ExecSpace = Kokkos::DefaultExecutionSpace;
-  using P = core::Propagator<Real, Order, ExecSpace>;
-  using E = core::GradientEngine<Real, Order, ExecSpace>;
+  using P = core::Propagator<Real, Order, ExecSpace, Dim>;
+  using E = core::GradientEngine<Real, Order, ExecSpace, Dim>;
   using vec = Kokkos::View<Real*, ExecSpace::memory_space>;
   using Kokkos::view_alloc;
   using Kokkos::WithoutInitializing;
@@ -196,16 +209,16 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   std::string const& resume = opt.resume;
 
   // Every check that can fail runs before the first byte is written.
-  auto const truth = io::load_velocity(cfg.model);
-  int const nz = truth.nz, nx = truth.nx;
-  std::size_t const n = static_cast<std::size_t>(nz) * nx;
-  auto const survey = make_survey(cfg, nz, nx);
+  // A 3D model is handled as nz ny rows of nx cells wherever only its size matters.
+  int const nz = truth.nz, nx = truth.nx, ny = truth.ny, rows = truth.rows();
+  std::size_t const n = static_cast<std::size_t>(rows) * nx, plane = static_cast<std::size_t>(rows / nz) * nx;
+  auto const survey = make_survey(cfg, nz, nx, ny);
   KSWEEP_REQUIRE(f.batch <= survey.n_shots,
                  "fwi.batch = " << f.batch << " exceeds the number of shots shots.count = " << survey.n_shots);
   core::check_time(cfg.time.dt, cfg.time.nt);
   int const water = f.water_rows >= 0 ? f.water_rows : detect_water_rows(truth);
   KSWEEP_REQUIRE(water < nz, "fwi.water_rows = " << water << " must be < nz = " << nz);
-  core::ModelGrid const grid{nz, nx, truth.dh};
+  core::ModelGrid const grid{nz, nx, truth.dh, ny};
   core::check_grid(grid, make_pml(cfg), Order);
   core::check_survey(survey, grid, make_pml(cfg));
   core::check_velocity(truth.vp.data(), static_cast<long long>(n));
@@ -227,9 +240,9 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
 
   // Memory: estimated from the layout before anything large is allocated.
   {
-    std::vector<MemoryEstimate> phases{estimate_fwi(cfg, nz, nx, survey.n_shots, nr, shots_per_rank)};
+    std::vector<MemoryEstimate> phases{estimate_fwi(cfg, truth, survey.n_shots, nr, shots_per_rank)};
     if (f.observed.empty())
-      phases.insert(phases.begin(), estimate_model(cfg, nz, nx, survey.n_shots, nr, false, cfg.propagator.batch));
+      phases.insert(phases.begin(), estimate_model(cfg, truth, survey.n_shots, nr, false, cfg.propagator.batch));
     auto const mm = machine_memory(cfg);
     if (opt.dry_run && comm.is_root()) std::printf("%s", memory_table(phases, mm, comm.local_size()).c_str());
     check_memory(phases, mm, comm.local_size());
@@ -275,7 +288,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
                                                                      << n);
     {
       double const vck = *std::max_element(ck.model.begin(), ck.model.end());
-      double const vstable = core::courant_limit(Order, 2) * truth.dh / cfg.time.dt;
+      double const vstable = core::courant_limit(Order, Dim) * truth.dh / cfg.time.dt;
       KSWEEP_REQUIRE(vck <= vstable, "--resume: the checkpoint "
                                          << ck_path.string() << " holds velocities up to " << vck << " m/s, above the "
                                          << vstable << " m/s that time.dt allows: its contents are out of range");
@@ -352,12 +365,12 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   adam_p.eps = f.eps;
   adam_p.vmin = f.vmin;
   adam_p.vmax = f.vmax;
-  core::Adam<Real, ExecSpace> adam(space, n, adam_p, static_cast<std::size_t>(water) * nx);
+  core::Adam<Real, ExecSpace> adam(space, n, adam_p, static_cast<std::size_t>(water) * plane);
   if (resuming)
     adam.restore(space, ck.iteration, upload(ck.m, "ksweep::fwi::adam_m"), upload(ck.v, "ksweep::fwi::adam_v"));
   if (comm.is_root() && !in_place) {
-    io::write_model(out / "true_model.h5", truth.vp, nz, nx, truth.dh);
-    io::write_model(out / "initial_model.h5", v0, nz, nx, truth.dh);
+    io::write_model(out / "true_model.h5", truth.vp, nz, nx, truth.dh, "vp", ny);
+    io::write_model(out / "initial_model.h5", v0, nz, nx, truth.dh, "vp", ny);
   }
   // Where the last good checkpoint is, for the messages of a stopped run.
   fs::path last_checkpoint = resuming ? fs::path(resume) / "checkpoint.bin" : fs::path();
@@ -372,10 +385,10 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   };
 
   int const cap = (f.batch + comm.size() - 1) / comm.size();
-  P prop(space, core::ModelGrid{nz, nx, truth.dh}, make_pml(cfg), cfg.time.dt, cap);
+  P prop(space, grid, make_pml(cfg), cfg.time.dt, cap);
   prop.set_schedule(core::parse_schedule(cfg.propagator.schedule));
   E engine(prop, scfg);
-  typename E::images_type img(space, nz, nx);
+  typename E::images_type img(space, rows, nx);
   auto const wavelet = make_wavelet(cfg);
   typename P::wavelet_view w(view_alloc(space, WithoutInitializing, std::string("ksweep::fwi::wavelets")), cap, 1, nt);
   {
@@ -398,13 +411,13 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   // The difference x - vtrue is formed in Real, as KokkosBlas::update(1, x, -1, vtrue, 0, diff)
   // formed it (Kokkos Kernels 3.4 has no execution-space overload of update).
   Kokkos::View<double*, ExecSpace::memory_space> row_sums(
-      view_alloc(space, WithoutInitializing, std::string("ksweep::fwi::row_sums")), nz);
+      view_alloc(space, WithoutInitializing, std::string("ksweep::fwi::row_sums")), rows);
   auto rmse_of = [&](vec const& x) {
     auto vt = vtrue;
     auto rs = row_sums;
     int const ncols = nx;
     Kokkos::parallel_for(
-        "ksweep::fwi::rmse_rows", Kokkos::RangePolicy<ExecSpace>(space, 0, nz), KOKKOS_LAMBDA(int iz) {
+        "ksweep::fwi::rmse_rows", Kokkos::RangePolicy<ExecSpace>(space, 0, rows), KOKKOS_LAMBDA(int iz) {
           double acc = 0;
           for (int ix = 0; ix < ncols; ++ix) {
             std::size_t const i = static_cast<std::size_t>(iz) * ncols + ix;
@@ -416,7 +429,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
         });
     auto h = to_host(space, row_sums);
     double sum = 0;
-    for (int iz = 0; iz < nz; ++iz) sum += h(iz);
+    for (int iz = 0; iz < rows; ++iz) sum += h(iz);
     return std::sqrt(sum / static_cast<double>(n));
   };
   double const rmse0 = rmse_of(upload(v0, "ksweep::fwi::start"));
@@ -424,7 +437,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   nlohmann::json summary;
   summary["config"] = io::config_to_json(cfg);
   summary["model"] = {
-      {"nz", nz}, {"nx", nx}, {"dh", truth.dh}, {"description", truth.description}, {"water_rows", water}};
+      {"nz", nz}, {"nx", nx}, {"ny", ny}, {"dh", truth.dh}, {"description", truth.description}, {"water_rows", water}};
   summary["wavelet"] = {
       {"dt", cfg.time.dt}, {"freq", cfg.wavelet.freq}, {"delay", cfg.wavelet.delay}, {"samples", wavelet}};
   summary["ranks"] = comm.size();
@@ -436,18 +449,18 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   int const start = resuming ? ck.iteration : 0;
   if (comm.is_root()) {
     std::printf(
-        "ksweep fwi: %d x %d cells at %g m, %d shots, batch %d over %d rank(s), %d iterations, %s %s %s storage, "
+        "ksweep fwi: %s cells at %g m, %d shots, batch %d over %d rank(s), %d iterations, %s %s %s storage, "
         "backend %s (%d threads)\n",
-        nz, nx, truth.dh, survey.n_shots, f.batch, comm.size(), f.iterations, storage::to_string(scfg.strategy).c_str(),
-        storage::to_string(scfg.location).c_str(), storage::to_string(scfg.dtype).c_str(),
-        core::default_backend().c_str(), core::default_concurrency());
+        truth.shape().c_str(), truth.dh, survey.n_shots, f.batch, comm.size(), f.iterations,
+        storage::to_string(scfg.strategy).c_str(), storage::to_string(scfg.location).c_str(),
+        storage::to_string(scfg.dtype).c_str(), core::default_backend().c_str(), core::default_concurrency());
     if (resuming) std::printf("resuming after iteration %d from %s\n", start, resume.c_str());
     std::printf("initial model RMSE %.2f m/s, water rows kept: %d\n", rmse0, water);
     std::fflush(stdout);
   }
 
-  // The model as the propagator takes it, [nz][nx] (a view of `model`).
-  typename P::velocity_view const model_2d(model.data(), nz, nx);
+  // The model as the propagator takes it, [rows][nx] (a view of `model`).
+  typename P::velocity_view const model_2d(model.data(), rows, nx);
   double seconds_total = 0;
   core::MemoryReport mem;
   for (int it = start; it < f.iterations; ++it) {
@@ -547,12 +560,12 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
             where_to_continue());
       if (water > 0)
         Kokkos::deep_copy(
-            space, Kokkos::subview(grad, Kokkos::make_pair(std::size_t(0), static_cast<std::size_t>(water) * nx)),
+            space, Kokkos::subview(grad, Kokkos::make_pair(std::size_t(0), static_cast<std::size_t>(water) * plane)),
             Real(0));
       if (f.grad_smooth > 0) {  // Gaussian smoothing of the gradient (sigma in cells), on the host
         auto gh = to_host(space, grad);
         std::vector<double> gd(gh.data(), gh.data() + n);
-        auto const sm = gaussian_smooth(gd, nz, nx, f.grad_smooth);
+        auto const sm = gaussian_smooth(gd, nz, rows / nz, nx, f.grad_smooth);
         for (std::size_t i = 0; i < n; ++i) gh(i) = static_cast<Real>(sm[i]);
         Kokkos::deep_copy(space, grad, gh);
         space.fence();  // before the mirror goes
@@ -600,16 +613,21 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
         char name[64];
         if (f.save_models) {
           std::snprintf(name, sizeof name, "model_%04d.h5", t);
-          io::write_model(out / "models" / name, vf, nz, nx, truth.dh);
+          io::write_model(out / "models" / name, vf, nz, nx, truth.dh, "vp", ny);
         }
         if (figures) {
+          // [nz][nx], or [nz][ny][nx] in 3D.
+          auto dataset = [&](std::string nm, std::vector<float> data) {
+            return ny > 0 ? io::Dataset2D{std::move(nm), nz, ny, std::move(data), nx}
+                          : io::Dataset2D{std::move(nm), nz, nx, std::move(data)};
+          };
           auto to_ds = [&](std::string nm, auto const& view) {
-            return io::Dataset2D{std::move(nm), nz, nx, to_host_floats(space, view)};
+            return dataset(std::move(nm), to_host_floats(space, view));
           };
           std::snprintf(name, sizeof name, "epoch_%04d.h5", t);
           io::write_datasets(out / "epochs" / name,
-                             {io::Dataset2D{"vp", nz, nx, vf}, to_ds("grad", img.grad),
-                              to_ds("illum_src", img.illum_src), to_ds("illum_rec", img.illum_rec)},
+                             {dataset("vp", vf), to_ds("grad", img.grad), to_ds("illum_src", img.illum_src),
+                              to_ds("illum_rec", img.illum_rec)},
                              truth.dh);
         }
         summary["iterations"] = history;
@@ -650,7 +668,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   std::string write_error;
   if (comm.is_root()) try {
       core::ScopedRegion region("ksweep::fwi::output");
-      io::write_model(out / "model_final.h5", to_host_floats(space, model), nz, nx, truth.dh);
+      io::write_model(out / "model_final.h5", to_host_floats(space, model), nz, nx, truth.dh, "vp", ny);
       summary["seconds_total"] = std::chrono::duration<double>(Clock::now() - t_start).count();
       summary["iterations"] = history;
       io::write_json_atomic(out / "summary.json", summary);
@@ -672,8 +690,11 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
 int run_fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm) {
   KSWEEP_REQUIRE(cfg.propagator.precision == "fp32",
                  "propagator.precision = \"" << cfg.propagator.precision << "\": ksweep fwi computes in fp32 only");
-  return core::dispatch_order(cfg.propagator.order,
-                              [&](auto o) { return fwi<float, decltype(o)::value>(cfg, opt, comm); });
+  auto const truth = io::load_velocity(cfg.model);
+  return core::dispatch_order(cfg.propagator.order, [&](auto o) {
+    constexpr int order = decltype(o)::value;
+    return truth.dim() == 3 ? fwi<float, order, 3>(cfg, opt, comm, truth) : fwi<float, order, 2>(cfg, opt, comm, truth);
+  });
 }
 
 }  // namespace ksweep::app

@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
   ksweep::comm::Environment mpi(argc, argv);
   ksweep::comm::Communicator comm;
   ksweep::app::install_signal_handlers();
-  CLI::App app{"ksweep: 2D acoustic modelling and full-waveform inversion"};
+  CLI::App app{"ksweep: 2D and 3D acoustic modelling and full-waveform inversion"};
   app.require_subcommand(1);
   std::string config;
   std::vector<std::string> sets;

@@ -1,6 +1,9 @@
 #include "memory_estimate.hpp"
 
+#include "common.hpp"
+
 #include <ksweep/base/error.hpp>
+#include <ksweep/core/geometry.hpp>
 #include <ksweep/storage/codec.hpp>
 #include <ksweep/storage/step_store.hpp>
 
@@ -27,29 +30,32 @@ namespace {
 
 using sz = std::size_t;
 
+/// The padded grid of a run (core::Layout), and the sizes of what the propagator and the
+/// gradient engine allocate on it.
 struct Padded {
-  sz nz, nx, W, top, M, NZ, NX;
-  Padded(io::Config const& cfg, int nz_, int nx_) {
-    nz = static_cast<sz>(nz_);
-    nx = static_cast<sz>(nx_);
-    W = static_cast<sz>(cfg.propagator.pml_width);
-    top = cfg.propagator.free_surface ? 0 : W;
-    M = static_cast<sz>(cfg.propagator.order / 2);
-    NZ = nz + top + W;
-    NX = nx + 2 * W;
-  }
+  core::Layout l;
+  sz M, n;
+  Padded(io::Config const& cfg, io::VelocityModel const& vm)
+      : l(core::ModelGrid{vm.nz, vm.nx, vm.dh, vm.ny}, make_pml(cfg), cfg.propagator.order),
+        M(static_cast<sz>(cfg.propagator.order / 2)),
+        n(static_cast<sz>(vm.rows()) * static_cast<sz>(vm.nx)) {}
   /// One wavefield level of `shots` shots, halo included.
-  sz level(sz shots, sz real) const { return shots * (NZ + 2 * M) * (NX + 2 * M) * real; }
-  /// Layer memories (psi, zeta on both axes, two copies) of one direction.
+  sz level(sz shots, sz real) const { return shots * static_cast<sz>(l.field_rows()) * (l.NX + 2 * M) * real; }
+  /// The velocity coefficients c on the padded grid with its halo.
+  sz coefficients(sz real) const { return static_cast<sz>(l.field_rows()) * (l.NX + 2 * M) * real; }
+  /// Layer memories (psi, zeta per axis, two sides, two levels) of one direction.
   sz layer(sz shots, sz real) const {
-    sz const sw = W + 4 * M;
-    return 2 * (2 * 2 * shots * NZ * sw + 2 * 2 * shots * sw * NX) * real;
+    sz const NZ = l.NZ, NY = l.NY, NX = l.NX;
+    sz const strips = (std::max(l.top, l.bottom) + 4 * M) * NY * NX + NZ * NY * (std::max(l.left, l.right) + 4 * M) +
+                      (l.dim == 3 ? NZ * (std::max(l.front, l.back) + 4 * M) * NX : 0);
+    return 2 * 2 * 2 * shots * strips * real;
   }
-  /// Cells saved per shot and step (see GradientEngine).
+  /// Cells saved per shot and step (core::saved_cells): the box within M of the model (above
+  /// row 0 excluded with a free surface), without the model cells for `boundary`.
   sz ring(bool full) const {
-    sz const z0 = top >= M && !(top == 0) ? top - M : 0;
-    sz const rows = top + nz + M - z0, cols = nx + 2 * M;
-    return full ? rows * cols : rows * cols - nz * nx;
+    sz const rows = (l.free_surface ? 0 : M) + l.nz + M, cols = l.nx + 2 * M;
+    sz const box = rows * cols * (l.dim == 3 ? l.ny + 2 * M : 1);
+    return full ? box : box - n;
   }
 };
 
@@ -71,16 +77,17 @@ std::size_t MemoryEstimate::total(Place p) const {
   return t;
 }
 
-MemoryEstimate estimate_fwi(io::Config const& cfg, int nz, int nx, int n_shots, int n_receivers, int shots_per_rank) {
-  Padded const L(cfg, nz, nx);
-  sz const S = static_cast<sz>(std::max(shots_per_rank, 1)), R = sizeof(float), n = L.nz * L.nx;
+MemoryEstimate estimate_fwi(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers,
+                            int shots_per_rank) {
+  Padded const L(cfg, vm);
+  sz const S = static_cast<sz>(std::max(shots_per_rank, 1)), R = sizeof(float), n = L.n;
   sz const nt = static_cast<sz>(cfg.time.nt), nr = static_cast<sz>(n_receivers);
   MemoryEstimate e;
   e.phase = "inversion (per rank, " + std::to_string(S) + " shot(s) per launch)";
   auto add = [&](std::string w, Place p, sz b) { e.items.push_back({std::move(w), p, b}); };
   add("wavefields, forward + adjoint (2 levels each)", Place::device, 2 * 2 * L.level(S, R));
   add("absorbing-layer fields, forward + adjoint", Place::device, 2 * L.layer(S, R));
-  add("velocity coefficients", Place::device, (L.NZ + 2 * L.M) * (L.NX + 2 * L.M) * R + n * R);
+  add("velocity coefficients", Place::device, L.coefficients(R) + n * R);
   // Each shot's ring rounded up to whole codec blocks (an upper bound for every codec layout).
   bool const full = storage::parse_strategy(cfg.storage.strategy) == storage::Strategy::full;
   sz const ring = (L.ring(full) + storage::block_size - 1) / storage::block_size * storage::block_size;
@@ -108,17 +115,17 @@ MemoryEstimate estimate_fwi(io::Config const& cfg, int nz, int nx, int n_shots, 
   return e;
 }
 
-MemoryEstimate estimate_model(io::Config const& cfg, int nz, int nx, int n_shots, int n_receivers, bool fp64,
-                              int batch) {
-  Padded const L(cfg, nz, nx);
-  sz const S = static_cast<sz>(std::max(1, std::min(batch, n_shots))), R = fp64 ? 8 : 4, n = L.nz * L.nx;
+MemoryEstimate estimate_model(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers,
+                              bool fp64, int batch) {
+  Padded const L(cfg, vm);
+  sz const S = static_cast<sz>(std::max(1, std::min(batch, n_shots))), R = fp64 ? 8 : 4, n = L.n;
   sz const nt = static_cast<sz>(cfg.time.nt), nr = static_cast<sz>(n_receivers);
   MemoryEstimate e;
   e.phase = "forward modelling (" + std::to_string(S) + " shot(s) per launch)";
   auto add = [&](std::string w, Place p, sz b) { e.items.push_back({std::move(w), p, b}); };
   add("wavefields (2 levels)", Place::device, 2 * L.level(S, R));
   add("absorbing-layer fields", Place::device, L.layer(S, R));
-  add("velocity coefficients", Place::device, (L.NZ + 2 * L.M) * (L.NX + 2 * L.M) * R + n * R);
+  add("velocity coefficients", Place::device, L.coefficients(R) + n * R);
   add("records and wavelets of the batch", Place::device, S * nt * nr * R + S * nt * R);
   add("records of every shot", Place::host, static_cast<sz>(n_shots) * nt * nr * 4 + S * nt * nr * R);
   return e;

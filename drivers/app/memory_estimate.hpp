@@ -4,6 +4,7 @@
 
 #include <ksweep/comm/communicator.hpp>
 #include <ksweep/io/config.hpp>
+#include <ksweep/io/velocity.hpp>
 
 #include <cstddef>
 #include <string>
@@ -27,13 +28,14 @@ struct MemoryEstimate {
   std::size_t total(Place p) const;
 };
 
-/// Memory of one rank of `ksweep fwi` (the inversion, `n_shots_cap` shots per launch) on a
-/// model of nz x nx.
-MemoryEstimate estimate_fwi(io::Config const& cfg, int nz, int nx, int n_shots, int n_receivers, int shots_per_rank);
+/// Memory of one rank of `ksweep fwi` (the inversion, `shots_per_rank` shots per launch) on the
+/// model `vm` (2D or 3D; its size is what counts).
+MemoryEstimate estimate_fwi(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers,
+                            int shots_per_rank);
 /// Memory of the forward modelling of every shot (`ksweep model`, and the observed data of
 /// `ksweep fwi` on rank 0).
-MemoryEstimate estimate_model(io::Config const& cfg, int nz, int nx, int n_shots, int n_receivers, bool fp64,
-                              int batch);
+MemoryEstimate estimate_model(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers,
+                              bool fp64, int batch);
 
 /// What this machine offers: host memory available to this process (MemAvailable, lowered to
 /// the cgroup limit when there is one; KSWEEP_MEMORY_AVAILABLE in bytes overrides), and

@@ -19,13 +19,14 @@ namespace ksweep::app {
 
 namespace {
 
-template <class Real, int Order>
+template <class Real, int Order, int Dim>
 io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm, core::Survey const& survey,
                               bool verbose) {
-  using P = core::Propagator<Real, Order>;
+  using P = core::Propagator<Real, Order, Kokkos::DefaultExecutionSpace, Dim>;
   int const nt = cfg.time.nt, nr = survey.n_receivers, n_shots = survey.n_shots;
   int const batch = std::min(cfg.propagator.batch, n_shots);
-  P prop(Kokkos::DefaultExecutionSpace(), core::ModelGrid{vm.nz, vm.nx, vm.dh}, make_pml(cfg), cfg.time.dt, batch);
+  P prop(Kokkos::DefaultExecutionSpace(), core::ModelGrid{vm.nz, vm.nx, vm.dh, vm.ny}, make_pml(cfg), cfg.time.dt,
+         batch);
   prop.set_schedule(core::parse_schedule(cfg.propagator.schedule));
   {
     core::ScopedRegion region("ksweep::model::model");
@@ -43,14 +44,17 @@ io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm
   out.delay = cfg.wavelet.delay;
   out.nz = vm.nz;
   out.nx = vm.nx;
+  out.ny = vm.ny;
   out.data.resize(static_cast<std::size_t>(n_shots) * nt * nr);
   for (int s = 0; s < n_shots; ++s) {
     out.src_z.push_back(survey.sources[s].z);
     out.src_x.push_back(survey.sources[s].x);
+    if (vm.ny > 0) out.src_y.push_back(survey.sources[s].y);
   }
   for (int r = 0; r < nr; ++r) {
     out.rec_z.push_back(survey.receivers[r].z);
     out.rec_x.push_back(survey.receivers[r].x);
+    if (vm.ny > 0) out.rec_y.push_back(survey.receivers[r].y);
   }
   auto const t0 = std::chrono::steady_clock::now();
   for (int first = 0; first < n_shots; first += batch) {
@@ -82,8 +86,11 @@ io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm
   double const secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (verbose) {
     double const cells = static_cast<double>(prop.layout().padded_cells()) * nt * n_shots;
-    std::printf("modelled %d shots x %d steps on %d x %d cells (padded %d x %d) in %.2f s: %.3g cells/s\n", n_shots, nt,
-                vm.nz, vm.nx, prop.layout().NZ, prop.layout().NX, secs, cells / secs);
+    auto const& l = prop.layout();
+    std::string const padded =
+        std::to_string(l.NZ) + " x " + (Dim == 3 ? std::to_string(l.NY) + " x " : "") + std::to_string(l.NX);
+    std::printf("modelled %d shots x %d steps on %s cells (padded %s) in %.2f s: %.3g cells/s\n", n_shots, nt,
+                vm.shape().c_str(), padded.c_str(), secs, cells / secs);
   }
   return out;
 }
@@ -94,25 +101,29 @@ io::RecordsFile model_observed(io::Config const& cfg, io::VelocityModel const& v
                                bool verbose) {
   return core::dispatch_order(cfg.propagator.order, [&](auto o) {
     constexpr int order = decltype(o)::value;
-    if (cfg.propagator.precision == "fp64") return model_records<double, order>(cfg, vm, survey, verbose);
-    return model_records<float, order>(cfg, vm, survey, verbose);
+    bool const fp64 = cfg.propagator.precision == "fp64";
+    if (vm.dim() == 3)
+      return fp64 ? model_records<double, order, 3>(cfg, vm, survey, verbose)
+                  : model_records<float, order, 3>(cfg, vm, survey, verbose);
+    return fp64 ? model_records<double, order, 2>(cfg, vm, survey, verbose)
+                : model_records<float, order, 2>(cfg, vm, survey, verbose);
   });
 }
 
 int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm) {
   // Every check first: nothing is written until they all pass.
   auto const vm = io::load_velocity(cfg.model);
-  auto const survey = make_survey(cfg, vm.nz, vm.nx);
+  auto const survey = make_survey(cfg, vm.nz, vm.nx, vm.ny);
   core::check_time(cfg.time.dt, cfg.time.nt);
-  core::ModelGrid const grid{vm.nz, vm.nx, vm.dh};
+  core::ModelGrid const grid{vm.nz, vm.nx, vm.dh, vm.ny};
   core::check_grid(grid, make_pml(cfg), cfg.propagator.order);
   core::check_velocity(vm.vp.data(), static_cast<long long>(vm.vp.size()));
-  core::check_cfl(*std::max_element(vm.vp.begin(), vm.vp.end()), cfg.time.dt, vm.dh, cfg.propagator.order);
+  core::check_cfl(*std::max_element(vm.vp.begin(), vm.vp.end()), cfg.time.dt, vm.dh, cfg.propagator.order, vm.dim());
   core::check_survey(survey, grid, make_pml(cfg));
   warn_acquisition(cfg, vm, survey, comm);
   if (!comm.is_root()) return 0;  // modelling is not split over ranks
-  auto const est = estimate_model(cfg, vm.nz, vm.nx, survey.n_shots, survey.n_receivers,
-                                  cfg.propagator.precision == "fp64", cfg.propagator.batch);
+  auto const est = estimate_model(cfg, vm, survey.n_shots, survey.n_receivers, cfg.propagator.precision == "fp64",
+                                  cfg.propagator.batch);
   auto const mm = machine_memory(cfg);
   if (opt.dry_run) {
     std::printf("%s", memory_table({est}, mm, 1).c_str());
@@ -124,9 +135,9 @@ int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator c
   check_memory({est}, mm, 1);
   fs::path const out = opt.out;
   OutputFolder folder(out, opt.overwrite, false, true);
-  std::printf("ksweep model: %s, %d x %d cells at %g m, %d shots, %d receivers, nt %d, dt %g s, order %d (%s)\n",
-              vm.description.c_str(), vm.nz, vm.nx, vm.dh, survey.n_shots, survey.n_receivers, cfg.time.nt, cfg.time.dt,
-              cfg.propagator.order, cfg.propagator.precision.c_str());
+  std::printf("ksweep model: %s, %s cells at %g m, %d shots, %d receivers, nt %d, dt %g s, order %d (%s)\n",
+              vm.description.c_str(), vm.shape().c_str(), vm.dh, survey.n_shots, survey.n_receivers, cfg.time.nt,
+              cfg.time.dt, cfg.propagator.order, cfg.propagator.precision.c_str());
   auto const rec = model_observed(cfg, vm, survey, true);
   folder.claim();
   {

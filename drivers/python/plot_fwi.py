@@ -8,7 +8,11 @@ Writes (each skipped with a message on stderr when its inputs are missing):
   observed_data.png  first, middle and last shot gathers of observed.h5
   loss.png           loss (log scale) and model RMSE against iteration (summary.json)
   epoch_XXXX.png     true model, inverted model, gradient, source and receiver
-                     illumination of epochs/epoch_XXXX.h5
+                     illumination of epochs/epoch_XXXX.h5; for a 3D model each as three
+                     orthogonal slices (a depth slice, an inline and a crossline section)
+
+For 3D records (observed.h5 with rec_y) the gathers show the receiver line nearest each
+source in y.
 
 A missing or unreadable summary.json is an error (exit 1).
 """
@@ -167,6 +171,16 @@ def plot_observed(path, out):
         rec_x = np.asarray(f["rec_x"], dtype=np.float64)
         src_x = np.asarray(f["src_x"], dtype=np.float64)
         src_z = np.asarray(f["src_z"], dtype=np.float64) if "src_z" in f else None
+        if "rec_y" in f:  # 3D: the receiver line nearest the middle shot's source in y
+            rec_y = np.asarray(f["rec_y"])
+            src_y = np.asarray(f["src_y"])
+            ly = rec_y[np.argmin(np.abs(rec_y - src_y[idx[len(idx) // 2]]))]
+            keep = np.flatnonzero(rec_y == ly)
+            gathers = [g[:, keep] for g in gathers]
+            rec_x, nrec = rec_x[keep], len(keep)
+            line_note = f"; the line y = {ly * dh / 1000.0:.3f} km of a 3D patch"
+        else:
+            line_note = ""
 
     x_km = rec_x * dh / 1000.0
     clip = float(np.percentile(np.abs(np.stack(gathers)), 98)) or 1.0
@@ -200,7 +214,7 @@ def plot_observed(path, out):
         ax.set_title(f"shot {k + 1}/{shots}: source x = {sx:.3f} km{depth}", fontsize=9)
         ax.set_xlabel("receiver position x (km)")
     axes[0].set_ylabel("time (s)")
-    fig.suptitle(f"observed data ({nrec} receivers, {nt} samples, dt = {dt:g} s; "
+    fig.suptitle(f"observed data ({nrec} receivers{line_note}, {nt} samples, dt = {dt:g} s; "
                  "dashed line: source x)", fontsize=11)
     cbar = fig.colorbar(im, ax=list(axes), fraction=0.03, pad=0.02, aspect=40)
     cbar.set_label("amplitude (clipped at 98th percentile of |data|)")
@@ -279,8 +293,8 @@ def read_model(path, name="vp"):
         if name not in f:
             raise ValueError(f"{path} has no dataset '{name}'")
         a = np.asarray(f[name], dtype=np.float64)
-        if a.ndim != 2:
-            raise ValueError(f"dataset '{name}' in {path} has rank {a.ndim}, expected 2")
+        if a.ndim not in (2, 3):
+            raise ValueError(f"dataset '{name}' in {path} has rank {a.ndim}, expected 2 or 3")
         dh = float(f.attrs["dh"]) if "dh" in f.attrs else None
     return a, dh
 
@@ -348,8 +362,8 @@ def plot_epoch(path, iteration, true_vp, true_dh, summary_rows, dh_default, out)
         for name in ("vp", "grad", "illum_src", "illum_rec"):
             if name in f:
                 a = np.asarray(f[name], dtype=np.float64)
-                if a.ndim != 2:
-                    raise ValueError(f"dataset '{name}' in {path} has rank {a.ndim}, expected 2")
+                if a.ndim not in (2, 3):
+                    raise ValueError(f"dataset '{name}' in {path} has rank {a.ndim}, expected 2 or 3")
                 fields[name] = a
             else:
                 note(f"{path} has no dataset '{name}'; its panel is left empty")
@@ -372,6 +386,8 @@ def plot_epoch(path, iteration, true_vp, true_dh, summary_rows, dh_default, out)
                  else None)
     if shape is None:
         raise ValueError(f"{path} has none of the datasets vp, grad, illum_src, illum_rec")
+    if len(shape) == 3:
+        return plot_epoch_3d(fields, iteration, true_vp, dh, loss, rmse, out)
     nz, nx = shape
     extent = model_extent(nz, nx, dh)
 
@@ -443,6 +459,82 @@ def plot_epoch(path, iteration, true_vp, true_dh, summary_rows, dh_default, out)
                  fontsize=12)
     # Leave room for the suptitle: tight_layout alone lets it overlap the first panel.
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_figheight()), h_pad=0.6)
+    save_atomic(fig, out, DPI)
+    plt.close(fig)
+
+
+def grad_limits(g):
+    """Colour limit (99th percentile of |g|) and the power of ten put into the label."""
+    finite = np.abs(g[np.isfinite(g)])
+    glim = float(np.percentile(finite, 99)) if finite.size else 0.0
+    if not glim > 0:
+        glim = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+    exp = int(np.floor(np.log10(glim)))
+    if -2 <= exp <= 3:
+        exp = 0
+    return glim, exp
+
+
+def plot_epoch_3d(fields, iteration, true_vp, dh, loss, rmse, out):
+    """Rows: true model, inverted model, gradient, source and receiver illumination; columns:
+    the depth slice z = z0 (a y-x map), the inline y = y0 (z-x) and the crossline x = x0 (z-y),
+    through the middle of the model in y and x and at 55 % of its depth."""
+    shape = next(a.shape for a in fields.values()) if fields else true_vp.shape
+    nz, ny, nx = shape
+    z0, y0, x0 = int(0.55 * (nz - 1)), (ny - 1) // 2, (nx - 1) // 2
+    km = dh / 1000.0
+    cuts = [  # (title, slice of a volume, extent, x label, y label)
+        (f"depth slice z = {z0 * km:.3f} km", lambda a: a[z0], [-0.5 * km, (nx - 0.5) * km, (ny - 0.5) * km, -0.5 * km],
+         "x (km)", "y (km)"),
+        (f"inline y = {y0 * km:.3f} km", lambda a: a[:, y0, :], [-0.5 * km, (nx - 0.5) * km, (nz - 0.5) * km, -0.5 * km],
+         "x (km)", "depth (km)"),
+        (f"crossline x = {x0 * km:.3f} km", lambda a: a[:, :, x0],
+         [-0.5 * km, (ny - 0.5) * km, (nz - 0.5) * km, -0.5 * km], "y (km)", "depth (km)"),
+    ]
+    rows = [("true model", true_vp), (f"inverted, iteration {iteration}", fields.get("vp")),
+            ("gradient", fields.get("grad")), ("source illumination (log10)", fields.get("illum_src")),
+            ("receiver illumination (log10)", fields.get("illum_rec"))]
+    widths = [nx, nx, ny]
+    fig, axes = plt.subplots(5, 3, figsize=(13, 14), gridspec_kw={"width_ratios": widths})
+    vref = true_vp if true_vp is not None else fields.get("vp")
+    vmin = float(np.nanmin(vref)) if vref is not None else None
+    vmax = float(np.nanmax(vref)) if vref is not None else None
+    for r, (label, vol) in enumerate(rows):
+        for c, (ctitle, cut, extent, xl, yl) in enumerate(cuts):
+            ax = axes[r, c]
+            if vol is None:
+                ax.set_title(f"{label}: not available", fontsize=9, loc="left")
+                ax.set_xticks([])
+                ax.set_yticks([])
+                continue
+            img = cut(vol)
+            kw = {"cmap": "viridis", "vmin": vmin, "vmax": vmax}
+            unit = "vp (m/s)"
+            if label == "gradient":
+                glim, exp = grad_limits(vol)
+                scale = 10.0 ** exp
+                img = img / scale
+                kw = {"cmap": "seismic", "vmin": -glim / scale, "vmax": glim / scale}
+                unit = "d loss / d vp" + (f" (x 1e{exp})" if exp else "")
+            elif "illumination" in label:
+                _, (lo, hi) = log_illum(vol)
+                img, _ = log_illum(img)
+                kw = {"cmap": "viridis", "vmin": lo, "vmax": hi}
+                unit = "log10"
+            im = ax.imshow(img, extent=extent, aspect="equal", interpolation="nearest", **kw)
+            ax.set_title(f"{label}: {ctitle}", fontsize=9, loc="left")
+            ax.set_xlabel(xl, fontsize=8)
+            ax.set_ylabel(yl, fontsize=8)
+            ax.tick_params(labelsize=7)
+            if c == 2:
+                cax = make_axes_locatable(ax).append_axes("right", size="4%", pad=0.08)
+                cbar = fig.colorbar(im, cax=cax)
+                cbar.set_label(unit, fontsize=8)
+                cbar.ax.tick_params(labelsize=7)
+    fig.suptitle(f"3D FWI iteration {iteration}: loss = {fmt_num(loss, '.4g')}, model RMSE = {fmt_num(rmse, '.1f')} "
+                 f"m/s  ({nz} x {ny} x {nx}, dh = {dh:g} m; gradient clipped at the 99th percentile of |grad|)",
+                 fontsize=12)
+    fig.tight_layout(rect=(0, 0, 1, 0.97), h_pad=0.8)
     save_atomic(fig, out, DPI)
     plt.close(fig)
 

@@ -35,6 +35,16 @@ def main(argv=None):
             order = int(f.attrs["order"])
             rec_x = np.asarray(f["rec_x"], dtype=np.float64)
             src_x = int(np.asarray(f["src_x"])[args.shot])
+            line = ""
+            if "rec_y" in f:  # 3D: the receiver line (along x) nearest the source in y
+                rec_y = np.asarray(f["rec_y"])
+                src_y = int(np.asarray(f["src_y"])[args.shot])
+                ly = rec_y[np.argmin(np.abs(rec_y - src_y))]
+                keep = np.flatnonzero(rec_y == ly)
+                keep = keep[np.argsort(rec_x[keep], kind="stable")]
+                gather, rec_x, nrec = gather[:, keep], rec_x[keep], len(keep)
+                line = (f"\nreceiver line y = {ly * dh / 1000.0:.3f} km ({nrec} of {len(rec_y)} receivers), "
+                        f"source y = {src_y * dh / 1000.0:.3f} km")
     except (OSError, KeyError, ValueError) as e:
         print(f"plot_gather.py: error: {e}", file=sys.stderr)
         return 1
@@ -54,7 +64,7 @@ def main(argv=None):
     ax.set_xlabel("receiver position x (km)")
     ax.set_ylabel("time (s)")
     ax.set_title(f"shot {args.shot} of {shots}: source at x = {src_x * dh / 1000.0:.3f} km, "
-                 f"order {order}, dt = {dt:g} s")
+                 f"order {order}, dt = {dt:g} s{line}", fontsize=10)
     cbar = fig.colorbar(im, ax=ax)
     cbar.set_label("amplitude (clipped at 98th percentile of |data|)")
     fig.tight_layout()

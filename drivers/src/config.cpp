@@ -295,8 +295,10 @@ Config build(toml::table root, std::string const& origin, std::vector<std::strin
     r.get("nz", c.model.nz);
     r.get("nx", c.model.nx);
     r.get("dh", c.model.dh);
+    r.get("ny", c.model.ny);
     r.get("crop_z", c.model.crop_z);
     r.get("crop_x", c.model.crop_x);
+    r.get("crop_y", c.model.crop_y);
     r.finish();
   }
   {
@@ -316,12 +318,16 @@ Config build(toml::table root, std::string const& origin, std::vector<std::strin
     r.get("count", c.shots.count);
     r.get("z", c.shots.z);
     r.get("x_range", c.shots.x_range);
+    r.get("count_y", c.shots.count_y);
+    r.get("y_range", c.shots.y_range);
     r.finish();
   }
   {
     SectionReader r(section("receivers"), "receivers", origins);
     r.get("count", c.receivers.count);
     r.get("z", c.receivers.z);
+    r.get("count_y", c.receivers.count_y);
+    r.get("y_range", c.receivers.y_range);
     r.finish();
   }
   {
@@ -382,11 +388,12 @@ nlohmann::json crop_json(std::optional<std::array<int, 2>> const& crop) {
 void validate(Config const& c) {
   auto const& m = c.model;
   KSWEEP_REQUIRE(!m.source.empty(),
-                 "model.source is empty (allowed: marmousi2, marmousi2_fine, marmousi, or a path "
-                 "to a .f32/.bin/.h5 file)");
+                 "model.source is empty (allowed: marmousi2, marmousi2_fine, marmousi, layered3d, "
+                 "marmousi2_3d, or a path to a .f32/.bin/.h5 file)");
   KSWEEP_REQUIRE(m.decimate >= 1, "model.decimate = " << m.decimate << " must be >= 1");
   KSWEEP_REQUIRE(m.nz >= 0, "model.nz = " << m.nz << " must be >= 0 (0 = not set)");
   KSWEEP_REQUIRE(m.nx >= 0, "model.nx = " << m.nx << " must be >= 0 (0 = not set)");
+  KSWEEP_REQUIRE(m.ny >= 0, "model.ny = " << m.ny << " must be >= 0 (0 = a 2D model)");
   require_finite("model.dh", m.dh);
   KSWEEP_REQUIRE(m.dh >= 0, "model.dh = " << m.dh << " must be >= 0 (0 = not set)");
   if (is_raw_path(m.source)) {
@@ -397,7 +404,8 @@ void validate(Config const& c) {
   }
   for (auto const& [name, crop] :
        {std::pair<char const*, std::optional<std::array<int, 2>> const*>{"model.crop_z", &m.crop_z},
-        {"model.crop_x", &m.crop_x}}) {
+        {"model.crop_x", &m.crop_x},
+        {"model.crop_y", &m.crop_y}}) {
     if (!*crop) continue;
     auto const [lo, hi] = **crop;
     KSWEEP_REQUIRE(lo >= 0 && lo < hi,
@@ -423,6 +431,17 @@ void validate(Config const& c) {
                                           "model width)");
   }
 
+  auto check_y = [](char const* section, int count, std::array<double, 2> const& range) {
+    KSWEEP_REQUIRE(count >= 1, section << ".count_y = " << count << " must be >= 1");
+    auto const [lo, hi] = range;
+    KSWEEP_REQUIRE(std::isfinite(lo) && std::isfinite(hi) && lo >= 0 && hi <= 1 && lo <= hi,
+                   section << ".y_range = [" << lo << ", " << hi
+                           << "] must satisfy 0 <= lo <= hi <= 1 (fractions of the model's extent along y)");
+    KSWEEP_REQUIRE(count == 1 || lo < hi, section << ".count_y = " << count << " lines need y_range with lo < hi (got ["
+                                                  << lo << ", " << hi << "])");
+  };
+  check_y("shots", c.shots.count_y, c.shots.y_range);
+  check_y("receivers", c.receivers.count_y, c.receivers.y_range);
   KSWEEP_REQUIRE(c.receivers.count >= 1, "receivers.count = " << c.receivers.count << " must be >= 1");
   KSWEEP_REQUIRE(c.receivers.z >= 0, "receivers.z = " << c.receivers.z << " must be >= 0 (a cell index)");
 
@@ -500,12 +519,21 @@ nlohmann::json config_to_json(Config const& c) {
                 {"nz", c.model.nz},
                 {"nx", c.model.nx},
                 {"dh", c.model.dh},
+                {"ny", c.model.ny},
                 {"crop_z", crop_json(c.model.crop_z)},
-                {"crop_x", crop_json(c.model.crop_x)}};
+                {"crop_x", crop_json(c.model.crop_x)},
+                {"crop_y", crop_json(c.model.crop_y)}};
   j["time"] = {{"dt", c.time.dt}, {"nt", c.time.nt}};
   j["wavelet"] = {{"freq", c.wavelet.freq}, {"delay", c.wavelet.delay}};
-  j["shots"] = {{"count", c.shots.count}, {"z", c.shots.z}, {"x_range", {c.shots.x_range[0], c.shots.x_range[1]}}};
-  j["receivers"] = {{"count", c.receivers.count}, {"z", c.receivers.z}};
+  j["shots"] = {{"count", c.shots.count},
+                {"z", c.shots.z},
+                {"x_range", {c.shots.x_range[0], c.shots.x_range[1]}},
+                {"count_y", c.shots.count_y},
+                {"y_range", {c.shots.y_range[0], c.shots.y_range[1]}}};
+  j["receivers"] = {{"count", c.receivers.count},
+                    {"z", c.receivers.z},
+                    {"count_y", c.receivers.count_y},
+                    {"y_range", {c.receivers.y_range[0], c.receivers.y_range[1]}}};
   j["propagator"] = {{"order", c.propagator.order},
                      {"pml_width", c.propagator.pml_width},
                      {"pml_reflection", c.propagator.pml_reflection},
@@ -568,6 +596,28 @@ std::vector<int> receiver_x_positions(Config const& config, int nx) {
         static_cast<int>(std::lround(static_cast<double>(nx - 1) * static_cast<double>(i) / (n - 1)));
   }
   return x;
+}
+
+namespace {
+std::vector<int> y_positions(char const* section, int count, std::array<double, 2> const& range, int ny) {
+  KSWEEP_REQUIRE(ny >= 1, "model extent ny = " << ny << " must be >= 1");
+  KSWEEP_REQUIRE(count >= 1 && count <= ny,
+                 section << ".count_y = " << count << " must be in [1, ny = " << ny << "] (one line per cell at most)");
+  double const lo = range[0] * (ny - 1), hi = range[1] * (ny - 1);
+  std::vector<int> y(static_cast<std::size_t>(count));
+  for (int i = 0; i < count; ++i)
+    y[static_cast<std::size_t>(i)] = static_cast<int>(
+        std::lround(count == 1 ? 0.5 * (lo + hi) : lo + (hi - lo) * static_cast<double>(i) / (count - 1)));
+  return y;
+}
+}  // namespace
+
+std::vector<int> shot_y_positions(Config const& config, int ny) {
+  return y_positions("shots", config.shots.count_y, config.shots.y_range, ny);
+}
+
+std::vector<int> receiver_y_positions(Config const& config, int ny) {
+  return y_positions("receivers", config.receivers.count_y, config.receivers.y_range, ny);
 }
 
 }  // namespace ksweep::io

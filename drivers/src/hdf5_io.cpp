@@ -164,6 +164,11 @@ std::vector<T> read_dataset(hid_t file, fs::path const& path, char const* name, 
   Handle space(H5Dget_space(set.get()), H5Sclose);
   KSWEEP_REQUIRE(space.valid(), "cannot get the dataspace of dataset '" << name << "' in " << path << hdf5_detail());
   int const got_rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank == 0) {  // a model: 2D or 3D
+    KSWEEP_REQUIRE(got_rank == 2 || got_rank == 3, "dataset '" << name << "' in " << path << " has rank " << got_rank
+                                                               << ", expected 2 ([nz][nx]) or 3 ([nz][ny][nx])");
+    rank = got_rank;
+  }
   KSWEEP_REQUIRE(got_rank == rank,
                  "dataset '" << name << "' in " << path << " has rank " << got_rank << ", expected " << rank);
   dims.assign(static_cast<std::size_t>(rank), 0);
@@ -235,6 +240,10 @@ void write_records(fs::path const& path, RecordsFile const& r) {
   check_size("src_x", r.src_x.size(), static_cast<std::size_t>(r.shots), path);
   check_size("rec_z", r.rec_z.size(), static_cast<std::size_t>(r.receivers), path);
   check_size("rec_x", r.rec_x.size(), static_cast<std::size_t>(r.receivers), path);
+  if (r.ny > 0) {
+    check_size("src_y", r.src_y.size(), static_cast<std::size_t>(r.shots), path);
+    check_size("rec_y", r.rec_y.size(), static_cast<std::size_t>(r.receivers), path);
+  }
   write_atomic(path, [&](hid_t file, fs::path const& where) {
     write_dataset<3>(file, where, "data", {to_hsize(r.shots), to_hsize(r.nt), to_hsize(r.receivers)}, H5T_IEEE_F32LE,
                      H5T_NATIVE_FLOAT, r.data.data());
@@ -249,6 +258,11 @@ void write_records(fs::path const& path, RecordsFile const& r) {
     write_double(file, where, "delay", r.delay);
     write_int(file, where, "nz", r.nz);
     write_int(file, where, "nx", r.nx);
+    if (r.ny > 0) {
+      write_dataset<1>(file, where, "src_y", {to_hsize(r.shots)}, H5T_STD_I32LE, H5T_NATIVE_INT, r.src_y.data());
+      write_dataset<1>(file, where, "rec_y", {to_hsize(r.receivers)}, H5T_STD_I32LE, H5T_NATIVE_INT, r.rec_y.data());
+      write_int(file, where, "ny", r.ny);
+    }
   });
 }
 
@@ -271,6 +285,11 @@ RecordsFile read_records(fs::path const& path) {
   r.delay = read_double(file.get(), path, "delay");
   r.nz = read_int(file.get(), path, "nz");
   r.nx = read_int(file.get(), path, "nx");
+  if (H5Aexists(file.get(), "ny") > 0) {  // 3D records
+    r.ny = read_int(file.get(), path, "ny");
+    r.src_y = read_ints(file.get(), path, "src_y", dims[0], "one per shot");
+    r.rec_y = read_ints(file.get(), path, "rec_y", dims[2], "one per receiver");
+  }
   KSWEEP_REQUIRE(std::isfinite(r.dt) && r.dt > 0,
                  "records file " << path << " has dt = " << r.dt << ": it must be > 0");
   for (std::size_t i = 0; i < r.data.size(); ++i) {
@@ -288,12 +307,19 @@ RecordsFile read_records(fs::path const& path) {
 }
 
 void write_model(fs::path const& path, std::vector<float> const& vp, int nz, int nx, double dh,
-                 std::string const& dataset) {
-  KSWEEP_REQUIRE(nz >= 1 && nx >= 1,
-                 "model for " << path << " has nz = " << nz << ", nx = " << nx << "; both must be >= 1");
-  check_size("model", vp.size(), static_cast<std::size_t>(nz) * static_cast<std::size_t>(nx), path);
+                 std::string const& dataset, int ny) {
+  KSWEEP_REQUIRE(nz >= 1 && nx >= 1 && ny >= 0, "model for " << path << " has nz = " << nz << ", nx = " << nx
+                                                             << ", ny = " << ny
+                                                             << "; nz and nx must be >= 1, ny >= 0 (0: 2D)");
+  check_size("model", vp.size(),
+             static_cast<std::size_t>(nz) * static_cast<std::size_t>(ny > 0 ? ny : 1) * static_cast<std::size_t>(nx),
+             path);
   write_atomic(path, [&](hid_t file, fs::path const& where) {
-    write_dataset<2>(file, where, dataset, {to_hsize(nz), to_hsize(nx)}, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, vp.data());
+    if (ny > 0)
+      write_dataset<3>(file, where, dataset, {to_hsize(nz), to_hsize(ny), to_hsize(nx)}, H5T_IEEE_F32LE,
+                       H5T_NATIVE_FLOAT, vp.data());
+    else
+      write_dataset<2>(file, where, dataset, {to_hsize(nz), to_hsize(nx)}, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, vp.data());
     write_double(file, where, "dh", dh);
   });
 }
@@ -302,9 +328,10 @@ VelocityModel read_model(fs::path const& path) {
   Handle file = open_for_reading(path);
   VelocityModel m;
   std::vector<hsize_t> dims;
-  m.vp = read_dataset<float>(file.get(), path, "vp", 2, H5T_NATIVE_FLOAT, dims);
+  m.vp = read_dataset<float>(file.get(), path, "vp", 0, H5T_NATIVE_FLOAT, dims);
   m.nz = static_cast<int>(dims[0]);
-  m.nx = static_cast<int>(dims[1]);
+  m.nx = static_cast<int>(dims.back());
+  if (dims.size() == 3) m.ny = static_cast<int>(dims[1]);
   m.dh = read_double(file.get(), path, "dh");
   m.description = path.string();
   return m;
@@ -315,13 +342,19 @@ void write_datasets(fs::path const& path, std::vector<Dataset2D> const& datasets
     KSWEEP_REQUIRE(!d.name.empty(), "a dataset for " << path << " has an empty name");
     KSWEEP_REQUIRE(d.n0 >= 1 && d.n1 >= 1, "dataset '" << d.name << "' for " << path << " has n0 = " << d.n0
                                                        << ", n1 = " << d.n1 << "; both must be >= 1");
-    check_size(("dataset '" + d.name + "'").c_str(), d.data.size(),
-               static_cast<std::size_t>(d.n0) * static_cast<std::size_t>(d.n1), path);
+    check_size(
+        ("dataset '" + d.name + "'").c_str(), d.data.size(),
+        static_cast<std::size_t>(d.n0) * static_cast<std::size_t>(d.n1) * static_cast<std::size_t>(d.n2 > 0 ? d.n2 : 1),
+        path);
   }
   write_atomic(path, [&](hid_t file, fs::path const& where) {
     for (auto const& d : datasets) {
-      write_dataset<2>(file, where, d.name, {to_hsize(d.n0), to_hsize(d.n1)}, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT,
-                       d.data.data());
+      if (d.n2 > 0)
+        write_dataset<3>(file, where, d.name, {to_hsize(d.n0), to_hsize(d.n1), to_hsize(d.n2)}, H5T_IEEE_F32LE,
+                         H5T_NATIVE_FLOAT, d.data.data());
+      else
+        write_dataset<2>(file, where, d.name, {to_hsize(d.n0), to_hsize(d.n1)}, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT,
+                         d.data.data());
     }
     write_double(file, where, "dh", dh);
   });
@@ -338,7 +371,8 @@ namespace {
 
 void write_records(std::filesystem::path const& path, RecordsFile const&) { no_hdf5(path); }
 RecordsFile read_records(std::filesystem::path const& path) { no_hdf5(path); }
-void write_model(std::filesystem::path const& path, std::vector<float> const&, int, int, double, std::string const&) {
+void write_model(std::filesystem::path const& path, std::vector<float> const&, int, int, double, std::string const&,
+                 int) {
   no_hdf5(path);
 }
 VelocityModel read_model(std::filesystem::path const& path) { no_hdf5(path); }

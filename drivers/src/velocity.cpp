@@ -6,6 +6,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <cmath>
@@ -52,11 +53,15 @@ std::vector<float> read_raw_f32(std::filesystem::path const& path, std::size_t c
 }
 
 void check_values(VelocityModel const& m, std::string const& what) {
+  std::size_t const ny = m.ny > 0 ? static_cast<std::size_t>(m.ny) : 1, nx = static_cast<std::size_t>(m.nx);
   for (std::size_t i = 0; i < m.vp.size(); ++i) {
     float const v = m.vp[i];
-    KSWEEP_REQUIRE(std::isfinite(v) && v > 0, "velocity model " << what << " has a bad value at (iz = " << i / m.nx
-                                                                << ", ix = " << i % m.nx << "): " << v
-                                                                << " (every value must be finite and > 0 m/s)");
+    if (std::isfinite(v) && v > 0) continue;
+    std::ostringstream at;
+    if (m.ny > 0) at << "(iz = " << i / nx / ny << ", iy = " << i / nx % ny << ", ix = " << i % nx << ")";
+    else at << "(iz = " << i / nx << ", ix = " << i % nx << ")";
+    KSWEEP_REQUIRE(false, "velocity model " << what << " has a bad value at " << at.str() << ": " << v
+                                            << " (every value must be finite and > 0 m/s)");
   }
 }
 
@@ -65,6 +70,9 @@ void check_declared_size(ModelSection const& s, VelocityModel const& m) {
                                                           << "); leave it out or set it to " << m.nz);
   KSWEEP_REQUIRE(s.nx == 0 || s.nx == m.nx, "model.nx = " << s.nx << " does not match " << s.source << " (nx = " << m.nx
                                                           << "); leave it out or set it to " << m.nx);
+  KSWEEP_REQUIRE(s.ny == 0 || s.ny == m.ny, "model.ny = " << s.ny << " does not match " << s.source << " (ny = " << m.ny
+                                                          << (m.ny == 0 ? ", a 2D model" : "")
+                                                          << "); leave it out or set it to " << m.ny);
   KSWEEP_REQUIRE(s.dh == 0 || std::abs(s.dh - m.dh) <= 1e-9 * m.dh,
                  "model.dh = " << s.dh << " does not match " << s.source << " (dh = " << m.dh
                                << "); leave it out or set it to " << m.dh);
@@ -92,40 +100,95 @@ VelocityModel load_named(NamedModel const& n) {
 
 void decimate(VelocityModel& m, int d) {
   if (d == 1) return;
-  int const nz = (m.nz - 1) / d + 1;
-  int const nx = (m.nx - 1) / d + 1;
-  std::vector<float> out(static_cast<std::size_t>(nz) * static_cast<std::size_t>(nx));
-  for (int iz = 0; iz < nz; ++iz) {
-    for (int ix = 0; ix < nx; ++ix) {
-      out[static_cast<std::size_t>(iz) * nx + ix] =
-          m.vp[static_cast<std::size_t>(iz) * d * m.nx + static_cast<std::size_t>(ix) * d];
-    }
-  }
+  int const nz = (m.nz - 1) / d + 1, nx = (m.nx - 1) / d + 1;
+  int const ny0 = m.ny > 0 ? m.ny : 1, ny = m.ny > 0 ? (m.ny - 1) / d + 1 : 1, dy = m.ny > 0 ? d : 0;
+  std::vector<float> out(static_cast<std::size_t>(nz) * ny * nx);
+  for (int iz = 0; iz < nz; ++iz)
+    for (int iy = 0; iy < ny; ++iy)
+      for (int ix = 0; ix < nx; ++ix)
+        out[(static_cast<std::size_t>(iz) * ny + iy) * nx + ix] =
+            m.vp[(static_cast<std::size_t>(iz) * d * ny0 + static_cast<std::size_t>(iy) * dy) * m.nx +
+                 static_cast<std::size_t>(ix) * d];
   m.nz = nz;
   m.nx = nx;
+  if (m.ny > 0) m.ny = ny;
   m.dh *= d;
   m.vp = std::move(out);
 }
 
-void crop(VelocityModel& m, std::array<int, 2> z, std::array<int, 2> x) {
+void crop(VelocityModel& m, std::array<int, 2> z, std::array<int, 2> y, std::array<int, 2> x) {
   KSWEEP_REQUIRE(z[0] >= 0 && z[0] < z[1] && z[1] <= m.nz,
                  "model.crop_z = [" << z[0] << ", " << z[1] << "] must satisfy 0 <= z0 < z1 <= nz = " << m.nz
                                     << " (cells after decimation)");
   KSWEEP_REQUIRE(x[0] >= 0 && x[0] < x[1] && x[1] <= m.nx,
                  "model.crop_x = [" << x[0] << ", " << x[1] << "] must satisfy 0 <= x0 < x1 <= nx = " << m.nx
                                     << " (cells after decimation)");
-  int const nz = z[1] - z[0];
-  int const nx = x[1] - x[0];
-  std::vector<float> out(static_cast<std::size_t>(nz) * static_cast<std::size_t>(nx));
-  for (int iz = 0; iz < nz; ++iz) {
-    for (int ix = 0; ix < nx; ++ix) {
-      out[static_cast<std::size_t>(iz) * nx + ix] =
-          m.vp[static_cast<std::size_t>(iz + z[0]) * m.nx + static_cast<std::size_t>(ix + x[0])];
-    }
-  }
+  int const ny0 = m.ny > 0 ? m.ny : 1;
+  KSWEEP_REQUIRE(y[0] >= 0 && y[0] < y[1] && y[1] <= ny0,
+                 "model.crop_y = [" << y[0] << ", " << y[1] << "] must satisfy 0 <= y0 < y1 <= ny = " << m.ny
+                                    << (m.ny > 0 ? " (cells after decimation)" : " (the model is 2D)"));
+  int const nz = z[1] - z[0], ny = y[1] - y[0], nx = x[1] - x[0];
+  std::vector<float> out(static_cast<std::size_t>(nz) * ny * nx);
+  for (int iz = 0; iz < nz; ++iz)
+    for (int iy = 0; iy < ny; ++iy)
+      for (int ix = 0; ix < nx; ++ix)
+        out[(static_cast<std::size_t>(iz) * ny + iy) * nx + ix] =
+            m.vp[(static_cast<std::size_t>(iz + z[0]) * ny0 + (iy + y[0])) * m.nx +
+                 static_cast<std::size_t>(ix + x[0])];
   m.nz = nz;
   m.nx = nx;
+  if (m.ny > 0) m.ny = ny;
   m.vp = std::move(out);
+}
+
+/// "layered3d": dipping layers under three rows of water, with a slow sphere.
+VelocityModel layered3d(ModelSection const& s) {
+  VelocityModel m;
+  m.nz = s.nz > 0 ? s.nz : 48;
+  m.ny = s.ny > 0 ? s.ny : 40;
+  m.nx = s.nx > 0 ? s.nx : 64;
+  m.dh = s.dh > 0 ? s.dh : 20.0;
+  KSWEEP_REQUIRE(static_cast<long long>(m.nz) * m.ny * m.nx < (1LL << 31),
+                 "model.source = \"layered3d\": " << m.nz << " x " << m.ny << " x " << m.nx
+                                                  << " cells exceeds the limit of 2^31 - 1 cells");
+  m.vp.resize(static_cast<std::size_t>(m.nz) * m.ny * m.nx);
+  double const cz = 0.55 * m.nz, cy = 0.5 * (m.ny - 1), cx = 0.5 * (m.nx - 1), r = 0.12 * std::min({m.nz, m.ny, m.nx});
+  for (int iz = 0; iz < m.nz; ++iz)
+    for (int iy = 0; iy < m.ny; ++iy)
+      for (int ix = 0; ix < m.nx; ++ix) {
+        double v = 1500.0;
+        if (iz >= 3) {
+          // Interfaces dipping along x and y, layers of 1/5 of the depth.
+          double const depth = (iz - 3.0) + 0.12 * (ix - cx) + 0.08 * (iy - cy);
+          double const layer = std::clamp(std::floor(5.0 * depth / m.nz), 0.0, 5.0);
+          v = 1800.0 + 350.0 * layer + 0.3 * (iz - 3.0) * m.dh;
+          double const dz = iz - cz, dy = iy - cy, dx = ix - cx;
+          if (dz * dz + dy * dy + dx * dx <= r * r) v -= 400.0;  // the inclusion
+        }
+        m.vp[(static_cast<std::size_t>(iz) * m.ny + iy) * m.nx + ix] = static_cast<float>(v);
+      }
+  std::ostringstream d;
+  d << "layered3d (generated: dipping layers, a slow sphere of radius " << r << " cells)";
+  m.description = d.str();
+  return m;
+}
+
+/// "marmousi2_3d": a 2D model extruded along y over ny cells; slice iy is the 2D model shifted
+/// along x by round(nx / 10 sin(pi iy / (ny - 1))) cells (edges repeated), so that structures
+/// curve across the lines.
+VelocityModel extrude(VelocityModel const& m2, int ny) {
+  VelocityModel m = m2;
+  m.ny = ny;
+  m.vp.resize(static_cast<std::size_t>(m.nz) * ny * m.nx);
+  double const pi = 3.14159265358979323846;
+  for (int iy = 0; iy < ny; ++iy) {
+    int const shift = ny > 1 ? static_cast<int>(std::lround(0.1 * m.nx * std::sin(pi * iy / (ny - 1)))) : 0;
+    for (int iz = 0; iz < m.nz; ++iz)
+      for (int ix = 0; ix < m.nx; ++ix)
+        m.vp[(static_cast<std::size_t>(iz) * ny + iy) * m.nx + ix] =
+            m2.vp[static_cast<std::size_t>(iz) * m.nx + std::clamp(ix + shift, 0, m.nx - 1)];
+  }
+  return m;
 }
 
 std::string lower_extension(std::string const& source) {
@@ -208,16 +271,25 @@ std::string sha256_file(std::filesystem::path const& path) {
   return out;
 }
 
+std::string VelocityModel::shape() const {
+  return std::to_string(nz) + " x " + (ny > 0 ? std::to_string(ny) + " x " : std::string()) + std::to_string(nx);
+}
+
 VelocityModel load_velocity(ModelSection const& s) {
   KSWEEP_REQUIRE(s.decimate >= 1, "model.decimate = " << s.decimate << " must be >= 1");
+  bool const extruded = s.source == "marmousi2_3d";
   VelocityModel m;
   bool named = false;
   for (auto const& n : named_models()) {
-    if (n.name == s.source) {
+    if (n.name == s.source || (extruded && n.name == "marmousi2")) {
       m = load_named(n);
       named = true;
       break;
     }
+  }
+  if (s.source == "layered3d") {
+    m = layered3d(s);
+    named = true;
   }
   if (!named) {
     std::string const ext = lower_extension(s.source);
@@ -229,14 +301,16 @@ VelocityModel load_velocity(ModelSection const& s) {
     } else if (ext == ".f32" || ext == ".bin") {
       KSWEEP_REQUIRE(std::filesystem::is_regular_file(s.source, ec),
                      "model.source = \"" << s.source << "\": file not found");
-      KSWEEP_REQUIRE(s.nz > 0 && s.nx > 0 && s.dh > 0, "model.source = \""
-                                                           << s.source << "\" is a raw float32 file, so model.nz, "
-                                                           << "model.nx and model.dh must all be > 0 (got nz = " << s.nz
-                                                           << ", nx = " << s.nx << ", dh = " << s.dh << ")");
+      KSWEEP_REQUIRE(s.nz > 0 && s.nx > 0 && s.dh > 0,
+                     "model.source = \"" << s.source << "\" is a raw float32 file, so model.nz, "
+                                         << "model.nx and model.dh must all be > 0 (got nz = " << s.nz << ", nx = "
+                                         << s.nx << ", dh = " << s.dh << "; model.ny > 0 as well for a 3D file)");
       m.nz = s.nz;
       m.nx = s.nx;
+      m.ny = s.ny;
       m.dh = s.dh;
-      m.vp = read_raw_f32(s.source, static_cast<std::size_t>(s.nz) * static_cast<std::size_t>(s.nx));
+      m.vp = read_raw_f32(s.source, static_cast<std::size_t>(s.nz) * static_cast<std::size_t>(s.ny > 0 ? s.ny : 1) *
+                                        static_cast<std::size_t>(s.nx));
       m.description = s.source;
     } else {
       std::string names;
@@ -246,23 +320,35 @@ VelocityModel load_velocity(ModelSection const& s) {
                                                    ".hdf5");
     }
   }
-  check_declared_size(s, m);
+  if (!extruded && s.source != "layered3d") check_declared_size(s, m);
   KSWEEP_REQUIRE(m.dh > 0 && std::isfinite(m.dh),
                  "velocity model " << m.description << " has grid spacing dh = " << m.dh << ", must be finite and > 0");
   check_values(m, m.description);
 
   std::ostringstream desc;
-  desc << m.description << ", " << m.nz << " x " << m.nx << " at " << m.dh << " m";
+  desc << m.description << ", " << m.shape() << " at " << m.dh << " m";
   decimate(m, s.decimate);
-  if (s.decimate > 1) {
-    desc << ", decimated by " << s.decimate << " to " << m.nz << " x " << m.nx << " at " << m.dh << " m";
-  }
-  if (s.crop_z || s.crop_x) {
+  if (s.decimate > 1) desc << ", decimated by " << s.decimate << " to " << m.shape() << " at " << m.dh << " m";
+  KSWEEP_REQUIRE(!s.crop_y || m.ny > 0 || extruded,
+                 "model.crop_y is set but model.source = \"" << s.source << "\" is a 2D model");
+  if (s.crop_z || s.crop_x || (s.crop_y && !extruded)) {
     auto const z = s.crop_z.value_or(std::array<int, 2>{0, m.nz});
+    auto const y = s.crop_y && !extruded ? *s.crop_y : std::array<int, 2>{0, m.ny > 0 ? m.ny : 1};
     auto const x = s.crop_x.value_or(std::array<int, 2>{0, m.nx});
-    crop(m, z, x);
-    desc << ", cropped to z [" << z[0] << ", " << z[1] << ") x [" << x[0] << ", " << x[1] << ") = " << m.nz << " x "
-         << m.nx;
+    crop(m, z, y, x);
+    desc << ", cropped to z [" << z[0] << ", " << z[1] << ")";
+    if (m.ny > 0) desc << " x y [" << y[0] << ", " << y[1] << ")";
+    desc << " x [" << x[0] << ", " << x[1] << ") = " << m.shape();
+  }
+  if (extruded) {
+    int const ny = s.ny > 0 ? s.ny : 32;
+    KSWEEP_REQUIRE(!s.crop_y, "model.crop_y: \"marmousi2_3d\" is extruded to model.ny cells; set model.ny instead");
+    KSWEEP_REQUIRE(static_cast<long long>(m.nz) * ny * m.nx < (1LL << 31),
+                   "model.ny = " << ny << ": " << m.nz << " x " << ny << " x " << m.nx
+                                 << " cells exceeds the limit of 2^31 - 1 cells");
+    m = extrude(m, ny);
+    desc << ", extruded along y over " << ny << " cells with a lateral shift of up to " << std::lround(0.1 * m.nx)
+         << " cells = " << m.shape();
   }
   m.description = desc.str();
   return m;

@@ -15,7 +15,8 @@ namespace ksweep::io {
 
 /// [model]: where the velocity model comes from and how it is resampled.
 struct ModelSection {
-  /// "marmousi2", "marmousi2_fine", "marmousi", or a path to a raw .f32/.bin or an .h5 file.
+  /// "marmousi2", "marmousi2_fine", "marmousi", the generated 3D models "layered3d" and
+  /// "marmousi2_3d", or a path to a raw .f32/.bin or an .h5 file (2D or 3D).
   std::string source = "marmousi2";
   /// Point subsampling of the source grid (v[::d, ::d], dh *= d).
   int decimate = 2;
@@ -23,9 +24,12 @@ struct ModelSection {
   int nz = 0;
   int nx = 0;
   double dh = 0.0;
-  /// Half-open cell ranges [z0, z1) and [x0, x1) after decimation; unset = whole model.
+  /// Cells along y: a raw file with ny > 0 is 3D [nz][ny][nx]; the size of generated 3D models.
+  int ny = 0;
+  /// Half-open cell ranges [z0, z1), [y0, y1) (3D) and [x0, x1) after decimation; unset = whole model.
   std::optional<std::array<int, 2>> crop_z;
   std::optional<std::array<int, 2>> crop_x;
+  std::optional<std::array<int, 2>> crop_y;
 };
 
 /// [time]: time stepping.
@@ -47,6 +51,10 @@ struct ShotsSection {
   int z = 2;
   /// Fractions of the model width; shots are evenly spaced, both ends included.
   std::array<double, 2> x_range{0.1, 0.9};
+  /// 3D: shots along y (count_y lines of `count` shots; count x count_y in all), evenly spaced
+  /// over y_range (fractions of the model's extent along y; [0.5, 0.5]: the middle line).
+  int count_y = 1;
+  std::array<double, 2> y_range{0.5, 0.5};
 };
 
 /// [receivers]: receiver line, evenly spaced over the full width.
@@ -54,6 +62,10 @@ struct ReceiversSection {
   int count = 200;
   /// Receiver depth as a cell index.
   int z = 4;
+  /// 3D: receivers along y; count_y lines of `count` receivers (an areal patch when count_y > 1,
+  /// a line when 1), evenly spaced over y_range (fractions of the extent along y).
+  int count_y = 1;
+  std::array<double, 2> y_range{0.5, 0.5};
 };
 
 /// [propagator]: discretisation and absorbing boundary.
@@ -146,5 +158,10 @@ std::vector<int> shot_x_positions(Config const& config, int nx);
 
 /// Receiver x positions (cells): receivers.count positions evenly spaced from 0 to nx-1.
 std::vector<int> receiver_x_positions(Config const& config, int nx);
+
+/// 3D: the y positions (cells) of the shot lines (shots.count_y of them over shots.y_range) and
+/// of the receiver lines (receivers.count_y over receivers.y_range) on a model of ny cells.
+std::vector<int> shot_y_positions(Config const& config, int ny);
+std::vector<int> receiver_y_positions(Config const& config, int ny);
 
 }  // namespace ksweep::io

@@ -34,31 +34,38 @@ struct RecordsFile {
   /// Size of the model grid the records were made on.
   int nz = 0;
   int nx = 0;
+  /// 3D: cells along y (0 for 2D records) and the y cells of the sources and receivers (empty in 2D).
+  int ny = 0;
+  std::vector<int> src_y;
+  std::vector<int> rec_y;
 };
 
-/// One named 2D float32 image [n0][n1] (row-major).
+/// One named float32 image [n0][n1] (row-major), or a volume [n0][n1][n2] when n2 > 0.
 struct Dataset2D {
   std::string name;
   int n0 = 0;
   int n1 = 0;
   std::vector<float> data;
+  int n2 = 0;
 };
 
 /// Writes dataset "data" (float32 [shots][nt][receivers]), int32 datasets src_z, src_x,
-/// rec_z, rec_x and file attributes dt, dh, order, freq, delay, nz, nx.
+/// rec_z, rec_x (and src_y, rec_y in 3D) and file attributes dt, dh, order, freq, delay, nz, nx
+/// (and ny in 3D).
 void write_records(std::filesystem::path const& path, RecordsFile const& records);
 
 /// Reads a file written by write_records, checking ranks and sizes.
 RecordsFile read_records(std::filesystem::path const& path);
 
-/// Writes `vp` as float32 dataset `dataset` [nz][nx] and the file attribute "dh".
+/// Writes `vp` as float32 dataset `dataset` [nz][nx] ([nz][ny][nx] when ny > 0) and the file
+/// attribute "dh".
 void write_model(std::filesystem::path const& path, std::vector<float> const& vp, int nz, int nx, double dh,
-                 std::string const& dataset = "vp");
+                 std::string const& dataset = "vp", int ny = 0);
 
-/// Reads dataset "vp" [nz][nx] and the file attribute "dh".
+/// Reads dataset "vp" ([nz][nx], or [nz][ny][nx] for a 3D model) and the file attribute "dh".
 VelocityModel read_model(std::filesystem::path const& path);
 
-/// Writes each image as a float32 dataset [n0][n1] and the file attribute "dh".
+/// Writes each image as a float32 dataset [n0][n1] ([n0][n1][n2]) and the file attribute "dh".
 void write_datasets(std::filesystem::path const& path, std::vector<Dataset2D> const& datasets, double dh);
 
 }  // namespace ksweep::io

@@ -12,16 +12,24 @@
 
 namespace ksweep::io {
 
-/// A 2D velocity model on a regular grid with spacing dh in both directions.
+/// A 2D or 3D velocity model on a regular grid with spacing dh in every direction.
 struct VelocityModel {
   int nz = 0;
   int nx = 0;
   /// Grid spacing in metres.
   double dh = 0;
-  /// Row-major [nz][nx] P-wave velocity in m/s (index iz*nx + ix, iz = 0 at the surface).
+  /// Row-major P-wave velocity in m/s: [nz][nx] (index iz*nx + ix) in 2D, [nz][ny][nx] (index
+  /// (iz*ny + iy)*nx + ix) in 3D; iz = 0 at the surface.
   std::vector<float> vp;
   /// Human-readable provenance (source, decimation, crop).
   std::string description;
+  /// Cells along y: 0 for a 2D model.
+  int ny = 0;
+  int dim() const { return ny > 0 ? 3 : 2; }
+  /// Rows of nx cells: nz (2D) or nz ny (3D).
+  int rows() const { return nz * (ny > 0 ? ny : 1); }
+  /// "nz x nx" or "nz x ny x nx".
+  std::string shape() const;
 };
 
 /// One of the named Marmousi grids.
@@ -48,9 +56,15 @@ std::filesystem::path find_marmousi_file(std::string const& file_name);
 /// The lower-case hex SHA-256 of the file at `path`. Throws ksweep::Error.
 std::string sha256_file(std::filesystem::path const& path);
 
-/// Loads model.source (a named model, a raw float32 file or an .h5 file), checks it (size,
-/// SHA-256 for named models, every value finite and > 0), then decimates
-/// (v[::d, ::d], dh *= d) and crops (model.crop_z, model.crop_x). Throws ksweep::Error.
+/// Loads model.source (a named model, a generated 3D model, a raw float32 file or an .h5 file),
+/// checks it (size, SHA-256 for named models, every value finite and > 0), then decimates
+/// (v[::d, ::d(, ::d)], dh *= d) and crops (model.crop_z, model.crop_y, model.crop_x). The
+/// generated 3D models: "layered3d" (dipping layers under a water layer, with a slow spherical
+/// inclusion; generated at model.nz, ny, nx, dh, default 48 x 40 x 64 at 20 m, then decimated
+/// and cropped like any model: set model.decimate = 1 to keep its size) and "marmousi2_3d" (Marmousi2,
+/// decimated and cropped, extruded along y over model.ny cells, default 32, with a lateral
+/// variation: each y slice is shifted along x by up to a tenth of the width). Throws
+/// ksweep::Error.
 VelocityModel load_velocity(ModelSection const& model);
 
 }  // namespace ksweep::io
