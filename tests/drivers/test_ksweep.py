@@ -3,7 +3,7 @@
 
     test_ksweep.py KSWEEP MPIEXEC WORKDIR CASE
 
-CASE is one of: model, ranks, resume, converges, bad_inputs, and the fault suite:
+CASE is one of: model, ranks, resume, converges, bad_inputs, three_d, and the fault suite:
 outputs, resume_checks, numerics, disk_full, signals, memory.
 """
 import hashlib
@@ -191,6 +191,119 @@ def case_resume():
     if [h["loss"] for h in ha] != [h["loss"] for h in hb]:
         fail(f"loss histories differ:\n{[h['loss'] for h in ha]}\n{[h['loss'] for h in hb]}")
     print("resume: bit-identical model and loss history")
+
+
+THREE_D = """
+[model]
+source = "layered3d"
+nz = 24
+ny = 18
+nx = 30
+dh = 20.0
+decimate = 1
+[time]
+dt = 0.002
+nt = 250
+[wavelet]
+freq = 6.0
+delay = 0.2
+[shots]
+count = 3
+count_y = 2
+z = 1
+x_range = [0.2, 0.8]
+y_range = [0.3, 0.7]
+[receivers]
+count = 15
+count_y = 4
+y_range = [0.1, 0.9]
+z = 2
+[propagator]
+order = 4
+pml_width = 8
+[storage]
+strategy = "boundary"
+dtype = "fp16"
+[fwi]
+iterations = 3
+batch = 4
+lr = 10.0
+seed = 3
+checkpoint_every = 1
+figures_every = 0
+save_models = false
+smooth_sigma = 3.0
+"""
+
+
+def case_three_d():
+    # 3D end to end: records and models of the right shapes, the same bits on every split of the
+    # work and after a resume, the same records from the generated model, its raw float32 copy and
+    # its HDF5 copy, the 3D figures.
+    cfg = write_config("three_d.toml", THREE_D)
+    out = fresh("three_d_model")
+    ksweep(["model", "-c", cfg, "-o", out])
+    with h5py.File(os.path.join(out, "observed.h5"), "r") as f:
+        d = f["data"][...]
+        if d.shape != (6, 250, 60):
+            fail(f"3D observed.h5 data has shape {d.shape}, expected (6, 250, 60)")
+        if int(f.attrs["ny"]) != 18 or len(f["src_y"][...]) != 6 or len(f["rec_y"][...]) != 60:
+            fail("3D observed.h5 lacks ny, src_y or rec_y of the right sizes")
+        if sorted(set(f["rec_y"][...].tolist())) != [2, 6, 11, 15] or sorted(set(f["src_y"][...].tolist())) != [5, 12]:
+            fail(f"receiver / source lines at y = {sorted(set(f['rec_y'][...].tolist()))} / "
+                 f"{sorted(set(f['src_y'][...].tolist()))}, expected [2, 6, 11, 15] / [5, 12]")
+        if not np.all(np.isfinite(d)) or np.abs(d).max() <= 0:
+            fail("3D observed data are not finite or all zero")
+    runs = {}
+    for ranks, threads in ((1, 1), (1, 2), (2, 1)):
+        o = fresh(f"three_d_{ranks}x{threads}")
+        extra = ["--set", "fwi.figures_every=3"] if (ranks, threads) == (1, 1) else []
+        ksweep(["fwi", "-c", cfg, "-o", o] + extra, ranks=ranks, threads=threads)
+        runs[(ranks, threads)] = (final_model(o), history(o), o)
+    ref_m, ref_h, ref_out = runs[(1, 1)]
+    if ref_m.shape != (24, 18, 30):
+        fail(f"3D model_final.h5 has shape {ref_m.shape}, expected (24, 18, 30)")
+    for key, (m, h, _) in runs.items():
+        diff = int(np.count_nonzero(m != ref_m))
+        print(f"3D: {key[0]} rank(s) x {key[1]} thread(s) vs 1 x 1: {diff} cells differ")
+        if diff or [x["loss"] for x in h] != [x["loss"] for x in ref_h]:
+            fail(f"3D: {key[0]} rank(s) x {key[1]} thread(s) differs from 1 rank x 1 thread")
+    if not ref_h[-1]["loss"] < ref_h[0]["loss"]:
+        fail(f"3D: the loss did not decrease: {[x['loss'] for x in ref_h]}")
+    with h5py.File(os.path.join(ref_out, "epochs", "epoch_0003.h5"), "r") as f:
+        if f["grad"].shape != (24, 18, 30) or f["illum_src"].shape != (24, 18, 30):
+            fail("3D epoch file images are not [nz][ny][nx]")
+    for fig in ("epoch_0003.png", "observed_data.png", "loss.png"):
+        if not os.path.getsize(os.path.join(ref_out, "figures", fig)) > 10000:
+            fail(f"3D figure {fig} missing or empty")
+    # Resume: 2 iterations, then continued to 3, equals the 3-iteration run bit for bit.
+    o = fresh("three_d_resume")
+    ksweep(["fwi", "-c", cfg, "-o", o, "--set", "fwi.iterations=2"])
+    ksweep(["fwi", "-c", cfg, "-o", o, "--resume", o])
+    if not np.array_equal(final_model(o), ref_m):
+        fail("3D: the resumed run differs from the uninterrupted one")
+    # The same model as a raw float32 file and as an HDF5 file gives the same records.
+    with h5py.File(os.path.join(ref_out, "true_model.h5"), "r") as f:
+        vp = f["vp"][...]
+    raw = os.path.join(WORK, "three_d_vp.f32")
+    vp.astype("<f4").tofile(raw)
+    for source, sets in ((raw, ["model.nz=24", "model.ny=18", "model.nx=30", "model.dh=20.0"]),
+                         (os.path.join(ref_out, "true_model.h5"), ["model.nz=0", "model.ny=0", "model.nx=0",
+                                                                   "model.dh=0.0"])):
+        o2 = fresh("three_d_file")
+        args = ["model", "-c", cfg, "-o", o2, "--set", f'model.source="{source}"']
+        for x in sets:
+            args += ["--set", x]
+        ksweep(args)
+        with h5py.File(os.path.join(o2, "observed.h5"), "r") as f:
+            if not np.array_equal(f["data"][...], d):
+                fail(f"3D records from {source} differ from those of the generated model")
+    # A raw file whose size does not match nz ny nx is refused with the sizes named.
+    r = ksweep(["model", "-c", cfg, "-o", fresh("three_d_bad"), "--set", f'model.source="{raw}"', "--set",
+                "model.nz=24", "--set", "model.ny=17", "--set", "model.nx=30", "--set", "model.dh=20.0"], check=False)
+    if r.returncode == 0 or "bytes, expected" not in r.stderr:
+        fail(f"a raw 3D file of the wrong size was not refused clearly: {r.stderr}")
+    print("three_d: ok")
 
 
 def case_converges():
@@ -795,6 +908,7 @@ def case_memory():
 if __name__ == "__main__":
     os.makedirs(WORK, exist_ok=True)
     {"model": case_model, "ranks": case_ranks, "resume": case_resume, "converges": case_converges,
+     "three_d": case_three_d,
      "bad_inputs": case_bad_inputs, "outputs": case_outputs, "resume_checks": case_resume_checks,
      "numerics": case_numerics, "disk_full": case_disk_full, "signals": case_signals,
      "memory": case_memory}[sys.argv[4]]()
