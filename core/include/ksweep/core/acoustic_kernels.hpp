@@ -490,13 +490,26 @@ struct AcousticStep {
   GridAxis m_axis[Dim];
   Rows<Dim> m_rows;
   int m_strip_y = 0;  // Sy: rows of a y strip per z (3D)
+  int m_block_y = 1;  // 3D: rows of y per block of the launch order (see decode)
   bool m_free_surface = false;
 
   AcousticStep() = default;
   explicit AcousticStep(Layout const& l) : m_rows(l), m_free_surface(l.free_surface) {
     auto const axes = grid_axes<Dim>(l);
     for (int a = 0; a < Dim; ++a) m_axis[a] = axes[a];
-    if constexpr (Dim == 3) m_strip_y = std::max(l.front, l.back) + 4 * M;
+    if constexpr (Dim == 3) {
+      m_strip_y = std::max(l.front, l.back) + 4 * M;
+      m_block_y = l.NY;
+    }
+  }
+
+  /// 3D: the launch order of the rows of a shot: blocks of `by` rows of y, each swept over z
+  /// (by = NY: plain z planes). A smaller block keeps the 2M + 1 planes of a stencil's window
+  /// in a core's L2 when whole planes would not fit. Rows are independent, so the order changes
+  /// no result.
+  void set_block_y(int by) {
+    if constexpr (Dim == 3) m_block_y = by >= 1 && by < m_axis[1].N ? by : m_axis[1].N;
+    else (void)by;
   }
 
   /// Padded rows per shot: NZ NY.
@@ -580,14 +593,17 @@ struct AcousticStep {
     return f;
   }
 
-  // Shot, z and y of row r of a launch.
+  // Shot, z and y of row r of a launch: in 3D, block b of m_block_y rows of y (the last one
+  // shorter), then z, then y within the block.
   KOKKOS_INLINE_FUNCTION void decode(int r, int& s, int& iz, int& iy) const {
     int const n = rows();
     s = r / n;
     int const q = r - s * n;
     if constexpr (Dim == 3) {
-      iz = q / m_axis[1].N;
-      iy = q - iz * m_axis[1].N;
+      int const by = m_block_y, NZ = m_axis[0].N, b = q / (NZ * by), y0 = b * by;
+      int const ny = m_axis[1].N - y0 < by ? m_axis[1].N - y0 : by, rem = q - b * NZ * by;
+      iz = rem / ny;
+      iy = y0 + rem - iz * ny;
     } else {
       iz = q;
       iy = 0;

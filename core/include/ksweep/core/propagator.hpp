@@ -415,6 +415,7 @@ class Propagator {
   /// A kernel functor bound to `st` (cur -> out) with the layer memories in -> out.
   kernel_type bind(State const& st) const {
     kernel_type k(m_layout);
+    if constexpr (impl::runs_by_rows<ExecSpace>) k.set_block_y(host_block_y());
     k.m_cur = st.u[st.cur];
     k.m_out = st.u[1 - st.cur];
     for (int a = 0; a < Dim; ++a) {
@@ -454,6 +455,21 @@ class Propagator {
     next.aux = 1 - st.aux;
     k[0] = bind(st);
     k[1] = bind(next);
+  }
+
+  /// 3D on hosts: sets the rows of y per block of the row sweeps (0: automatic, see
+  /// host_block_y). The results do not depend on it.
+  void set_block_y(int by) { m_block_y = by; }
+
+  /// 3D on hosts: rows of y per block of the row sweeps (see AcousticStep::set_block_y): the
+  /// largest block whose 2M + 1 planes of u^n fit in half of 1 MiB (a core's L2 here), at
+  /// least 8 rows; the whole plane when it fits.
+  int host_block_y() const {
+    if (m_block_y > 0) return m_block_y;
+    auto const& l = m_layout;
+    std::size_t const row = static_cast<std::size_t>(l.NX + 2 * M) * sizeof(Real), budget = std::size_t(1) << 19;
+    std::size_t const fit = budget / (row * (2 * M + 1));
+    return static_cast<int>(std::max<std::size_t>(8, std::min<std::size_t>(fit > 2 * M ? fit - 2 * M : 8, l.NY)));
   }
 
   /// Bytes of the working fields of one direction (two wavefield levels and layer memories).
@@ -581,6 +597,7 @@ class Propagator {
   index2 m_src_z, m_src_x, m_rec_z, m_rec_x;
   State m_fwd, m_adj;
   Schedule m_schedule = default_schedule();
+  int m_block_y = 0;  // 0: automatic (host_block_y)
 };
 
 }  // namespace ksweep::core
