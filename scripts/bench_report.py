@@ -5,7 +5,9 @@ scripts/peer_deepwave.py) into docs/benchmarks/REPORT.md with PNG plots.
     scripts/bench_report.py RUN1.json [RUN2.json ...] [--peer PEER.json ...] --out docs/benchmarks
 
 Runs may come from different machines and backends (Serial, OpenMP, Cuda); every series is
-labelled host/backend. A JSON whose top level has "peer" is taken as a peer timing file.
+labelled host/backend. A JSON whose top level has "peer" is taken as a peer timing file; one with
+"dim": 3 (peer_deepwave.py --dim 3) is paired with the cube3d / cube3d_memory benchmarks in the
+"3D" section, the others (2-D) with the marmousi benchmarks.
 Needs only matplotlib (Agg) and json.
 """
 import argparse
@@ -187,6 +189,128 @@ def marmousi(r):
     return r["params"].get("nz") == 141 and r["params"].get("nx") == 681
 
 
+def peer_dim(p, r=None):
+    """Spatial dimension of a peer file (or of one of its results); files before --dim 3 are 2-D."""
+    return int((r or {}).get("dim", p.get("dim", 2)))
+
+
+def fmt_ratio(a, b):
+    """a / b as "2.35" or, below 1, as "1/4.2"."""
+    if not a or not b or a <= 0 or b <= 0:
+        return ""
+    q = a / b
+    return "%.2f" % q if q >= 1 else "1/%.1f" % (1 / q)
+
+
+def cube3d_section(runs, peers):
+    """Markdown lines of the 3-D section: ksweep's cube3d / cube3d_memory benchmarks against
+    scripts/peer_deepwave.py --dim 3 (same thread count); empty-table notes when absent."""
+    md = ["## 3D: N^3 cubes, ksweep against Deepwave", "",
+          "N^3 cells of 10 m (N = 48 fits in a 32 MiB L3 cache, 128 does not), vp = 1500 + 2000 z/(N-1) + "
+          "150 sin(0.21 x) cos(0.17 y), 10-cell CPML on all 6 faces, dt 1 ms, nt 200, 10 Hz Ricker peaking at 0.1 s, "
+          "2 shots at (2, N/2, N/3) and (2, N/2, 2N/3), receivers on every 4th cell of the plane z = 2, fp32; "
+          "gradient = forward + loss 0.5 sum (d - d_obs)^2 + backward, d_obs from the model plus a +100 m/s sphere "
+          "of radius N/6 at the centre. ksweep: `cube3d` benchmarks (boundary saving, fp32; one untimed call first); "
+          "Deepwave: `scripts/peer_deepwave.py --dim 3` (gradient: its later calls, first call in parentheses). "
+          "Cells/s count the padded grid (N+20)^3 x shots x nt per call for both; Deepwave resamples time when dt "
+          "exceeds its Courant limit 0.6 dh / (sqrt(3) vmax) and then runs `step_ratio` internal steps per step "
+          "(its per-internal-step rate is cells/s x step_ratio). Speed ratio = Deepwave seconds / ksweep seconds. "
+          "Deepwave CPU use = its process CPU time / (wall time x threads), median over the samples: well below "
+          "100 % means other work shared the cores.", ""]
+    dw = {}
+    dw_info = {}
+    for p in peers:
+        if peer_dim(p) != 3:
+            continue
+        for r in p.get("results", []):
+            if peer_dim(p, r) == 3 and "order" in r and "cube_n" in r:
+                dw[(int(r.get("threads", 0)), int(r["order"]), int(r["cube_n"]), r["kind"])] = r
+                dw_info[int(r.get("threads", 0))] = p.get("context", {})
+    rows, cpus = [], set()
+    for run in runs:
+        for r in run["rows"]:
+            if r["family"] in ("cube3d", "cube3d_memory"):
+                cpus.add("ksweep %s: %s" % (run["context"].get("hostname", "?"),
+                                            run["context"].get("gpu_model", run["context"].get("cpu_model", "?"))))
+    for th, c in sorted(dw_info.items()):
+        cpus.add("Deepwave %s, %d thread(s): %s (%s)" % (c.get("hostname", "?"), th, c.get("cpu_model", "?"),
+                                                         c.get("device", "?")))
+    if cpus:
+        md += ["Machines: " + "; ".join(sorted(cpus)) + ".", ""]
+    for lab, rs in sorted(series(runs, "cube3d").items()):
+        for r in sorted(rs, key=lambda r: (str(r["params"].get("kind")), r["params"].get("order", 0), r["params"].get("n", 0))):
+            pr = r["params"]
+            kind, order, n = str(pr.get("kind")), int(pr.get("order", 0)), int(pr.get("n", 0))
+            th = int(r.get("threads", 0))
+            d = dw.get((th, order, n, "forward" if kind == "forward" else "gradient_later"))
+            d1 = dw.get((th, order, n, "gradient_first")) if kind == "gradient" else None
+            sec = r.get("seconds", 0)
+            rows.append([lab, th, kind, order, n, "%.4g" % sec, "%.1f" % (r.get("cells_per_second", 0) * 1e-6),
+                         "%.1f" % r.get("bytes_per_cell_step", 0),
+                         "%.1f %%" % (100 * r["roofline_fraction"]) if "roofline_fraction" in r else "",
+                         fmt_bytes(r.get("rss_increase_bytes", 0)),
+                         ("%.3f" % d["seconds"]) + (" (first %.2f)" % d1["seconds"] if d1 else "") if d else "",
+                         "%.1f" % (d.get("cells_per_second", 0) * 1e-6) if d else "",
+                         d.get("step_ratio", "") if d else "",
+                         fmt_bytes(d.get("rss_increase_bytes", 0)) if d else "",
+                         "%.0f %%" % (100 * sorted(d["cpu_utilization"])[len(d["cpu_utilization"]) // 2])
+                         if d and d.get("cpu_utilization") else "",
+                         "**%s**" % fmt_ratio(d["seconds"], sec) if d and sec > 0 else ""])
+    if rows:
+        md += ["### Throughput", "",
+               table(["series", "threads", "run", "order", "N", "ksweep s", "ksweep Mcells/s", "B/cell-step (model)",
+                      "of triad", "ksweep memory", "Deepwave s", "Deepwave Mcells/s", "Deepwave step_ratio",
+                      "Deepwave memory", "Deepwave CPU use", "ksweep speed / Deepwave"], rows), ""]
+    else:
+        md += ["No `cube3d` benchmark runs given.", ""]
+    if not dw:
+        md += ["No 3D peer timings given (`scripts/peer_deepwave.py --dim 3`).", ""]
+
+    # memory: full against boundary per dtype, with Deepwave's order-4 gradient on the same cube
+    rows = []
+    for lab, rs in sorted(series(runs, "cube3d_memory").items()):
+        by = {}
+        for r in rs:
+            pr = r["params"]
+            by[(int(pr.get("n", 0)), str(pr.get("dtype")), str(pr.get("strategy")))] = r
+        dtypes = ["fp32", "fp16", "bf16", "int8"]
+        keys = sorted({(n, dt) for n, dt, _ in by}, key=lambda k: (k[0], dtypes.index(k[1]) if k[1] in dtypes else 9, k[1]))
+        for n, dt in keys:
+            full, bnd = by.get((n, dt, "full")), by.get((n, dt, "boundary"))
+            any_r = bnd or full
+            th = int(any_r.get("threads", 0))
+            d = dw.get((th, 4, n, "gradient_later")) or next(
+                (v for (t, o, nn, k), v in sorted(dw.items()) if o == 4 and nn == n and k == "gradient_later"), None)
+
+            def g(r, key, f=fmt_bytes):
+                return f(r.get(key, 0)) if r else ""
+
+            def peak(r):
+                return "%s / +%s" % (fmt_bytes(r.get("peak_rss_bytes", 0)), fmt_bytes(r.get("rss_increase_bytes", 0))) if r else ""
+
+            dinc = d.get("rss_increase_bytes", 0) if d else 0
+            rows.append([lab, n, dt, g(full, "boundary_bytes"), g(bnd, "boundary_bytes"),
+                         fmt_ratio(full.get("boundary_bytes", 0), bnd.get("boundary_bytes", 0)) if full and bnd else "",
+                         g(full, "modelled_bytes"), g(bnd, "modelled_bytes"), peak(full), peak(bnd),
+                         ("%s (%d thr.)" % (fmt_bytes(dinc), int(d.get("threads", 0)))) if d else "",
+                         fmt_ratio(bnd.get("rss_increase_bytes", 0), dinc) if bnd and d else "",
+                         fmt_ratio(bnd.get("modelled_bytes", 0), dinc) if bnd and d else ""])
+    if rows:
+        md += ["### Gradient memory (order 4): full against boundary saving", "",
+               "Saved = the stored steps (`boundary_bytes`); modelled = saved + staging + wavefields + images + records "
+               "(`modelled_bytes`); measured = peak resident set of the process / its increase during the gradient "
+               "(one call per benchmark; the benchmarks share one process, so increases are lower bounds). Deepwave: "
+               "the increase of its peak resident set during a later order-4 gradient call on the same cube (it keeps "
+               "every step's wavefield, fp32).", "",
+               table(["series", "N", "dtype", "saved full", "saved boundary", "full / boundary", "modelled full",
+                      "modelled boundary", "measured full (peak / +increase)", "measured boundary (peak / +increase)",
+                      "Deepwave memory", "ksweep boundary measured / Deepwave", "ksweep boundary modelled / Deepwave"],
+                     rows), ""]
+    else:
+        md += ["No `cube3d_memory` benchmark runs given.", ""]
+    return md
+
+
 def plot_shots(runs, peers, out):
     s = series(runs, "forward")
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -203,7 +327,7 @@ def plot_shots(runs, peers, out):
                 ax.plot([p[0] for p in pts], [p[1] * 1e-9 for p in pts], marker="o", label="%s order %d" % (lab, order))
     for p in peers:
         for r in p.get("results", []):
-            if r.get("kind") == "forward" and r.get("cells_per_second"):
+            if r.get("kind") == "forward" and r.get("cells_per_second") and peer_dim(p, r) == 2:
                 any_ = True
                 ax.plot([r["shots"]], [r["cells_per_second"] * 1e-9], marker="*", ms=12, ls="none",
                         label="%s %s order %s, %s thread(s) (%s)" % (p["peer"], r["kind"], r.get("order", "?"),
@@ -423,7 +547,7 @@ def main():
     peer_rows = {}
     for p in peers:
         for r in p.get("results", []):
-            if "order" in r:
+            if "order" in r and peer_dim(p, r) == 2:
                 peer_rows[(int(r.get("threads", 0)), int(r["order"]), r["kind"])] = r
     rows = []
     for lab, rs in sorted(series(runs, "marmousi").items()):
@@ -457,6 +581,10 @@ def main():
     else:
         md += ["No `marmousi` benchmark runs given.", ""]
 
+    if any(r["family"] in ("cube3d", "cube3d_memory") for run in runs for r in run["rows"]) or \
+            any(peer_dim(p) == 3 for p in peers):
+        md += cube3d_section(runs, peers)
+
     md += ["## Peers", ""]
     if not peers:
         md += ["No peer timings given (scripts/peer_deepwave.py writes them when Deepwave is importable).", ""]
@@ -465,6 +593,14 @@ def main():
         md += ["%s %s on %s (%s), torch %s, threads %s: %s" % (p["peer"], c.get("version", "?"), c.get("device", "?"),
                                                                c.get("cpu_model", ""), c.get("torch", "?"), c.get("threads", "?"),
                                                                p.get("problem", "")), ""]
+        if peer_dim(p) == 3:
+            md += [table(["kind", "order", "N", "threads", "shots", "nt", "step_ratio", "seconds", "Gcells/s",
+                          "peak RSS", "RSS increase"],
+                         [[r["kind"], r.get("order", ""), r.get("cube_n", ""), r.get("threads", ""), r["shots"], r["nt"],
+                           r.get("step_ratio", ""), "%.3f" % r["seconds"], "%.3f" % (r.get("cells_per_second", 0) * 1e-9),
+                           fmt_bytes(r.get("peak_rss_bytes", 0)), fmt_bytes(r.get("rss_increase_bytes", 0))]
+                          for r in p.get("results", [])]), ""]
+            continue
         md += [table(["kind", "order", "threads", "shots", "nt", "seconds", "Gcells/s", "peak RSS"],
                      [[r["kind"], r.get("order", ""), r.get("threads", ""), r["shots"], r["nt"], "%.3f" % r["seconds"],
                        "%.3f" % (r.get("cells_per_second", 0) * 1e-9), fmt_bytes(r.get("peak_rss_bytes", 0))]

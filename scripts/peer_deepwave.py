@@ -3,6 +3,8 @@
 
     scripts/peer_deepwave.py [--out docs/benchmarks/<host>-deepwave.json] [--threads 2] [--repeats 3]
                              [--nt 2000] [--shots 8] [--orders 4,8] [--marmousi FILE] [--quick]
+    scripts/peer_deepwave.py --dim 3 [--cubes 48,128] [--nt 200] [--shots 2] [--orders 4,8]
+                             [--threads 2] [--repeats 3] [--max-vel V] [--quick] --out FILE
 
 Problem (the issue's Marmousi batch, as share/examples/marmousi_25m.toml sets it up, with the
 20-cell absorbing layer of scripts/marmousi_batch.sh): Marmousi2 (marmousi2_vp_nz281_nx1361_dx12.5.f32,
@@ -33,6 +35,25 @@ Threads: torch.set_num_threads(--threads) (Deepwave runs min(shots, torch thread
 threads, one shot per thread) and OMP_NUM_THREADS in the children.
 Writes a JSON that scripts/bench_report.py includes ("peer": "deepwave").
 Deepwave is never a dependency of ksweep: without it this prints a line and exits 0.
+
+--dim 3: the cubes of ksweep's cube3d benchmarks (bench/bench_suite.hpp, keep both identical):
+N x N x N cells (N in --cubes; 48 fits in a 32 MiB L3 cache, 128 does not) of 10 m, float32,
+vp(z, y, x) = 1500 + 2000 z / (N - 1) + 150 sin(0.21 x) cos(0.17 y) on integer cell indices
+(array [nz][ny][nx]); pml_width 10 on all 6 faces (no free surface), pml_freq 25 (Deepwave's
+R is 1e-3, as ksweep's); dt 1 ms, nt 200; 10 Hz Ricker peaking at 0.1 s
+(deepwave.wavelets.ricker); --shots 2 shots, shot s with one source at (2, N/2, (s+1) N/(shots+1))
+(integer division: (2, N/2, N/3) and (2, N/2, 2N/3)); receivers at z = 2 on every 4th cell in y
+and x from 0, the same for each shot. gradient: velocity = the cube above, d_obs = records of
+the cube plus a sphere of +100 m/s, radius N/6, centre ((N-1)/2,)*3. Deepwave's locations are
+(z, y, x) cell indices in the order of the model's dimensions, and its pml_width list is
+[z begin, z end, y begin, y end, x begin, x end]. Cases as in 2D, each (order, N) in its own child
+process; result names "cube3d/order:O/n:N/kind:K" with "dim": 3 and "cube_n": N ("n" stays the
+number of samples). cells_per_second counts (N+20)^3 x shots x nt per call; Deepwave resamples
+time when dt exceeds its Courant limit 0.6 dh / (sqrt(3) vmax) (0.95 ms at vmax 3650 m/s, so it
+runs step_ratio = 2 internal steps per 1 ms step here): each result has "step_ratio" and
+"cells_per_second_internal" (= cells_per_second x step_ratio). --max-vel V passes max_vel = V
+to deepwave.scalar (V <= 3464 m/s gives step_ratio 1 at dt 1 ms; below the model's maximum,
+Deepwave warns and builds its PML for V); the default leaves Deepwave's own choice.
 """
 import argparse
 import hashlib
@@ -177,6 +198,39 @@ def propagate(v, order, nt, shots, dev):
                            receiver_locations=rec.to(dev), accuracy=order, pml_width=PML, pml_freq=PML_FREQ)[-1]
 
 
+# ---------------------------------------------------------------- 3D problem (ksweep's cube3d benchmarks)
+
+DH3, PML3, DT3, FREQ3, PEAK3, SRC_Z3, REC_Z3, REC_STEP3 = 10.0, 10, 1e-3, 10.0, 0.1, 2, 2, 4
+
+
+def cube_model(n, sphere=False):
+    """vp [n][n][n] float32 (z, y, x), computed in double as ksweep's bench::cube_model."""
+    z, y, x = np.meshgrid(np.arange(n, dtype=np.float64), np.arange(n, dtype=np.float64),
+                          np.arange(n, dtype=np.float64), indexing="ij")
+    v = 1500.0 + 2000.0 * z / (n - 1) + 150.0 * np.sin(0.21 * x) * np.cos(0.17 * y)
+    if sphere:
+        r, c = n / 6.0, 0.5 * (n - 1)
+        v = v + 100.0 * (((z - c) ** 2 + (y - c) ** 2 + (x - c) ** 2) <= r * r)
+    return v.astype(np.float32)
+
+
+def cube_survey(n, shots):
+    """(sources [shots][1][3], receivers [shots][R][3]) as (z, y, x) cell indices."""
+    src = torch.tensor([[[SRC_Z3, n // 2, (s + 1) * n // (shots + 1)]] for s in range(shots)], dtype=torch.long)
+    patch = [(REC_Z3, y, x) for y in range(0, n, REC_STEP3) for x in range(0, n, REC_STEP3)]
+    rec = torch.tensor([patch] * shots, dtype=torch.long)
+    return src, rec
+
+
+def propagate3d(v, order, nt, shots, dev, max_vel=None):
+    n = v.shape[-1]
+    src, rec = cube_survey(n, shots)
+    amps = deepwave.wavelets.ricker(FREQ3, nt, DT3, PEAK3).to(dev).repeat(shots, 1, 1)
+    return deepwave.scalar(v, DH3, DT3, source_amplitudes=amps, source_locations=src.to(dev),
+                           receiver_locations=rec.to(dev), accuracy=order, pml_width=PML3, pml_freq=PML_FREQ,
+                           max_vel=max_vel)[-1]
+
+
 # ---------------------------------------------------------------- memory
 
 def status_bytes(key):
@@ -220,7 +274,14 @@ def measured(fn, dev):
 def child(args):
     torch.set_num_threads(args.threads)
     dev = torch.device(args.device)
-    v_true, _ = load_model(args.marmousi)
+    if args.dim == 3:
+        v_true = cube_model(args.cube)  # the gradient starts from it too (d_obs: with the sphere)
+
+        def propagate_case(v, order, nt, shots, dev):
+            return propagate3d(v, order, nt, shots, dev, args.max_vel)
+    else:
+        v_true, _ = load_model(args.marmousi)
+        propagate_case = propagate
     caught = []
     warnings.simplefilter("always")
     showwarning = warnings.showwarning
@@ -236,17 +297,17 @@ def child(args):
 
         def call():
             with torch.no_grad():
-                propagate(v, args.order, args.nt, args.shots, dev)
+                propagate_case(v, args.order, args.nt, args.shots, dev)
 
         for _ in range(1 + args.repeats):
             samples.append(measured(call, dev))
     else:
-        v0 = torch.from_numpy(smoothed(v_true)).to(dev)
+        v0 = torch.from_numpy(v_true if args.dim == 3 else smoothed(v_true)).to(dev)
         d_obs = torch.from_numpy(np.load(args.observed)).to(dev)
 
         def call():
             vv = v0.clone().requires_grad_(True)
-            d = propagate(vv, args.order, args.nt, args.shots, dev)
+            d = propagate_case(vv, args.order, args.nt, args.shots, dev)
             loss = 0.5 * (d - d_obs).pow(2).sum()
             loss.backward()
             assert vv.grad is not None and bool(torch.isfinite(vv.grad).all())
@@ -274,47 +335,166 @@ def summarize(kind, order, args, samples, padded):
             "cells_per_second": padded * args.shots * args.nt / med}
 
 
-def run_child(args, mode, order, tmp, observed=None):
-    result = os.path.join(tmp, "%s-%d.json" % (mode, order))
+def run_child(args, mode, order, tmp, observed=None, cube=None):
+    result = os.path.join(tmp, "%s-%d%s.json" % (mode, order, "-n%d" % cube if cube else ""))
     cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, "--order", str(order), "--result", result,
            "--nt", str(args.nt), "--shots", str(args.shots), "--threads", str(args.threads),
            "--repeats", str(args.repeats), "--device", args.device]
     if args.marmousi:
         cmd += ["--marmousi", args.marmousi]
+    if cube:
+        cmd += ["--dim", "3", "--cube", str(cube)]
+        if args.max_vel is not None:
+            cmd += ["--max-vel", repr(args.max_vel)]
     if observed:
         cmd += ["--observed", observed]
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     rc = subprocess.call(cmd, env=env)
     if rc != 0 or not os.path.exists(result):
-        return None, "child %s order %d failed with exit status %d" % (mode, order, rc)
+        return None, "child %s order %d%s failed with exit status %d" % (mode, order, " n %d" % cube if cube else "", rc)
     with open(result) as f:
         return json.load(f), None
 
 
+def main3d(args, orders, dev):
+    cubes = [int(c) for c in args.cubes.split(",") if c.strip()]
+    resampling = {}
+    for n in cubes:
+        vmax = float(cube_model(n).max())
+        vmax_obs = float(cube_model(n, True).max())
+        used = args.max_vel if args.max_vel is not None else vmax
+        inner_dt, step_ratio = deepwave.common.cfl_condition_n([DH3] * 3, DT3, used)
+        resampling[str(n)] = {"dt": DT3, "vmax": vmax, "vmax_observed_model": vmax_obs, "max_vel": args.max_vel,
+                              "dh": DH3, "step_ratio": step_ratio, "inner_dt": inner_dt, "resampled": step_ratio > 1,
+                              "step_ratio_observed_model": deepwave.common.cfl_condition_n(
+                                  [DH3] * 3, DT3, args.max_vel if args.max_vel is not None else vmax_obs)[1]}
+        print("peer_deepwave: cube %d^3, vmax %.1f m/s, dt %g: Deepwave step_ratio %d (%s)" % (
+            n, vmax, DT3, step_ratio, "time resampling" if step_ratio > 1 else "no resampling"))
+    load_start = os.getloadavg()
+    results, errors, warns, rss_method, child_threads = [], [], set(), None, None
+
+    def add(kind, order, n, samples, extra=None):
+        padded = (n + 2 * PML3) ** 3
+        r = summarize(kind, order, args, samples, padded)
+        sr = resampling[str(n)]["step_ratio"]
+        r = dict({"name": "cube3d/order:%d/n:%d/kind:%s" % (order, n, kind), "dim": 3, "cube_n": n,
+                  "padded_cells": padded, "step_ratio": sr}, **r)
+        r["cells_per_second_internal"] = r["cells_per_second"] * sr
+        r.update(extra or {})
+        results.append(r)
+        print("deepwave %s: %.3f s (min %.3f, max %.3f, n %d), %.1f Mcells/s (%.1f internal), peak RSS %.0f MiB "
+              "(+%.0f MiB in the call)" % (r["name"], r["seconds"], r["min"], r["max"], r["n"],
+                                          r["cells_per_second"] * 1e-6, r["cells_per_second_internal"] * 1e-6,
+                                          r["peak_rss_bytes"] / 2**20, r["rss_increase_bytes"] / 2**20))
+        sys.stdout.flush()
+
+    with tempfile.TemporaryDirectory(prefix="peer_deepwave3d-") as tmp:
+        for n in cubes:
+            for order in orders:
+                res, err = run_child(args, "forward", order, tmp, cube=n)
+                if err:
+                    errors.append(err)
+                    continue
+                warns.update(res["warnings"])
+                rss_method, child_threads = res["rss_method"], res["torch_threads"]
+                add("forward", order, n, res["samples"][1:], {"first_call_seconds": res["samples"][0]["seconds"]})
+            if args.no_gradient:
+                continue
+            for order in orders:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    with torch.no_grad():
+                        d_obs = propagate3d(torch.from_numpy(cube_model(n, True)).to(dev), order, args.nt, args.shots,
+                                            dev, args.max_vel)
+                observed = os.path.join(tmp, "observed-%d-n%d.npy" % (order, n))
+                np.save(observed, d_obs.cpu().numpy())
+                del d_obs
+                res, err = run_child(args, "gradient", order, tmp, observed, cube=n)
+                if err:
+                    errors.append(err)
+                    continue
+                warns.update(res["warnings"])
+                rss_method, child_threads = res["rss_method"], res["torch_threads"]
+                add("gradient_first", order, n, res["samples"][:1])
+                add("gradient_later", order, n, res["samples"][2:], {"second_call_seconds": res["samples"][1]["seconds"]})
+    doc = {"peer": "deepwave", "dim": 3,
+           "problem": "3D cubes N^3 (N %s) of 10 m, vp 1500 + 2000 z/(N-1) + 150 sin(0.21 x) cos(0.17 y), orders %s, "
+                      "pml_width %d on 6 faces (pml_freq %g), %d shots x (N/4)^2 receivers, nt %d, dt %g, "
+                      "10 Hz Ricker peak %g s, float32" % (
+                          "/".join(map(str, cubes)), "/".join(map(str, orders)), PML3, PML_FREQ, args.shots, args.nt,
+                          DT3, PEAK3),
+           "context": {"version": deepwave_version(), "deepwave_file": os.path.abspath(deepwave.__file__),
+                       "torch": torch.__version__,
+                       "device": torch.cuda.get_device_name(0) if dev.type == "cuda" else "cpu",
+                       "cpu_model": cpu_model(), "threads": args.threads, "torch_threads_in_child": child_threads,
+                       "hostname": socket.gethostname(), "python": sys.version.split()[0],
+                       "rss_method": rss_method, "time_resampling": resampling,
+                       "model": {"cubes": cubes, "dh": DH3, "dtype": "float32", "layout": "[nz][ny][nx]",
+                                 "vp": "1500 + 2000 z/(N-1) + 150 sin(0.21 x) cos(0.17 y), z y x integer cell indices",
+                                 "observed_model": "vp + 100 m/s inside the sphere of radius N/6 centred at (N-1)/2",
+                                 "pml_width": PML3, "pml_freq": PML_FREQ, "free_surface": False},
+                       "survey": {"source": "(z, y, x) = (%d, N/2, (s+1) N/(shots+1))" % SRC_Z3,
+                                  "receivers": "(z, y, x) = (%d, y, x), y and x in range(0, N, %d), every shot" % (
+                                      REC_Z3, REC_STEP3),
+                                  "location_order": "Deepwave (z, y, x): the order of the model's dimensions",
+                                  "pml_width_order": "[z begin, z end, y begin, y end, x begin, x end]"},
+                       "wavelet": {"freq": FREQ3, "peak_time": PEAK3, "dt": DT3,
+                                   "function": "deepwave.wavelets.ricker(10, nt, dt, 0.1)"},
+                       "gradient_loss": "0.5 * sum((d(v) - d_obs(v + sphere))^2), backward w.r.t. v",
+                       "cells_per_second": "(N+2*pml)^3*shots*nt / seconds; cells_per_second_internal: x step_ratio",
+                       "repeats": args.repeats, "quick": args.quick,
+                       "loadavg_start": load_start, "loadavg_end": os.getloadavg(),
+                       "warnings": sorted(warns), "errors": errors},
+           "results": results}
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(doc, f, indent=1)
+    print("wrote %s" % args.out)
+    return 1 if errors else 0
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join("docs", "benchmarks", "%s-deepwave.json" % socket.gethostname()))
-    ap.add_argument("--nt", type=int, default=2000)
-    ap.add_argument("--shots", type=int, default=8)
+    ap.add_argument("--out", default=None,
+                    help="JSON to write (default docs/benchmarks/<host>-deepwave.json, -deepwave3d.json with --dim 3)")
+    ap.add_argument("--dim", type=int, choices=[2, 3], default=2,
+                    help="2: the Marmousi batch (default); 3: the cubes of ksweep's cube3d benchmarks")
+    ap.add_argument("--cubes", default="48,128", help="--dim 3: comma-separated cube sizes N (N^3 model cells)")
+    ap.add_argument("--max-vel", type=float, default=None,
+                    help="--dim 3: max_vel handed to deepwave.scalar (default: none, Deepwave's own choice)")
+    ap.add_argument("--nt", type=int, default=None, help="time steps (default 2000; 200 with --dim 3)")
+    ap.add_argument("--shots", type=int, default=None, help="shots (default 8; 2 with --dim 3)")
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (Deepwave's OpenMP threads)")
     ap.add_argument("--repeats", type=int, default=3, help="timed calls per case (median, min, max reported)")
     ap.add_argument("--orders", default="4,8", help="comma-separated accuracy orders")
     ap.add_argument("--no-gradient", action="store_true", help="forward cases only")
     ap.add_argument("--marmousi", default=None, help="path of %s (default: looked up like ksweep)" % MARMOUSI_FILE)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--quick", action="store_true", help="smoke test: nt 100, 2 shots, 1 repeat, order 4")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke test: nt 100, 2 shots, 1 repeat, order 4 (--dim 3: N 24, nt 50)")
     ap.add_argument("--child", choices=["forward", "gradient"], help=argparse.SUPPRESS)
+    ap.add_argument("--cube", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--order", type=int, default=4, help=argparse.SUPPRESS)
     ap.add_argument("--result", help=argparse.SUPPRESS)
     ap.add_argument("--observed", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.nt is None:
+        args.nt = 200 if args.dim == 3 else 2000
+    if args.shots is None:
+        args.shots = 2 if args.dim == 3 else 8
+    if args.out is None:
+        args.out = os.path.join("docs", "benchmarks", "%s-deepwave%s.json" % (socket.gethostname(),
+                                                                              "3d" if args.dim == 3 else ""))
     if args.child:
         return child(args)
     if args.quick:
-        args.nt, args.shots, args.repeats, args.orders = 100, 2, 1, "4"
+        args.nt, args.shots, args.repeats, args.orders = (50 if args.dim == 3 else 100), 2, 1, "4"
+        args.cubes = "24"
     orders = [int(o) for o in args.orders.split(",") if o.strip()]
     torch.set_num_threads(args.threads)
     dev = torch.device(args.device)
+    if args.dim == 3:
+        return main3d(args, orders, dev)
 
     v_true, model = load_model(args.marmousi)
     sx = survey(args.shots)[2]

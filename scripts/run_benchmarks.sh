@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds ksweep_bench if needed, runs it on every enabled backend with OMP_NUM_THREADS threads
-# (default 2), times the Deepwave peer when it is importable, and regenerates
+# (default 2), times the Deepwave peer when it is importable (the 2-D Marmousi batch and the 3-D
+# cubes, scripts/peer_deepwave.py [--dim 3]), and regenerates
 # docs/benchmarks/REPORT.md.
 #
 #   scripts/run_benchmarks.sh
@@ -13,6 +14,7 @@
 #   KSWEEP_BENCH_BACKENDS  backends to run (default: every backend ksweep_bench reports)
 #   KSWEEP_BENCH_FILTER    extra regex on benchmark names, e.g. 'forward|stream' (default all)
 #   KSWEEP_BENCH_MIN_TIME  --benchmark_min_time in seconds (default 0.1)
+#   KSWEEP_BENCH_DEEPWAVE3D  0: skip the 3-D Deepwave peer runs (default 1)
 # Run it on a quiet machine: the report records the load average next to each run.
 set -euo pipefail
 
@@ -76,6 +78,13 @@ fi
 for t in $(printf '%s\n' "$OMP_NUM_THREADS" 1 | sort -u); do
   peer=$out/$host-deepwave-${t}thread.json
   "$python" "$repo/scripts/peer_deepwave.py" --threads "$t" --out "$peer" || echo "peer_deepwave.py failed: report without it"
+  [ -f "$peer" ] && jsons+=("$peer")
+done
+# ... and on the 3D cubes of the cube3d benchmarks (N = 48 and 128, orders 4 and 8; about 15 min
+# with 2 threads and twice that with 1 on a quiet 2-core machine; KSWEEP_BENCH_DEEPWAVE3D=0 skips it).
+for t in $( [ "${KSWEEP_BENCH_DEEPWAVE3D:-1}" = 0 ] || printf '%s\n' "$OMP_NUM_THREADS" 1 | sort -u); do
+  peer=$out/$host-deepwave3d-${t}thread.json
+  "$python" "$repo/scripts/peer_deepwave.py" --dim 3 --threads "$t" --out "$peer" || echo "peer_deepwave.py --dim 3 failed: report without it"
   [ -f "$peer" ] && jsons+=("$peer")
 done
 
