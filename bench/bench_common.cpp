@@ -24,6 +24,11 @@ std::map<std::string, double>& triads() {
 }
 }  // namespace
 
+int& error_count() {
+  static int n = 0;
+  return n;
+}
+
 double triad_best() {
   double best = 0;
   for (auto const& [name, bw] : triads()) best = std::max(best, bw);

@@ -37,6 +37,8 @@ struct BackendRegistrar {
 /// Triad bandwidth (bytes/s, STREAM convention 24 B/element) measured at start-up: the best
 /// over all backends (the machine's bound used by "roofline_fraction") and per backend.
 double triad_best();
+/// Benchmarks that ended in an error (skipped with SkipWithError) in this run.
+int& error_count();
 double triad_of(std::string const& backend);
 void set_triad(std::string const& backend, double bytes_per_second);
 

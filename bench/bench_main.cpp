@@ -20,7 +20,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,7 +55,13 @@ int main(int argc, char** argv) {
   int n_args = static_cast<int>(args.size());
   args.push_back(nullptr);
 
-  Kokkos::ScopeGuard guard(n_args, args.data());
+  std::optional<core::KokkosSession> kokkos;
+  try {
+    kokkos.emplace(n_args, args.data());
+  } catch (std::exception const& e) {
+    std::fprintf(stderr, "ksweep_bench: %s\n", e.what());
+    return 2;
+  }
   benchmark::Initialize(&n_args, args.data());
   if (benchmark::ReportUnrecognizedArguments(n_args, args.data())) return 1;
 
@@ -92,5 +100,10 @@ int main(int argc, char** argv) {
   for (auto const& b : bench::backends()) b.register_benchmarks(opts);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
+  if (bench::error_count() > 0) {
+    std::fprintf(stderr, "ksweep_bench: %d benchmark(s) ended in an error (see ERROR OCCURRED above)\n",
+                 bench::error_count());
+    return 1;
+  }
   return 0;
 }

@@ -22,7 +22,7 @@
 
 #include "bench_common.hpp"
 
-#include <ksweep/core/fp_env.hpp>
+#include <ksweep/base/fp_env.hpp>
 #include <ksweep/core/propagator.hpp>
 #include <ksweep/core/wavelet.hpp>
 #include <ksweep/core/runtime.hpp>
@@ -38,6 +38,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <stdexcept>
 #include <exception>
 #include <memory>
 #include <string>
@@ -361,8 +363,8 @@ void bm_marmousi(benchmark::State& state, MarmousiCase c) {
   using prop_type = core::Propagator<Real, Order, ExecSpace>;
   using engine_type = core::GradientEngine<Real, Order, ExecSpace>;
   ExecSpace space;
-  bool const flush0 = core::flush_denormals();
-  core::set_flush_denormals(c.flush);
+  bool const flush0 = fp::flush_denormals();
+  fp::set_flush_denormals(c.flush);
   reset_peak_rss();
   std::size_t const rss0 = current_rss();
   prop_type prop(space, core::ModelGrid{c.nz, c.nx, grid_spacing}, bench_pml(), c.dt, c.shots);
@@ -417,7 +419,7 @@ void bm_marmousi(benchmark::State& state, MarmousiCase c) {
       static_cast<double>(core::peak_memory_bytes() - std::min(core::peak_memory_bytes(), rss0));
   state.counters["shots_schedule"] = prop.runs_shots() ? 1 : 0;
   state.counters["threads"] = space.concurrency();
-  core::set_flush_denormals(flush0);
+  fp::set_flush_denormals(flush0);
 }
 
 // -------------------------------------------------------------------------------------------
@@ -690,14 +692,21 @@ void bm_store(benchmark::State& state, StoreCase c, bool writing) {
 // -------------------------------------------------------------------------------------------
 
 /// Registers a manually timed benchmark; an exception (a ksweep::Error from a check) skips it
-/// with the message instead of ending the run.
+/// with the message instead of ending the run, and is counted (error_count): the program then
+/// exits with 1, so that a smoke test of a failing benchmark fails.
+/// KSWEEP_BENCH_FAIL=TEXT makes the benchmarks whose name contains TEXT fail (to test that a
+/// failing benchmark fails its smoke test).
 template <class F>
 benchmark::internal::Benchmark* add(std::string const& name, F f) {
   return benchmark::RegisterBenchmark(name.c_str(),
-                                      [f](benchmark::State& st) {
+                                      [f, name](benchmark::State& st) {
                                         try {
+                                          char const* fail = std::getenv("KSWEEP_BENCH_FAIL");
+                                          if (fail != nullptr && *fail != 0 && name.find(fail) != std::string::npos)
+                                            throw std::runtime_error("KSWEEP_BENCH_FAIL: " + name + " fails");
                                           f(st);
                                         } catch (std::exception const& e) {
+                                          ++error_count();
                                           st.SkipWithError(e.what());
                                         }
                                       })

@@ -6,12 +6,20 @@
 #   scripts/setup.sh            # idempotent; prints the prefix to pass as CMAKE_PREFIX_PATH
 #
 # Environment:
-#   KSWEEP_DEPS   prefix for the locally built Kokkos (default: <repo>/.deps)
+#   KSWEEP_DEPS   where the locally built Kokkos goes (default: <repo>/.deps when a build is
+#                 already there, else ${XDG_CACHE_HOME:-~/.cache}/ksweep/deps, shared by every
+#                 checkout on the machine, so a fresh clone does not build Kokkos again)
 #   KSWEEP_SKIP_APT=1           do not call apt-get (packages already present)
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-deps=${KSWEEP_DEPS:-$repo/.deps}
+if [ -n "${KSWEEP_DEPS:-}" ]; then
+  deps=$KSWEEP_DEPS
+elif [ -f "$repo/.deps/install/include/KokkosCore_config.h" ]; then
+  deps=$repo/.deps
+else
+  deps=${XDG_CACHE_HOME:-$HOME/.cache}/ksweep/deps
+fi
 prefix=$deps/install
 jobs=$(nproc 2>/dev/null || echo 2)
 

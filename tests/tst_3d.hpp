@@ -172,7 +172,8 @@ double cpml_reflection_db_3d() {
   std::vector<float> vs(static_cast<std::size_t>(small.cells()), static_cast<float>(c));
   std::vector<float> vb(static_cast<std::size_t>(big.cells()), static_cast<float>(c));
   auto rs = records3d<float, Order>(small, pml, dt, vs, test::one_shot({src}, recs), w, nt);
-  auto rb = records3d<float, Order>(big, pml, dt, vb, test::one_shot({shift(src)}, recs_big), w, nt);
+  std::vector<core::Cell> const src_big{shift(src)};
+  auto rb = records3d<float, Order>(big, pml, dt, vb, test::one_shot(src_big, recs_big), w, nt);
   double e_refl = 0, e_direct = 0;
   for (std::size_t i = 0; i < rs.size(); ++i) {
     e_refl += (rs[i] - rb[i]) * (rs[i] - rb[i]);
@@ -396,14 +397,16 @@ KSWEEP_TEST(gradient_3d_boundary_equals_full_fp32) {
   boundary_equals_full_3d<8>(true);
 }
 
-KSWEEP_TEST(gradient_3d_lossy_storage_cosine) {
+// Lossy storage in 3D: relative L2 difference from fp32 storage bounded at about 10x the measured
+// values (fp16 2.1e-6, bf16 1.2e-5, int8 4.6e-5 on this case).
+KSWEEP_TEST(gradient_3d_lossy_storage_accuracy) {
   Problem3<float, 4> p(24, 20, 30, 300, false, 12.0);
   auto ref = p.gradient(storage3d("boundary", "device", "fp32"));
   struct Case {
     char const* dtype;
-    double min_cos;
+    double max_rel_l2;
   };
-  for (Case c : {Case{"fp16", 0.99999}, Case{"bf16", 0.99999}, Case{"int8", 0.9999}}) {
+  for (Case c : {Case{"fp16", 2e-5}, Case{"bf16", 1.2e-4}, Case{"int8", 5e-4}}) {
     for (std::string loc : {"device", "disk"}) {
       auto g = p.gradient(storage3d("boundary", loc, c.dtype, 16));
       double const cs = cosine3d(g, ref);
@@ -414,7 +417,7 @@ KSWEEP_TEST(gradient_3d_lossy_storage_cosine) {
       }
       std::printf("3D dtype %s (%s): gradient cosine vs fp32 = %.10f (1 - cosine %.2e, relative L2 %.2e)\n", c.dtype,
                   loc.c_str(), cs, 1 - cs, std::sqrt(num / den));
-      EXPECT_GE(cs, c.min_cos) << c.dtype;
+      EXPECT_LE(std::sqrt(num / den), c.max_rel_l2) << c.dtype << " " << loc;
       EXPECT_GT(num, 0.0) << c.dtype << ": the lossy gradient equals the fp32 one (the codec did not run)";
     }
   }

@@ -68,6 +68,29 @@ KSWEEP_TEST(checks_cfl) {
   expect_error([&] { ok.set_velocity(fast.data(), false); }, {"CFL limit " + str(limit), "2500"});
 }
 
+// The von Neumann limit of leapfrog with the centred second-difference stencil of each order:
+// c dt / dh <= 2 / sqrt(ndim s), s = -(a_0 + 2 sum_k a_k (-1)^k) the stencil's symbol at the
+// Nyquist wavenumber, pinned from the exact coefficients (not from the code's own tables):
+// s = 4, 16/3, 272/45 and 2048/315 for orders 2, 4, 6 and 8.
+KSWEEP_TEST(checks_courant_limit_values) {
+  struct Pin {
+    int order;
+    double symbol;
+  };
+  for (Pin const p : {Pin{2, 4.0}, Pin{4, 16.0 / 3.0}, Pin{6, 272.0 / 45.0}, Pin{8, 2048.0 / 315.0}})
+    for (int ndim : {1, 2, 3}) {
+      double const expected = 2.0 / std::sqrt(ndim * p.symbol);
+      EXPECT_NEAR(core::courant_limit(p.order, ndim), expected, 1e-12 * expected)
+          << "order " << p.order << ", " << ndim << "D";
+    }
+  // The values themselves, rounded: what the documentation and error messages quote.
+  EXPECT_NEAR(core::courant_limit(2, 2), 0.70711, 1e-5);
+  EXPECT_NEAR(core::courant_limit(4, 2), 0.61237, 1e-5);
+  EXPECT_NEAR(core::courant_limit(8, 2), 0.55464, 1e-5);
+  EXPECT_NEAR(core::courant_limit(4, 3), 0.5, 1e-12);
+  EXPECT_NEAR(core::courant_limit(8, 3), 0.45286, 1e-5);
+}
+
 KSWEEP_TEST(checks_order) {
   core::PmlConfig pml;
   expect_error([&] { core::check_grid(grid, pml, 3); }, {"order = 3", "2, 4, 6, 8"});

@@ -4,11 +4,15 @@
 // Image sums do not depend on how a batch is split into engines.
 
 #include <ksweep/core/gradient.hpp>
+#include <ksweep/core/wavelet.hpp>
+#include <realistic_case.hpp>
 #include <test_utils.hpp>
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include <unistd.h>
@@ -125,6 +129,63 @@ KSWEEP_TEST(schedules_agree_bitwise) {
   compare_schedules<4>(false);
   compare_schedules<8>(true);
   compare_schedules<2>(true);
+}
+
+// Schedules on realistic inputs (see realistic_case.hpp): loss, gradient, both illuminations
+// and the records are compared bit for bit with the batched schedule, with chunks of 1, 3, 5 and
+// 32 steps of the `shots` schedule, and automatic and small blocks of y in 3D.
+struct StoreCase {
+  char const* strategy;
+  char const* location;
+  char const* dtype;
+  bool chunks;  // also the chunks of 1, 3, 5 and 32 steps
+};
+
+template <int Order, int Dim>
+void compare_schedules_realistic(bool fs, std::vector<StoreCase> const& stores) {
+  test::RealisticCase<TEST_EXECSPACE, Order, Dim> c(fs);
+  EXPECT_GT(c.subnormal_wavelet, 0) << "the wavelet's tail must reach the subnormal range";
+  EXPECT_GT(c.subnormal_observed, 0);
+  EXPECT_GT(c.precursor_samples, 0) << "far receivers must still hold only precursors at the last sample";
+  auto const dir =
+      (std::filesystem::temp_directory_path() / ("ksweep_schedule_real_" + std::to_string(::getpid()))).string();
+  std::filesystem::create_directories(dir);
+  for (auto const& st : stores) {
+    auto const cfg = storage::make_storage_config(st.strategy, st.location, st.dtype, 16, dir, false);
+    auto const ref = c.run(core::Schedule::batched, cfg, 0, 0);
+    ASSERT_TRUE(std::isfinite(ref[0]) && ref[0] > 0) << "loss " << ref[0];
+    struct Variant {
+      core::Schedule s;
+      int chunk, block_y;
+    };
+    std::vector<Variant> variants{{core::Schedule::cells, 0, 0}, {core::Schedule::shots, 0, 0}};
+    if (st.chunks)
+      for (int chunk : {1, 3, 5, 32}) variants.push_back({core::Schedule::shots, chunk, 0});
+    if (Dim == 3) variants.push_back({core::Schedule::shots, 5, 3});
+    for (auto const& v : variants) {
+      auto const got = c.run(v.s, cfg, v.chunk, v.block_y);
+      long const d = differing(ref, got);
+      std::printf("order %d %dD fs %d %s %s %s: %s chunk %d block_y %d: %ld of %zu values differ from batched\n", Order,
+                  Dim, fs, st.strategy, st.location, st.dtype, core::to_string(v.s).c_str(), v.chunk, v.block_y, d,
+                  ref.size());
+      EXPECT_EQ(d, 0) << core::to_string(v.s) << " chunk " << v.chunk << ", " << st.strategy << " " << st.location
+                      << " " << st.dtype << ", order " << Order << ", " << Dim << "D, free surface " << fs;
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+KSWEEP_TEST(schedules_agree_bitwise_realistic) {
+  if constexpr (!core::impl::runs_by_rows<TEST_EXECSPACE>) GTEST_SKIP() << "devices run the cells schedule only";
+  compare_schedules_realistic<4, 2>(
+      false,
+      {{"boundary", "device", "fp32", true}, {"boundary", "disk", "int8", false}, {"full", "device", "fp16", false}});
+  compare_schedules_realistic<8, 2>(true, {{"boundary", "host", "bf16", true}});
+}
+
+KSWEEP_TEST(schedules_agree_bitwise_realistic_3d) {
+  if constexpr (!core::impl::runs_by_rows<TEST_EXECSPACE>) GTEST_SKIP() << "devices run the cells schedule only";
+  compare_schedules_realistic<8, 3>(true, {{"boundary", "device", "int8", true}, {"full", "host", "fp32", false}});
 }
 
 // The images of a batch added shot by shot equal, bit for bit, those of the batch split into two

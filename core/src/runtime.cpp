@@ -9,8 +9,27 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <stdexcept>
+#include <string>
 
 namespace ksweep::core {
+
+KokkosSession::KokkosSession(int& argc, char* argv[]) {
+  try {
+    Kokkos::initialize(argc, argv);
+  } catch (std::exception const& e) {
+    std::string reason = e.what();
+    auto const nl = reason.find('\n');
+    if (nl != std::string::npos) reason.resize(nl);
+    std::string backends;
+    for (auto const& b : enabled_backends()) backends += (backends.empty() ? "" : ", ") + b;
+    throw std::runtime_error("cannot start Kokkos (" + backends + "): " + reason);
+  }
+}
+
+KokkosSession::~KokkosSession() {
+  if (Kokkos::is_initialized()) Kokkos::finalize();
+}
 
 namespace {
 struct LaunchCounts {

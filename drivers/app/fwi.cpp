@@ -133,13 +133,13 @@ bool inject_nan(char const* what, int iteration) {
 template <class ExecSpace, class View>
 std::size_t count_non_finite(ExecSpace const& space, View const& x) {
   std::size_t bad = 0;
-  Kokkos::parallel_reduce(
+  ksweep::launch_reduce(
       "ksweep::fwi::count_non_finite", Kokkos::RangePolicy<ExecSpace>(space, 0, x.extent(0)),
       KOKKOS_LAMBDA(std::size_t i, std::size_t & b) {
         double const v = static_cast<double>(x(i));
         b += (v == v && v - v == 0) ? 0 : 1;  // NaN fails the first test, infinity the second
       },
-      bad);
+      Kokkos::Sum<std::size_t>(bad));
   return bad;
 }
 
@@ -416,7 +416,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     auto vt = vtrue;
     auto rs = row_sums;
     int const ncols = nx;
-    Kokkos::parallel_for(
+    ksweep::launch_for(
         "ksweep::fwi::rmse_rows", Kokkos::RangePolicy<ExecSpace>(space, 0, rows), KOKKOS_LAMBDA(int iz) {
           double acc = 0;
           for (int ix = 0; ix < ncols; ++ix) {
@@ -537,7 +537,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
           isrc(img.illum_src.data(), n);
       {
         auto gr = grad;
-        Kokkos::parallel_for(
+        ksweep::launch_for(
             "ksweep::fwi::gradient_to_real", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
             KOKKOS_LAMBDA(std::size_t i) { gr(i) = static_cast<Real>(g(i)); });
       }
@@ -572,12 +572,12 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
       }
       if (f.precondition) {
         double imax = 0;
-        Kokkos::parallel_reduce(
+        ksweep::launch_reduce(
             "ksweep::fwi::illum_max", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
             KOKKOS_LAMBDA(std::size_t i, double& mx) { mx = isrc(i) > mx ? isrc(i) : mx; }, Kokkos::Max<double>(imax));
         double const damp = 1e-3 * imax;
         auto gr = grad;
-        Kokkos::parallel_for(
+        ksweep::launch_for(
             "ksweep::fwi::precondition", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
             KOKKOS_LAMBDA(std::size_t i) { gr(i) = static_cast<Real>(gr(i) / (isrc(i) + damp)); });
       }

@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
   opt.out = out;
   int rc = 0;
   try {
-    Kokkos::ScopeGuard kokkos(argc, argv);
+    ksweep::core::KokkosSession kokkos(argc, argv);
     try {
       if (*info) {
         rc = run_info(comm);

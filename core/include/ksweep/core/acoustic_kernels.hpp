@@ -28,7 +28,7 @@
 ///   zetabar_x' = a h_x                            (in the layer)
 /// (Dxx is symmetric, also with the image rows; Dx is antisymmetric.)
 
-#include <ksweep/core/fp_env.hpp>
+#include <ksweep/base/launch.hpp>
 #include <ksweep/core/geometry.hpp>
 #include <ksweep/core/stencil.hpp>
 
@@ -38,9 +38,18 @@
 #include <array>
 #include <vector>
 
+// nvcc's front end hands `GCC unroll` on to the host compiler but warns that it does not know it
+// (#1675): silenced for this header only.
+#if defined(__NVCC__)
+#pragma nv_diagnostic push
+#pragma nv_diag_suppress 1675
+#endif
+
 // The loops over stencil taps are unrolled completely before vectorisation: left as loops, GCC
-// tries to vectorise the large layer runs along the taps (strided) and gives up on them.
-#if defined(__CUDACC__) || defined(__clang__)
+// tries to vectorise the large layer runs along the taps (strided) and gives up on them. nvcc
+// compiles a file twice: the device pass (__CUDA_ARCH__ defined) takes nvcc's pragma, the host
+// pass GCC's, as a host-only build does.
+#if defined(__CUDA_ARCH__) || defined(__clang__)
 #define KSWEEP_UNROLL_TAPS _Pragma("unroll")
 #elif defined(__GNUC__)
 #define KSWEEP_UNROLL_TAPS _Pragma("GCC unroll 16")
@@ -66,15 +75,13 @@ struct RowTag {};
 template <class Tag>
 struct CellTag {};
 
-/// A host launch over `n` rows in chunks: each chunk runs its rows under FlushDenormals, so
-/// the mode is set once per chunk on the thread that runs it (see fp_env.hpp).
+/// A host launch over `n` rows in chunks (launch_for sets the floating-point mode once per
+/// chunk on the thread that runs it, see fp_env.hpp).
 template <class Tag, class Functor>
 struct HostRowChunks {
   Functor m_f;
   int m_n, m_chunk;
-  bool m_flush;
   void operator()(int c) const {
-    FlushDenormals guard(m_flush);
     int const r1 = (c + 1) * m_chunk < m_n ? (c + 1) * m_chunk : m_n;
     for (int r = c * m_chunk; r < r1; ++r) m_f(RowTag<Tag>{}, r);
   }
@@ -87,8 +94,7 @@ void launch_host_rows(ExecSpace const& space, char const* label, Functor const& 
   int const parts = 4 * space.concurrency();
   int const chunk = n / parts + (n % parts != 0);
   int const chunks = chunk > 0 ? (n + chunk - 1) / chunk : 0;
-  Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecSpace>(space, 0, chunks),
-                       HostRowChunks<Tag, Functor>{f, n, chunk, flush_denormals()});
+  launch_for(label, Kokkos::RangePolicy<ExecSpace>(space, 0, chunks), HostRowChunks<Tag, Functor>{f, n, chunk});
 }
 
 }  // namespace impl
@@ -444,7 +450,7 @@ struct CellsOfRow {
 
 /// Launches a functor with RowTag<Tag>(row) and CellTag<Tag>(row, col) operators over a rows x
 /// cols grid: rows (vectorised runs) on host backends, cells (x fastest) on devices and, with
-/// `by_cells`, on hosts too (the `cells` schedule). Host launches flush subnormals per chunk.
+/// `by_cells`, on hosts too (the `cells` schedule). Host launches flush subnormals per chunk of rows.
 template <class Tag, class ExecSpace, class Functor>
 void launch_grid(ExecSpace const& space, char const* label, Functor const& f, int rows, int cols, bool by_cells) {
   if constexpr (impl::runs_by_rows<ExecSpace>) {
@@ -454,7 +460,7 @@ void launch_grid(ExecSpace const& space, char const* label, Functor const& f, in
     (void)by_cells;
     using policy = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>,
                                          impl::CellTag<Tag>>;
-    Kokkos::parallel_for(label, policy(space, {0, 0}, {rows, cols}, {4, 64}), f);
+    launch_for(label, policy(space, {0, 0}, {rows, cols}, {4, 64}), f);
   }
 }
 
@@ -731,10 +737,22 @@ struct AcousticImaging {
   }
 };
 
+/// The points of each shot that fall in the same cell: `first(s, i)` is whether point i is the
+/// first of its cell in shot s, `next(s, i)` the next point of the same cell (-1 after the last).
+/// Empty views mean every point has a cell of its own.
+template <class MemorySpace>
+struct PointLinks {
+  Kokkos::View<int const**, Kokkos::LayoutRight, MemorySpace> m_next;   // [shot][point]: next, or -1
+  Kokkos::View<int const**, Kokkos::LayoutRight, MemorySpace> m_first;  // [shot][point]: 1 for the first
+  KOKKOS_INLINE_FUNCTION bool first(int s, int i) const { return m_first.extent(0) == 0 || m_first(s, i) != 0; }
+  KOKKOS_INLINE_FUNCTION int next(int s, int i) const { return m_next.extent(0) == 0 ? -1 : m_next(s, i); }
+};
+
 /// Point injection: field(s, z, x) += scale * values(s, i, it) for every shot s and point i
-/// (z: the cell's field row, see Rows; x: its column, both including the halo offset). Atomic, so several points may
-/// share a cell. `apply` is the body for one shot and point, for schedules that run shots
-/// one by one.
+/// (z: the cell's field row, see Rows; x: its column, both including the halo offset). Points
+/// that share a cell are added by the first of them, in point order (PointLinks), so a cell's
+/// sum has one order on every backend, schedule and thread count, with no atomics. `apply` is
+/// the body for one shot and point, for schedules that run shots one by one.
 template <class Real, class MemorySpace>
 struct InjectPoints {
   Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace> m_field;
@@ -744,13 +762,19 @@ struct InjectPoints {
   bool m_time_major;  // values indexed [shot][time][point]
   Real m_scale;
   using weight_view = Kokkos::View<Real const**, Kokkos::LayoutRight, MemorySpace>;
-  weight_view m_weight;  // optional: values times weight(z, x) (c, for the adjoint's mu = c lambda)
+  weight_view m_weight;             // optional: values times weight(z, x) (c, for the adjoint's mu = c lambda)
+  PointLinks<MemorySpace> m_links;  // points of a shot that share a cell (Propagator::set_survey)
   template <class Field>
   KOKKOS_INLINE_FUNCTION void apply(Field const& field, int s, int i, int it) const {
-    Real const v = m_time_major ? m_values(s, it, i) : m_values(s, i, it);
+    if (!m_links.first(s, i)) return;  // added with the first point of its cell
     int const z = m_z(s, i), x = m_x(s, i);
     Real const w = m_weight.extent(0) > 0 ? m_weight(z, x) : Real(1);
-    Kokkos::atomic_add(&field(s, z, x), m_scale * (w * v));
+    Real f = field(s, z, x);
+    for (int j = i; j >= 0; j = m_links.next(s, j)) {
+      Real const v = m_time_major ? m_values(s, it, j) : m_values(s, j, it);
+      f = f + m_scale * (w * v);
+    }
+    field(s, z, x) = f;
   }
   KOKKOS_INLINE_FUNCTION void operator()(int r) const { apply(m_field, r / m_n_points, r % m_n_points, m_it); }
 };
@@ -795,14 +819,14 @@ struct NoWork {
 
 namespace impl {
 /// The `shots` schedule on hosts: shot s runs body(s, n) for its steps n in [n0, n1), in
-/// increasing order (or decreasing, when `reverse`), on one thread, under FlushDenormals.
+/// increasing order (or decreasing, when `reverse`), on one thread (one unit of work for the
+/// floating-point mode).
 template <class Body>
 struct ShotSteps {
   Body m_body;
   int m_n0, m_n1;
-  bool m_reverse, m_flush;
+  bool m_reverse;
   void operator()(int s) const {
-    FlushDenormals guard(m_flush);
     if (m_reverse) {
       for (int n = m_n1 - 1; n >= m_n0; --n) m_body(s, n);
     } else {
@@ -819,15 +843,19 @@ void launch_shot_steps(ExecSpace const& space, char const* label, Body const& bo
                        bool reverse) {
   static_assert(impl::runs_by_rows<ExecSpace>, "the shots schedule runs on host backends");
   if (n_shots <= 0 || n1 <= n0) return;
-  Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, n_shots).set_chunk_size(1),
-      impl::ShotSteps<Body>{body, n0, n1, reverse, flush_denormals()});
+  launch_for(label,
+             Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, n_shots).set_chunk_size(1),
+             impl::ShotSteps<Body>{body, n0, n1, reverse});
 }
 
 /// Launches `f` over [0, n) on `space` (nothing when n == 0).
 template <class ExecSpace, class Functor>
 void launch_points(ExecSpace const& space, char const* label, Functor const& f, int n) {
-  if (n > 0) Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecSpace>(space, 0, n), f);
+  if (n > 0) launch_for(label, Kokkos::RangePolicy<ExecSpace>(space, 0, n), f);
 }
 
 }  // namespace ksweep::core
+
+#if defined(__NVCC__)
+#pragma nv_diagnostic pop
+#endif

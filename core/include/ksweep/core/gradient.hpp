@@ -173,7 +173,7 @@ class GradientEngine {
     auto vp = p.vp_model();
     int const wd = l.left;
     Rows<Dim> const rows(l);
-    Kokkos::parallel_for(
+    launch_for(
         "ksweep::core::scale_images",
         Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(
             space, {0, 0, 0}, {S, l.model_rows(), l.nx}),
@@ -194,7 +194,7 @@ class GradientEngine {
     auto g = out.grad, is = out.illum_src, ir = out.illum_rec;
     auto gc = m_grad_c, isc = m_isrc, irc = m_irec;
     int const S = m_shots;
-    Kokkos::parallel_for(
+    launch_for(
         "ksweep::core::accumulate_images",
         Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(
             m_prop.space(), {0, 0}, {static_cast<int>(g.extent(0)), static_cast<int>(g.extent(1))}),
@@ -240,7 +240,7 @@ class GradientEngine {
     auto syn = synthetic;
     auto obs = observed;
     auto mis = m_misfit;
-    Kokkos::parallel_for(
+    launch_for(
         "ksweep::core::residual",
         Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(space, {0, 0},
                                                                                                           {S, nt}),
@@ -276,11 +276,19 @@ class GradientEngine {
   }
 
   /// Steps per chunk of the `shots` schedule: the saved ring of a chunk's steps waits in a
-  /// staging buffer of at most 16 MiB (and 32 steps) between the shots' time loops and the codec.
+  /// staging buffer of at most 16 MiB (and 32 steps) between the shots' time loops and the codec,
+  /// or set_chunk_steps' value. The results do not depend on it (tested with 1, 3, 5 and 32).
   int chunk_steps() const {
+    if (m_chunk_steps > 0) return m_chunk_steps;
     std::size_t const step =
         static_cast<std::size_t>(std::max(m_prop.max_shots(), 1)) * std::max(m_stride, 1) * sizeof(Real);
     return static_cast<int>(std::clamp<std::size_t>((std::size_t(16) << 20) / step, 1, 32));
+  }
+
+  /// Sets the steps per chunk of the `shots` schedule (0: automatic, see chunk_steps).
+  void set_chunk_steps(int steps) {
+    KSWEEP_REQUIRE(steps >= 0, "ksweep::core::GradientEngine::set_chunk_steps: " << steps << " steps must be >= 0");
+    m_chunk_steps = steps;
   }
 
   /// Memory of the last run (boundary bytes of the last forward) for `observed` and
@@ -380,7 +388,8 @@ class GradientEngine {
         // out of u^{n+1} first (the forward step added them through "- u^{n-1}"), the ring of
         // u^{n-1} comes from the store, the model cells from the reversed step.
         core::InjectPoints<Real, memory_space> sources{
-            fs.u[fs.cur], w, p.source_z(), p.source_x(), n, p.survey().n_sources, false, Real(-1), {}};
+            fs.u[fs.cur],         w,     p.source_z(), p.source_x(), n,
+            p.survey().n_sources, false, Real(-1),     {},           p.source_links()};
         auto const sink = ring_values(fs.u[fs.cur]);
         if (n >= 2) {
           m_store->with_decoder(m_store->fetch(n - 2), sink,
@@ -466,15 +475,14 @@ class GradientEngine {
           if (need >= 0)
             m_store->with_decoder(m_store->fetch(need), storage::ViewValues<Real, memory_space>{stage_row(top - n)},
                                   [&](auto const& dec) {
-                                    Kokkos::parallel_for("ksweep::core::decode_chunk",
-                                                         Kokkos::RangePolicy<ExecSpace>(p.space(), 0, S * m_stride),
-                                                         dec);
+                                    launch_for("ksweep::core::decode_chunk",
+                                               Kokkos::RangePolicy<ExecSpace>(p.space(), 0, S * m_stride), dec);
                                   });
         }
         BackwardShots body;
         body.m_adj = p.adjoint_shot_step(residual, no_wavelets, top);
         body.m_src = core::InjectPoints<Real, memory_space>{
-            {}, w, p.source_z(), p.source_x(), 0, p.survey().n_sources, false, Real(-1), {}};
+            {}, w, p.source_z(), p.source_x(), 0, p.survey().n_sources, false, Real(-1), {}, p.source_links()};
         for (int par = 0; par < 2; ++par) {
           int const fcur = full() ? fs.cur : (par == 0 ? fs.cur : 1 - fs.cur);
           auto& img = body.m_img[par];
@@ -533,6 +541,7 @@ class GradientEngine {
   Kokkos::View<double**, Kokkos::LayoutRight, memory_space> m_misfit;  // [shot][time] sums over receivers
   std::vector<double> m_shot_loss;
   int m_shots = 0;
+  int m_chunk_steps = 0;  // 0: automatic
   std::unique_ptr<storage::StepStore<Real, ExecSpace>> m_store;
   stage_view m_stage;  // the `shots` schedule's saved rings of a chunk of steps
 };

@@ -4,6 +4,7 @@
 /// from the gradient of the loss, one step per iteration.
 
 #include <ksweep/base/error.hpp>
+#include <ksweep/base/launch.hpp>
 #include <ksweep/base/math.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -111,7 +112,7 @@ class Adam final : public Optimizer<Real, ExecSpace> {
     auto mm = m_m, vv = m_v;
     auto g = gradient;
     auto x = model;
-    Kokkos::parallel_for(
+    launch_for(
         "ksweep::core::adam_step", Kokkos::RangePolicy<ExecSpace>(space, 0, n), KOKKOS_LAMBDA(std::size_t i) {
           Real const gi = g(i);
           Real const mi = keep_m ? a1 * gi + b1 * mm(i) : a1 * gi;

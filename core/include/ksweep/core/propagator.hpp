@@ -11,7 +11,9 @@
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <map>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -132,7 +134,7 @@ class Propagator {
     long long const n = static_cast<long long>(nz) * nx;
     // The first cell that is not finite and > 0, in row-major order (as check_velocity finds it).
     long long first_bad = n;
-    Kokkos::parallel_reduce(
+    launch_reduce(
         "ksweep::core::check_velocity", Kokkos::RangePolicy<ExecSpace>(m_space, 0, n),
         KOKKOS_LAMBDA(long long i, long long& first) {
           Real const v = vp(i / nx, i % nx);
@@ -148,7 +150,7 @@ class Propagator {
                      "velocity at cell " << first_bad << " is " << bad() << ": velocities must be finite and > 0");
     }
     Kokkos::MinMaxScalar<Real> range;
-    Kokkos::parallel_reduce(
+    launch_reduce(
         "ksweep::core::velocity_range", Kokkos::RangePolicy<ExecSpace>(m_space, 0, n),
         KOKKOS_LAMBDA(long long i, Kokkos::MinMaxScalar<Real>& r) {
           Real const v = vp(i / nx, i % nx);
@@ -168,7 +170,7 @@ class Propagator {
       build_profiles();
       // The layer repeats the nearest model cell; the M cells around the padded grid are 0.
       Kokkos::deep_copy(m_space, coef, Real(0));
-      Kokkos::parallel_for(
+      launch_for(
           "ksweep::core::set_velocity_padded", policy2(m_space, {0, 0}, {l.rows(), l.NX}),
           KOKKOS_LAMBDA(int pr, int ix) {
             int const iz = pr / NY, iy = pr - iz * NY;
@@ -180,7 +182,7 @@ class Propagator {
           });
     } else {
       check_cfl(std::max<double>(range.max_val, m_vmax), m_dt, m_grid.dh, Order, Dim);
-      Kokkos::parallel_for(
+      launch_for(
           "ksweep::core::set_velocity_model", policy2(m_space, {0, 0}, {nz, nx}), KOKKOS_LAMBDA(int mr, int ix) {
             double const v = static_cast<double>(vp(mr, ix));
             coef(rows.model_field(mr), ix + width + M) = static_cast<Real>(v * v * scale);
@@ -217,6 +219,8 @@ class Propagator {
     };
     to_device(survey.sources, survey.n_sources, m_src_z, m_src_x, "ksweep::core::src_z", "ksweep::core::src_x");
     to_device(survey.receivers, survey.n_receivers, m_rec_z, m_rec_x, "ksweep::core::rec_z", "ksweep::core::rec_x");
+    m_src_links = point_links(survey.sources, survey.n_shots, survey.n_sources, "ksweep::core::src_links");
+    m_rec_links = point_links(survey.receivers, survey.n_shots, survey.n_receivers, "ksweep::core::rec_links");
     m_space.fence();
   }
 
@@ -310,8 +314,8 @@ class Propagator {
     if (residual.extent(0) == 0) return;
     State const& st = m_adj;
     int const nt = static_cast<int>(residual.extent(1));
-    InjectPoints<Real, memory_space> inject{st.u[st.cur],         residual, m_rec_z, m_rec_x, nt - 1,
-                                            m_survey.n_receivers, true,     Real(1), m_c};  // mu = c lambda
+    InjectPoints<Real, memory_space> inject{st.u[st.cur], residual, m_rec_z, m_rec_x,    nt - 1, m_survey.n_receivers,
+                                            true,         Real(1),  m_c,     m_rec_links};  // mu = c lambda
     launch_points(m_space, "ksweep::core::inject_residuals", inject, m_survey.n_shots * m_survey.n_receivers);
   }
 
@@ -411,6 +415,7 @@ class Propagator {
   field2 const& vp_model() const { return m_vp_model; }
   index2 const& source_z() const { return m_src_z; }
   index2 const& source_x() const { return m_src_x; }
+  PointLinks<memory_space> const& source_links() const { return m_src_links; }
 
   /// A kernel functor bound to `st` (cur -> out) with the layer memories in -> out.
   kernel_type bind(State const& st) const {
@@ -502,11 +507,42 @@ class Propagator {
     int const ns = m_survey.n_shots;
     PointWork w;
     typename InjectPoints<Real, memory_space>::weight_view const weight = adjoint_field ? m_c : field2();
-    w.f.m_first = InjectPoints<Real, memory_space>{into, values, iz, ix, it_in, n_in, in_time_major, Real(-1), weight};
+    // The forward injects the sources, the adjoint the receivers' residuals.
+    auto const& links = adjoint_field ? m_rec_links : m_src_links;
+    w.f.m_first =
+        InjectPoints<Real, memory_space>{into, values, iz, ix, it_in, n_in, in_time_major, Real(-1), weight, links};
     w.f.m_second = SamplePoints<Real, memory_space>{from, out, oz, ox, it_out, n_out, out_time_major, weight};
     w.f.m_n_first = values.extent(0) > 0 && it_in >= 0 ? ns * n_in : 0;
     w.count = w.f.m_n_first + (out.extent(0) > 0 && it_out >= 0 ? ns * n_out : 0);
     return w;
+  }
+
+  // Which points of each shot share a cell (see PointLinks), on the device.
+  PointLinks<memory_space> point_links(std::vector<Cell> const& cells, int n_shots, int n_per_shot,
+                                       char const* label) const {
+    index2 next(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(label) + "_next"), n_shots,
+                n_per_shot);
+    index2 first(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(label) + "_first"), n_shots,
+                 n_per_shot);
+    auto nh = Kokkos::create_mirror_view(Kokkos::HostSpace(), next);
+    auto fh = Kokkos::create_mirror_view(Kokkos::HostSpace(), first);
+    for (int s = 0; s < n_shots; ++s) {
+      std::map<std::array<int, 3>, int> last;  // cell -> the latest point seen in it
+      for (int i = 0; i < n_per_shot; ++i) {
+        Cell const& c = cells[static_cast<std::size_t>(s) * n_per_shot + i];
+        nh(s, i) = -1;
+        auto const found = last.insert({{c.z, c.y, c.x}, i});
+        fh(s, i) = found.second ? 1 : 0;
+        if (!found.second) {
+          nh(s, found.first->second) = i;
+          found.first->second = i;
+        }
+      }
+    }
+    Kokkos::deep_copy(m_space, next, nh);
+    Kokkos::deep_copy(m_space, first, fh);
+    m_space.fence();
+    return {next, first};
   }
 
   void check_batch(wavelet_view const& w, record_view const& r) const {
@@ -595,6 +631,7 @@ class Propagator {
   field2 m_c, m_vp_model;
   field1 m_prof_a[Dim], m_prof_b[Dim], m_prof_mask[Dim];  // CPML profiles per axis (z, (y,) x)
   index2 m_src_z, m_src_x, m_rec_z, m_rec_x;
+  PointLinks<memory_space> m_src_links, m_rec_links;
   State m_fwd, m_adj;
   Schedule m_schedule = default_schedule();
   int m_block_y = 0;  // 0: automatic (host_block_y)

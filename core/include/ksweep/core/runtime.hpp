@@ -38,6 +38,19 @@ class LaunchCounter {
   void reset();
 };
 
+/// Kokkos for the life of a program: Kokkos::initialize(argc, argv) on construction,
+/// Kokkos::finalize on destruction. A failure to start (a CUDA build without a usable GPU, a
+/// driver older than the toolkit, a device already taken) throws std::runtime_error whose
+/// message is one line: "cannot start Kokkos (<enabled backends>): <the first line of the
+/// reason>", for programs to print and exit with, instead of an abort.
+class KokkosSession {
+ public:
+  KokkosSession(int& argc, char* argv[]);
+  ~KokkosSession();
+  KokkosSession(KokkosSession const&) = delete;
+  KokkosSession& operator=(KokkosSession const&) = delete;
+};
+
 /// A human-readable description of the build and the Kokkos configuration.
 std::string describe_build(bool verbose_kokkos_config = false);
 

@@ -37,6 +37,7 @@
 /// The step stores, the gradient engine, the drivers and the memory estimate need no change.
 
 #include <ksweep/base/error.hpp>
+#include <ksweep/base/launch.hpp>
 #include <ksweep/base/math.hpp>
 #include <ksweep/base/names.hpp>
 
@@ -458,10 +459,10 @@ void encode_blocks(ExecSpace const& space, Codec, Source const& in, std::size_t 
   if (blocks == 0) return;
   EncodeBlocks<Codec, Real, MemorySpace, Source> const f{in, out, bad, n};
   if constexpr (Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible) {
-    Kokkos::parallel_for("ksweep::storage::encode",
-                         Kokkos::RangePolicy<ExecSpace>(space, 0, static_cast<std::size_t>(blocks)), f);
+    launch_for("ksweep::storage::encode", Kokkos::RangePolicy<ExecSpace>(space, 0, static_cast<std::size_t>(blocks)),
+               f);
   } else {
-    Kokkos::parallel_for("ksweep::storage::encode", Kokkos::TeamPolicy<ExecSpace>(space, blocks, block_size), f);
+    launch_for("ksweep::storage::encode", Kokkos::TeamPolicy<ExecSpace>(space, blocks, block_size), f);
   }
 }
 
@@ -485,8 +486,8 @@ void decode(ExecSpace const& space, Dtype dtype, Kokkos::View<std::uint8_t const
             Kokkos::View<Real*, MemorySpace> out) {
   std::size_t const n = out.extent(0);
   dispatch_dtype(dtype, [&](auto codec) {
-    Kokkos::parallel_for("ksweep::storage::decode", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
-                         DecodeValues<decltype(codec), Real, MemorySpace>{in, ViewValues<Real, MemorySpace>{out}, n});
+    launch_for("ksweep::storage::decode", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
+               DecodeValues<decltype(codec), Real, MemorySpace>{in, ViewValues<Real, MemorySpace>{out}, n});
   });
 }
 

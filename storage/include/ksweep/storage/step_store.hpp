@@ -13,6 +13,7 @@
 /// the dtype is turned into a codec type at each encode and decode launch (dispatch_dtype).
 
 #include <ksweep/base/error.hpp>
+#include <ksweep/base/launch.hpp>
 #include <ksweep/base/names.hpp>
 #include <ksweep/storage/codec.hpp>
 
@@ -442,7 +443,7 @@ class StepStore {
   void get(int step, Kokkos::View<Real*, memory_space> values) {
     check_size(values.extent(0));
     with_decoder(fetch(step), ViewValues<Real, memory_space>{values}, [&](auto const& decoder) {
-      Kokkos::parallel_for("ksweep::storage::decode", Kokkos::RangePolicy<ExecSpace>(m_space, 0, m_n), decoder);
+      launch_for("ksweep::storage::decode", Kokkos::RangePolicy<ExecSpace>(m_space, 0, m_n), decoder);
     });
   }
 
