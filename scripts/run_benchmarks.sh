@@ -9,7 +9,7 @@
 # Environment:
 #   KSWEEP_BENCH_BUILD     build folder (default <repo>/build-bench; configured with
 #                          -DKSWEEP_ENABLE_BENCHMARKS=ON if it has no ksweep_bench target)
-#   CMAKE_PREFIX_PATH      where Kokkos is (default <repo>/.deps/install)
+#   CMAKE_PREFIX_PATH      where Kokkos is (default: what scripts/setup.sh prints)
 #   OMP_NUM_THREADS        threads of the OpenMP backend (default 2)
 #   KSWEEP_BENCH_BACKENDS  backends to run (default: every backend ksweep_bench reports)
 #   KSWEEP_BENCH_FILTER    extra regex on benchmark names, e.g. 'forward|stream' (default all)
@@ -30,7 +30,7 @@ host=$(hostname -s 2>/dev/null || hostname)
 
 if [ ! -f "$build/build.ninja" ] && [ ! -f "$build/Makefile" ]; then
   cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_PREFIX_PATH="${CMAKE_PREFIX_PATH:-$repo/.deps/install}" -DKSWEEP_ENABLE_BENCHMARKS=ON
+    -DCMAKE_PREFIX_PATH="${CMAKE_PREFIX_PATH:-$(bash "$repo/scripts/setup.sh" | tail -n 1)}" -DKSWEEP_ENABLE_BENCHMARKS=ON
 else
   cmake "$build" -DKSWEEP_ENABLE_BENCHMARKS=ON >/dev/null
 fi
