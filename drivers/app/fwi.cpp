@@ -58,8 +58,10 @@ int detect_water_rows(io::VelocityModel const& vm) {
 }
 
 /// Separable Gaussian smoothing (sigma in cells, edges clamped) of a [nz][ny][nx] field (ny = 1
-/// in 2D): along x, then y, then z.
-std::vector<double> gaussian_smooth(std::vector<double> const& f, int nz, int ny, int nx, double sigma) {
+/// in 2D): along x, then y, then z. With `doing`, SIGINT / SIGTERM stop it (Interrupted) between
+/// planes; without, the signal waits for the caller's next safe point.
+std::vector<double> gaussian_smooth(std::vector<double> const& f, int nz, int ny, int nx, double sigma,
+                                    char const* doing) {
   if (sigma <= 0) return f;
   int const r = static_cast<int>(std::ceil(3 * sigma));
   std::vector<double> k(2 * r + 1);
@@ -70,13 +72,15 @@ std::vector<double> gaussian_smooth(std::vector<double> const& f, int nz, int ny
   auto pass = [&](std::vector<double> const& in, int n, std::size_t stride) {
     std::vector<double> out(in.size());
     std::size_t const block = stride * n;  // cells of one step along the axis above it
-    for (std::size_t base = 0; base < in.size(); base += block)
+    for (std::size_t base = 0; base < in.size(); base += block) {
+      if (doing != nullptr) throw_if_stopped(doing);  // a wide kernel on a large model takes a while
       for (std::size_t j = 0; j < stride; ++j)
         for (int i = 0; i < n; ++i) {
           double s = 0;
           for (int d = -r; d <= r; ++d) s += k[d + r] * in[base + j + std::clamp(i + d, 0, n - 1) * stride];
           out[base + j + i * stride] = s;
         }
+    }
     return out;
   };
   auto out = pass(f, nx, 1);
@@ -89,22 +93,33 @@ std::vector<float> starting_model(io::VelocityModel const& vm, double sigma, int
   std::vector<double> slow(vm.vp.size());
   for (std::size_t i = 0; i < slow.size(); ++i) slow[i] = 1.0 / vm.vp[i];
   int const ny = vm.ny > 0 ? vm.ny : 1;
-  auto const sm = gaussian_smooth(slow, vm.nz, ny, vm.nx, sigma);
+  auto const sm = gaussian_smooth(slow, vm.nz, ny, vm.nx, sigma, "computing the starting model");
   std::vector<float> v(vm.vp.size());
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(1.0 / sm[i]);
   for (std::size_t i = 0; i < static_cast<std::size_t>(water_rows) * ny * vm.nx; ++i) v[i] = vm.vp[i];
   return v;
 }
 
+/// The largest velocity time.dt propagates stably on the model's grid.
+double stable_velocity(io::Config const& cfg, double dh, int order, int dim) {
+  return core::courant_limit(order, dim) * dh / cfg.time.dt;
+}
+
+/// The upper bound the inversion keeps velocities under: fwi.vmax, or the stability limit of
+/// time.dt when fwi.vmax = 0.
+double velocity_bound(io::Config const& cfg, double dh, int order, int dim) {
+  return cfg.fwi.vmax > 0 ? cfg.fwi.vmax : stable_velocity(cfg, dh, order, dim);
+}
+
 /// Stability of the inversion, before anything runs: the true and starting models must be
-/// stable with time.dt, and so must every velocity the inversion may reach (up to fwi.vmax).
-void check_stability(io::Config const& cfg, io::VelocityModel const& truth, std::vector<float> const& v0, int order,
-                     bool warn) {
+/// stable with time.dt, and so must every velocity the inversion may reach (up to fwi.vmax);
+/// fwi.vmin must lie below the bound.
+void check_stability(io::Config const& cfg, io::VelocityModel const& truth, std::vector<float> const& v0, int order) {
   double const vtrue = *std::max_element(truth.vp.begin(), truth.vp.end());
   core::check_cfl(vtrue, cfg.time.dt, truth.dh, order, truth.dim());
   core::check_cfl(*std::max_element(v0.begin(), v0.end()), cfg.time.dt, truth.dh, order, truth.dim());
   double const limit = core::courant_limit(order, truth.dim());
-  double const vstable = limit * truth.dh / cfg.time.dt;
+  double const vstable = stable_velocity(cfg, truth.dh, order, truth.dim());
   double const vmax = cfg.fwi.vmax;
   KSWEEP_REQUIRE(vmax <= 0 || vmax <= vstable,
                  "fwi.vmax = " << vmax << " m/s lets the inversion reach velocities that time.dt = " << cfg.time.dt
@@ -112,12 +127,36 @@ void check_stability(io::Config const& cfg, io::VelocityModel const& truth, std:
                                << " at dh = " << truth.dh << " m allows at most " << vstable
                                << " m/s; lower fwi.vmax to at most " << vstable << " m/s or time.dt to at most "
                                << limit * truth.dh / vmax << " s");
-  if (vmax <= 0 && warn)
-    std::fprintf(stderr,
-                 "ksweep: warning: fwi.vmax = 0 leaves the velocities without an upper bound; time.dt = %g s is stable "
-                 "up to %g m/s (CFL limit %g of order %d at dh = %g m) and the run stops if the inversion goes "
-                 "beyond: set fwi.vmax to at most %g m/s\n",
-                 cfg.time.dt, vstable, limit, order, truth.dh, vstable);
+  KSWEEP_REQUIRE(vmax > 0 || cfg.fwi.vmin < vstable,
+                 "fwi.vmin = " << cfg.fwi.vmin << " m/s is not below the upper bound of fwi.vmax = 0, the " << vstable
+                               << " m/s that time.dt = " << cfg.time.dt << " s propagates stably; lower fwi.vmin");
+}
+
+/// The smoothing lengths (cells) against the model: a Gaussian wider than the model's largest
+/// extent is a constant, and its cost grows with its width.
+void check_smoothing(io::Config const& cfg, io::VelocityModel const& shape) {
+  int const extent = std::max({shape.nz, shape.nx, shape.ny});
+  for (auto const& [key, sigma] : {std::pair<char const*, double>{"fwi.smooth_sigma", cfg.fwi.smooth_sigma},
+                                   std::pair<char const*, double>{"fwi.grad_smooth", cfg.fwi.grad_smooth}})
+    KSWEEP_REQUIRE(sigma <= extent, key << " = " << sigma << " cells is wider than the model's largest extent, "
+                                        << extent << " cells (" << shape.shape()
+                                        << "): a Gaussian that wide smooths to a constant; use at most " << extent);
+}
+
+/// Observed data that are zero everywhere (or subnormal: below the smallest normal float)
+/// carry no information: the loss would be the synthetic data's energy and the inversion
+/// would fit silence. Returns the message, empty when the data hold a signal.
+std::string silent_data(std::vector<float> const& d, std::string const& what, io::Config const& cfg) {
+  float peak = 0;
+  for (float x : d) peak = std::max(peak, std::abs(x));
+  if (peak >= std::numeric_limits<float>::min()) return {};
+  std::ostringstream os;
+  os << what << " are zero at every sample (largest |sample| " << peak
+     << "): there is nothing to invert. The wave does not reach the receivers within the record of time.nt = "
+     << cfg.time.nt << " samples x time.dt = " << cfg.time.dt << " s = " << cfg.time.nt * cfg.time.dt
+     << " s, or the wavelet (wavelet.freq = " << cfg.wavelet.freq << " Hz, wavelet.delay = " << cfg.wavelet.delay
+     << " s) is silent within it; lengthen the record, or check the observed data";
+  return os.str();
 }
 
 /// Test hook: KSWEEP_FAULT_NAN = "loss:IT", "gradient:IT" or "model:IT" makes that quantity
@@ -194,8 +233,34 @@ void check_observed(io::RecordsFile const& r, io::Config const& cfg, core::Surve
         "observed data " << path << ": receiver " << i << " is not at the configured position " << at(s.receivers[i]));
 }
 
+/// Throws the --resume message naming every key whose value differs between the checkpoint's
+/// run identity `saved` and this run's `now` (keys that may change on --resume excepted).
+void require_same_run(nlohmann::json const& saved, nlohmann::json const& now, fs::path const& ck_path) {
+  auto const changes = io::resume_changes(saved, now);
+  if (changes.empty()) return;
+  std::ostringstream os;
+  os << "--resume: the configuration differs from the one " << io::shown_path(ck_path)
+     << " was made with, in keys that change the run's meaning:";
+  for (auto const& c : changes)
+    os << "\n  " << c.key << ": " << shown(c.before) << " in the checkpoint, " << shown(c.after) << " now";
+  os << "\nonly these keys may change on --resume:";
+  for (auto const& k : io::resume_mutable_keys()) os << " " << k;
+  os << "\nrestore the checkpoint's values, or start a new run in a new folder";
+  throw Error(os.str());
+}
+
+/// The files a run reads, by the key that names each (for --overwrite, which may not replace them).
+std::vector<RunInput> run_inputs(io::Config const& cfg, RunOptions const& opt) {
+  std::vector<RunInput> in{{"--config", cfg.source_path}};
+  std::error_code ec;
+  if (fs::is_regular_file(cfg.model.source, ec)) in.push_back({"model.source", cfg.model.source});
+  if (!cfg.fwi.observed.empty()) in.push_back({"fwi.observed", cfg.fwi.observed});
+  if (!opt.resume.empty()) in.push_back({"--resume", fs::path(opt.resume) / "checkpoint.bin"});
+  return in;
+}
+
 template <class Real, int Order, int Dim>
-int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm, io::VelocityModel const& truth) {
+int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm, io::VelocityModel const& shape) {
   using ExecSpace = Kokkos::DefaultExecutionSpace;
   using P = core::Propagator<Real, Order, ExecSpace, Dim>;
   using E = core::GradientEngine<Real, Order, ExecSpace, Dim>;
@@ -208,122 +273,132 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   fs::path const out = opt.out;
   std::string const& resume = opt.resume;
 
-  // Every check that can fail runs before the first byte is written.
-  // A 3D model is handled as nz ny rows of nx cells wherever only its size matters.
-  int const nz = truth.nz, nx = truth.nx, ny = truth.ny, rows = truth.rows();
+  // Every check that can fail runs before the first byte is written, the cheap ones first: the
+  // sizes (from the model's shape, read without its values), the memory estimate, the
+  // checkpoint's header and the output folder come before the model is read or anything
+  // model-sized is computed. A 3D model is handled as nz ny rows of nx cells wherever only its
+  // size matters.
+  int const nz = shape.nz, nx = shape.nx, ny = shape.ny, rows = shape.rows();
   std::size_t const n = static_cast<std::size_t>(rows) * nx, plane = static_cast<std::size_t>(rows / nz) * nx;
   auto const survey = make_survey(cfg, nz, nx, ny);
   KSWEEP_REQUIRE(f.batch <= survey.n_shots,
                  "fwi.batch = " << f.batch << " exceeds the number of shots shots.count = " << survey.n_shots);
   core::check_time(cfg.time.dt, cfg.time.nt);
-  int const water = f.water_rows >= 0 ? f.water_rows : detect_water_rows(truth);
-  KSWEEP_REQUIRE(water < nz, "fwi.water_rows = " << water << " must be < nz = " << nz);
-  core::ModelGrid const grid{nz, nx, truth.dh, ny};
+  KSWEEP_REQUIRE(f.water_rows < nz, "fwi.water_rows = " << f.water_rows << " must be < nz = " << nz);
+  core::ModelGrid const grid{nz, nx, shape.dh, ny};
   core::check_grid(grid, make_pml(cfg), Order);
   core::check_survey(survey, grid, make_pml(cfg));
-  core::check_velocity(truth.vp.data(), static_cast<long long>(n));
-  auto const v0 = starting_model(truth, f.smooth_sigma, water);
-  check_stability(cfg, truth, v0, Order, comm.is_root());
-  if (comm.is_root()) warn_acquisition(cfg, truth, survey, comm);
+  check_smoothing(cfg, shape);
   auto const scfg =
       storage::make_storage_config(cfg.storage.strategy, cfg.storage.location, cfg.storage.dtype,
                                    cfg.storage.transfer_interval, cfg.storage.disk_dir, cfg.storage.pinned);
-  if (cfg.storage.location == "disk" && !cfg.storage.disk_dir.empty()) {
-    std::error_code ec;
-    KSWEEP_REQUIRE(fs::is_directory(cfg.storage.disk_dir, ec),
-                   "storage.disk_dir = \"" << cfg.storage.disk_dir << "\" does not exist or is not a folder");
-    KSWEEP_REQUIRE(::access(cfg.storage.disk_dir.c_str(), W_OK | X_OK) == 0,
-                   "storage.disk_dir = \"" << cfg.storage.disk_dir << "\" is not writable: " << std::strerror(errno));
-  }
   int const nt = cfg.time.nt, nr = survey.n_receivers;
   int const shots_per_rank = (f.batch + comm.size() - 1) / comm.size();
 
   // Memory: estimated from the layout before anything large is allocated.
   {
-    std::vector<MemoryEstimate> phases{estimate_fwi(cfg, truth, survey.n_shots, nr, shots_per_rank)};
+    std::vector<MemoryEstimate> phases{estimate_fwi(cfg, shape, survey.n_shots, nr, shots_per_rank)};
     if (f.observed.empty())
-      phases.insert(phases.begin(), estimate_model(cfg, truth, survey.n_shots, nr, false, cfg.propagator.batch));
+      phases.insert(phases.begin(), estimate_model(cfg, shape, survey.n_shots, nr, false, cfg.propagator.batch));
     auto const mm = machine_memory(cfg);
     if (opt.dry_run && comm.is_root()) std::printf("%s", memory_table(phases, mm, comm.local_size()).c_str());
     check_memory(phases, mm, comm.local_size());
   }
 
-  // Observed data from a file: read and checked (shape, geometry, finite samples) by rank 0.
-  io::RecordsFile obs;
-  if (comm.is_root() && !f.observed.empty()) {
-    obs = io::read_records(f.observed);
-    check_observed(obs, cfg, survey, truth, f.observed);
+  // Resume: the checkpoint's header (its size against this model's) before it is read whole.
+  bool const resuming = !resume.empty();
+  bool in_place = false;
+  fs::path const ck_path = resuming ? fs::path(resume) / "checkpoint.bin" : fs::path();
+  if (resuming) {
+    auto const header = io::read_checkpoint_header(ck_path);
+    if (header.run.is_object() && header.run.contains("config"))  // the configuration first: it says most
+      require_same_run({{"config", header.run["config"]}}, {{"config", io::config_to_json(cfg)}}, ck_path);
+    KSWEEP_REQUIRE(header.n == n, "--resume: the checkpoint " << io::shown_path(ck_path) << " holds a model of "
+                                                              << header.n << " cells, this run has " << n << " ("
+                                                              << shape.shape() << ")");
+    KSWEEP_REQUIRE(f.iterations >= header.iteration,
+                   "--resume: fwi.iterations = " << f.iterations << " is smaller than the " << header.iteration
+                                                 << " iterations already done in " << io::shown_path(ck_path)
+                                                 << "; set fwi.iterations to at least " << header.iteration);
+    std::error_code ec;
+    in_place = fs::equivalent(fs::path(resume), out, ec);
+    KSWEEP_REQUIRE(!(in_place && opt.overwrite),
+                   "--overwrite with --resume "
+                       << shown(resume) << " into the same folder would remove the results "
+                       << "being continued; leave out --overwrite to continue the run in place");
   }
+  // The output folder: the checks that write nothing.
+  auto const inputs = run_inputs(cfg, opt);
+  if (comm.is_root()) check_output_folder(out, opt.overwrite, in_place, inputs);
 
-  // The run's identity, recorded in every checkpoint and checked on --resume.
+  // The model and the starting model (SIGINT / SIGTERM answered throughout).
+  io::VelocityModel const truth = io::load_velocity(cfg.model);
+  throw_if_stopped("reading the model");
+  core::check_velocity(truth.vp.data(), static_cast<long long>(n));
+  int const water = f.water_rows >= 0 ? f.water_rows : detect_water_rows(truth);
+  auto const v0 = starting_model(truth, f.smooth_sigma, water);
+  check_stability(cfg, truth, v0, Order);
+  if (comm.is_root()) warn_acquisition(cfg, truth, survey, comm);
+
+  // The run's identity, recorded in every checkpoint and checked on --resume; every rank must
+  // hold the same one (the same configuration and model).
   nlohmann::json run = {{"config", io::config_to_json(cfg)},
                         {"data", {{"model_sha256", io::sha256_hex(truth.vp.data(), n * sizeof(float))}}}};
+  agree_on(comm, "the configuration or the model (the run's identity)", run.dump());
+
+  // Observed data from a file: read and checked (shape, geometry, acquisition, finite samples,
+  // a signal) by rank 0; its error, if any, stops every rank.
+  io::RecordsFile obs;
+  {
+    std::string error;
+    if (comm.is_root() && !f.observed.empty()) try {
+        obs = io::read_records(f.observed);
+        check_observed(obs, cfg, survey, truth, f.observed);
+        error = silent_data(obs.data, "the observed data " + io::shown_path(f.observed), cfg);
+      } catch (Error const& e) {
+        error = e.what();
+      }
+    raise_from_root(comm, error);
+  }
   if (comm.is_root() && !f.observed.empty())
     run["data"]["observed_sha256"] = io::sha256_hex(obs.data.data(), obs.data.size() * sizeof(float));
 
   // Resume state (read by every rank: the same file), trusted only once checked.
   io::Checkpoint ck;
-  bool const resuming = !resume.empty();
-  bool in_place = false;
   if (resuming) {
-    fs::path const ck_path = fs::path(resume) / "checkpoint.bin";
-    ck = io::read_checkpoint(ck_path, 0);  // the model size is checked after the configuration
+    ck = io::read_checkpoint(ck_path, n);
     auto saved = ck.run;
-    auto now = run;
     if (!comm.is_root() && saved.contains("data")) saved["data"].erase("observed_sha256");  // only rank 0 read the data
-    auto const changes = io::resume_changes(saved, now);
-    if (!changes.empty()) {
-      std::ostringstream os;
-      os << "--resume: the configuration differs from the one " << ck_path.string()
-         << " was made with, in keys that change the run's meaning:";
-      for (auto const& c : changes)
-        os << "\n  " << c.key << ": " << c.before << " in the checkpoint, " << c.after << " now";
-      os << "\nonly these keys may change on --resume:";
-      for (auto const& k : io::resume_mutable_keys()) os << " " << k;
-      os << "\nrestore the checkpoint's values, or start a new run in a new folder";
-      throw Error(os.str());
-    }
-    KSWEEP_REQUIRE(ck.model.size() == n, "--resume: the checkpoint " << ck_path.string() << " holds a model of "
-                                                                     << ck.model.size() << " cells, this run has "
-                                                                     << n);
+    require_same_run(saved, run, ck_path);
     {
       double const vck = *std::max_element(ck.model.begin(), ck.model.end());
-      double const vstable = core::courant_limit(Order, Dim) * truth.dh / cfg.time.dt;
+      double const vstable = stable_velocity(cfg, truth.dh, Order, Dim);
       KSWEEP_REQUIRE(vck <= vstable, "--resume: the checkpoint "
-                                         << ck_path.string() << " holds velocities up to " << vck << " m/s, above the "
-                                         << vstable << " m/s that time.dt allows: its contents are out of range");
+                                         << io::shown_path(ck_path) << " holds velocities up to " << vck
+                                         << " m/s, above the " << vstable
+                                         << " m/s that time.dt allows: its contents are out of range");
     }
-    KSWEEP_REQUIRE(f.iterations >= ck.iteration,
-                   "--resume: fwi.iterations = " << f.iterations << " is smaller than the " << ck.iteration
-                                                 << " iterations already done in " << ck_path.string()
-                                                 << "; set fwi.iterations to at least " << ck.iteration);
-    std::error_code ec;
-    in_place = fs::equivalent(fs::path(resume), out, ec);
-    KSWEEP_REQUIRE(!(in_place && opt.overwrite),
-                   "--overwrite with --resume " << resume << " into the same folder would remove the results being "
-                                                << "continued; leave out --overwrite to continue the run in place");
   }
 
-  // --dry-run: every check above passed; the output folder is checked, not created.
+  // --dry-run: every check above passed (the output folder's on rank 0); nothing is created.
   if (opt.dry_run) {
-    if (comm.is_root()) {
-      check_output_folder(out, opt.overwrite, in_place);
-      std::printf("ksweep fwi --dry-run: the inputs are valid; nothing was written\n");
-    }
+    if (comm.is_root()) std::printf("ksweep fwi --dry-run: the inputs are valid; nothing was written\n");
     return 0;
   }
 
-  // The output folder: refused if it holds another run's results (unless --overwrite, or it is
-  // the folder being resumed); created, but nothing written into it yet.
-  OutputFolder folder(out, opt.overwrite, in_place, comm.is_root());
+  // The output folder: locked against other runs, checked again under the lock, created if
+  // needed; nothing written into it yet.
+  OutputFolder folder(out, opt.overwrite, in_place, comm.is_root(), inputs);
 
   // Observed data modelled once by rank 0 (SIGINT/SIGTERM honoured between shot batches).
   bool interrupted = false;
+  std::string silent;
   if (comm.is_root() && f.observed.empty()) {
     std::printf("modelling observed data (%d shots)\n", survey.n_shots);
     std::fflush(stdout);
     try {
       obs = model_observed(cfg, truth, survey, false);
+      silent = silent_data(obs.data, "the observed data modelled on the true model", cfg);
     } catch (Interrupted const&) {
       interrupted = true;
     }
@@ -334,13 +409,11 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
                  (f.observed.empty() ? " while modelling the observed data" : " before the first iteration") +
                  "; nothing was written" +
                  (resuming ? "; continue with:\n  " + resume_command(opt.argv, resume, comm.size()) : std::string("")));
+  raise_from_root(comm, silent);
 
-  // First writes.
+  // First writes (the result folders are made when their first file is written).
   if (comm.is_root()) {
     folder.claim();
-    make_directory(out / "epochs");
-    if (f.save_models) make_directory(out / "models");
-    make_directory(out / "figures");
     if (!in_place || !fs::exists(out / "observed.h5")) io::write_records(out / "observed.h5", obs);
   }
   comm.broadcast(obs.data);
@@ -364,7 +437,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   adam_p.beta2 = f.beta2;
   adam_p.eps = f.eps;
   adam_p.vmin = f.vmin;
-  adam_p.vmax = f.vmax;
+  adam_p.vmax = velocity_bound(cfg, truth.dh, Order, Dim);  // velocities stay physical and stable
   core::Adam<Real, ExecSpace> adam(space, n, adam_p, static_cast<std::size_t>(water) * plane);
   if (resuming)
     adam.restore(space, ck.iteration, upload(ck.m, "ksweep::fwi::adam_m"), upload(ck.v, "ksweep::fwi::adam_v"));
@@ -488,7 +561,14 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
       if (slice.count > 0) {
         mine.assign(batch.begin() + slice.first, batch.begin() + slice.first + slice.count);
         prop.set_survey(survey.select(mine));
-        prop.set_velocity(model_2d);
+        try {
+          prop.set_velocity(model_2d);
+        } catch (Error const& e) {
+          throw Error("the model of iteration " + std::to_string(it + 1) + " cannot be propagated: " + e.what() +
+                      "; the velocities are kept in [fwi.vmin, fwi.vmax], so this is a fault of the run, not of the "
+                      "inputs; " +
+                      where_to_continue());
+        }
         ob = typename P::record_view(view_alloc(space, WithoutInitializing, std::string("ksweep::fwi::observed")),
                                      slice.count, nt, nr);  // written in full from the host below
         syn = typename P::record_view(view_alloc(space, WithoutInitializing, std::string("ksweep::fwi::synthetic")),
@@ -565,7 +645,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
       if (f.grad_smooth > 0) {  // Gaussian smoothing of the gradient (sigma in cells), on the host
         auto gh = to_host(space, grad);
         std::vector<double> gd(gh.data(), gh.data() + n);
-        auto const sm = gaussian_smooth(gd, nz, rows / nz, nx, f.grad_smooth);
+        auto const sm = gaussian_smooth(gd, nz, rows / nz, nx, f.grad_smooth, nullptr);
         for (std::size_t i = 0; i < n; ++i) gh(i) = static_cast<Real>(sm[i]);
         Kokkos::deep_copy(space, grad, gh);
         space.fence();  // before the mirror goes
@@ -613,6 +693,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
         char name[64];
         if (f.save_models) {
           std::snprintf(name, sizeof name, "model_%04d.h5", t);
+          make_directory(out / "models");
           io::write_model(out / "models" / name, vf, nz, nx, truth.dh, "vp", ny);
         }
         if (figures) {
@@ -625,6 +706,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
             return dataset(std::move(nm), to_host_floats(space, view));
           };
           std::snprintf(name, sizeof name, "epoch_%04d.h5", t);
+          make_directory(out / "epochs");
           io::write_datasets(out / "epochs" / name,
                              {dataset("vp", vf), to_ds("grad", img.grad), to_ds("illum_src", img.illum_src),
                               to_ds("illum_rec", img.illum_rec)},
@@ -681,7 +763,11 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   if (comm.allreduce_sum(write_error.empty() ? 0.0 : 1.0) > 0)
     throw CollectiveError((write_error.empty() ? std::string("writing the outputs failed on rank 0") : write_error) +
                           "; " + where_to_continue());
-  if (comm.is_root() && f.figures_every > 0) run_figure_script("plot_fwi.py", {out.string()});
+  folder.finish();  // every result is written: the results it replaced (--overwrite) go
+  if (comm.is_root() && f.figures_every > 0) {
+    make_directory(out / "figures");
+    run_figure_script("plot_fwi.py", {out.string()});
+  }
   return 0;
 }
 
@@ -690,10 +776,11 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
 int run_fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm) {
   KSWEEP_REQUIRE(cfg.propagator.precision == "fp32",
                  "propagator.precision = \"" << cfg.propagator.precision << "\": ksweep fwi computes in fp32 only");
-  auto const truth = io::load_velocity(cfg.model);
+  auto const shape = io::model_shape(cfg.model);  // no values read yet
+  io::check_dimension_keys(cfg, shape.dim() == 3);
   return core::dispatch_order(cfg.propagator.order, [&](auto o) {
     constexpr int order = decltype(o)::value;
-    return truth.dim() == 3 ? fwi<float, order, 3>(cfg, opt, comm, truth) : fwi<float, order, 2>(cfg, opt, comm, truth);
+    return shape.dim() == 3 ? fwi<float, order, 3>(cfg, opt, comm, shape) : fwi<float, order, 2>(cfg, opt, comm, shape);
   });
 }
 

@@ -1,12 +1,18 @@
 #include "guard.hpp"
 
 #include <ksweep/base/error.hpp>
+#include <ksweep/io/config.hpp>
+#include <ksweep/io/atomic_file.hpp>
 
 #include <algorithm>
 #include <cctype>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 namespace ksweep::app {
@@ -34,6 +40,9 @@ void install_signal_handlers() {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   std::signal(SIGXFSZ, SIG_IGN);
+  // A closed pipe on stdout (`ksweep fwi ... | head -n 1`) makes writes to it fail with EPIPE
+  // instead of killing the run: the results still go to the output folder.
+  std::signal(SIGPIPE, SIG_IGN);
 }
 
 int stop_signal() { return static_cast<int>(g_signal); }
@@ -49,6 +58,11 @@ std::string signal_name(int signal) {
   }
 }
 
+void throw_if_stopped(char const* doing) {
+  if (int const sig = stop_signal())
+    throw Interrupted(sig, "stopped by " + signal_name(sig) + " while " + doing + "; nothing was written");
+}
+
 int agree_stop(comm::Communicator const& comm, bool locally_stopped) {
   int const mine = stop_signal() != 0 ? stop_signal() : (locally_stopped ? SIGTERM : 0);
   if (comm.size() == 1) return mine;
@@ -58,12 +72,85 @@ int agree_stop(comm::Communicator const& comm, bool locally_stopped) {
   return mine != 0 ? mine : static_cast<int>(v[0] / v[1] + 0.5);
 }
 
+void agree_on(comm::Communicator const& comm, std::string const& what, std::string const& text) {
+  if (comm.size() == 1) return;
+  std::string const mine = io::sha256_hex(text.data(), text.size());
+  std::vector<char> root(mine.begin(), mine.end());
+  comm.broadcast(root);
+  std::vector<double> differs(static_cast<std::size_t>(comm.size()), 0.0);
+  differs[static_cast<std::size_t>(comm.rank())] = std::string(root.begin(), root.end()) == mine ? 0.0 : 1.0;
+  comm.allreduce_sum(differs.data(), differs.size());
+  std::string ranks;
+  int count = 0;
+  for (int r = 0; r < comm.size(); ++r)
+    if (differs[static_cast<std::size_t>(r)] != 0) {
+      if (++count <= 8) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    }
+  if (count == 0) return;
+  if (count > 8) ranks += ", ...";
+  throw CollectiveError("the ranks of this run disagree on " + what + ": rank(s) " + ranks + " of " +
+                        std::to_string(comm.size()) +
+                        " differ from rank 0; every rank must run the same ksweep command on the same configuration "
+                        "and input files (start them with one mpirun command line, on a file system every node "
+                        "sees alike)");
+}
+
+void raise_from_root(comm::Communicator const& comm, std::string const& root_error) {
+  std::vector<char> text;
+  if (comm.is_root()) text.assign(root_error.begin(), root_error.end());
+  if (comm.size() > 1) comm.broadcast(text);
+  if (!text.empty()) throw CollectiveError(std::string(text.begin(), text.end()));
+}
+
 std::vector<std::string> const& result_names() {
   static std::vector<std::string> const names{"summary.json",   "checkpoint.bin", "observed.h5",
                                               "model_final.h5", "true_model.h5",  "initial_model.h5",
                                               "models",         "epochs",         "figures"};
   return names;
 }
+
+namespace {
+
+/// Hidden folders where --overwrite keeps an earlier run's results until the new run is done.
+constexpr char const* aside_prefix = ".ksweep-replaced-";
+
+bool holds_a_file(fs::path const& dir) {
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec))
+    if (!it->is_directory(ec)) return true;
+  return false;
+}
+
+/// The lock of a run on its output folder: an exclusive flock on the folder itself (released
+/// by the kernel when the process ends, however it ends). Returns the descriptor, or -1 with
+/// errno when the folder is locked (EWOULDBLOCK) or cannot be opened.
+int lock_folder(fs::path const& dir) {
+  int const fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int const err = errno;
+    ::close(fd);
+    errno = err;
+    return -1;
+  }
+  return fd;
+}
+
+void refuse_locked(fs::path const& path) {
+  KSWEEP_REQUIRE(false, "the output folder " << io::shown_path(path)
+                                             << " is in use by another ksweep run (it holds the folder's lock); wait "
+                                                "for that run to end, or choose another folder");
+}
+
+/// `p` with symbolic links and dots resolved as far as it exists.
+fs::path resolved(fs::path const& p) {
+  std::error_code ec;
+  auto r = fs::weakly_canonical(fs::absolute(p, ec), ec);
+  return ec ? fs::absolute(p) : r;
+}
+
+}  // namespace
 
 std::vector<std::string> results_in(fs::path const& dir) {
   std::vector<std::string> found;
@@ -74,60 +161,164 @@ std::vector<std::string> results_in(fs::path const& dir) {
     auto const& names = result_names();
     bool const tmp =
         (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) || name.find(".tmp.") != std::string::npos;
-    if (tmp || std::find(names.begin(), names.end(), name) != names.end())
-      found.push_back(name + (e.is_directory(ec) ? "/" : ""));
+    if (!tmp && std::find(names.begin(), names.end(), name) == names.end()) continue;
+    bool const folder = e.is_directory(ec);
+    if (folder && !holds_a_file(e.path())) continue;  // an empty epochs/ is no result
+    found.push_back(name + (folder ? "/" : ""));
   }
   std::sort(found.begin(), found.end());
   return found;
 }
 
-void check_output_folder(fs::path const& path, bool overwrite, bool resume_in_place) {
+namespace {
+
+void check_folder(fs::path const& path, bool overwrite, bool resume_in_place, std::vector<RunInput> const& inputs,
+                  bool probe_lock) {
   std::error_code ec;
   auto const status = fs::status(path, ec);
-  if (!fs::exists(status)) return;
-  KSWEEP_REQUIRE(fs::is_directory(status), "the output folder " << path.string() << " exists and is not a folder");
+  if (!fs::exists(status)) {
+    // It will be created: its first existing parent must be a folder this process may write.
+    fs::path parent = fs::absolute(path, ec).parent_path();
+    while (!parent.empty() && !fs::exists(parent, ec) && parent != parent.root_path()) parent = parent.parent_path();
+    KSWEEP_REQUIRE(fs::is_directory(parent, ec), "cannot create the output folder " << io::shown_path(path) << ": "
+                                                                                    << io::shown_path(parent)
+                                                                                    << " is not a folder");
+    KSWEEP_REQUIRE(::access(parent.c_str(), W_OK | X_OK) == 0, "cannot create the output folder "
+                                                                   << io::shown_path(path) << ": its parent "
+                                                                   << io::shown_path(parent)
+                                                                   << " is not writable: " << std::strerror(errno));
+    return;
+  }
+  KSWEEP_REQUIRE(fs::is_directory(status),
+                 "the output folder " << io::shown_path(path) << " exists and is not a folder");
+  KSWEEP_REQUIRE(::access(path.c_str(), W_OK | X_OK) == 0,
+                 "the output folder " << io::shown_path(path) << " is not writable: " << std::strerror(errno));
+  if (probe_lock) {
+    int const fd = lock_folder(path);
+    if (fd < 0 && errno == EWOULDBLOCK) refuse_locked(path);
+    if (fd >= 0) ::close(fd);
+  }
   auto const found = results_in(path);
   if (!found.empty() && !overwrite && !resume_in_place) {
     std::string list;
     for (std::size_t i = 0; i < found.size() && i < 8; ++i) list += (i ? ", " : "") + found[i];
     if (found.size() > 8) list += ", ...";
-    KSWEEP_REQUIRE(false, "the output folder " << path.string() << " holds the results of another run (" << list
+    KSWEEP_REQUIRE(false, "the output folder " << io::shown_path(path) << " holds the results of another run (" << list
                                                << "); choose a new folder, continue that run with --resume "
-                                               << path.string() << ", or replace its results with --overwrite");
+                                               << shown(path.string()) << ", or replace its results with --overwrite");
+  }
+  if (!overwrite) return;
+  // --overwrite replaces the folder's results: none of them may be an input of this run.
+  fs::path const root = resolved(path);
+  for (auto const& in : inputs) {
+    if (in.path.empty()) continue;
+    fs::path const p = resolved(in.path);
+    auto const rel = p.lexically_relative(root);
+    if (rel.empty() || *rel.begin() == ".." || rel == ".") continue;
+    std::string const first = rel.begin()->string();
+    auto const& names = result_names();
+    KSWEEP_REQUIRE(std::find(names.begin(), names.end(), first) == names.end(),
+                   "--overwrite would replace " << io::shown_path(root / first) << ", which holds " << in.key << " = "
+                                                << io::shown_path(in.path)
+                                                << ", an input of this run; copy it out of the output folder "
+                                                   "(and point "
+                                                << in.key << " at the copy), or choose another output folder");
   }
 }
 
-OutputFolder::OutputFolder(fs::path path, bool overwrite, bool resume_in_place, bool root)
+}  // namespace
+
+void check_output_folder(fs::path const& path, bool overwrite, bool resume_in_place,
+                         std::vector<RunInput> const& inputs) {
+  check_folder(path, overwrite, resume_in_place, inputs, true);
+}
+
+OutputFolder::OutputFolder(fs::path path, bool overwrite, bool resume_in_place, bool root, std::vector<RunInput> inputs)
     : m_path(std::move(path)), m_overwrite(overwrite), m_root(root) {
   if (!m_root) return;
-  check_output_folder(m_path, overwrite, resume_in_place);
   std::error_code ec;
-  if (!fs::exists(m_path, ec)) {
+  auto const status = fs::status(m_path, ec);
+  KSWEEP_REQUIRE(!fs::exists(status) || fs::is_directory(status),
+                 "the output folder " << io::shown_path(m_path) << " exists and is not a folder");
+  check_output_folder(m_path, overwrite, resume_in_place, inputs);  // cheap, before creating anything
+  if (!fs::exists(status)) {
     fs::create_directories(m_path, ec);
     KSWEEP_REQUIRE(!ec && fs::is_directory(m_path), "cannot create the output folder "
-                                                        << m_path.string() << ": "
+                                                        << io::shown_path(m_path) << ": "
                                                         << (ec ? ec.message() : std::string("not a folder")));
     m_created = true;
   }
-  KSWEEP_REQUIRE(::access(m_path.c_str(), W_OK | X_OK) == 0,
-                 "the output folder " << m_path.string() << " is not writable: " << std::strerror(errno));
+  m_lock = lock_folder(m_path);
+  if (m_lock < 0) {
+    int const err = errno;
+    m_created = false;  // another run may own it now
+    if (err == EWOULDBLOCK) refuse_locked(m_path);
+    KSWEEP_REQUIRE(false, "cannot lock the output folder " << io::shown_path(m_path) << ": " << std::strerror(err));
+  }
+  try {
+    // Again under the lock: another run may have written its results since the first check.
+    check_folder(m_path, overwrite, resume_in_place, inputs, false);
+  } catch (...) {
+    ::close(m_lock);
+    m_lock = -1;
+    throw;
+  }
 }
 
 OutputFolder::~OutputFolder() {
-  if (!m_root || m_claimed || !m_created) return;
+  if (!m_root) return;
   std::error_code ec;
-  if (fs::is_empty(m_path, ec) && !ec) fs::remove(m_path, ec);
+  if (m_claimed && !m_finished) {
+    // Result folders this run made and left empty are no results of anyone's.
+    for (auto const& name : result_names())
+      if (fs::is_directory(m_path / name, ec) && !holds_a_file(m_path / name)) fs::remove_all(m_path / name, ec);
+    if (!m_aside.empty()) {
+      if (results_in(m_path).empty()) {  // this run wrote nothing: the earlier results go back
+        for (auto const& e : fs::directory_iterator(m_aside, ec))
+          fs::rename(e.path(), m_path / e.path().filename(), ec);
+        fs::remove(m_aside, ec);
+      } else {
+        std::fprintf(stderr, "ksweep: the results this run was replacing (--overwrite) are kept in %s\n",
+                     io::shown_path(m_aside).c_str());
+      }
+    }
+  }
+  if (m_lock >= 0) ::close(m_lock);
+  if ((!m_claimed || !m_finished) && m_created && fs::is_empty(m_path, ec) && !ec) fs::remove(m_path, ec);
 }
 
 void OutputFolder::claim() {
   if (!m_root || m_claimed) return;
   m_claimed = true;
   if (!m_overwrite) return;
-  for (auto const& name : results_in(m_path)) {
-    std::error_code ec;
-    fs::remove_all(m_path / (name.back() == '/' ? name.substr(0, name.size() - 1) : name), ec);
-    KSWEEP_REQUIRE(!ec, "--overwrite: cannot remove " << (m_path / name).string() << ": " << ec.message());
+  auto const found = results_in(m_path);
+  if (found.empty()) return;
+  // Moved aside, not removed: renames within the folder, undone if the run writes nothing.
+  char stamp[32];
+  std::time_t const now = std::time(nullptr);
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%S", std::gmtime(&now));
+  m_aside = m_path / (std::string(aside_prefix) + stamp + "-" + std::to_string(::getpid()));
+  std::error_code ec;
+  fs::create_directory(m_aside, ec);
+  KSWEEP_REQUIRE(!ec, "--overwrite: cannot create " << io::shown_path(m_aside) << ": " << ec.message());
+  for (auto const& name : found) {
+    std::string const plain = name.back() == '/' ? name.substr(0, name.size() - 1) : name;
+    fs::rename(m_path / plain, m_aside / plain, ec);
+    KSWEEP_REQUIRE(!ec, "--overwrite: cannot move " << io::shown_path(m_path / plain) << " aside: " << ec.message());
   }
+  // Empty result folders of a failed run are not moved; they go.
+  for (auto const& n : result_names())
+    if (fs::is_directory(m_path / n, ec) && !holds_a_file(m_path / n)) fs::remove_all(m_path / n, ec);
+}
+
+void OutputFolder::finish() {
+  if (!m_root || m_finished) return;
+  m_finished = true;
+  std::error_code ec;
+  if (!m_aside.empty()) fs::remove_all(m_aside, ec);
+  if (ec)
+    std::fprintf(stderr, "ksweep: warning: cannot remove %s (the replaced results): %s\n",
+                 io::shown_path(m_aside).c_str(), ec.message().c_str());
 }
 
 std::string resume_command(std::vector<std::string> const& argv, fs::path const& out, int ranks) {

@@ -47,41 +47,76 @@ class CollectiveError : public std::exception {
   std::string m_message;
 };
 
+/// Throws Interrupted when SIGINT or SIGTERM has been received, saying the run stopped while
+/// `doing` and wrote nothing: the check of long phases before the first write.
+void throw_if_stopped(char const* doing);
+
 /// "SIGINT" or "SIGTERM".
 std::string signal_name(int signal);
 
 /// Collective: the signal any rank received (0 when none), the same on every rank.
 int agree_stop(comm::Communicator const& comm, bool locally_stopped = false);
 
+// --- Ranks that must agree ------------------------------------------------------------------
+
+/// Collective: every rank must hold the same `text` (compared by SHA-256 against rank 0's).
+/// When some do not, throws CollectiveError on every rank naming `what` and the ranks that
+/// differ, so that ranks started with different arguments or inputs stop together at start.
+void agree_on(comm::Communicator const& comm, std::string const& what, std::string const& text);
+
+/// Collective: `root_error` is an error found by rank 0 alone (empty: none); when it is not
+/// empty, every rank throws CollectiveError with it.
+void raise_from_root(comm::Communicator const& comm, std::string const& root_error);
+
 // --- Output folder -------------------------------------------------------------------------
 
 /// The files and folders ksweep writes into an output folder.
 std::vector<std::string> const& result_names();
 
-/// Result files of a run present in `dir` (names relative to it), temporary files included.
+/// Result files of a run present in `dir` (names relative to it), temporary files included;
+/// folders that hold no file (an `epochs/` left empty by a failed run) and the folders of
+/// results kept aside by --overwrite are not results.
 std::vector<std::string> results_in(fs::path const& dir);
 
-/// Throws ksweep::Error when `path` exists and is not a folder, or holds another run's results
-/// (unless `overwrite`, or it is the folder being resumed). Creates nothing.
-void check_output_folder(fs::path const& path, bool overwrite, bool resume_in_place);
+/// An input of the run (a file it reads), named by the key that gives it.
+struct RunInput {
+  std::string key;  ///< e.g. "model.source", "fwi.observed", "--config"
+  fs::path path;
+};
 
-/// The output folder of a run. The constructor runs every check (it holds no other run's
-/// results unless `overwrite`, or it is the folder being resumed; it can be created and
-/// written) and creates the folder; nothing is written into it until claim(). A folder it
-/// created is removed again if the run ends before claim() with the folder still empty.
+/// Every check of the output folder that writes nothing, in the order of their cost: `path`
+/// is a folder or can be created (its first existing parent is a writable folder); no other
+/// ksweep run holds it (its lock); it holds no other run's results (unless `overwrite`, or it
+/// is the folder being resumed); with `overwrite`, none of `inputs` is one of the results
+/// that would be replaced. Throws ksweep::Error. Creates nothing.
+void check_output_folder(fs::path const& path, bool overwrite, bool resume_in_place,
+                         std::vector<RunInput> const& inputs = {});
+
+/// The output folder of a run, held for the run's lifetime. The constructor creates the folder
+/// when needed, takes its lock (an exclusive flock on the folder, so that a second run into it
+/// is refused while this one lives) and then runs every check of check_output_folder; nothing
+/// is written into it until claim(). claim() moves the results of an earlier run aside (with
+/// `overwrite`) into a hidden folder; finish() removes that folder once the run has written
+/// all its results. A run that ends without finish() leaves the earlier results in place
+/// (moved back when the run wrote none of its own, else kept in the hidden folder, which is
+/// named on stderr), removes the empty result folders it made, and removes the output folder
+/// itself when it created it and it is still empty.
 class OutputFolder {
  public:
-  OutputFolder(fs::path path, bool overwrite, bool resume_in_place, bool root);
+  OutputFolder(fs::path path, bool overwrite, bool resume_in_place, bool root, std::vector<RunInput> inputs = {});
   ~OutputFolder();
   OutputFolder(OutputFolder const&) = delete;
   OutputFolder& operator=(OutputFolder const&) = delete;
-  /// Before the first write: with `overwrite`, removes the previous run's results.
+  /// Before the first write: with `overwrite`, moves the previous run's results aside.
   void claim();
+  /// After the last write: the results moved aside by claim() are removed.
+  void finish();
   fs::path const& path() const { return m_path; }
 
  private:
-  fs::path m_path;
-  bool m_overwrite, m_root, m_created = false, m_claimed = false;
+  fs::path m_path, m_aside;
+  bool m_overwrite, m_root, m_created = false, m_claimed = false, m_finished = false;
+  int m_lock = -1;
 };
 
 /// The command that resumes this run: the program's arguments with `--resume OUT` (replacing

@@ -18,6 +18,12 @@
 #include <cstring>
 #include <exception>
 #include <new>
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+
+#include <sys/resource.h>
+#include <unistd.h>
 
 #if KSWEEP_ENABLE_HDF5
 #include <hdf5.h>
@@ -83,12 +89,116 @@ std::string out_of_memory(std::string const& what) {
          "or a smaller storage.dtype";
 }
 
+/// The configuration, loaded by every rank; a rank that cannot load it stops every rank
+/// (CollectiveError), and every rank must have loaded the same one.
+ksweep::io::Config load_config_on_every_rank(ksweep::comm::Communicator const& comm, std::string const& file,
+                                             std::vector<std::string> const& sets) {
+  ksweep::io::Config cfg;
+  std::string error;
+  try {
+    cfg = ksweep::io::load_config(file, sets);
+  } catch (ksweep::Error const& e) {
+    error = e.what();
+  }
+  if (comm.size() == 1 && !error.empty()) throw ksweep::Error(error);
+  if (comm.size() > 1) {
+    // Rank 0's message when it failed; else that of the ranks that failed, each its own.
+    double flags[2] = {error.empty() ? 0.0 : 1.0, comm.is_root() && !error.empty() ? 1.0 : 0.0};
+    comm.allreduce_sum(flags, 2);
+    if (flags[0] > 0) {
+      if (!error.empty() && (comm.is_root() || flags[1] == 0))
+        std::fprintf(stderr, "ksweep: error%s: %s\n",
+                     comm.is_root() ? "" : (" on rank " + std::to_string(comm.rank())).c_str(), error.c_str());
+      throw ksweep::app::CollectiveError("");
+    }
+    ksweep::app::agree_on(comm, "the configuration (the file's contents differ between ranks)",
+                          ksweep::io::config_to_json(cfg).dump());
+  }
+  return cfg;
+}
+
+// --- Start-up ------------------------------------------------------------------------------
+// MPI, Kokkos and the OpenMP runtime may end the process themselves when they cannot start
+// (exit() or abort(), with their own wording, e.g. under a tight `ulimit -v`). While one of
+// them starts, a line of ksweep's own says which and the likely cause.
+
+char g_startup_line[512] = {};  // written before each phase: no allocation when it is needed
+std::atomic<bool> g_starting{false};
+
+void say_startup_failure() {
+  if (!g_starting.exchange(false)) return;
+  ssize_t const rc = ::write(STDERR_FILENO, g_startup_line, std::strlen(g_startup_line));
+  (void)rc;
+}
+
+extern "C" void startup_exit() { say_startup_failure(); }
+
+extern "C" void startup_abort(int sig) {
+  say_startup_failure();
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+void begin_startup(char const* what) {
+  std::string limit = "none";
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    limit = std::to_string(rl.rlim_cur / 1024) + " KiB";
+  std::snprintf(g_startup_line, sizeof g_startup_line,
+                "ksweep: error: cannot start %s (its message, if any, is above); the process may use at most %s of "
+                "virtual memory (ulimit -v): MPI, the OpenMP runtime and Kokkos reserve address space for their "
+                "threads and buffers, so raise the limit (ulimit -v unlimited)\n",
+                what, limit.c_str());
+  g_starting = true;
+}
+
+void end_startup() { g_starting = false; }
+
+bool known_subcommand(std::string const& s) { return s == "info" || s == "model" || s == "fwi"; }
+
 }  // namespace
 
+/// Open MPI ends a process whose MPI_Init fails with _exit(), past any handler of ours: under a
+/// tight address-space limit, ksweep says beforehand what the library's message will mean.
+void warn_low_address_space() {
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= (rlim_t(512) << 20)) return;
+  std::fprintf(
+      stderr,
+      "ksweep: warning: this process may use only %llu MiB of virtual memory (ulimit -v %llu); starting MPI, "
+      "the OpenMP runtime and Kokkos takes about 300 MiB of it, and when it runs out they end the process with "
+      "their own message (\"MPI_INIT\", \"opal_init\", \"libgomp\"): raise the limit (ulimit -v unlimited)\n",
+      static_cast<unsigned long long>(rl.rlim_cur >> 20), static_cast<unsigned long long>(rl.rlim_cur >> 10));
+}
+
 int main(int argc, char** argv) {
+  std::atexit(startup_exit);
+  std::signal(SIGABRT, startup_abort);
+  warn_low_address_space();
+  begin_startup("MPI (MPI_Init)");
   ksweep::comm::Environment mpi(argc, argv);
   ksweep::comm::Communicator comm;
+  end_startup();
   ksweep::app::install_signal_handlers();
+  // Every rank must run the same command: compared before anything else, since a rank running
+  // `model` beside one running `fwi`, or with other options, would otherwise hang or end in a
+  // raw MPI error.
+  {
+    std::string args;
+    for (int i = 1; i < argc; ++i) args += std::string(argv[i]) + '\n';
+    try {
+      ksweep::app::agree_on(comm, "the command line (subcommand, options and --set values)", args);
+    } catch (ksweep::app::CollectiveError const& e) {
+      if (comm.is_root() && *e.what() != '\0') std::fprintf(stderr, "ksweep: error: %s\n", e.what());
+      return 1;
+    }
+  }
+  if (argc >= 2 && argv[1][0] != '-' && !known_subcommand(argv[1])) {
+    if (comm.is_root())
+      std::fprintf(stderr, "ksweep: error: unknown subcommand '%s' (allowed: info, model, fwi); see ksweep --help\n",
+                   ksweep::shown(argv[1]).c_str());
+    return 2;
+  }
   CLI::App app{"ksweep: 2D and 3D acoustic modelling and full-waveform inversion"};
   app.require_subcommand(1);
   std::string config;
@@ -113,14 +223,23 @@ int main(int argc, char** argv) {
     return comm.is_root() ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
   }
   opt.out = out;
+  if (*fwi && fwi->count("--resume") > 0 && opt.resume.empty()) {
+    if (comm.is_root())
+      std::fprintf(stderr,
+                   "ksweep: error: --resume '' names no folder: give the output folder of the run to "
+                   "continue (the one holding its checkpoint.bin)\n");
+    return 2;
+  }
   int rc = 0;
   try {
+    begin_startup("Kokkos");
     ksweep::core::KokkosSession kokkos(argc, argv);
+    end_startup();
     try {
       if (*info) {
         rc = run_info(comm);
       } else {
-        auto const cfg = ksweep::io::load_config(config, sets);
+        auto const cfg = load_config_on_every_rank(comm, config, sets);
         if (*model) rc = ksweep::app::run_model(cfg, opt, comm);
         else rc = ksweep::app::run_fwi(cfg, opt, comm);
       }
@@ -130,13 +249,15 @@ int main(int argc, char** argv) {
       std::fflush(stderr);
       rc = 128 + e.signal();
     } catch (ksweep::app::CollectiveError const& e) {
-      if (comm.is_root()) std::fprintf(stderr, "ksweep: error: %s\n", e.what());
+      if (comm.is_root() && *e.what() != '\0') std::fprintf(stderr, "ksweep: error: %s\n", e.what());
       std::fflush(stderr);
       rc = 1;
     }
   } catch (std::bad_alloc const& e) {
+    end_startup();
     comm.abort(out_of_memory(e.what()), 1);
   } catch (std::exception const& e) {
+    end_startup();
     std::string const what = e.what();
     if (what.find("failed to allocate") != std::string::npos) comm.abort(out_of_memory(what), 1);
     comm.abort(explain_errors(e.what()), 1);

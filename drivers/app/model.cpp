@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <cstdio>
 
 namespace ksweep::app {
@@ -111,40 +113,53 @@ io::RecordsFile model_observed(io::Config const& cfg, io::VelocityModel const& v
 }
 
 int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm) {
-  // Every check first: nothing is written until they all pass.
-  auto const vm = io::load_velocity(cfg.model);
-  auto const survey = make_survey(cfg, vm.nz, vm.nx, vm.ny);
+  // Every check first, the cheap ones (sizes from the model's shape, memory, the output
+  // folder) before the model is read: nothing is written until they all pass.
+  auto const shape = io::model_shape(cfg.model);
+  io::check_dimension_keys(cfg, shape.dim() == 3);
+  auto const survey = make_survey(cfg, shape.nz, shape.nx, shape.ny);
   core::check_time(cfg.time.dt, cfg.time.nt);
-  core::ModelGrid const grid{vm.nz, vm.nx, vm.dh, vm.ny};
+  core::ModelGrid const grid{shape.nz, shape.nx, shape.dh, shape.ny};
   core::check_grid(grid, make_pml(cfg), cfg.propagator.order);
-  core::check_velocity(vm.vp.data(), static_cast<long long>(vm.vp.size()));
-  core::check_cfl(*std::max_element(vm.vp.begin(), vm.vp.end()), cfg.time.dt, vm.dh, cfg.propagator.order, vm.dim());
   core::check_survey(survey, grid, make_pml(cfg));
-  warn_acquisition(cfg, vm, survey, comm);
-  if (!comm.is_root()) return 0;  // modelling is not split over ranks
-  auto const est = estimate_model(cfg, vm, survey.n_shots, survey.n_receivers, cfg.propagator.precision == "fp64",
+  auto const est = estimate_model(cfg, shape, survey.n_shots, survey.n_receivers, cfg.propagator.precision == "fp64",
                                   cfg.propagator.batch);
   auto const mm = machine_memory(cfg);
+  if (opt.dry_run && comm.is_root()) std::printf("%s", memory_table({est}, mm, 1).c_str());
+  check_memory({est}, mm, 1);
+  std::vector<RunInput> const inputs{{"--config", cfg.source_path}, {"model.source", cfg.model.source}};
+  if (comm.is_root()) check_output_folder(opt.out, opt.overwrite, false, inputs);
+  auto const vm = io::load_velocity(cfg.model);
+  throw_if_stopped("reading the model");
+  core::check_velocity(vm.vp.data(), static_cast<long long>(vm.vp.size()));
+  core::check_cfl(*std::max_element(vm.vp.begin(), vm.vp.end()), cfg.time.dt, vm.dh, cfg.propagator.order, vm.dim());
+  warn_acquisition(cfg, vm, survey, comm);
+  if (!comm.is_root()) return 0;  // modelling is not split over ranks
   if (opt.dry_run) {
-    std::printf("%s", memory_table({est}, mm, 1).c_str());
-    check_memory({est}, mm, 1);
-    check_output_folder(opt.out, opt.overwrite, false);
     std::printf("ksweep model --dry-run: the inputs are valid; nothing was written\n");
     return 0;
   }
-  check_memory({est}, mm, 1);
   fs::path const out = opt.out;
-  OutputFolder folder(out, opt.overwrite, false, true);
+  OutputFolder folder(out, opt.overwrite, false, true, inputs);
   std::printf("ksweep model: %s, %s cells at %g m, %d shots, %d receivers, nt %d, dt %g s, order %d (%s)\n",
-              vm.description.c_str(), vm.shape().c_str(), vm.dh, survey.n_shots, survey.n_receivers, cfg.time.nt,
+              shown(vm.description).c_str(), vm.shape().c_str(), vm.dh, survey.n_shots, survey.n_receivers, cfg.time.nt,
               cfg.time.dt, cfg.propagator.order, cfg.propagator.precision.c_str());
   auto const rec = model_observed(cfg, vm, survey, true);
+  float peak = 0;
+  for (float x : rec.data) peak = std::max(peak, std::abs(x));
+  KSWEEP_REQUIRE(peak >= std::numeric_limits<float>::min(),
+                 "the modelled data are zero at every sample (largest |sample| "
+                     << peak << "): the wave does not reach the receivers within the record of time.nt = "
+                     << cfg.time.nt << " samples x time.dt = " << cfg.time.dt << " s, or the wavelet (wavelet.freq = "
+                     << cfg.wavelet.freq << " Hz, wavelet.delay = " << cfg.wavelet.delay
+                     << " s) is silent within it; nothing was written; lengthen the record");
   folder.claim();
   {
     core::ScopedRegion region("ksweep::model::output");
     io::write_records(out / "observed.h5", rec);
   }
   std::printf("wrote %s\n", (out / "observed.h5").string().c_str());
+  folder.finish();
   make_directory(out / "figures");
   int const mid = survey.n_shots / 2;
   if (run_figure_script("plot_gather.py",

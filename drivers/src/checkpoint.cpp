@@ -2,6 +2,7 @@
 
 #include <ksweep/base/error.hpp>
 #include <ksweep/io/atomic_file.hpp>
+#include <ksweep/io/config.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -53,16 +54,85 @@ void write_checkpoint(std::filesystem::path const& path, Checkpoint const& c) {
   write_file_atomic(path, bytes);
 }
 
-Checkpoint read_checkpoint(std::filesystem::path const& path, std::size_t n) {
-  // n == 0: the size recorded in the file (checked against the arrays it holds).
-  std::string const name = path.string();
+namespace {
+
+/// The header of the checkpoint at `path` (its first bytes only) and the file's size, checked
+/// against each other.
+struct Header {
+  nlohmann::json meta;
+  std::size_t n = 0;
+  std::uintmax_t size = 0;
+};
+
+Header read_header(std::filesystem::path const& path) {
+  std::string const name = shown_path(path);
   std::error_code ec;
   KSWEEP_REQUIRE(std::filesystem::is_regular_file(path, ec), "--resume: no checkpoint at " << name);
-  auto const size = std::filesystem::file_size(path, ec);
+  Header h;
+  h.size = std::filesystem::file_size(path, ec);
   KSWEEP_REQUIRE(!ec, "--resume: cannot read the size of the checkpoint " << name << ": " << ec.message());
-  KSWEEP_REQUIRE(size <= 3 * n * sizeof(float) + (std::size_t(1) << 30) || n == 0,
-                 "--resume: the checkpoint " << name << " has " << size << " bytes, far more than a model of " << n
-                                             << " cells needs: it is not this run's checkpoint");
+  KSWEEP_REQUIRE(h.size > 0, "--resume: the checkpoint " << name
+                                                         << " is empty (0 bytes): it was not written by ksweep (ksweep "
+                                                            "writes checkpoints whole or not at all); it cannot be "
+                                                            "resumed");
+  std::ifstream in(path, std::ios::binary);
+  KSWEEP_REQUIRE(in.good(), "--resume: cannot open the checkpoint " << name);
+  char head[sizeof magic + 8] = {};
+  in.read(head, sizeof head);
+  auto const got = static_cast<std::size_t>(in.gcount());
+  KSWEEP_REQUIRE(got < sizeof magic || std::memcmp(head, magic_v1, sizeof magic) != 0,
+                 "--resume: " << name
+                              << " is a checkpoint of an older ksweep without a checksum; it cannot be verified, so "
+                                 "it is not resumed (start the run again)");
+  KSWEEP_REQUIRE(
+      got == sizeof head && h.size >= sizeof head + trailer_len && std::memcmp(head, magic, sizeof magic) == 0,
+      "--resume: " << name << " is not a ksweep checkpoint (wrong header or too short: " << h.size << " bytes)");
+  std::uint64_t len = 0;
+  std::memcpy(&len, head + sizeof magic, sizeof len);
+  KSWEEP_REQUIRE(len <= h.size - sizeof head - trailer_len, "--resume: the checkpoint "
+                                                                << name << " is corrupt: its metadata length " << len
+                                                                << " exceeds the file (" << h.size << " bytes)");
+  std::string meta(static_cast<std::size_t>(len), '\0');
+  in.read(meta.data(), static_cast<std::streamsize>(len));
+  KSWEEP_REQUIRE(static_cast<std::uint64_t>(in.gcount()) == len, "--resume: cannot read the checkpoint " << name);
+  try {
+    h.meta = nlohmann::json::parse(meta);
+  } catch (nlohmann::json::exception const&) {
+    KSWEEP_REQUIRE(false, "--resume: the checkpoint " << name << " is corrupt: its metadata is not valid JSON");
+  }
+  KSWEEP_REQUIRE(h.meta.is_object() && h.meta.contains("n") && h.meta["n"].is_number_unsigned(),
+                 "--resume: the checkpoint " << name << " is corrupt: its metadata lacks the model size 'n'");
+  h.n = h.meta["n"].get<std::size_t>();
+  KSWEEP_REQUIRE(h.n <= (std::uintmax_t(1) << 40), "--resume: the checkpoint " << name << " is corrupt: it records a "
+                                                                               << "model of " << h.n << " cells");
+  std::uintmax_t const expected = sizeof head + len + 3 * h.n * sizeof(float) + trailer_len;
+  KSWEEP_REQUIRE(h.size == expected, "--resume: the checkpoint "
+                                         << name << " has " << h.size << " bytes, but its header describes a model of "
+                                         << h.n << " cells, which takes " << expected
+                                         << " bytes: it is truncated or corrupt; it cannot be resumed");
+  return h;
+}
+
+}  // namespace
+
+CheckpointHeader read_checkpoint_header(std::filesystem::path const& path) {
+  Header const h = read_header(path);
+  CheckpointHeader c;
+  c.n = h.n;
+  auto const it = h.meta.find("iteration");
+  c.iteration = it != h.meta.end() && it->is_number_integer() ? it->get<int>() : 0;
+  auto const run = h.meta.find("run");
+  if (run != h.meta.end()) c.run = *run;
+  return c;
+}
+
+Checkpoint read_checkpoint(std::filesystem::path const& path, std::size_t n) {
+  // n == 0: the size recorded in the file (checked against the arrays it holds).
+  std::string const name = shown_path(path);
+  Header const head = read_header(path);  // sizes checked before the whole file is read
+  KSWEEP_REQUIRE(n == 0 || head.n == n, "--resume: the checkpoint " << name << " holds a model of " << head.n
+                                                                    << " cells, this configuration has " << n);
+  auto const size = head.size;
   std::string bytes(static_cast<std::size_t>(size), '\0');
   {
     std::ifstream in(path, std::ios::binary);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -64,8 +65,8 @@ class Origins {
   void set_override(std::string const& dotted, std::string const& text) { m_overrides[dotted] = text; }
   std::string of(std::string const& dotted) const {
     auto const it = m_overrides.find(dotted);
-    if (it != m_overrides.end()) return "--set " + it->second;
-    return m_source;
+    if (it != m_overrides.end()) return "--set " + shown(it->second);
+    return shown(m_source);
   }
   std::string const& source() const { return m_source; }
 
@@ -118,6 +119,19 @@ class SectionReader {
     auto const* v = node->as_string();
     if (v == nullptr) type_error(key, *node, "string");
     out = v->get();
+    // The configuration is recorded as JSON (summary.json, checkpoints), which holds UTF-8 text.
+    auto const bad = first_bad_text_byte(out);
+    if (bad != std::string::npos) {
+      char byte[8];
+      std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(out[bad]));
+      KSWEEP_REQUIRE(false,
+                     dotted(key) << " = \"" << shown(out) << "\" in " << where(key) << " holds "
+                                 << (out[bad] == '\0' ? std::string("a NUL character")
+                                                      : std::string("the byte ") + byte + ", which is not UTF-8 text,")
+                                 << " at byte " << bad
+                                 << "; ksweep records its configuration as UTF-8 JSON: rename the file or "
+                                    "folder, or give a path without it");
+    }
   }
 
   void get(char const* key, std::array<double, 2>& out) {
@@ -162,7 +176,7 @@ class SectionReader {
       (void)node;
       std::string const key(k.str());
       if (std::find(m_known.begin(), m_known.end(), key) == m_known.end()) {
-        KSWEEP_REQUIRE(false, "unknown key '" << dotted(key.c_str()) << "' in " << where(key.c_str())
+        KSWEEP_REQUIRE(false, "unknown key '" << shown(dotted(key.c_str())) << "' in " << where(key.c_str())
                                               << " (allowed keys in [" << m_section << "]: " << join(m_known) << ")");
       }
     }
@@ -205,15 +219,16 @@ toml::table parse_toml(std::string const& text, std::string const& origin) {
     return toml::parse(text, origin);
   } catch (toml::parse_error const& e) {
     auto const& pos = e.source().begin;
-    KSWEEP_REQUIRE(false, "TOML syntax error in " << origin << " at line " << pos.line << ", column " << pos.column
-                                                  << ": " << e.description());
+    KSWEEP_REQUIRE(false, "TOML syntax error in " << shown(origin) << " at line " << pos.line << ", column "
+                                                  << pos.column << ": " << e.description());
   }
   throw Error("unreachable");
 }
 
 void apply_override(toml::table& root, std::string const& text, Origins& origins) {
   auto const eq = text.find('=');
-  KSWEEP_REQUIRE(eq != std::string::npos && eq > 0, "--set '" << text << "' must have the form section.key=value");
+  KSWEEP_REQUIRE(eq != std::string::npos && eq > 0,
+                 "--set '" << shown(text) << "' must have the form section.key=value");
   std::string dotted = text.substr(0, eq);
   std::string value = text.substr(eq + 1);
   auto const trim = [](std::string& s) {
@@ -226,19 +241,19 @@ void apply_override(toml::table& root, std::string const& text, Origins& origins
   auto const dot = dotted.find('.');
   KSWEEP_REQUIRE(
       dot != std::string::npos && dot > 0 && dot + 1 < dotted.size() && dotted.find('.', dot + 1) == std::string::npos,
-      "--set '" << text << "': key '" << dotted
+      "--set '" << shown(text) << "': key '" << shown(dotted)
                 << "' must have the form section.key (sections: " << join(section_names()) << ")");
-  KSWEEP_REQUIRE(!value.empty(), "--set '" << text << "': empty value for '" << dotted << "'");
+  KSWEEP_REQUIRE(!value.empty(), "--set '" << shown(text) << "': empty value for '" << shown(dotted) << "'");
   std::string const section = dotted.substr(0, dot);
   std::string const key = dotted.substr(dot + 1);
   KSWEEP_REQUIRE(std::find(section_names().begin(), section_names().end(), section) != section_names().end(),
-                 "unknown section '" << section << "' in --set " << text
+                 "unknown section '" << shown(section) << "' in --set " << shown(text)
                                      << " (allowed sections: " << join(section_names()) << ")");
 
   if (root.get(section) == nullptr) root.insert(section, toml::table{});
   toml::table* target = root.get(section)->as_table();
-  KSWEEP_REQUIRE(target != nullptr, "'" << section << "' in " << origins.source() << " is not a table, so --set "
-                                        << text << " cannot apply");
+  KSWEEP_REQUIRE(target != nullptr, "'" << section << "' in " << shown(origins.source()) << " is not a table, so --set "
+                                        << shown(text) << " cannot apply");
 
   toml::table parsed;
   bool is_toml = true;
@@ -262,7 +277,7 @@ bool is_raw_path(std::string const& source) {
 
 void require_one_of(std::string const& key, std::string const& value, std::vector<std::string> const& allowed) {
   KSWEEP_REQUIRE(std::find(allowed.begin(), allowed.end(), value) != allowed.end(),
-                 key << " = \"" << value << "\" is not allowed (allowed: " << join(allowed) << ")");
+                 key << " = \"" << shown(value) << "\" is not allowed (allowed: " << join(allowed) << ")");
 }
 
 void require_finite(std::string const& key, double value) {
@@ -275,10 +290,10 @@ Config build(toml::table root, std::string const& origin, std::vector<std::strin
 
   for (auto const& [k, node] : root) {
     std::string const name(k.str());
-    KSWEEP_REQUIRE(
-        std::find(section_names().begin(), section_names().end(), name) != section_names().end(),
-        "unknown section '" << name << "' in " << origin << " (allowed sections: " << join(section_names()) << ")");
-    KSWEEP_REQUIRE(node.is_table(), "'" << name << "' in " << origin << " is a " << type_name(node.type())
+    KSWEEP_REQUIRE(std::find(section_names().begin(), section_names().end(), name) != section_names().end(),
+                   "unknown section '" << shown(name) << "' in " << shown(origin)
+                                       << " (allowed sections: " << join(section_names()) << ")");
+    KSWEEP_REQUIRE(node.is_table(), "'" << shown(name) << "' in " << shown(origin) << " is a " << type_name(node.type())
                                         << ", expected a table [" << name << "]");
   }
   auto const section = [&](char const* name) -> toml::table const* {
@@ -374,6 +389,13 @@ Config build(toml::table root, std::string const& origin, std::vector<std::strin
     r.get("save_models", c.fwi.save_models);
     r.finish();
   }
+  for (auto const& [name, node] : root)
+    if (auto const* t = node.as_table())
+      for (auto const& [k, v] : *t) {
+        (void)v;
+        c.given.push_back(std::string(name.str()) + "." + std::string(k.str()));
+      }
+  std::sort(c.given.begin(), c.given.end());
   validate(c);
   return c;
 }
@@ -398,7 +420,7 @@ void validate(Config const& c) {
   KSWEEP_REQUIRE(m.dh >= 0, "model.dh = " << m.dh << " must be >= 0 (0 = not set)");
   if (is_raw_path(m.source)) {
     KSWEEP_REQUIRE(m.nz > 0 && m.nx > 0 && m.dh > 0, "model.source = \""
-                                                         << m.source << "\" is a raw float32 file, so model.nz, "
+                                                         << shown(m.source) << "\" is a raw float32 file, so model.nz, "
                                                          << "model.nx and model.dh must all be > 0 (got nz = " << m.nz
                                                          << ", nx = " << m.nx << ", dh = " << m.dh << ")");
   }
@@ -483,10 +505,13 @@ void validate(Config const& c) {
   KSWEEP_REQUIRE(f.seed >= 0, "fwi.seed = " << f.seed << " must be >= 0");
   KSWEEP_REQUIRE(f.checkpoint_every >= 0,
                  "fwi.checkpoint_every = " << f.checkpoint_every << " must be >= 0 (0 = never)");
-  KSWEEP_REQUIRE(f.vmin >= 0, "fwi.vmin = " << f.vmin << " must be >= 0 (0 = no lower bound)");
-  KSWEEP_REQUIRE(f.vmax >= 0, "fwi.vmax = " << f.vmax << " must be >= 0 (0 = no upper bound)");
-  KSWEEP_REQUIRE(f.vmin == 0 || f.vmax == 0 || f.vmin < f.vmax,
-                 "fwi.vmin = " << f.vmin << " must be < fwi.vmax = " << f.vmax);
+  KSWEEP_REQUIRE(f.vmin > 0, "fwi.vmin = " << f.vmin
+                                           << " m/s: the inversion keeps every velocity in [fwi.vmin, fwi.vmax], so "
+                                              "fwi.vmin must be a velocity > 0 m/s (e.g. 1000, or the slowest "
+                                              "velocity the model may take)");
+  KSWEEP_REQUIRE(f.vmax >= 0, "fwi.vmax = " << f.vmax << " must be >= 0 (0 = the largest velocity time.dt propagates "
+                                            << "stably)");
+  KSWEEP_REQUIRE(f.vmax == 0 || f.vmin < f.vmax, "fwi.vmin = " << f.vmin << " must be < fwi.vmax = " << f.vmax);
   KSWEEP_REQUIRE(f.water_rows >= -1, "fwi.water_rows = " << f.water_rows << " must be >= -1 (-1 = detect)");
   KSWEEP_REQUIRE(f.smooth_sigma >= 0, "fwi.smooth_sigma = " << f.smooth_sigma << " must be >= 0");
   require_one_of("fwi.loss_norm", f.loss_norm, {"mean", "sum"});
@@ -496,13 +521,19 @@ void validate(Config const& c) {
 
 Config load_config(std::filesystem::path const& file, std::vector<std::string> const& overrides) {
   std::error_code ec;
+  std::string const name = file.string();
   KSWEEP_REQUIRE(std::filesystem::is_regular_file(file, ec),
-                 "config file " << file << " does not exist or is not a regular file");
+                 "config file " << shown_path(file) << " does not exist or is not a regular file");
+  auto const bad = first_bad_text_byte(name);
+  KSWEEP_REQUIRE(bad == std::string::npos, "the config file's path " << shown_path(file) << " holds a byte that is not "
+                                                                     << "UTF-8 text at byte " << bad
+                                                                     << "; ksweep records the path in its JSON "
+                                                                        "outputs: rename the file");
   std::ifstream in(file, std::ios::binary);
-  KSWEEP_REQUIRE(in.good(), "cannot open config file " << file);
+  KSWEEP_REQUIRE(in.good(), "cannot open config file " << shown_path(file));
   std::ostringstream text;
   text << in.rdbuf();
-  KSWEEP_REQUIRE(!in.bad(), "cannot read config file " << file);
+  KSWEEP_REQUIRE(!in.bad(), "cannot read config file " << shown_path(file));
   return build(parse_toml(text.str(), file.string()), file.string(), overrides);
 }
 
@@ -565,6 +596,33 @@ nlohmann::json config_to_json(Config const& c) {
               {"save_models", c.fwi.save_models}};
   j["source_path"] = c.source_path;
   return j;
+}
+
+bool Config::is_given(std::string const& dotted) const {
+  return std::binary_search(given.begin(), given.end(), dotted);
+}
+
+void check_dimension_keys(Config const& c, bool three_d) {
+  if (three_d) return;
+  std::vector<std::string> keys{"shots.count_y", "shots.y_range", "receivers.count_y", "receivers.y_range",
+                                "model.crop_y"};
+  std::string found;
+  for (auto const& k : keys)
+    if (c.is_given(k)) found += (found.empty() ? "" : ", ") + k;
+  if (c.model.ny > 0) found += (found.empty() ? "" : ", ") + std::string("model.ny = ") + std::to_string(c.model.ny);
+  KSWEEP_REQUIRE(found.empty(), found << " set, but model.source = \"" << shown(c.model.source)
+                                      << "\" is a 2D model: these keys place shots, receivers or cells along y and "
+                                         "apply to 3D models only; remove them, or use a 3D model");
+}
+
+std::string shown_path(std::filesystem::path const& path) {
+  std::string out = "\"" + shown(path.string()) + "\"";
+  if (path.is_relative()) {
+    std::error_code ec;
+    auto const cwd = std::filesystem::current_path(ec);
+    out += " (relative to the working directory " + (ec ? std::string("(unknown)") : shown(cwd.string())) + ")";
+  }
+  return out;
 }
 
 std::vector<int> shot_x_positions(Config const& config, int nx) {

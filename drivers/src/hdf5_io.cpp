@@ -151,7 +151,7 @@ Handle open_for_reading(fs::path const& path) {
 /// Reads a float or integer dataset of the expected rank, converting to T.
 template <class T>
 std::vector<T> read_dataset(hid_t file, fs::path const& path, char const* name, int rank, hid_t mem_type,
-                            std::vector<hsize_t>& dims) {
+                            std::vector<hsize_t>& dims, bool read_values = true) {
   htri_t const exists = H5Lexists(file, name, H5P_DEFAULT);
   KSWEEP_REQUIRE(exists > 0, "HDF5 file " << path << " has no dataset '" << name << "'" << hdf5_detail());
   Handle set(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
@@ -181,6 +181,7 @@ std::vector<T> read_dataset(hid_t file, fs::path const& path, char const* name, 
                                << std::numeric_limits<int>::max());
     count *= d;
   }
+  if (!read_values) return {};
   std::vector<T> out(static_cast<std::size_t>(count));
   if (count > 0) {
     KSWEEP_REQUIRE(H5Dread(set.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) >= 0,
@@ -324,11 +325,18 @@ void write_model(fs::path const& path, std::vector<float> const& vp, int nz, int
   });
 }
 
-VelocityModel read_model(fs::path const& path) {
+namespace {
+VelocityModel read_model_file(fs::path const& path, bool values) {
   Handle file = open_for_reading(path);
   VelocityModel m;
   std::vector<hsize_t> dims;
-  m.vp = read_dataset<float>(file.get(), path, "vp", 0, H5T_NATIVE_FLOAT, dims);
+  m.vp = read_dataset<float>(file.get(), path, "vp", 0, H5T_NATIVE_FLOAT, dims, values);
+  for (std::size_t a = 0; a < dims.size(); ++a)
+    KSWEEP_REQUIRE(dims[a] >= 1, "dataset 'vp' in " << shown_path(path) << " is empty: its dimension " << a << " has "
+                                                    << dims[a] << " cells (shape [" << dims[0]
+                                                    << (dims.size() == 3 ? ", " + std::to_string(dims[1]) : "") << ", "
+                                                    << dims.back() << "]); a model needs at least 1 cell "
+                                                    << "along each axis");
   m.nz = static_cast<int>(dims[0]);
   m.nx = static_cast<int>(dims.back());
   if (dims.size() == 3) m.ny = static_cast<int>(dims[1]);
@@ -336,6 +344,11 @@ VelocityModel read_model(fs::path const& path) {
   m.description = path.string();
   return m;
 }
+}  // namespace
+
+VelocityModel read_model(fs::path const& path) { return read_model_file(path, true); }
+
+VelocityModel read_model_shape(fs::path const& path) { return read_model_file(path, false); }
 
 void write_datasets(fs::path const& path, std::vector<Dataset2D> const& datasets, double dh) {
   for (auto const& d : datasets) {
@@ -376,6 +389,7 @@ void write_model(std::filesystem::path const& path, std::vector<float> const&, i
   no_hdf5(path);
 }
 VelocityModel read_model(std::filesystem::path const& path) { no_hdf5(path); }
+VelocityModel read_model_shape(std::filesystem::path const& path) { no_hdf5(path); }
 void write_datasets(std::filesystem::path const& path, std::vector<Dataset2D> const&, double) { no_hdf5(path); }
 
 #endif

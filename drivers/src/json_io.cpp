@@ -11,7 +11,9 @@ namespace ksweep::io {
 void write_json_atomic(std::filesystem::path const& path, nlohmann::json const& value) {
   std::string text;
   try {
-    text = value.dump(2) + "\n";
+    // Text that is not UTF-8 (a path from the environment) is written with U+FFFD in its place
+    // rather than failing the write; the configuration's own strings are checked at load.
+    text = value.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   } catch (nlohmann::json::exception const& e) {
     KSWEEP_REQUIRE(false, "cannot serialise JSON for " << path << ": " << e.what());
   }

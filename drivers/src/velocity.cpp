@@ -275,7 +275,82 @@ std::string VelocityModel::shape() const {
   return std::to_string(nz) + " x " + (ny > 0 ? std::to_string(ny) + " x " : std::string()) + std::to_string(nx);
 }
 
+namespace {
+
+/// Every model.source the loader knows by name.
+std::string known_names() {
+  std::string names;
+  for (auto const& n : named_models()) names += (names.empty() ? "" : ", ") + n.name;
+  return names + ", layered3d, marmousi2_3d";
+}
+
+}  // namespace
+
+VelocityModel model_shape(ModelSection const& s) {
+  KSWEEP_REQUIRE(s.decimate >= 1, "model.decimate = " << s.decimate << " must be >= 1");
+  bool const extruded = s.source == "marmousi2_3d";
+  VelocityModel m;
+  bool named = false;
+  for (auto const& n : named_models())
+    if (n.name == s.source || (extruded && n.name == "marmousi2")) {
+      m.nz = n.nz, m.nx = n.nx, m.dh = n.dh, m.description = n.name;
+      named = true;
+    }
+  if (s.source == "layered3d") {
+    m.nz = s.nz > 0 ? s.nz : 48, m.ny = s.ny > 0 ? s.ny : 40, m.nx = s.nx > 0 ? s.nx : 64;
+    m.dh = s.dh > 0 ? s.dh : 20.0, m.description = "layered3d";
+    named = true;
+  }
+  if (!named) {
+    std::string const ext = lower_extension(s.source);
+    std::error_code ec;
+    bool const h5 = ext == ".h5" || ext == ".hdf5", raw = ext == ".f32" || ext == ".bin";
+    KSWEEP_REQUIRE(h5 || raw, "model.source = \"" << shown(s.source) << "\" is neither a named model (" << known_names()
+                                                  << ") nor a path ending in .f32, .bin, .h5 or .hdf5");
+    KSWEEP_REQUIRE(std::filesystem::is_regular_file(s.source, ec),
+                   "model.source = " << shown_path(s.source) << ": file not found");
+    if (h5) {
+      m = read_model_shape(s.source);
+    } else {
+      KSWEEP_REQUIRE(s.nz > 0 && s.nx > 0 && s.dh > 0,
+                     "model.source = " << shown_path(s.source) << " is a raw float32 file, so model.nz, "
+                                       << "model.nx and model.dh must all be > 0 (got nz = " << s.nz << ", nx = "
+                                       << s.nx << ", dh = " << s.dh << "; model.ny > 0 as well for a 3D file)");
+      m.nz = s.nz, m.nx = s.nx, m.ny = s.ny, m.dh = s.dh;
+    }
+    m.description = s.source;
+  }
+  if (!extruded && s.source != "layered3d") check_declared_size(s, m);
+  KSWEEP_REQUIRE(m.dh > 0 && std::isfinite(m.dh), "velocity model " << shown(m.description) << " has grid spacing dh = "
+                                                                    << m.dh << ", must be finite and > 0");
+  KSWEEP_REQUIRE(m.nz >= 1 && m.nx >= 1 && m.ny >= 0,
+                 "velocity model " << shown(m.description) << " is empty (" << m.shape() << " cells)");
+  auto const after = [d = s.decimate](int n) { return (n - 1) / d + 1; };
+  m.nz = after(m.nz), m.nx = after(m.nx), m.dh *= s.decimate;
+  if (m.ny > 0) m.ny = after(m.ny);
+  KSWEEP_REQUIRE(!s.crop_y || m.ny > 0 || extruded,
+                 "model.crop_y is set but model.source = \"" << shown(s.source) << "\" is a 2D model");
+  KSWEEP_REQUIRE(!(extruded && s.crop_y),
+                 "model.crop_y: \"marmousi2_3d\" is extruded to model.ny cells; set model.ny instead");
+  auto check_crop = [](char const* key, std::optional<std::array<int, 2>> const& c, int n, bool three) {
+    if (!c) return n;
+    KSWEEP_REQUIRE((*c)[0] >= 0 && (*c)[0] < (*c)[1] && (*c)[1] <= n,
+                   key << " = [" << (*c)[0] << ", " << (*c)[1] << "] must satisfy 0 <= lo < hi <= " << n
+                       << (three ? " (cells after decimation)" : " (the model is 2D)"));
+    return (*c)[1] - (*c)[0];
+  };
+  m.nz = check_crop("model.crop_z", s.crop_z, m.nz, true);
+  m.nx = check_crop("model.crop_x", s.crop_x, m.nx, true);
+  if (m.ny > 0) m.ny = check_crop("model.crop_y", s.crop_y, m.ny, true);
+  if (extruded) m.ny = s.ny > 0 ? s.ny : 32;
+  long long const cells = static_cast<long long>(m.nz) * (m.ny > 0 ? m.ny : 1) * m.nx;
+  KSWEEP_REQUIRE(cells < (1LL << 31), "model.source = \"" << shown(s.source) << "\": " << m.shape()
+                                                          << " cells exceeds the limit of 2^31 - 1 cells");
+  return m;
+}
+
 VelocityModel load_velocity(ModelSection const& s) {
+  (void)model_shape(s);  // every check that needs no values, before any model-sized work
   KSWEEP_REQUIRE(s.decimate >= 1, "model.decimate = " << s.decimate << " must be >= 1");
   bool const extruded = s.source == "marmousi2_3d";
   VelocityModel m;
@@ -296,11 +371,11 @@ VelocityModel load_velocity(ModelSection const& s) {
     std::error_code ec;
     if (ext == ".h5" || ext == ".hdf5") {
       KSWEEP_REQUIRE(std::filesystem::is_regular_file(s.source, ec),
-                     "model.source = \"" << s.source << "\": file not found");
+                     "model.source = " << shown_path(s.source) << ": file not found");
       m = read_model(s.source);
     } else if (ext == ".f32" || ext == ".bin") {
       KSWEEP_REQUIRE(std::filesystem::is_regular_file(s.source, ec),
-                     "model.source = \"" << s.source << "\": file not found");
+                     "model.source = " << shown_path(s.source) << ": file not found");
       KSWEEP_REQUIRE(s.nz > 0 && s.nx > 0 && s.dh > 0,
                      "model.source = \"" << s.source << "\" is a raw float32 file, so model.nz, "
                                          << "model.nx and model.dh must all be > 0 (got nz = " << s.nz << ", nx = "
@@ -313,9 +388,7 @@ VelocityModel load_velocity(ModelSection const& s) {
                                         static_cast<std::size_t>(s.nx));
       m.description = s.source;
     } else {
-      std::string names;
-      for (auto const& n : named_models()) names += (names.empty() ? "" : ", ") + n.name;
-      KSWEEP_REQUIRE(false, "model.source = \"" << s.source << "\" is neither a named model (" << names
+      KSWEEP_REQUIRE(false, "model.source = \"" << shown(s.source) << "\" is neither a named model (" << known_names()
                                                 << ") nor a path ending in .f32, .bin, .h5 or "
                                                    ".hdf5");
     }

@@ -30,6 +30,17 @@ struct Checkpoint {
 /// Writes `c` atomically (temporary file, fsync, rename). Throws ksweep::Error.
 void write_checkpoint(std::filesystem::path const& path, Checkpoint const& c);
 
+/// What a checkpoint's header says, read without its arrays: the iteration, the model's cell
+/// count and the run identity. The file's size is checked against the header, so that a file
+/// that is empty, truncated, padded or of another model is refused before anything large is
+/// read. The checksum is verified only by read_checkpoint. Throws ksweep::Error.
+struct CheckpointHeader {
+  int iteration = 0;
+  std::size_t n = 0;
+  nlohmann::json run;
+};
+CheckpointHeader read_checkpoint_header(std::filesystem::path const& path);
+
 /// Reads and checks a checkpoint for a model of `n` cells (0: as many as it records): format, checksum, ranges
 /// (iteration, history, finite and positive velocities, finite moments, generator state). Throws ksweep::Error naming
 /// `path` and what is wrong.

@@ -136,7 +136,15 @@ struct Config {
   FwiSection fwi;
   /// The TOML file this was read from (empty when read from a string).
   std::string source_path;
+  /// The keys the file or an override set ("section.key"), sorted; the others hold defaults.
+  std::vector<std::string> given;
+  bool is_given(std::string const& dotted) const;
 };
+
+/// Keys that only a 3D model uses (shots.count_y, shots.y_range, receivers.count_y,
+/// receivers.y_range, model.crop_y, model.ny > 0): given for a 2D model they are refused, naming each. Throws
+/// ksweep::Error.
+void check_dimension_keys(Config const& config, bool three_d);
 
 /// Reads `file` (TOML), applies `overrides` ("section.key=value", value parsed as TOML, a
 /// bare word taken as a string) and validates the result. Throws ksweep::Error.
@@ -151,6 +159,10 @@ void validate(Config const& config);
 
 /// The resolved configuration as JSON ({"model": {...}, "time": {...}, ...}).
 nlohmann::json config_to_json(Config const& config);
+
+/// A path as messages show it (ksweep::shown: escaped, shortened), with the working directory
+/// said when the path is relative.
+std::string shown_path(std::filesystem::path const& path);
 
 /// Source x positions (cells): shots.count positions rounded to the nearest cell, evenly
 /// spaced over [x_range[0]*(nx-1), x_range[1]*(nx-1)]; one shot sits at the midpoint.

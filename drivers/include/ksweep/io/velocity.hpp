@@ -67,4 +67,9 @@ std::string sha256_file(std::filesystem::path const& path);
 /// ksweep::Error.
 VelocityModel load_velocity(ModelSection const& model);
 
+/// The model load_velocity would give (shape and dh after decimation, cropping and extrusion),
+/// with `vp` empty: every check that needs no velocity values (sizes, crops, the HDF5 file's
+/// header), at the cost of reading no model. Throws ksweep::Error.
+VelocityModel model_shape(ModelSection const& model);
+
 }  // namespace ksweep::io

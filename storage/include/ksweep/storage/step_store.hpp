@@ -54,9 +54,15 @@ struct StorageConfig {
 StorageConfig make_storage_config(std::string const& strategy, std::string const& location, std::string const& dtype,
                                   int transfer_interval, std::string const& disk_dir, bool pinned);
 
+/// Removes the disk-store scratch folders in `dir` left by processes of this host that ended
+/// without removing them (killed): a folder is removed only when no process has its owner's
+/// id and no process holds the lock its owner takes on its file. Returns what was removed.
+std::vector<std::filesystem::path> remove_stale_scratch(std::filesystem::path const& dir);
+
 namespace impl {
 
-/// A per-run folder and file for the disk store; removes both when destroyed.
+/// A per-run folder and file for the disk store (ksweep-PID-N-RANDOM-HOST), locked by its
+/// owner; removes both when destroyed.
 class DiskFile {
  public:
   DiskFile(std::string const& parent, std::size_t capacity_bytes);
