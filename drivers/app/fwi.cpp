@@ -30,6 +30,7 @@
 #include <cstring>
 #include <random>
 #include <sstream>
+#include <tuple>
 #include <utility>
 
 #include <unistd.h>
@@ -210,6 +211,15 @@ void check_observed(io::RecordsFile const& r, io::Config const& cfg, core::Surve
   KSWEEP_REQUIRE(
       std::abs(r.dt - cfg.time.dt) <= 1e-9 * cfg.time.dt,
       "observed data " << path << " has dt = " << r.dt << " s, the configuration has time.dt = " << cfg.time.dt);
+  for (auto const& [key, file, now] :
+       {std::tuple<char const*, double, double>{"wavelet.freq", r.freq, cfg.wavelet.freq},
+        std::tuple<char const*, double, double>{"wavelet.delay", r.delay, cfg.wavelet.delay}})
+    KSWEEP_REQUIRE(std::abs(file - now) <= 1e-9 * std::max(std::abs(now), 1e-300),
+                   "observed data " << path << " were modelled with " << key << " = " << file
+                                    << ", the configuration has " << key << " = " << now
+                                    << ": the synthetic data would be made with another wavelet than the observed "
+                                       "ones; set "
+                                    << key << " = " << file);
   KSWEEP_REQUIRE(std::abs(r.dh - vm.dh) <= 1e-9 * vm.dh,
                  "observed data " << path << " has dh = " << r.dh << " m, the model has dh = " << vm.dh);
   KSWEEP_REQUIRE(r.ny == vm.ny, "observed data " << path << " were made on a "
@@ -311,15 +321,18 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   fs::path const ck_path = resuming ? fs::path(resume) / "checkpoint.bin" : fs::path();
   if (resuming) {
     auto const header = io::read_checkpoint_header(ck_path);
-    if (header.run.is_object() && header.run.contains("config"))  // the configuration first: it says most
-      require_same_run({{"config", header.run["config"]}}, {{"config", io::config_to_json(cfg)}}, ck_path);
-    KSWEEP_REQUIRE(header.n == n, "--resume: the checkpoint " << io::shown_path(ck_path) << " holds a model of "
-                                                              << header.n << " cells, this run has " << n << " ("
-                                                              << shape.shape() << ")");
-    KSWEEP_REQUIRE(f.iterations >= header.iteration,
-                   "--resume: fwi.iterations = " << f.iterations << " is smaller than the " << header.iteration
-                                                 << " iterations already done in " << io::shown_path(ck_path)
-                                                 << "; set fwi.iterations to at least " << header.iteration);
+    if (header.n != n) {
+      // The file is of another model; its (not yet verified) configuration says how.
+      std::string differs;
+      if (header.run.is_object() && header.run.contains("config"))
+        for (auto const& c :
+             io::resume_changes({{"config", header.run["config"]}}, {{"config", io::config_to_json(cfg)}}))
+          differs += "\n  " + c.key + ": " + shown(c.before) + " in the checkpoint, " + shown(c.after) + " now";
+      KSWEEP_REQUIRE(false, "--resume: the checkpoint " << io::shown_path(ck_path) << " holds a model of " << header.n
+                                                        << " cells, this run has " << n << " (" << shape.shape() << ")"
+                                                        << (differs.empty() ? "" : "; its configuration differs in:")
+                                                        << differs);
+    }
     std::error_code ec;
     in_place = fs::equivalent(fs::path(resume), out, ec);
     KSWEEP_REQUIRE(!(in_place && opt.overwrite),
@@ -353,7 +366,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     std::string error;
     if (comm.is_root() && !f.observed.empty()) try {
         obs = io::read_records(f.observed);
-        check_observed(obs, cfg, survey, truth, f.observed);
+        check_observed(obs, cfg, survey, truth, io::shown_path(f.observed));
         error = silent_data(obs.data, "the observed data " + io::shown_path(f.observed), cfg);
       } catch (Error const& e) {
         error = e.what();
@@ -370,6 +383,10 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     auto saved = ck.run;
     if (!comm.is_root() && saved.contains("data")) saved["data"].erase("observed_sha256");  // only rank 0 read the data
     require_same_run(saved, run, ck_path);
+    KSWEEP_REQUIRE(f.iterations >= ck.iteration,
+                   "--resume: fwi.iterations = " << f.iterations << " is smaller than the " << ck.iteration
+                                                 << " iterations already done in " << io::shown_path(ck_path)
+                                                 << "; set fwi.iterations to at least " << ck.iteration);
     {
       double const vck = *std::max_element(ck.model.begin(), ck.model.end());
       double const vstable = stable_velocity(cfg, truth.dh, Order, Dim);

@@ -13,6 +13,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace ksweep::app {
@@ -177,16 +178,23 @@ void check_folder(fs::path const& path, bool overwrite, bool resume_in_place, st
   std::error_code ec;
   auto const status = fs::status(path, ec);
   if (!fs::exists(status)) {
-    // It will be created: its first existing parent must be a folder this process may write.
-    fs::path parent = fs::absolute(path, ec).parent_path();
-    while (!parent.empty() && !fs::exists(parent, ec) && parent != parent.root_path()) parent = parent.parent_path();
-    KSWEEP_REQUIRE(fs::is_directory(parent, ec), "cannot create the output folder " << io::shown_path(path) << ": "
-                                                                                    << io::shown_path(parent)
-                                                                                    << " is not a folder");
-    KSWEEP_REQUIRE(::access(parent.c_str(), W_OK | X_OK) == 0, "cannot create the output folder "
-                                                                   << io::shown_path(path) << ": its parent "
-                                                                   << io::shown_path(parent)
-                                                                   << " is not writable: " << std::strerror(errno));
+    // It will be created: tried now (the folders made are removed again at once), since only
+    // creating tells (permissions, read-only or special file systems, quotas).
+    fs::path const full = fs::absolute(path, ec);
+    std::vector<fs::path> missing;  // the missing folders, the outermost first
+    for (fs::path p = full; !p.empty() && !fs::exists(p, ec) && p != p.root_path(); p = p.parent_path())
+      missing.insert(missing.begin(), p);
+    std::vector<fs::path> made;  // those this process made (another run may make them meanwhile)
+    std::string why;
+    for (auto const& p : missing) {
+      if (::mkdir(p.c_str(), 0777) == 0) made.push_back(p);
+      else if (errno != EEXIST) {
+        why = std::strerror(errno);
+        break;
+      }
+    }
+    for (auto it = made.rbegin(); it != made.rend(); ++it) ::rmdir(it->c_str());  // empty, and ours
+    KSWEEP_REQUIRE(why.empty(), "cannot create the output folder " << io::shown_path(path) << ": " << why);
     return;
   }
   KSWEEP_REQUIRE(fs::is_directory(status),
@@ -242,11 +250,13 @@ OutputFolder::OutputFolder(fs::path path, bool overwrite, bool resume_in_place, 
                  "the output folder " << io::shown_path(m_path) << " exists and is not a folder");
   check_output_folder(m_path, overwrite, resume_in_place, inputs);  // cheap, before creating anything
   if (!fs::exists(status)) {
-    fs::create_directories(m_path, ec);
-    KSWEEP_REQUIRE(!ec && fs::is_directory(m_path), "cannot create the output folder "
-                                                        << io::shown_path(m_path) << ": "
-                                                        << (ec ? ec.message() : std::string("not a folder")));
-    m_created = true;
+    fs::path const parent = fs::absolute(m_path).parent_path();
+    fs::create_directories(parent, ec);
+    // Made by this run only when its own mkdir succeeds: another run may make it meanwhile.
+    m_created = ::mkdir(m_path.c_str(), 0777) == 0;
+    int const err = errno;
+    KSWEEP_REQUIRE(m_created || err == EEXIST,
+                   "cannot create the output folder " << io::shown_path(m_path) << ": " << std::strerror(err));
   }
   m_lock = lock_folder(m_path);
   if (m_lock < 0) {
@@ -283,8 +293,9 @@ OutputFolder::~OutputFolder() {
       }
     }
   }
+  // Removed while still locked, so that no other run takes a folder about to go.
+  if (!m_finished && m_created && fs::is_empty(m_path, ec) && !ec) fs::remove(m_path, ec);
   if (m_lock >= 0) ::close(m_lock);
-  if ((!m_claimed || !m_finished) && m_created && fs::is_empty(m_path, ec) && !ec) fs::remove(m_path, ec);
 }
 
 void OutputFolder::claim() {
@@ -314,11 +325,18 @@ void OutputFolder::claim() {
 void OutputFolder::finish() {
   if (!m_root || m_finished) return;
   m_finished = true;
+  if (!m_overwrite) return;
+  // Every earlier run's results kept aside (this run's, and those of --overwrite runs that
+  // failed before) are now replaced, as --overwrite asked.
   std::error_code ec;
-  if (!m_aside.empty()) fs::remove_all(m_aside, ec);
-  if (ec)
-    std::fprintf(stderr, "ksweep: warning: cannot remove %s (the replaced results): %s\n",
-                 io::shown_path(m_aside).c_str(), ec.message().c_str());
+  for (auto const& e : fs::directory_iterator(m_path, ec)) {
+    if (e.path().filename().string().rfind(aside_prefix, 0) != 0) continue;
+    std::error_code rm;
+    fs::remove_all(e.path(), rm);
+    if (rm)
+      std::fprintf(stderr, "ksweep: warning: cannot remove %s (replaced results): %s\n",
+                   io::shown_path(e.path()).c_str(), rm.message().c_str());
+  }
 }
 
 std::string resume_command(std::vector<std::string> const& argv, fs::path const& out, int ranks) {

@@ -96,7 +96,7 @@ void check_output_folder(fs::path const& path, bool overwrite, bool resume_in_pl
 /// when needed, takes its lock (an exclusive flock on the folder, so that a second run into it
 /// is refused while this one lives) and then runs every check of check_output_folder; nothing
 /// is written into it until claim(). claim() moves the results of an earlier run aside (with
-/// `overwrite`) into a hidden folder; finish() removes that folder once the run has written
+/// `overwrite`) into a hidden folder; finish() removes such folders once the run has written
 /// all its results. A run that ends without finish() leaves the earlier results in place
 /// (moved back when the run wrote none of its own, else kept in the hidden folder, which is
 /// named on stderr), removes the empty result folders it made, and removes the output folder

@@ -442,6 +442,16 @@ void validate(Config const& c) {
   require_finite("wavelet.delay", c.wavelet.delay);
   KSWEEP_REQUIRE(c.wavelet.freq > 0, "wavelet.freq = " << c.wavelet.freq << " must be > 0");
   KSWEEP_REQUIRE(c.wavelet.delay >= 0, "wavelet.delay = " << c.wavelet.delay << " must be >= 0");
+  // The record must reach the wavelet's peak, else the data hold (almost) nothing to invert.
+  double const record = (c.time.nt - 1) * c.time.dt;
+  KSWEEP_REQUIRE(c.wavelet.delay < record,
+                 "wavelet.delay = " << c.wavelet.delay << " s is at or beyond the end of the record, (time.nt - 1) x "
+                                    << "time.dt = " << c.time.nt - 1 << " x " << c.time.dt << " s = " << record
+                                    << " s: the wavelet's peak is never recorded and the data are silent; raise "
+                                       "time.nt above "
+                                    << static_cast<long long>(std::ceil(c.wavelet.delay / c.time.dt)) + 1
+                                    << " (a record longer than the travel times to the receivers), or lower "
+                                       "wavelet.delay");
 
   KSWEEP_REQUIRE(c.shots.count >= 1, "shots.count = " << c.shots.count << " must be >= 1");
   KSWEEP_REQUIRE(c.shots.z >= 0, "shots.z = " << c.shots.z << " must be >= 0 (a cell index)");

@@ -682,9 +682,8 @@ def case_numerics():
               ["fwi.vmax = 5000", "allows at most 4374", "lower fwi.vmax to at most", "or time.dt to at most"])
     if os.path.exists(out):
         fail("vmax check: an output folder was left")
-    r = ksweep(["fwi", "-c", cfg, "-o", out, "--dry-run", "--set", "fwi.vmax=0"])
-    if "fwi.vmax = 0 leaves the velocities without an upper bound" not in r.stderr:
-        fail(f"no warning for fwi.vmax = 0:\n{r.stderr}")
+    # fwi.vmax = 0 bounds the velocities by the stability limit of time.dt (no run is unbounded).
+    ksweep(["fwi", "-c", cfg, "-o", out, "--dry-run", "--set", "fwi.vmax=0"])
     # Sanity warnings: wavelet against Nyquist; more shots than distinct source cells.
     r = ksweep(["fwi", "-c", cfg, "-o", out, "--dry-run", "--set", "wavelet.freq=70", "--set", "fwi.vmin=1500"])
     if "Nyquist frequency" not in r.stderr:
