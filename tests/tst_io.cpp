@@ -410,4 +410,82 @@ TEST(io, non_finite_records_are_found_when_read) {
   expect_error([&] { read_records(t.path / "obs.h5"); }, "non-finite sample (-inf) at shot 0, time sample 1");
 }
 
+
+TEST(io, shown_values_are_escaped_and_bounded) {
+  using ksweep::shown;
+  EXPECT_EQ(shown("plain/path.h5"), "plain/path.h5");
+  EXPECT_EQ(shown(std::string("a\0b", 3)), "a\\x00b");
+  EXPECT_EQ(shown("tab\there"), "tab\\x09here");
+  EXPECT_EQ(shown("bad\xff\xfe"), "bad\\xff\\xfe");
+  EXPECT_EQ(shown("caf\xc3\xa9"), "caf\xc3\xa9");                  // UTF-8 is kept
+  EXPECT_EQ(shown("\xc0\xaf"), "\\xc0\\xaf");                       // overlong form
+  EXPECT_EQ(shown("\xed\xa0\x80"), "\\xed\\xa0\\x80");              // surrogate
+  std::string const long_value(200000, 'a');
+  std::string const s = shown(long_value);
+  EXPECT_LT(s.size(), 300u);
+  EXPECT_NE(s.find("200000 bytes in all"), std::string::npos);
+  std::string utf8;
+  for (int i = 0; i < 1000; ++i) utf8 += "\xc3\xa9";
+  std::string const u = shown(utf8);
+  EXPECT_EQ(ksweep::first_bad_text_byte(u), std::string::npos) << "a shortened value is cut inside a character";
+  EXPECT_EQ(ksweep::first_bad_text_byte(std::string("ok\0", 3)), 2u);
+}
+
+TEST(io, config_strings_must_be_text_and_keys_given_are_recorded) {
+  EXPECT_THROW(config_from_string("[model]\nsource = \"a\\u0000b.h5\"\n", {}), ksweep::Error);
+  try {
+    config_from_string("", {std::string("storage.disk_dir=/tmp/x\xff")});
+    ADD_FAILURE() << "a disk_dir that is not UTF-8 was accepted";
+  } catch (ksweep::Error const& e) {
+    EXPECT_NE(std::string(e.what()).find("not UTF-8"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("\\xff"), std::string::npos) << e.what();
+  }
+  auto const c = config_from_string("[shots]\ncount_y = 1\n", {"receivers.y_range=[0.2, 0.8]"});
+  EXPECT_TRUE(c.is_given("shots.count_y"));
+  EXPECT_TRUE(c.is_given("receivers.y_range"));
+  EXPECT_FALSE(c.is_given("shots.y_range"));
+  EXPECT_THROW(check_dimension_keys(c, false), ksweep::Error);
+  EXPECT_NO_THROW(check_dimension_keys(c, true));
+  EXPECT_NO_THROW(check_dimension_keys(config_from_string("", {}), false));
+  // The record must reach the wavelet's peak.
+  EXPECT_THROW(config_from_string("[time]\nnt = 1\n", {}), ksweep::Error);
+  EXPECT_THROW(config_from_string("[time]\ndt = 1e-6\nnt = 500\n", {}), ksweep::Error);
+  EXPECT_THROW(config_from_string("[fwi]\nvmin = 0\nvmax = 0\n", {}), ksweep::Error);
+}
+
+TEST(io, checkpoint_header_is_read_without_the_arrays) {
+  fs::path const dir = fs::temp_directory_path() / ("ksweep_ckh_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  Checkpoint c;
+  c.iteration = 2;
+  c.rng = "1 2 3";
+  c.history = nlohmann::json::array({{{"iteration", 1}, {"loss", 1.0}}, {{"iteration", 2}, {"loss", 0.5}}});
+  c.model.assign(100, 2000.0f);
+  c.m.assign(100, 0.0f);
+  c.v.assign(100, 0.0f);
+  c.run = {{"config", {{"fwi", {{"lr", 20}}}}}};
+  auto const path = dir / "checkpoint.bin";
+  write_checkpoint(path, c);
+  auto const h = read_checkpoint_header(path);
+  EXPECT_EQ(h.n, 100u);
+  EXPECT_EQ(h.iteration, 2);
+  EXPECT_EQ(h.run["config"]["fwi"]["lr"], 20);
+  EXPECT_THROW(read_checkpoint(path, 99), ksweep::Error);
+  fs::resize_file(path, fs::file_size(path) + (std::uintmax_t(1) << 32));  // sparse, 4 GiB more
+  try {
+    read_checkpoint_header(path);
+    ADD_FAILURE() << "a padded checkpoint was accepted";
+  } catch (ksweep::Error const& e) {
+    EXPECT_NE(std::string(e.what()).find("truncated or corrupt"), std::string::npos) << e.what();
+  }
+  { std::ofstream(path, std::ios::trunc); }
+  try {
+    read_checkpoint_header(path);
+    ADD_FAILURE() << "an empty checkpoint was accepted";
+  } catch (ksweep::Error const& e) {
+    EXPECT_NE(std::string(e.what()).find("is empty (0 bytes)"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
 }  // namespace
