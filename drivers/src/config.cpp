@@ -441,6 +441,13 @@ void validate(Config const& c) {
   require_finite("wavelet.freq", c.wavelet.freq);
   require_finite("wavelet.delay", c.wavelet.delay);
   KSWEEP_REQUIRE(c.wavelet.freq > 0, "wavelet.freq = " << c.wavelet.freq << " must be > 0");
+  // Above the Nyquist frequency the sampled wavelet is aliased noise (a mild under-sampling below
+  // it is a warning of the programs).
+  KSWEEP_REQUIRE(c.wavelet.freq < 0.5 / c.time.dt,
+                 "wavelet.freq = " << c.wavelet.freq << " Hz is at or above the Nyquist frequency " << 0.5 / c.time.dt
+                                   << " Hz of time.dt = " << c.time.dt << " s: the sampled wavelet is aliased; lower "
+                                   << "wavelet.freq below " << 0.2 / c.time.dt << " Hz or time.dt below "
+                                   << 0.2 / c.wavelet.freq << " s");
   KSWEEP_REQUIRE(c.wavelet.delay >= 0, "wavelet.delay = " << c.wavelet.delay << " must be >= 0");
   // The record must reach the wavelet's peak, else the data hold (almost) nothing to invert.
   double const record = (c.time.nt - 1) * c.time.dt;
@@ -485,6 +492,11 @@ void validate(Config const& c) {
   KSWEEP_REQUIRE(p.pml_reflection > 0 && p.pml_reflection < 1,
                  "propagator.pml_reflection = " << p.pml_reflection << " must be in (0, 1)");
   KSWEEP_REQUIRE(p.pml_freq > 0, "propagator.pml_freq = " << p.pml_freq << " must be > 0");
+  KSWEEP_REQUIRE(p.pml_freq <= 0.5 / c.time.dt,
+                 "propagator.pml_freq = " << p.pml_freq << " Hz is above the Nyquist frequency " << 0.5 / c.time.dt
+                                          << " Hz of time.dt = " << c.time.dt
+                                          << " s; set it near the wavelet's peak frequency wavelet.freq = "
+                                          << c.wavelet.freq << " Hz");
   require_one_of("propagator.precision", p.precision, {"fp32", "fp64"});
   KSWEEP_REQUIRE(p.batch >= 1, "propagator.batch = " << p.batch << " must be >= 1");
   names::schedule.parse(p.schedule);
@@ -638,7 +650,9 @@ std::string shown_path(std::filesystem::path const& path) {
 std::vector<int> shot_x_positions(Config const& config, int nx) {
   KSWEEP_REQUIRE(nx >= 1, "model width nx = " << nx << " must be >= 1");
   int const n = config.shots.count;
-  KSWEEP_REQUIRE(n >= 1, "shots.count = " << n << " must be >= 1");
+  // Shots beyond one per cell along x repeat cells: cost without information.
+  KSWEEP_REQUIRE(n >= 1 && n <= nx,
+                 "shots.count = " << n << " must be in [1, nx = " << nx << "] (one shot per cell at most)");
   double const lo = config.shots.x_range[0] * (nx - 1);
   double const hi = config.shots.x_range[1] * (nx - 1);
   std::vector<int> x(static_cast<std::size_t>(n));

@@ -238,6 +238,11 @@ def case_cheap_checks():
         if secs > 10 or rss > 1024:
             fail(f"the memory check came after model-sized work: {secs:.1f} s, {rss:.0f} MiB resident")
         print(f"  huge 3D model {extra} refused in {secs:.2f} s")
+    # 10^8 shots on a 120-cell line: refused before the survey is built.
+    rc, text, secs, rss = measured(["fwi", "-c", write_config("cheap.toml"), "-o", out, "--set",
+                                    "shots.count=100000000"])
+    if rc != 1 or "one shot per cell at most" not in text or secs > 10:
+        fail(f"10^8 shots: exit {rc} after {secs:.1f} s:\n{text}")
     if os.path.exists(out):
         fail("a refused run left its output folder")
     # A 6 GB checkpoint (sparse) is refused from its header, never read whole.
@@ -360,6 +365,9 @@ def case_silent_inputs():
             for x in sets:
                 args += ["--set", x]
             run_error(args, [needle])
+    for sets, needle in ((["wavelet.freq=1e300"], "above the Nyquist frequency"),
+                         (["propagator.pml_freq=1e300"], "above the Nyquist frequency")):
+        run_error(["fwi", "-c", cfg, "-o", out, "--set", sets[0]], [sets[0].split("=")[0], needle])
     src = fresh("silent_obs")
     ksweep(["model", "-c", cfg, "-o", src])
     for value, label in ((0.0, "zero"), (1e-40, "subnormal")):
