@@ -29,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <optional>
 #include <sstream>
 #include <tuple>
 #include <utility>
@@ -342,7 +343,15 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   }
   // The output folder: the checks that write nothing.
   auto const inputs = run_inputs(cfg, opt);
-  if (comm.is_root()) check_output_folder(out, opt.overwrite, in_place, inputs);
+  {
+    std::string error;  // found by rank 0, which owns the folder; every rank stops with it
+    if (comm.is_root()) try {
+        check_output_folder(out, opt.overwrite, in_place, inputs);
+      } catch (Error const& e) {
+        error = e.what();
+      }
+    raise_from_root(comm, error);
+  }
 
   // The model and the starting model (SIGINT / SIGTERM answered throughout).
   io::VelocityModel const truth = io::load_velocity(cfg.model);
@@ -405,7 +414,16 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
 
   // The output folder: locked against other runs, checked again under the lock, created if
   // needed; nothing written into it yet.
-  OutputFolder folder(out, opt.overwrite, in_place, comm.is_root(), inputs);
+  std::optional<OutputFolder> folder;
+  {
+    std::string error;
+    try {
+      folder.emplace(out, opt.overwrite, in_place, comm.is_root(), inputs);
+    } catch (Error const& e) {
+      error = e.what();
+    }
+    raise_from_root(comm, error);
+  }
 
   // Observed data modelled once by rank 0 (SIGINT/SIGTERM honoured between shot batches).
   bool interrupted = false;
@@ -430,7 +448,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
 
   // First writes (the result folders are made when their first file is written).
   if (comm.is_root()) {
-    folder.claim();
+    folder->claim();
     if (!in_place || !fs::exists(out / "observed.h5")) io::write_records(out / "observed.h5", obs);
   }
   comm.broadcast(obs.data);
@@ -780,7 +798,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   if (comm.allreduce_sum(write_error.empty() ? 0.0 : 1.0) > 0)
     throw CollectiveError((write_error.empty() ? std::string("writing the outputs failed on rank 0") : write_error) +
                           "; " + where_to_continue());
-  folder.finish();  // every result is written: the results it replaced (--overwrite) go
+  folder->finish();  // every result is written: the results it replaced (--overwrite) go
   if (comm.is_root() && f.figures_every > 0) {
     make_directory(out / "figures");
     run_figure_script("plot_fwi.py", {out.string()});

@@ -1,4 +1,5 @@
 #include <ksweep/io/atomic_file.hpp>
+#include <ksweep/io/config.hpp>
 
 #include <ksweep/base/error.hpp>
 
@@ -40,18 +41,19 @@ void check_injected_write_fault(std::filesystem::path const& path) {
   if (e == nullptr || *e == '\0') return;
   long const allowed = std::strtol(e, nullptr, 10);
   if (g_writes.fetch_add(1) >= allowed)
-    throw Error("cannot write " + path.string() + ": " + describe_errno(ENOSPC) + " [injected by KSWEEP_FAULT_WRITES]");
+    throw Error("cannot write " + shown_path(path) + ": " + describe_errno(ENOSPC) +
+                " [injected by KSWEEP_FAULT_WRITES]");
 }
 
 void write_file_atomic(std::filesystem::path const& path, std::string_view bytes) {
   std::filesystem::path tmp = path;
   tmp += ".tmp";
   int fd = ::open(tmp.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
-  KSWEEP_REQUIRE(fd >= 0, "cannot create " << tmp.string() << ": " << describe_errno(errno));
+  KSWEEP_REQUIRE(fd >= 0, "cannot create " << shown_path(tmp) << ": " << describe_errno(errno));
   auto fail = [&](std::string const& what, int err) {
     if (fd >= 0) ::close(fd);
     ::unlink(tmp.c_str());
-    throw Error(what + " " + tmp.string() + ": " + describe_errno(err));
+    throw Error(what + " " + shown_path(tmp) + ": " + describe_errno(err));
   };
   try {
     check_injected_write_fault(path);
@@ -77,7 +79,7 @@ void write_file_atomic(std::filesystem::path const& path, std::string_view bytes
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int const err = errno;
     ::unlink(tmp.c_str());
-    throw Error("cannot rename " + tmp.string() + " to " + path.string() + ": " + describe_errno(err));
+    throw Error("cannot rename " + shown_path(tmp) + " to " + shown_path(path) + ": " + describe_errno(err));
   }
   auto parent = path.parent_path();
   if (parent.empty()) parent = ".";

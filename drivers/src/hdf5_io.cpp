@@ -3,6 +3,7 @@
 #include <ksweep/base/config.hpp>
 #include <ksweep/base/error.hpp>
 #include <ksweep/io/atomic_file.hpp>
+#include <ksweep/io/config.hpp>
 
 #if KSWEEP_ENABLE_HDF5
 #include <hdf5.h>
@@ -92,17 +93,18 @@ void write_atomic(fs::path const& path, Body&& body) {
   {
     Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
     KSWEEP_REQUIRE(fapl.valid() && H5Pset_fapl_core(fapl.get(), 1 << 20, 0) >= 0,
-                   "cannot set up an in-memory HDF5 file for " << path << hdf5_detail());
+                   "cannot set up an in-memory HDF5 file for " << shown_path(path) << hdf5_detail());
     Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
-    KSWEEP_REQUIRE(file.valid(), "cannot create HDF5 file " << path << hdf5_detail());
+    KSWEEP_REQUIRE(file.valid(), "cannot create HDF5 file " << shown_path(path) << hdf5_detail());
     body(file.get(), path);
-    KSWEEP_REQUIRE(H5Fflush(file.get(), H5F_SCOPE_GLOBAL) >= 0, "cannot flush HDF5 file " << path << hdf5_detail());
+    KSWEEP_REQUIRE(H5Fflush(file.get(), H5F_SCOPE_GLOBAL) >= 0,
+                   "cannot flush HDF5 file " << shown_path(path) << hdf5_detail());
     ssize_t const size = H5Fget_file_image(file.get(), nullptr, 0);
-    KSWEEP_REQUIRE(size > 0, "cannot get the image of HDF5 file " << path << hdf5_detail());
+    KSWEEP_REQUIRE(size > 0, "cannot get the image of HDF5 file " << shown_path(path) << hdf5_detail());
     image.resize(static_cast<std::size_t>(size));
     KSWEEP_REQUIRE(H5Fget_file_image(file.get(), image.data(), image.size()) == size,
-                   "cannot get the image of HDF5 file " << path << hdf5_detail());
-    KSWEEP_REQUIRE(file.close(), "cannot close HDF5 file " << path << hdf5_detail());
+                   "cannot get the image of HDF5 file " << shown_path(path) << hdf5_detail());
+    KSWEEP_REQUIRE(file.close(), "cannot close HDF5 file " << shown_path(path) << hdf5_detail());
   }
   write_file_atomic(path, image);
 }
@@ -141,10 +143,10 @@ void write_int(hid_t file, fs::path const& where, char const* name, int value) {
 Handle open_for_reading(fs::path const& path) {
   silence_hdf5();
   std::error_code ec;
-  KSWEEP_REQUIRE(fs::is_regular_file(path, ec), "HDF5 file " << path << " does not exist");
-  KSWEEP_REQUIRE(H5Fis_hdf5(path.c_str()) > 0, "file " << path << " is not an HDF5 file" << hdf5_detail());
+  KSWEEP_REQUIRE(fs::is_regular_file(path, ec), "HDF5 file " << shown_path(path) << " does not exist");
+  KSWEEP_REQUIRE(H5Fis_hdf5(path.c_str()) > 0, "file " << shown_path(path) << " is not an HDF5 file" << hdf5_detail());
   Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  KSWEEP_REQUIRE(file.valid(), "cannot open HDF5 file " << path << hdf5_detail());
+  KSWEEP_REQUIRE(file.valid(), "cannot open HDF5 file " << shown_path(path) << hdf5_detail());
   return file;
 }
 
@@ -153,54 +155,60 @@ template <class T>
 std::vector<T> read_dataset(hid_t file, fs::path const& path, char const* name, int rank, hid_t mem_type,
                             std::vector<hsize_t>& dims, bool read_values = true) {
   htri_t const exists = H5Lexists(file, name, H5P_DEFAULT);
-  KSWEEP_REQUIRE(exists > 0, "HDF5 file " << path << " has no dataset '" << name << "'" << hdf5_detail());
+  KSWEEP_REQUIRE(exists > 0, "HDF5 file " << shown_path(path) << " has no dataset '" << name << "'" << hdf5_detail());
   Handle set(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
-  KSWEEP_REQUIRE(set.valid(), "'" << name << "' in " << path << " is not a dataset" << hdf5_detail());
+  KSWEEP_REQUIRE(set.valid(), "'" << name << "' in " << shown_path(path) << " is not a dataset" << hdf5_detail());
   Handle type(H5Dget_type(set.get()), H5Tclose);
-  KSWEEP_REQUIRE(type.valid(), "cannot get the type of dataset '" << name << "' in " << path << hdf5_detail());
+  KSWEEP_REQUIRE(type.valid(),
+                 "cannot get the type of dataset '" << name << "' in " << shown_path(path) << hdf5_detail());
   H5T_class_t const cls = H5Tget_class(type.get());
-  KSWEEP_REQUIRE(cls == H5T_FLOAT || cls == H5T_INTEGER,
-                 "dataset '" << name << "' in " << path << " is not numeric (expected float or integer elements)");
+  KSWEEP_REQUIRE(cls == H5T_FLOAT || cls == H5T_INTEGER, "dataset '"
+                                                             << name << "' in " << shown_path(path)
+                                                             << " is not numeric (expected float or integer elements)");
   Handle space(H5Dget_space(set.get()), H5Sclose);
-  KSWEEP_REQUIRE(space.valid(), "cannot get the dataspace of dataset '" << name << "' in " << path << hdf5_detail());
+  KSWEEP_REQUIRE(space.valid(),
+                 "cannot get the dataspace of dataset '" << name << "' in " << shown_path(path) << hdf5_detail());
   int const got_rank = H5Sget_simple_extent_ndims(space.get());
   if (rank == 0) {  // a model: 2D or 3D
-    KSWEEP_REQUIRE(got_rank == 2 || got_rank == 3, "dataset '" << name << "' in " << path << " has rank " << got_rank
+    KSWEEP_REQUIRE(got_rank == 2 || got_rank == 3, "dataset '" << name << "' in " << shown_path(path) << " has rank "
+                                                               << got_rank
                                                                << ", expected 2 ([nz][nx]) or 3 ([nz][ny][nx])");
     rank = got_rank;
   }
-  KSWEEP_REQUIRE(got_rank == rank,
-                 "dataset '" << name << "' in " << path << " has rank " << got_rank << ", expected " << rank);
+  KSWEEP_REQUIRE(got_rank == rank, "dataset '" << name << "' in " << shown_path(path) << " has rank " << got_rank
+                                               << ", expected " << rank);
   dims.assign(static_cast<std::size_t>(rank), 0);
   KSWEEP_REQUIRE(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) == rank,
-                 "cannot get the dimensions of dataset '" << name << "' in " << path << hdf5_detail());
+                 "cannot get the dimensions of dataset '" << name << "' in " << shown_path(path) << hdf5_detail());
   hsize_t count = 1;
   for (auto d : dims) {
     KSWEEP_REQUIRE(d <= static_cast<hsize_t>(std::numeric_limits<int>::max()),
-                   "dataset '" << name << "' in " << path << " has a dimension of " << d << ", more than the limit "
-                               << std::numeric_limits<int>::max());
+                   "dataset '" << name << "' in " << shown_path(path) << " has a dimension of " << d
+                               << ", more than the limit " << std::numeric_limits<int>::max());
     count *= d;
   }
   if (!read_values) return {};
   std::vector<T> out(static_cast<std::size_t>(count));
   if (count > 0) {
     KSWEEP_REQUIRE(H5Dread(set.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) >= 0,
-                   "cannot read dataset '" << name << "' from " << path << hdf5_detail());
+                   "cannot read dataset '" << name << "' from " << shown_path(path) << hdf5_detail());
   }
   return out;
 }
 
 void read_attribute(hid_t file, fs::path const& path, char const* name, hid_t mem_type, void* value) {
   htri_t const exists = H5Aexists(file, name);
-  KSWEEP_REQUIRE(exists > 0, "HDF5 file " << path << " has no attribute '" << name << "'" << hdf5_detail());
+  KSWEEP_REQUIRE(exists > 0, "HDF5 file " << shown_path(path) << " has no attribute '" << name << "'" << hdf5_detail());
   Handle attr(H5Aopen(file, name, H5P_DEFAULT), H5Aclose);
-  KSWEEP_REQUIRE(attr.valid(), "cannot open attribute '" << name << "' in " << path << hdf5_detail());
+  KSWEEP_REQUIRE(attr.valid(), "cannot open attribute '" << name << "' in " << shown_path(path) << hdf5_detail());
   Handle space(H5Aget_space(attr.get()), H5Sclose);
-  KSWEEP_REQUIRE(space.valid(), "cannot get the dataspace of attribute '" << name << "' in " << path << hdf5_detail());
+  KSWEEP_REQUIRE(space.valid(),
+                 "cannot get the dataspace of attribute '" << name << "' in " << shown_path(path) << hdf5_detail());
   hssize_t const n = H5Sget_simple_extent_npoints(space.get());
-  KSWEEP_REQUIRE(n == 1, "attribute '" << name << "' in " << path << " has " << n << " elements, expected a scalar");
+  KSWEEP_REQUIRE(
+      n == 1, "attribute '" << name << "' in " << shown_path(path) << " has " << n << " elements, expected a scalar");
   KSWEEP_REQUIRE(H5Aread(attr.get(), mem_type, value) >= 0,
-                 "cannot read attribute '" << name << "' from " << path << " as a number" << hdf5_detail());
+                 "cannot read attribute '" << name << "' from " << shown_path(path) << " as a number" << hdf5_detail());
 }
 
 double read_double(hid_t file, fs::path const& path, char const* name) {
@@ -218,21 +226,21 @@ int read_int(hid_t file, fs::path const& path, char const* name) {
 std::vector<int> read_ints(hid_t file, fs::path const& path, char const* name, std::size_t expected, char const* what) {
   std::vector<hsize_t> dims;
   auto v = read_dataset<int>(file, path, name, 1, H5T_NATIVE_INT, dims);
-  KSWEEP_REQUIRE(v.size() == expected, "dataset '" << name << "' in " << path << " has " << v.size()
+  KSWEEP_REQUIRE(v.size() == expected, "dataset '" << name << "' in " << shown_path(path) << " has " << v.size()
                                                    << " elements, expected " << expected << " (" << what << ")");
   return v;
 }
 
 void check_size(char const* what, std::size_t got, std::size_t expected, fs::path const& path) {
-  KSWEEP_REQUIRE(got == expected,
-                 what << " has " << got << " elements, expected " << expected << " (writing " << path << ")");
+  KSWEEP_REQUIRE(got == expected, what << " has " << got << " elements, expected " << expected << " (writing "
+                                       << shown_path(path) << ")");
 }
 
 }  // namespace
 
 void write_records(fs::path const& path, RecordsFile const& r) {
   KSWEEP_REQUIRE(r.shots >= 1 && r.nt >= 1 && r.receivers >= 1,
-                 "records for " << path << " have shots = " << r.shots << ", nt = " << r.nt
+                 "records for " << shown_path(path) << " have shots = " << r.shots << ", nt = " << r.nt
                                 << ", receivers = " << r.receivers << "; all must be >= 1");
   std::size_t const n =
       static_cast<std::size_t>(r.shots) * static_cast<std::size_t>(r.nt) * static_cast<std::size_t>(r.receivers);
@@ -292,16 +300,16 @@ RecordsFile read_records(fs::path const& path) {
     r.rec_y = read_ints(file.get(), path, "rec_y", dims[2], "one per receiver");
   }
   KSWEEP_REQUIRE(std::isfinite(r.dt) && r.dt > 0,
-                 "records file " << path << " has dt = " << r.dt << ": it must be > 0");
+                 "records file " << shown_path(path) << " has dt = " << r.dt << ": it must be > 0");
   for (std::size_t i = 0; i < r.data.size(); ++i) {
     if (std::isfinite(r.data[i])) continue;
     std::size_t const per_shot = static_cast<std::size_t>(r.nt) * r.receivers;
     std::size_t const shot = i / per_shot, t = (i % per_shot) / r.receivers, rec = i % r.receivers;
     std::size_t bad = 0;
     for (float x : r.data) bad += std::isfinite(x) ? 0 : 1;
-    KSWEEP_REQUIRE(false, "records file " << path << " holds a non-finite sample (" << r.data[i] << ") at shot " << shot
-                                          << ", time sample " << t << " (" << t * r.dt << " s), receiver " << rec
-                                          << " (" << bad << " non-finite samples in all); "
+    KSWEEP_REQUIRE(false, "records file " << shown_path(path) << " holds a non-finite sample (" << r.data[i]
+                                          << ") at shot " << shot << ", time sample " << t << " (" << t * r.dt
+                                          << " s), receiver " << rec << " (" << bad << " non-finite samples in all); "
                                           << "the data cannot be inverted: remove or repair those traces");
   }
   return r;
@@ -309,8 +317,8 @@ RecordsFile read_records(fs::path const& path) {
 
 void write_model(fs::path const& path, std::vector<float> const& vp, int nz, int nx, double dh,
                  std::string const& dataset, int ny) {
-  KSWEEP_REQUIRE(nz >= 1 && nx >= 1 && ny >= 0, "model for " << path << " has nz = " << nz << ", nx = " << nx
-                                                             << ", ny = " << ny
+  KSWEEP_REQUIRE(nz >= 1 && nx >= 1 && ny >= 0, "model for " << shown_path(path) << " has nz = " << nz
+                                                             << ", nx = " << nx << ", ny = " << ny
                                                              << "; nz and nx must be >= 1, ny >= 0 (0: 2D)");
   check_size("model", vp.size(),
              static_cast<std::size_t>(nz) * static_cast<std::size_t>(ny > 0 ? ny : 1) * static_cast<std::size_t>(nx),
@@ -352,8 +360,8 @@ VelocityModel read_model_shape(fs::path const& path) { return read_model_file(pa
 
 void write_datasets(fs::path const& path, std::vector<Dataset2D> const& datasets, double dh) {
   for (auto const& d : datasets) {
-    KSWEEP_REQUIRE(!d.name.empty(), "a dataset for " << path << " has an empty name");
-    KSWEEP_REQUIRE(d.n0 >= 1 && d.n1 >= 1, "dataset '" << d.name << "' for " << path << " has n0 = " << d.n0
+    KSWEEP_REQUIRE(!d.name.empty(), "a dataset for " << shown_path(path) << " has an empty name");
+    KSWEEP_REQUIRE(d.n0 >= 1 && d.n1 >= 1, "dataset '" << d.name << "' for " << shown_path(path) << " has n0 = " << d.n0
                                                        << ", n1 = " << d.n1 << "; both must be >= 1");
     check_size(
         ("dataset '" + d.name + "'").c_str(), d.data.size(),
