@@ -410,16 +410,15 @@ TEST(io, non_finite_records_are_found_when_read) {
   expect_error([&] { read_records(t.path / "obs.h5"); }, "non-finite sample (-inf) at shot 0, time sample 1");
 }
 
-
 TEST(io, shown_values_are_escaped_and_bounded) {
   using ksweep::shown;
   EXPECT_EQ(shown("plain/path.h5"), "plain/path.h5");
   EXPECT_EQ(shown(std::string("a\0b", 3)), "a\\x00b");
   EXPECT_EQ(shown("tab\there"), "tab\\x09here");
   EXPECT_EQ(shown("bad\xff\xfe"), "bad\\xff\\xfe");
-  EXPECT_EQ(shown("caf\xc3\xa9"), "caf\xc3\xa9");                  // UTF-8 is kept
-  EXPECT_EQ(shown("\xc0\xaf"), "\\xc0\\xaf");                       // overlong form
-  EXPECT_EQ(shown("\xed\xa0\x80"), "\\xed\\xa0\\x80");              // surrogate
+  EXPECT_EQ(shown("caf\xc3\xa9"), "caf\xc3\xa9");       // UTF-8 is kept
+  EXPECT_EQ(shown("\xc0\xaf"), "\\xc0\\xaf");           // overlong form
+  EXPECT_EQ(shown("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // surrogate
   std::string const long_value(200000, 'a');
   std::string const s = shown(long_value);
   EXPECT_LT(s.size(), 300u);
