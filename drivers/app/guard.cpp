@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <iterator>
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -124,18 +125,24 @@ bool holds_a_file(fs::path const& dir) {
 }
 
 /// The lock of a run on its output folder: an exclusive flock on the folder itself (released
-/// by the kernel when the process ends, however it ends). Returns the descriptor, or -1 with
+/// by the kernel when the process ends, however it ends). Where folders cannot be locked (NFS
+/// emulates flock with byte-range locks, which need a file open for writing), the lock is
+/// taken on the file `.ksweep.lock` in the folder instead. Returns the descriptor, or -1 with
 /// errno when the folder is locked (EWOULDBLOCK) or cannot be opened.
+constexpr char const* lock_file_name = ".ksweep.lock";
+
 int lock_folder(fs::path const& dir) {
-  int const fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  auto take = [](int fd) {
+    if (fd < 0) return -1;
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
     int const err = errno;
     ::close(fd);
     errno = err;
     return -1;
-  }
-  return fd;
+  };
+  int fd = take(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd >= 0 || errno == EWOULDBLOCK) return fd;
+  return take(::open((dir / lock_file_name).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
 }
 
 void refuse_locked(fs::path const& path) {
@@ -294,7 +301,10 @@ OutputFolder::~OutputFolder() {
     }
   }
   // Removed while still locked, so that no other run takes a folder about to go.
-  if (!m_finished && m_created && fs::is_empty(m_path, ec) && !ec) fs::remove(m_path, ec);
+  if (!m_finished && m_created) {
+    auto const entries = std::distance(fs::directory_iterator(m_path, ec), fs::directory_iterator());
+    if (!ec && (entries == 0 || (entries == 1 && fs::exists(m_path / lock_file_name, ec)))) fs::remove_all(m_path, ec);
+  }
   if (m_lock >= 0) ::close(m_lock);
 }
 

@@ -223,6 +223,10 @@ int main(int argc, char** argv) {
     return comm.is_root() ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
   }
   opt.out = out;
+  if ((*fwi || *model) && out.empty()) {
+    if (comm.is_root()) std::fprintf(stderr, "ksweep: error: --out '' names no folder: give the output folder\n");
+    return 2;
+  }
   if (*fwi && fwi->count("--resume") > 0 && opt.resume.empty()) {
     if (comm.is_root())
       std::fprintf(stderr,
