@@ -84,6 +84,11 @@ void make_directory(fs::path const& dir) {
                  "cannot create the output folder " << dir.string() << ": " << ec.message());
 }
 
+void remove_if_empty(fs::path const& dir) {
+  std::error_code ec;
+  if (fs::is_directory(dir, ec) && fs::is_empty(dir, ec) && !ec) fs::remove(dir, ec);
+}
+
 std::string format_seconds(double s) {
   long const t = std::lround(std::max(0.0, s));
   char buf[32];

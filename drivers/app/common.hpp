@@ -28,6 +28,8 @@ std::vector<double> make_wavelet(io::Config const& cfg);
 bool run_figure_script(std::string const& script, std::vector<std::string> const& args);
 /// Creates `dir` (and parents); errors name the directory.
 void make_directory(fs::path const& dir);
+/// Removes `dir` when it is an empty folder (a result folder whose only writer failed).
+void remove_if_empty(fs::path const& dir);
 /// "1h02m03s" style duration.
 std::string format_seconds(double s);
 /// Prints the sampling warning, if any, on rank 0.

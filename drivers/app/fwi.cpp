@@ -134,6 +134,22 @@ void check_stability(io::Config const& cfg, io::VelocityModel const& truth, std:
                                << " m/s that time.dt = " << cfg.time.dt << " s propagates stably; lower fwi.vmin");
 }
 
+/// The inversion keeps velocities in [fwi.vmin, fwi.vmax] (fwi.vmax = 0: `vstable`); a model
+/// (the starting model, a checkpoint's) whose updated cells (past the first `fixed`, the water)
+/// lie outside would be clipped wholesale at the first step.
+void check_bounds(io::Config const& cfg, std::vector<float> const& v, std::size_t fixed, double vstable,
+                  std::string const& what) {
+  if (fixed >= v.size()) return;
+  auto const [lo, hi] = std::minmax_element(v.begin() + static_cast<std::ptrdiff_t>(fixed), v.end());
+  double const vmax = cfg.fwi.vmax > 0 ? cfg.fwi.vmax : vstable;
+  KSWEEP_REQUIRE(*lo >= cfg.fwi.vmin && *hi <= vmax,
+                 what << " has velocities in [" << *lo << ", " << *hi << "] m/s outside the water rows, outside the "
+                      << "bounds the inversion keeps, [fwi.vmin, fwi.vmax] = [" << cfg.fwi.vmin << ", " << vmax
+                      << "] m/s" << (cfg.fwi.vmax > 0 ? "" : " (fwi.vmax = 0: the stability limit of time.dt)")
+                      << "; every cell outside would be clipped at the first step: widen the bounds to cover "
+                      << "the model, or check its values (units: m/s)");
+}
+
 /// The smoothing lengths (cells) against the model: a Gaussian wider than the model's largest
 /// extent is a constant, and its cost grows with its width.
 void check_smoothing(io::Config const& cfg, io::VelocityModel const& shape) {
@@ -252,8 +268,15 @@ void require_same_run(nlohmann::json const& saved, nlohmann::json const& now, fs
   std::ostringstream os;
   os << "--resume: the configuration differs from the one " << io::shown_path(ck_path)
      << " was made with, in keys that change the run's meaning:";
-  for (auto const& c : changes)
-    os << "\n  " << c.key << ": " << shown(c.before) << " in the checkpoint, " << shown(c.after) << " now";
+  for (auto const& c : changes) {
+    if (c.key == "data.model_sha256")
+      os << "\n  the model's values (model.source after decimation and cropping) differ from those the "
+            "checkpoint was made with (SHA-256 "
+         << c.before << " then, " << c.after << " now)";
+    else if (c.key == "data.observed_sha256")
+      os << "\n  the observed data (fwi.observed) differ from those the checkpoint was made with";
+    else os << "\n  " << c.key << ": " << shown(c.before) << " in the checkpoint, " << shown(c.after) << " now";
+  }
   os << "\nonly these keys may change on --resume:";
   for (auto const& k : io::resume_mutable_keys()) os << " " << k;
   os << "\nrestore the checkpoint's values, or start a new run in a new folder";
@@ -353,13 +376,35 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     raise_from_root(comm, error);
   }
 
-  // The model and the starting model (SIGINT / SIGTERM answered throughout).
-  io::VelocityModel const truth = io::load_velocity(cfg.model);
+  // Observed data from a file: everything but the samples (shape, geometry, acquisition), read
+  // by rank 0 before any model-sized work.
+  auto const observed_error = [&](std::string const& what) {
+    return "fwi.observed = " + io::shown_path(f.observed) + ": " + what;
+  };
+  {
+    std::string error;
+    if (comm.is_root() && !f.observed.empty()) try {
+        check_observed(io::read_records(f.observed, false), cfg, survey, shape, io::shown_path(f.observed));
+      } catch (Error const& e) {
+        error = observed_error(e.what());
+      }
+    raise_from_root(comm, error);
+  }
+  KSWEEP_REQUIRE(f.smooth_sigma > 0 || !f.observed.empty(),
+                 "fwi.smooth_sigma = 0 makes the starting model the true model, from which the observed data are "
+                 "modelled: the inversion would start at its answer (a loss of 0); set fwi.smooth_sigma > 0, or give "
+                 "observed data (fwi.observed) to invert from model.source");
+
+  // The model and the starting model (SIGINT / SIGTERM answered throughout); a rank that cannot
+  // read the model stops every rank.
+  io::VelocityModel const truth = on_every_rank(comm, [&] { return io::load_velocity(cfg.model); });
   throw_if_stopped("reading the model");
   core::check_velocity(truth.vp.data(), static_cast<long long>(n));
   int const water = f.water_rows >= 0 ? f.water_rows : detect_water_rows(truth);
   auto const v0 = starting_model(truth, f.smooth_sigma, water);
   check_stability(cfg, truth, v0, Order);
+  check_bounds(cfg, v0, static_cast<std::size_t>(water) * plane, stable_velocity(cfg, truth.dh, Order, Dim),
+               "the starting model");
   if (comm.is_root()) warn_acquisition(cfg, truth, survey, comm);
 
   // The run's identity, recorded in every checkpoint and checked on --resume; every rank must
@@ -375,10 +420,10 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     std::string error;
     if (comm.is_root() && !f.observed.empty()) try {
         obs = io::read_records(f.observed);
-        check_observed(obs, cfg, survey, truth, io::shown_path(f.observed));
+        check_observed(obs, cfg, survey, shape, io::shown_path(f.observed));
         error = silent_data(obs.data, "the observed data " + io::shown_path(f.observed), cfg);
       } catch (Error const& e) {
-        error = e.what();
+        error = observed_error(e.what());
       }
     raise_from_root(comm, error);
   }
@@ -392,10 +437,16 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     auto saved = ck.run;
     if (!comm.is_root() && saved.contains("data")) saved["data"].erase("observed_sha256");  // only rank 0 read the data
     require_same_run(saved, run, ck_path);
-    KSWEEP_REQUIRE(f.iterations >= ck.iteration,
-                   "--resume: fwi.iterations = " << f.iterations << " is smaller than the " << ck.iteration
-                                                 << " iterations already done in " << io::shown_path(ck_path)
-                                                 << "; set fwi.iterations to at least " << ck.iteration);
+    KSWEEP_REQUIRE(f.iterations > ck.iteration,
+                   "--resume: fwi.iterations = "
+                       << f.iterations
+                       << (f.iterations == ck.iteration ? " iterations are all done" : " is smaller than the ")
+                       << (f.iterations == ck.iteration ? std::string(" (") : std::to_string(ck.iteration))
+                       << (f.iterations == ck.iteration ? "" : " iterations already done in ")
+                       << io::shown_path(ck_path) << (f.iterations == ck.iteration ? ")" : "")
+                       << ": nothing is left to run; set fwi.iterations above " << ck.iteration << " to continue");
+    check_bounds(cfg, ck.model, static_cast<std::size_t>(water) * plane, stable_velocity(cfg, truth.dh, Order, Dim),
+                 "--resume: the checkpoint " + io::shown_path(ck_path) + "'s model");
     {
       double const vck = *std::max_element(ck.model.begin(), ck.model.end());
       double const vstable = stable_velocity(cfg, truth.dh, Order, Dim);
@@ -697,6 +748,13 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
             KOKKOS_LAMBDA(std::size_t i) { gr(i) = static_cast<Real>(gr(i) / (isrc(i) + damp)); });
       }
       adam.step(space, grad, model);
+      if (std::size_t const bad =
+              count_non_finite(space, adam.second_moment()) + count_non_finite(space, adam.first_moment()))
+        throw CollectiveError(
+            "the optimizer's moments overflowed at iteration " + std::to_string(t) + " (" + std::to_string(bad) +
+            " non-finite values; the squared gradient exceeds the float range): the gradient's scale is extreme, "
+            "likely from observed data of extreme amplitude (check their scale; the loss is " +
+            std::to_string(loss) + "). Nothing of this iteration was written; " + where_to_continue());
       if (inject_nan("model", t)) Kokkos::deep_copy(space, Kokkos::subview(model, n / 2), Real(std::nan("")));
       if (std::size_t const bad = count_non_finite(space, model))
         throw CollectiveError("the model after the Adam step of iteration " + std::to_string(t) +
@@ -790,8 +848,8 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
       summary["iterations"] = history;
       io::write_json_atomic(out / "summary.json", summary);
       std::printf("%s\n", mem.to_string().c_str());
-      std::printf("wrote %s and %s\n", (out / "model_final.h5").string().c_str(),
-                  (out / "summary.json").string().c_str());
+      std::printf("wrote %s and %s\n", io::shown_path(out / "model_final.h5").c_str(),
+                  io::shown_path(out / "summary.json").c_str());
     } catch (std::exception const& e) {
       write_error = e.what();
     }
@@ -801,7 +859,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   folder->finish();  // every result is written: the results it replaced (--overwrite) go
   if (comm.is_root() && f.figures_every > 0) {
     make_directory(out / "figures");
-    run_figure_script("plot_fwi.py", {out.string()});
+    if (!run_figure_script("plot_fwi.py", {out.string()})) remove_if_empty(out / "figures");
   }
   return 0;
 }

@@ -97,6 +97,22 @@ void agree_on(comm::Communicator const& comm, std::string const& what, std::stri
                         "sees alike)");
 }
 
+void settle(comm::Communicator const& comm, std::string const& error) {
+  if (comm.size() == 1) {
+    if (!error.empty()) throw CollectiveError(error);
+    return;
+  }
+  double flags[2] = {error.empty() ? 0.0 : 1.0, comm.is_root() && !error.empty() ? 1.0 : 0.0};
+  comm.allreduce_sum(flags, 2);
+  if (flags[0] == 0) return;
+  if (comm.is_root() && flags[1] > 0) throw CollectiveError(error);
+  if (!error.empty() && flags[1] == 0) {
+    std::fprintf(stderr, "ksweep: error on rank %d: %s\n", comm.rank(), error.c_str());
+    std::fflush(stderr);
+  }
+  throw CollectiveError("");
+}
+
 void raise_from_root(comm::Communicator const& comm, std::string const& root_error) {
   std::vector<char> text;
   if (comm.is_root()) text.assign(root_error.begin(), root_error.end());
@@ -171,7 +187,10 @@ std::vector<std::string> results_in(fs::path const& dir) {
         (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) || name.find(".tmp.") != std::string::npos;
     if (!tmp && std::find(names.begin(), names.end(), name) == names.end()) continue;
     bool const folder = e.is_directory(ec);
-    if (folder && !holds_a_file(e.path())) continue;  // an empty epochs/ is no result
+    // An empty epochs/ is no result; a folder named like a result file (model_final.h5/) is one,
+    // since the run could not write that file.
+    bool const result_folder = name == "models" || name == "epochs" || name == "figures";
+    if (folder && result_folder && !holds_a_file(e.path())) continue;
     found.push_back(name + (folder ? "/" : ""));
   }
   std::sort(found.begin(), found.end());
@@ -335,18 +354,18 @@ void OutputFolder::claim() {
 void OutputFolder::finish() {
   if (!m_root || m_finished) return;
   m_finished = true;
-  if (!m_overwrite) return;
-  // Every earlier run's results kept aside (this run's, and those of --overwrite runs that
-  // failed before) are now replaced, as --overwrite asked.
   std::error_code ec;
-  for (auto const& e : fs::directory_iterator(m_path, ec)) {
-    if (e.path().filename().string().rfind(aside_prefix, 0) != 0) continue;
-    std::error_code rm;
-    fs::remove_all(e.path(), rm);
-    if (rm)
-      std::fprintf(stderr, "ksweep: warning: cannot remove %s (replaced results): %s\n",
-                   io::shown_path(e.path()).c_str(), rm.message().c_str());
-  }
+  if (!m_aside.empty()) fs::remove_all(m_aside, ec);  // the results this run replaced
+  if (ec)
+    std::fprintf(stderr, "ksweep: warning: cannot remove %s (the replaced results): %s\n",
+                 io::shown_path(m_aside).c_str(), ec.message().c_str());
+  // Results kept aside by earlier --overwrite runs that failed are another run's: kept, and said.
+  for (auto const& e : fs::directory_iterator(m_path, ec))
+    if (e.path().filename().string().rfind(aside_prefix, 0) == 0)
+      std::fprintf(stderr,
+                   "ksweep: note: %s holds the results an earlier --overwrite run that failed was replacing; remove "
+                   "it when they are no longer needed\n",
+                   io::shown_path(e.path()).c_str());
 }
 
 std::string resume_command(std::vector<std::string> const& argv, fs::path const& out, int ranks) {

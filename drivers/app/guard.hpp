@@ -2,10 +2,12 @@
 // What keeps a run's outputs whole: the output folder check (no mixing with another run's
 // results), and the stop requests from SIGINT / SIGTERM, honoured at safe points.
 
+#include <ksweep/base/error.hpp>
 #include <ksweep/comm/communicator.hpp>
 
 #include <exception>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +70,26 @@ void agree_on(comm::Communicator const& comm, std::string const& what, std::stri
 /// empty, every rank throws CollectiveError with it.
 void raise_from_root(comm::Communicator const& comm, std::string const& root_error);
 
+/// Collective: `error` is what this rank found (empty: nothing). When any rank found an error,
+/// every rank throws CollectiveError: rank 0's message when rank 0 failed (main prints it once),
+/// else each failing rank prints its own, naming its rank, and the CollectiveError is empty.
+void settle(comm::Communicator const& comm, std::string const& error);
+
+/// Collective: the value of `f()` on every rank; a ksweep::Error on any rank stops every rank
+/// together (settle), instead of one rank aborting the others.
+template <class F>
+auto on_every_rank(comm::Communicator const& comm, F&& f) {
+  std::optional<decltype(f())> value;
+  std::string error;
+  try {
+    value.emplace(f());
+  } catch (Error const& e) {
+    error = e.what();
+  }
+  settle(comm, error);
+  return std::move(*value);
+}
+
 // --- Output folder -------------------------------------------------------------------------
 
 /// The files and folders ksweep writes into an output folder.
@@ -96,7 +118,7 @@ void check_output_folder(fs::path const& path, bool overwrite, bool resume_in_pl
 /// when needed, takes its lock (an exclusive flock on the folder, so that a second run into it
 /// is refused while this one lives) and then runs every check of check_output_folder; nothing
 /// is written into it until claim(). claim() moves the results of an earlier run aside (with
-/// `overwrite`) into a hidden folder; finish() removes such folders once the run has written
+/// `overwrite`) into a hidden folder; finish() removes that folder once the run has written
 /// all its results. A run that ends without finish() leaves the earlier results in place
 /// (moved back when the run wrote none of its own, else kept in the hidden folder, which is
 /// named on stderr), removes the empty result folders it made, and removes the output folder

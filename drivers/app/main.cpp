@@ -93,24 +93,8 @@ std::string out_of_memory(std::string const& what) {
 /// (CollectiveError), and every rank must have loaded the same one.
 ksweep::io::Config load_config_on_every_rank(ksweep::comm::Communicator const& comm, std::string const& file,
                                              std::vector<std::string> const& sets) {
-  ksweep::io::Config cfg;
-  std::string error;
-  try {
-    cfg = ksweep::io::load_config(file, sets);
-  } catch (ksweep::Error const& e) {
-    error = e.what();
-  }
-  if (comm.size() == 1 && !error.empty()) throw ksweep::Error(error);
+  auto cfg = ksweep::app::on_every_rank(comm, [&] { return ksweep::io::load_config(file, sets); });
   if (comm.size() > 1) {
-    // Rank 0's message when it failed; else that of the ranks that failed, each its own.
-    double flags[2] = {error.empty() ? 0.0 : 1.0, comm.is_root() && !error.empty() ? 1.0 : 0.0};
-    comm.allreduce_sum(flags, 2);
-    if (flags[0] > 0) {
-      if (!error.empty() && (comm.is_root() || flags[1] == 0))
-        std::fprintf(stderr, "ksweep: error%s: %s\n",
-                     comm.is_root() ? "" : (" on rank " + std::to_string(comm.rank())).c_str(), error.c_str());
-      throw ksweep::app::CollectiveError("");
-    }
     ksweep::app::agree_on(comm, "the configuration (the file's contents differ between ranks)",
                           ksweep::io::config_to_json(cfg).dump());
   }
@@ -161,6 +145,14 @@ bool known_subcommand(std::string const& s) { return s == "info" || s == "model"
 /// Open MPI ends a process whose MPI_Init fails with _exit(), past any handler of ours: under a
 /// tight address-space limit, ksweep says beforehand what the library's message will mean.
 void warn_low_address_space() {
+  struct rlimit fs {};
+  if (::getrlimit(RLIMIT_FSIZE, &fs) == 0 && fs.rlim_cur != RLIM_INFINITY && fs.rlim_cur < (rlim_t(8) << 20))
+    std::fprintf(stderr,
+                 "ksweep: warning: files of this process may hold at most %llu KiB (ulimit -f %llu); MPI creates "
+                 "shared-memory files of a few MiB when it starts and ends the process with its own message "
+                 "(\"MPI_Init\", \"opal\") when it cannot; raise the limit (ulimit -f unlimited)\n",
+                 static_cast<unsigned long long>(fs.rlim_cur >> 10),
+                 static_cast<unsigned long long>(fs.rlim_cur >> 10));
   struct rlimit rl {};
   if (::getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= (rlim_t(512) << 20)) return;
   std::fprintf(
@@ -220,7 +212,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (CLI::ParseError const& e) {
-    return comm.is_root() ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
+    if (e.get_exit_code() == 0) return comm.is_root() ? app.exit(e) : 0;  // --help
+    if (comm.is_root())
+      std::fprintf(stderr, "ksweep: error: %s; see ksweep --help\n", ksweep::shown(e.what(), 2000).c_str());
+    return 2;
   }
   opt.out = out;
   if ((*fwi || *model) && out.empty()) {

@@ -129,7 +129,7 @@ int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator c
   check_memory({est}, mm, 1);
   std::vector<RunInput> const inputs{{"--config", cfg.source_path}, {"model.source", cfg.model.source}};
   if (comm.is_root()) check_output_folder(opt.out, opt.overwrite, false, inputs);
-  auto const vm = io::load_velocity(cfg.model);
+  auto const vm = on_every_rank(comm, [&] { return io::load_velocity(cfg.model); });
   throw_if_stopped("reading the model");
   core::check_velocity(vm.vp.data(), static_cast<long long>(vm.vp.size()));
   core::check_cfl(*std::max_element(vm.vp.begin(), vm.vp.end()), cfg.time.dt, vm.dh, cfg.propagator.order, vm.dim());
@@ -158,14 +158,15 @@ int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator c
     core::ScopedRegion region("ksweep::model::output");
     io::write_records(out / "observed.h5", rec);
   }
-  std::printf("wrote %s\n", (out / "observed.h5").string().c_str());
+  std::printf("wrote %s\n", io::shown_path(out / "observed.h5").c_str());
   folder.finish();
   make_directory(out / "figures");
   int const mid = survey.n_shots / 2;
   if (run_figure_script("plot_gather.py",
                         {(out / "observed.h5").string(), (out / "figures" / "shot_gather.png").string(), "--shot",
                          std::to_string(mid)}))
-    std::printf("wrote %s\n", (out / "figures" / "shot_gather.png").string().c_str());
+    std::printf("wrote %s\n", io::shown_path(out / "figures" / "shot_gather.png").c_str());
+  else remove_if_empty(out / "figures");
   return 0;
 }
 

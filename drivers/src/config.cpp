@@ -214,7 +214,30 @@ class SectionReader {
   std::vector<std::string> m_known;
 };
 
+/// toml++ recurses once per level of a dotted key: a key nested tens of thousands of levels
+/// deep would exhaust the stack. No configuration key has more than two levels.
+void check_key_depth(std::string const& text, std::string const& origin) {
+  constexpr int limit = 64;
+  int line = 1, dots = 0;
+  char quote = 0;
+  for (char c : text) {
+    if (c == '\n') {
+      ++line, dots = 0, quote = 0;
+    } else if (quote != 0) {
+      if (c == quote) quote = 0;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '#' || c == '=') {
+      quote = '\n';  // a comment or a value: nothing counts until the end of the line
+    } else if (c == '.' && ++dots > limit) {
+      KSWEEP_REQUIRE(false, "line " << line << " of " << shown(origin) << " holds a key nested more than " << limit
+                                    << " levels; ksweep's keys have the form section.key");
+    }
+  }
+}
+
 toml::table parse_toml(std::string const& text, std::string const& origin) {
+  check_key_depth(text, origin);
   try {
     return toml::parse(text, origin);
   } catch (toml::parse_error const& e) {
@@ -456,9 +479,14 @@ void validate(Config const& c) {
                                     << "time.dt = " << c.time.nt - 1 << " x " << c.time.dt << " s = " << record
                                     << " s: the wavelet's peak is never recorded and the data are silent; raise "
                                        "time.nt above "
-                                    << static_cast<long long>(std::ceil(c.wavelet.delay / c.time.dt)) + 1
+                                    << c.wavelet.delay / c.time.dt + 1
                                     << " (a record longer than the travel times to the receivers), or lower "
                                        "wavelet.delay");
+  KSWEEP_REQUIRE(c.wavelet.freq * record >= 1,
+                 "wavelet.freq = " << c.wavelet.freq << " Hz has a period of " << 1 / c.wavelet.freq
+                                   << " s, longer than the record ((time.nt - 1) x time.dt = " << record
+                                   << " s): the source is almost constant; raise wavelet.freq to at least "
+                                   << 1 / record << " Hz or lengthen the record");
 
   KSWEEP_REQUIRE(c.shots.count >= 1, "shots.count = " << c.shots.count << " must be >= 1");
   KSWEEP_REQUIRE(c.shots.z >= 0, "shots.z = " << c.shots.z << " must be >= 0 (a cell index)");
@@ -508,7 +536,7 @@ void validate(Config const& c) {
   KSWEEP_REQUIRE(s.transfer_interval >= 1, "storage.transfer_interval = " << s.transfer_interval << " must be >= 1");
 
   auto const& f = c.fwi;
-  KSWEEP_REQUIRE(f.iterations >= 0, "fwi.iterations = " << f.iterations << " must be >= 0");
+  KSWEEP_REQUIRE(f.iterations >= 1, "fwi.iterations = " << f.iterations << " must be >= 1");
   KSWEEP_REQUIRE(f.batch >= 1, "fwi.batch = " << f.batch << " must be >= 1");
   for (auto const& [name, v] : {std::pair<char const*, double>{"fwi.lr", f.lr},
                                 {"fwi.beta1", f.beta1},
@@ -534,6 +562,11 @@ void validate(Config const& c) {
   KSWEEP_REQUIRE(f.vmax >= 0, "fwi.vmax = " << f.vmax << " must be >= 0 (0 = the largest velocity time.dt propagates "
                                             << "stably)");
   KSWEEP_REQUIRE(f.vmax == 0 || f.vmin < f.vmax, "fwi.vmin = " << f.vmin << " must be < fwi.vmax = " << f.vmax);
+  // Adam moves each velocity by about fwi.lr per step; below the float32 spacing of the
+  // velocities every step rounds away.
+  KSWEEP_REQUIRE(f.lr >= f.vmin * 0x1p-24, "fwi.lr = " << f.lr << " m/s per step is below the float32 resolution of "
+                                                       << "the velocities (fwi.vmin x 2^-24 = " << f.vmin * 0x1p-24
+                                                       << " m/s): no step could change the model");
   KSWEEP_REQUIRE(f.water_rows >= -1, "fwi.water_rows = " << f.water_rows << " must be >= -1 (-1 = detect)");
   KSWEEP_REQUIRE(f.smooth_sigma >= 0, "fwi.smooth_sigma = " << f.smooth_sigma << " must be >= 0");
   require_one_of("fwi.loss_norm", f.loss_norm, {"mean", "sum"});

@@ -143,7 +143,9 @@ void write_int(hid_t file, fs::path const& where, char const* name, int value) {
 Handle open_for_reading(fs::path const& path) {
   silence_hdf5();
   std::error_code ec;
-  KSWEEP_REQUIRE(fs::is_regular_file(path, ec), "HDF5 file " << shown_path(path) << " does not exist");
+  KSWEEP_REQUIRE(fs::exists(path, ec), "HDF5 file " << shown_path(path) << " does not exist");
+  KSWEEP_REQUIRE(fs::is_regular_file(path, ec),
+                 "HDF5 file " << shown_path(path) << " is not a regular file (a folder, device or pipe)");
   KSWEEP_REQUIRE(H5Fis_hdf5(path.c_str()) > 0, "file " << shown_path(path) << " is not an HDF5 file" << hdf5_detail());
   Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   KSWEEP_REQUIRE(file.valid(), "cannot open HDF5 file " << shown_path(path) << hdf5_detail());
@@ -275,11 +277,11 @@ void write_records(fs::path const& path, RecordsFile const& r) {
   });
 }
 
-RecordsFile read_records(fs::path const& path) {
+RecordsFile read_records(fs::path const& path, bool values) {
   Handle file = open_for_reading(path);
   RecordsFile r;
   std::vector<hsize_t> dims;
-  r.data = read_dataset<float>(file.get(), path, "data", 3, H5T_NATIVE_FLOAT, dims);
+  r.data = read_dataset<float>(file.get(), path, "data", 3, H5T_NATIVE_FLOAT, dims, values);
   r.shots = static_cast<int>(dims[0]);
   r.nt = static_cast<int>(dims[1]);
   r.receivers = static_cast<int>(dims[2]);
@@ -391,7 +393,7 @@ namespace {
 }  // namespace
 
 void write_records(std::filesystem::path const& path, RecordsFile const&) { no_hdf5(path); }
-RecordsFile read_records(std::filesystem::path const& path) { no_hdf5(path); }
+RecordsFile read_records(std::filesystem::path const& path, bool) { no_hdf5(path); }
 void write_model(std::filesystem::path const& path, std::vector<float> const&, int, int, double, std::string const&,
                  int) {
   no_hdf5(path);

@@ -307,8 +307,10 @@ VelocityModel model_shape(ModelSection const& s) {
     bool const h5 = ext == ".h5" || ext == ".hdf5", raw = ext == ".f32" || ext == ".bin";
     KSWEEP_REQUIRE(h5 || raw, "model.source = \"" << shown(s.source) << "\" is neither a named model (" << known_names()
                                                   << ") nor a path ending in .f32, .bin, .h5 or .hdf5");
-    KSWEEP_REQUIRE(std::filesystem::is_regular_file(s.source, ec),
+    KSWEEP_REQUIRE(std::filesystem::exists(s.source, ec),
                    "model.source = " << shown_path(s.source) << ": file not found");
+    KSWEEP_REQUIRE(std::filesystem::is_regular_file(s.source, ec),
+                   "model.source = " << shown_path(s.source) << " is not a regular file (a folder, device or pipe)");
     if (h5) {
       m = read_model_shape(s.source);
     } else {

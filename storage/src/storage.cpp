@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include <csignal>
+#include <cstdlib>
 #include <vector>
 
 #include <fcntl.h>
@@ -33,6 +34,13 @@ StorageConfig make_storage_config(std::string const& strategy, std::string const
                    "storage.disk_dir = \"" << shown(disk_dir) << "\" does not exist or is not a directory");
     KSWEEP_REQUIRE(::access(disk_dir.c_str(), W_OK | X_OK) == 0,
                    "storage.disk_dir = \"" << shown(disk_dir) << "\" is not writable: " << std::strerror(errno));
+    // Only making a folder there tells (read-only mounts, special file systems, quotas): one is
+    // made and removed at once.
+    std::string probe = (std::filesystem::path(disk_dir) / "ksweep-probe-XXXXXX").string();
+    KSWEEP_REQUIRE(
+        ::mkdtemp(probe.data()) != nullptr,
+        "storage.disk_dir = \"" << shown(disk_dir) << "\": cannot create a folder there: " << std::strerror(errno));
+    ::rmdir(probe.c_str());
   }
   return c;
 }

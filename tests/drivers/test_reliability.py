@@ -132,10 +132,18 @@ def case_lost_results():
         fail(f"the earlier results are not whole beside the failed run's: {os.listdir(c)}")
     if aside[0] not in text:
         fail(f"the message does not name {aside[0]}:\n{text}")
-    # A successful --overwrite removes them.
-    ksweep(["fwi", "-c", cfg, "-o", c, "--overwrite", "--set", "fwi.iterations=1"])
-    if any(e.startswith(".ksweep-replaced") for e in os.listdir(c)) or len(summary(c)["iterations"]) != 1:
-        fail(f"a successful --overwrite left: {os.listdir(c)}")
+    # A successful --overwrite removes the results it replaced (the failed run's), and keeps and
+    # names those the failed run had kept aside.
+    r = ksweep(["fwi", "-c", cfg, "-o", c, "--overwrite", "--set", "fwi.iterations=1"])
+    left = [e for e in os.listdir(c) if e.startswith(".ksweep-replaced")]
+    if left != aside or snapshot(os.path.join(c, aside[0])) != before or len(summary(c)["iterations"]) != 1:
+        fail(f"a successful --overwrite left {left} (expected {aside}, whole)")
+    if aside[0] not in r.stderr:
+        fail(f"the kept results are not named:\n{r.stderr}")
+    # A folder named like a result file is a result (the run could not write that file).
+    e = fresh("lost_folder_named_file")
+    os.makedirs(os.path.join(e, "model_final.h5"))
+    run_error(["fwi", "-c", cfg, "-o", e, "--dry-run"], ["holds the results of another run", "model_final.h5/"])
     print("lost_results: ok")
 
 

@@ -54,8 +54,9 @@ struct Dataset2D {
 /// (and ny in 3D).
 void write_records(std::filesystem::path const& path, RecordsFile const& records);
 
-/// Reads a file written by write_records, checking ranks and sizes.
-RecordsFile read_records(std::filesystem::path const& path);
+/// Reads a file written by write_records, checking ranks and sizes; with `values` false, all
+/// but the samples (`data` stays empty): the shape, geometry and attributes, cheaply.
+RecordsFile read_records(std::filesystem::path const& path, bool values = true);
 
 /// Writes `vp` as float32 dataset `dataset` [nz][nx] ([nz][ny][nx] when ny > 0) and the file
 /// attribute "dh".
