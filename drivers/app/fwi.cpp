@@ -869,7 +869,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
 int run_fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm) {
   KSWEEP_REQUIRE(cfg.propagator.precision == "fp32",
                  "propagator.precision = \"" << cfg.propagator.precision << "\": ksweep fwi computes in fp32 only");
-  auto const shape = io::model_shape(cfg.model);  // no values read yet
+  auto const shape = on_every_rank(comm, [&] { return io::model_shape(cfg.model); });  // no values read yet
   io::check_dimension_keys(cfg, shape.dim() == 3);
   return core::dispatch_order(cfg.propagator.order, [&](auto o) {
     constexpr int order = decltype(o)::value;

@@ -115,7 +115,7 @@ io::RecordsFile model_observed(io::Config const& cfg, io::VelocityModel const& v
 int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm) {
   // Every check first, the cheap ones (sizes from the model's shape, memory, the output
   // folder) before the model is read: nothing is written until they all pass.
-  auto const shape = io::model_shape(cfg.model);
+  auto const shape = on_every_rank(comm, [&] { return io::model_shape(cfg.model); });
   io::check_dimension_keys(cfg, shape.dim() == 3);
   auto const survey = make_survey(cfg, shape.nz, shape.nx, shape.ny);
   core::check_time(cfg.time.dt, cfg.time.nt);

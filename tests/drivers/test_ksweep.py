@@ -513,8 +513,8 @@ def case_outputs():
     obs = os.path.join(b, "observed.h5")
     c = fresh("out_c")
     for sets, needle in ((["propagator.pml_width=1"], "pml_width"),
-                         (["time.dt=0.01"], "CFL"),
-                         (["time.dt=0.0035"], "fwi.vmax"),
+                         (["time.dt=0.01"], "time.dt"),
+                         (["fwi.vmax=9000"], "fwi.vmax"),
                          (["storage.location=disk", 'storage.disk_dir="/nonexistent/scratch"'], "storage.disk_dir"),
                          (["shots.z=500"], "shots.z")):
         args = ["fwi", "-c", cfg, "-o", c, "--set", f'fwi.observed="{obs}"']

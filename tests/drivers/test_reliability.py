@@ -190,6 +190,21 @@ def case_crashes():
     ksweep(["fwi", "-c", cfg, "-o", odd, "--set", "fwi.iterations=1"], errors="replace")
     with open(os.path.join(odd, b"summary.json")) as f:
         json.load(f)
+    # Observed data of extreme (finite) amplitude: the optimizer's state would overflow.
+    src = fresh("crash_obs")
+    ksweep(["model", "-c", cfg, "-o", src])
+    huge = os.path.join(WORK, "observed_1e30.h5")
+    k.shutil.copy(os.path.join(src, "observed.h5"), huge)
+    with h5py.File(huge, "r+") as f:
+        f["data"][...] = f["data"][...] * np.float32(1e30)
+    big_out = fresh("crash_huge")
+    run_error(["fwi", "-c", cfg, "-o", big_out, "--set", f'fwi.observed="{huge}"'],
+              ["overflowed at iteration 1", "extreme amplitude"])
+    if os.path.exists(os.path.join(big_out, "checkpoint.bin")):
+        fail("a checkpoint was written for an overflowed iteration")
+    # A key nested 50000 levels deep.
+    deep = write_config("deep.toml", "[" + ".".join(["a"] * 50000) + "]\n")
+    run_error(["fwi", "-c", deep, "-o", out, "--dry-run"], ["nested more than 64 levels"])
     # stdout into a pipe that closes (`| head -n 1`): the run goes on and writes its results.
     pipe_out = fresh("crash_pipe")
     p = popen(["fwi", "-c", cfg, "-o", pipe_out])
@@ -284,6 +299,18 @@ def case_cheap_checks():
     if p.returncode != 143 or "stopped by SIGTERM while computing the starting model" not in err:
         fail(f"SIGTERM while computing the starting model: exit {p.returncode}\n{err}")
     print(f"  SIGTERM answered in {time.time() - t0:.2f} s while computing the starting model")
+    # Observed data of the wrong shape, and a storage.disk_dir where nothing can be made, are
+    # refused before the model is read and smoothed.
+    obs_dir = fresh("cheap_obs")
+    ksweep(["model", "-c", cfg2, "-o", obs_dir])
+    for extra, needle in ((["--set", f'fwi.observed="{obs_dir}/observed.h5"'], "has shape"),
+                          (["--set", "storage.location=disk", "--set", 'storage.disk_dir="/proc"'],
+                           "cannot create a folder there")):
+        rc, text, secs, _ = measured(["fwi", "-c", cfgb, "-o", fresh("cheap_big"), "--dry-run",
+                                      "--set", "fwi.smooth_sigma=2000"] + extra)
+        if rc != 1 or needle not in text or secs > 5:
+            fail(f"{extra}: exit {rc} after {secs:.1f} s (the smoothing takes longer):\n{text}")
+        print(f"  {needle!r} found in {secs:.2f} s, before the starting model")
     print("cheap_checks: ok")
 
 
@@ -342,6 +369,16 @@ def case_ranks_agree():
         fail(f"another model file: exit {rc}\n{text}")
     if os.path.exists(os.path.join(dirs[0], "out")) and os.listdir(os.path.join(dirs[0], "out")):
         fail("ranks that disagree wrote output")
+    # A model file missing on one rank: every rank stops, with that rank's message, no MPI abort.
+    os.remove(os.path.join(dirs[1], "model.h5"))
+    rc, text = mpmd([(dirs[0], ["fwi"] + base), (dirs[1], ["fwi"] + base)])
+    if rc == 0 or "error on rank 1" not in text or "file not found" not in text or "MPI_ABORT" in text:
+        fail(f"a model missing on rank 1: exit {rc}\n{text}")
+    with h5py.File(os.path.join(dirs[1], "model.h5"), "w") as f:
+        v = np.full((60, 120), 2000.0, dtype="f4")
+        v[30:] = 2500.0
+        f.create_dataset("vp", data=v)
+        f.attrs["dh"] = 25.0
     # Ranks that agree run.
     rc, text = mpmd([(dirs[0], ["fwi"] + base), (dirs[0], ["fwi"] + base)])
     if rc != 0:
@@ -364,6 +401,14 @@ def case_silent_inputs():
     if v.min() < 1000 or v.max() > vstable * 1.0001:
         fail(f"fwi.vmax = 0 with a wild step left velocities in [{v.min()}, {v.max()}], outside [1000, {vstable}]")
     print(f"  wild steps stay in [{v.min():.0f}, {v.max():.0f}] m/s")
+    # Bounds that exclude the starting model, a starting model equal to the true one, steps below
+    # the float resolution, a wavelet slower than the record.
+    for sets, needle in ((["fwi.vmin=4999"], "outside the bounds the inversion keeps"),
+                         (["fwi.vmax=1000.5"], "outside the bounds the inversion keeps"),
+                         (["fwi.smooth_sigma=0"], "would start at its answer"),
+                         (["fwi.lr=1e-300"], "below the float32 resolution"),
+                         (["wavelet.freq=0.1"], "the source is almost constant")):
+        run_error(["fwi", "-c", cfg, "-o", out, "--set", sets[0]], [sets[0].split("=")[0], needle])
     # Records without a signal.
     for sets, needle in ((["wavelet.delay=2.0"], "wavelet.delay = 2 s is at or beyond the end of the record"),
                          (["time.nt=1"], "is at or beyond the end of the record"),
@@ -470,6 +515,7 @@ def case_leftovers():
 def case_messages():
     cfg = write_config("msg.toml")
     out = fresh("msg_out")
+    os.makedirs(os.path.join(WORK, "adir.h5"), exist_ok=True)
     longp = "/nonexistent/" + "a" * 200000 + ".h5"
     longc = write_config("msg_long.toml", k.BASE.replace('source = "marmousi2"', f'source = "{longp}"'))
     text = run_error(["fwi", "-c", longc, "-o", out], ["bytes in all"])
@@ -482,6 +528,8 @@ def case_messages():
     run_error(["frobnicate", "-c", cfg], ["unknown subcommand 'frobnicate'", "info, model, fwi"])
     run_error(["fwi", "-c", cfg, "-o", out, "--set", 'model.source="marmousi3"'],
               ["marmousi2_fine", "layered3d", "marmousi2_3d"])
+    run_error(["fwi", "-c", os.path.join(WORK, "nope.toml"), "-o", out], ["ksweep: error: --config", "nope.toml"])
+    run_error(["fwi", "-c", cfg, "-o", out, "--set", f'model.source="{WORK}/adir.h5"'], ["not a regular file"])
     empty = fresh("msg_empty_ck")
     os.makedirs(empty)
     open(os.path.join(empty, "checkpoint.bin"), "w").close()
