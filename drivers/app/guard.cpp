@@ -8,6 +8,7 @@
 #include <cctype>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <iterator>
@@ -206,9 +207,11 @@ void check_folder(fs::path const& path, bool overwrite, bool resume_in_place, st
   if (!fs::exists(status)) {
     // It will be created: tried now (the folders made are removed again at once), since only
     // creating tells (permissions, read-only or special file systems, quotas).
+    // The folder itself is never made here (another run may be making it to hold it): its
+    // missing parents are, and a uniquely named probe folder in place of it.
     fs::path const full = fs::absolute(path, ec);
-    std::vector<fs::path> missing;  // the missing folders, the outermost first
-    for (fs::path p = full; !p.empty() && !fs::exists(p, ec) && p != p.root_path(); p = p.parent_path())
+    std::vector<fs::path> missing;  // the missing parents, the outermost first
+    for (fs::path p = full.parent_path(); !p.empty() && !fs::exists(p, ec) && p != p.root_path(); p = p.parent_path())
       missing.insert(missing.begin(), p);
     std::vector<fs::path> made;  // those this process made (another run may make them meanwhile)
     std::string why;
@@ -218,6 +221,11 @@ void check_folder(fs::path const& path, bool overwrite, bool resume_in_place, st
         why = std::strerror(errno);
         break;
       }
+    }
+    if (why.empty()) {
+      std::string probe = (full.parent_path() / ".ksweep-probe-XXXXXX").string();
+      if (::mkdtemp(probe.data()) == nullptr) why = std::strerror(errno);
+      else ::rmdir(probe.c_str());
     }
     for (auto it = made.rbegin(); it != made.rend(); ++it) ::rmdir(it->c_str());  // empty, and ours
     KSWEEP_REQUIRE(why.empty(), "cannot create the output folder " << io::shown_path(path) << ": " << why);
@@ -277,10 +285,15 @@ OutputFolder::OutputFolder(fs::path path, bool overwrite, bool resume_in_place, 
   check_output_folder(m_path, overwrite, resume_in_place, inputs);  // cheap, before creating anything
   if (!fs::exists(status)) {
     fs::path const parent = fs::absolute(m_path).parent_path();
-    fs::create_directories(parent, ec);
-    // Made by this run only when its own mkdir succeeds: another run may make it meanwhile.
-    m_created = ::mkdir(m_path.c_str(), 0777) == 0;
-    int const err = errno;
+    // Made by this run only when its own mkdir succeeds: another run may make it meanwhile (and
+    // another run's probe may remove an empty parent meanwhile: tried twice).
+    int err = 0;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      fs::create_directories(parent, ec);
+      m_created = ::mkdir(m_path.c_str(), 0777) == 0;
+      err = errno;
+      if (m_created || err != ENOENT) break;
+    }
     KSWEEP_REQUIRE(m_created || err == EEXIST,
                    "cannot create the output folder " << io::shown_path(m_path) << ": " << std::strerror(err));
   }

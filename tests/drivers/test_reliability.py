@@ -87,17 +87,20 @@ def case_lost_results():
                 "fwi"]["lr"] != lr or len(summary(out)["iterations"]) != 5:
             fail(f"trial {trial}: the folder mixes the two runs' files")
         print(f"  trial {trial}: run {won[0]} ran, the other: {texts[lost].strip().splitlines()[-1][:110]}")
-    # A running run holds its folder: a second run, a resume and a dry run into it are refused,
-    # and the first run ends with all its results.
+    # A running run holds its folder: a second run, a resume and a dry run into it are refused
+    # while it lives, and it goes on undisturbed (stopped by SIGTERM at an iteration boundary).
     out = fresh("lost_running")
-    p = popen(["fwi", "-c", cfg, "-o", out] + slow + ["--set", "time.nt=1500"])
+    long_run = ["--set", "fwi.iterations=200", "--set", "time.nt=1500"]
+    p = popen(["fwi", "-c", cfg, "-o", out] + long_run)
     if not k.wait_for(p, out, 1):
         fail("the first run ended early")
     for extra in (["--overwrite"], ["--resume", out], ["--dry-run", "--overwrite"]):
-        run_error(["fwi", "-c", cfg, "-o", out] + slow + ["--set", "time.nt=1500"] + extra,
-                  ["in use by another ksweep run"])
-    if p.wait(timeout=300) != 0 or len(summary(out)["iterations"]) != 5:
-        fail(f"the first run did not end whole:\n{p.stderr.read()}")
+        run_error(["fwi", "-c", cfg, "-o", out] + long_run + extra, ["in use by another ksweep run"])
+    if p.poll() is not None:
+        fail(f"the first run ended during the checks (exit {p.returncode}): the case proves nothing")
+    p.send_signal(signal.SIGTERM)
+    if p.wait(timeout=300) != 143 or not os.path.exists(os.path.join(out, "checkpoint.bin")):
+        fail(f"the first run did not stop cleanly: exit {p.returncode}\n{p.stderr.read()}")
     # --overwrite never replaces an input of the run (observed data, model) held in the folder.
     a = fresh("lost_inputs")
     ksweep(["model", "-c", cfg, "-o", a])
