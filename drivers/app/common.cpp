@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 
 #include <sys/wait.h>
@@ -82,6 +83,19 @@ void make_directory(fs::path const& dir) {
   fs::create_directories(dir, ec);
   KSWEEP_REQUIRE(!ec && fs::is_directory(dir),
                  "cannot create the output folder " << dir.string() << ": " << ec.message());
+}
+
+std::string silent_data(std::vector<float> const& d, std::string const& what, io::Config const& cfg) {
+  float peak = 0;
+  for (float x : d) peak = std::max(peak, std::abs(x));
+  if (peak >= std::numeric_limits<float>::min()) return {};
+  std::ostringstream os;
+  os << what << " are zero at every sample (largest |sample| " << peak
+     << "): there is nothing to invert. The wave does not reach the receivers within the record of time.nt = "
+     << cfg.time.nt << " samples x time.dt = " << cfg.time.dt << " s = " << cfg.time.nt * cfg.time.dt
+     << " s, or the wavelet (wavelet.freq = " << cfg.wavelet.freq << " Hz, wavelet.delay = " << cfg.wavelet.delay
+     << " s) is silent within it; lengthen the record, or check the observed data";
+  return os.str();
 }
 
 void remove_if_empty(fs::path const& dir) {

@@ -28,6 +28,11 @@ std::vector<double> make_wavelet(io::Config const& cfg);
 bool run_figure_script(std::string const& script, std::vector<std::string> const& args);
 /// Creates `dir` (and parents); errors name the directory.
 void make_directory(fs::path const& dir);
+/// Records that are zero everywhere (or subnormal: below the smallest normal float) carry no
+/// information: the loss would be the synthetic data's energy and an inversion would fit
+/// silence. Returns the message naming `what` and the likely causes, empty when `d` holds a
+/// signal.
+std::string silent_data(std::vector<float> const& d, std::string const& what, io::Config const& cfg);
 /// Removes `dir` when it is an empty folder (a result folder whose only writer failed).
 void remove_if_empty(fs::path const& dir);
 /// "1h02m03s" style duration.

@@ -114,8 +114,7 @@ double velocity_bound(io::Config const& cfg, double dh, int order, int dim) {
 }
 
 /// Stability of the inversion, before anything runs: the true and starting models must be
-/// stable with time.dt, and so must every velocity the inversion may reach (up to fwi.vmax);
-/// fwi.vmin must lie below the bound.
+/// stable with time.dt, and so must every velocity the inversion may reach (up to fwi.vmax).
 void check_stability(io::Config const& cfg, io::VelocityModel const& truth, std::vector<float> const& v0, int order) {
   double const vtrue = *std::max_element(truth.vp.begin(), truth.vp.end());
   core::check_cfl(vtrue, cfg.time.dt, truth.dh, order, truth.dim());
@@ -129,19 +128,15 @@ void check_stability(io::Config const& cfg, io::VelocityModel const& truth, std:
                                << " at dh = " << truth.dh << " m allows at most " << vstable
                                << " m/s; lower fwi.vmax to at most " << vstable << " m/s or time.dt to at most "
                                << limit * truth.dh / vmax << " s");
-  KSWEEP_REQUIRE(vmax > 0 || cfg.fwi.vmin < vstable,
-                 "fwi.vmin = " << cfg.fwi.vmin << " m/s is not below the upper bound of fwi.vmax = 0, the " << vstable
-                               << " m/s that time.dt = " << cfg.time.dt << " s propagates stably; lower fwi.vmin");
 }
 
-/// The inversion keeps velocities in [fwi.vmin, fwi.vmax] (fwi.vmax = 0: `vstable`); a model
+/// The inversion keeps velocities in [fwi.vmin, `vmax`] (velocity_bound); a model
 /// (the starting model, a checkpoint's) whose updated cells (past the first `fixed`, the water)
 /// lie outside would be clipped wholesale at the first step.
-void check_bounds(io::Config const& cfg, std::vector<float> const& v, std::size_t fixed, double vstable,
+void check_bounds(io::Config const& cfg, std::vector<float> const& v, std::size_t fixed, double vmax,
                   std::string const& what) {
   if (fixed >= v.size()) return;
   auto const [lo, hi] = std::minmax_element(v.begin() + static_cast<std::ptrdiff_t>(fixed), v.end());
-  double const vmax = cfg.fwi.vmax > 0 ? cfg.fwi.vmax : vstable;
   KSWEEP_REQUIRE(*lo >= cfg.fwi.vmin && *hi <= vmax,
                  what << " has velocities in [" << *lo << ", " << *hi << "] m/s outside the water rows, outside the "
                       << "bounds the inversion keeps, [fwi.vmin, fwi.vmax] = [" << cfg.fwi.vmin << ", " << vmax
@@ -159,22 +154,6 @@ void check_smoothing(io::Config const& cfg, io::VelocityModel const& shape) {
     KSWEEP_REQUIRE(sigma <= extent, key << " = " << sigma << " cells is wider than the model's largest extent, "
                                         << extent << " cells (" << shape.shape()
                                         << "): a Gaussian that wide smooths to a constant; use at most " << extent);
-}
-
-/// Observed data that are zero everywhere (or subnormal: below the smallest normal float)
-/// carry no information: the loss would be the synthetic data's energy and the inversion
-/// would fit silence. Returns the message, empty when the data hold a signal.
-std::string silent_data(std::vector<float> const& d, std::string const& what, io::Config const& cfg) {
-  float peak = 0;
-  for (float x : d) peak = std::max(peak, std::abs(x));
-  if (peak >= std::numeric_limits<float>::min()) return {};
-  std::ostringstream os;
-  os << what << " are zero at every sample (largest |sample| " << peak
-     << "): there is nothing to invert. The wave does not reach the receivers within the record of time.nt = "
-     << cfg.time.nt << " samples x time.dt = " << cfg.time.dt << " s = " << cfg.time.nt * cfg.time.dt
-     << " s, or the wavelet (wavelet.freq = " << cfg.wavelet.freq << " Hz, wavelet.delay = " << cfg.wavelet.delay
-     << " s) is silent within it; lengthen the record, or check the observed data";
-  return os.str();
 }
 
 /// Test hook: KSWEEP_FAULT_NAN = "loss:IT", "gradient:IT" or "model:IT" makes that quantity
@@ -366,30 +345,20 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   }
   // The output folder: the checks that write nothing.
   auto const inputs = run_inputs(cfg, opt);
-  {
-    std::string error;  // found by rank 0, which owns the folder; every rank stops with it
-    if (comm.is_root()) try {
-        check_output_folder(out, opt.overwrite, in_place, inputs);
-      } catch (Error const& e) {
-        error = e.what();
-      }
-    raise_from_root(comm, error);
-  }
+  collectively(comm, [&] {  // rank 0 owns the folder; every rank stops with its error
+    if (comm.is_root()) check_output_folder(out, opt.overwrite, in_place, inputs);
+  });
 
   // Observed data from a file: everything but the samples (shape, geometry, acquisition), read
   // by rank 0 before any model-sized work.
-  auto const observed_error = [&](std::string const& what) {
-    return "fwi.observed = " + io::shown_path(f.observed) + ": " + what;
-  };
-  {
-    std::string error;
-    if (comm.is_root() && !f.observed.empty()) try {
-        check_observed(io::read_records(f.observed, false), cfg, survey, shape, io::shown_path(f.observed));
-      } catch (Error const& e) {
-        error = observed_error(e.what());
-      }
-    raise_from_root(comm, error);
-  }
+  std::string const observed_key = "fwi.observed = " + io::shown_path(f.observed) + ": ";
+  collectively(
+      comm,
+      [&] {
+        if (comm.is_root() && !f.observed.empty())
+          check_observed(io::read_records(f.observed, false), cfg, survey, shape, io::shown_path(f.observed));
+      },
+      observed_key);
   KSWEEP_REQUIRE(f.smooth_sigma > 0 || !f.observed.empty(),
                  "fwi.smooth_sigma = 0 makes the starting model the true model, from which the observed data are "
                  "modelled: the inversion would start at its answer (a loss of 0); set fwi.smooth_sigma > 0, or give "
@@ -403,7 +372,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   int const water = f.water_rows >= 0 ? f.water_rows : detect_water_rows(truth);
   auto const v0 = starting_model(truth, f.smooth_sigma, water);
   check_stability(cfg, truth, v0, Order);
-  check_bounds(cfg, v0, static_cast<std::size_t>(water) * plane, stable_velocity(cfg, truth.dh, Order, Dim),
+  check_bounds(cfg, v0, static_cast<std::size_t>(water) * plane, velocity_bound(cfg, truth.dh, Order, Dim),
                "the starting model");
   if (comm.is_root()) warn_acquisition(cfg, truth, survey, comm);
 
@@ -416,17 +385,15 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   // Observed data from a file: read and checked (shape, geometry, acquisition, finite samples,
   // a signal) by rank 0; its error, if any, stops every rank.
   io::RecordsFile obs;
-  {
-    std::string error;
-    if (comm.is_root() && !f.observed.empty()) try {
+  collectively(
+      comm,
+      [&] {
+        if (!comm.is_root() || f.observed.empty()) return;
         obs = io::read_records(f.observed);
         check_observed(obs, cfg, survey, shape, io::shown_path(f.observed));
-        error = silent_data(obs.data, "the observed data " + io::shown_path(f.observed), cfg);
-      } catch (Error const& e) {
-        error = observed_error(e.what());
-      }
-    raise_from_root(comm, error);
-  }
+        if (auto const silent = silent_data(obs.data, "the observed data", cfg); !silent.empty()) throw Error(silent);
+      },
+      observed_key);
   if (comm.is_root() && !f.observed.empty())
     run["data"]["observed_sha256"] = io::sha256_hex(obs.data.data(), obs.data.size() * sizeof(float));
 
@@ -445,7 +412,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
                        << (f.iterations == ck.iteration ? "" : " iterations already done in ")
                        << io::shown_path(ck_path) << (f.iterations == ck.iteration ? ")" : "")
                        << ": nothing is left to run; set fwi.iterations above " << ck.iteration << " to continue");
-    check_bounds(cfg, ck.model, static_cast<std::size_t>(water) * plane, stable_velocity(cfg, truth.dh, Order, Dim),
+    check_bounds(cfg, ck.model, static_cast<std::size_t>(water) * plane, velocity_bound(cfg, truth.dh, Order, Dim),
                  "--resume: the checkpoint " + io::shown_path(ck_path) + "'s model");
     {
       double const vck = *std::max_element(ck.model.begin(), ck.model.end());
@@ -466,15 +433,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   // The output folder: locked against other runs, checked again under the lock, created if
   // needed; nothing written into it yet.
   std::optional<OutputFolder> folder;
-  {
-    std::string error;
-    try {
-      folder.emplace(out, opt.overwrite, in_place, comm.is_root(), inputs);
-    } catch (Error const& e) {
-      error = e.what();
-    }
-    raise_from_root(comm, error);
-  }
+  collectively(comm, [&] { folder.emplace(out, opt.overwrite, in_place, comm.is_root(), inputs); });
 
   // Observed data modelled once by rank 0 (SIGINT/SIGTERM honoured between shot batches).
   bool interrupted = false;
@@ -495,7 +454,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
                  (f.observed.empty() ? " while modelling the observed data" : " before the first iteration") +
                  "; nothing was written" +
                  (resuming ? "; continue with:\n  " + resume_command(opt.argv, resume, comm.size()) : std::string("")));
-  raise_from_root(comm, silent);
+  settle(comm, silent);
 
   // First writes (the result folders are made when their first file is written).
   if (comm.is_root()) {
@@ -748,8 +707,9 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
             KOKKOS_LAMBDA(std::size_t i) { gr(i) = static_cast<Real>(gr(i) / (isrc(i) + damp)); });
       }
       adam.step(space, grad, model);
-      if (std::size_t const bad =
-              count_non_finite(space, adam.second_moment()) + count_non_finite(space, adam.first_moment()))
+      // The second moment holds the squared gradient: it overflows first, and alone (a step with
+      // an infinite second moment is 0, so the model stays finite).
+      if (std::size_t const bad = count_non_finite(space, adam.second_moment()))
         throw CollectiveError(
             "the optimizer's moments overflowed at iteration " + std::to_string(t) + " (" + std::to_string(bad) +
             " non-finite values; the squared gradient exceeds the float range): the gradient's scale is extreme, "

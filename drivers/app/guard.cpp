@@ -114,13 +114,6 @@ void settle(comm::Communicator const& comm, std::string const& error) {
   throw CollectiveError("");
 }
 
-void raise_from_root(comm::Communicator const& comm, std::string const& root_error) {
-  std::vector<char> text;
-  if (comm.is_root()) text.assign(root_error.begin(), root_error.end());
-  if (comm.size() > 1) comm.broadcast(text);
-  if (!text.empty()) throw CollectiveError(std::string(text.begin(), text.end()));
-}
-
 std::vector<std::string> const& result_names() {
   static std::vector<std::string> const names{"summary.json",   "checkpoint.bin", "observed.h5",
                                               "model_final.h5", "true_model.h5",  "initial_model.h5",

@@ -66,10 +66,6 @@ int agree_stop(comm::Communicator const& comm, bool locally_stopped = false);
 /// differ, so that ranks started with different arguments or inputs stop together at start.
 void agree_on(comm::Communicator const& comm, std::string const& what, std::string const& text);
 
-/// Collective: `root_error` is an error found by rank 0 alone (empty: none); when it is not
-/// empty, every rank throws CollectiveError with it.
-void raise_from_root(comm::Communicator const& comm, std::string const& root_error);
-
 /// Collective: `error` is what this rank found (empty: nothing). When any rank found an error,
 /// every rank throws CollectiveError: rank 0's message when rank 0 failed (main prints it once),
 /// else each failing rank prints its own, naming its rank, and the CollectiveError is empty.
@@ -88,6 +84,19 @@ auto on_every_rank(comm::Communicator const& comm, F&& f) {
   }
   settle(comm, error);
   return std::move(*value);
+}
+
+/// Collective: runs `f` (work of every rank, or of rank 0 alone), catching ksweep::Error (its
+/// message behind `prefix`), then settle: every rank stops together when any failed.
+template <class F>
+void collectively(comm::Communicator const& comm, F&& f, std::string const& prefix = {}) {
+  std::string error;
+  try {
+    f();
+  } catch (Error const& e) {
+    error = prefix + e.what();
+  }
+  settle(comm, error);
 }
 
 // --- Output folder -------------------------------------------------------------------------

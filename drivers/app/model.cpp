@@ -13,8 +13,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <limits>
 #include <cstdio>
 
 namespace ksweep::app {
@@ -145,14 +143,8 @@ int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator c
               shown(vm.description).c_str(), vm.shape().c_str(), vm.dh, survey.n_shots, survey.n_receivers, cfg.time.nt,
               cfg.time.dt, cfg.propagator.order, cfg.propagator.precision.c_str());
   auto const rec = model_observed(cfg, vm, survey, true);
-  float peak = 0;
-  for (float x : rec.data) peak = std::max(peak, std::abs(x));
-  KSWEEP_REQUIRE(peak >= std::numeric_limits<float>::min(),
-                 "the modelled data are zero at every sample (largest |sample| "
-                     << peak << "): the wave does not reach the receivers within the record of time.nt = "
-                     << cfg.time.nt << " samples x time.dt = " << cfg.time.dt << " s, or the wavelet (wavelet.freq = "
-                     << cfg.wavelet.freq << " Hz, wavelet.delay = " << cfg.wavelet.delay
-                     << " s) is silent within it; nothing was written; lengthen the record");
+  if (auto const silent = silent_data(rec.data, "the modelled data", cfg); !silent.empty())
+    throw Error(silent + "; nothing was written");
   folder.claim();
   {
     core::ScopedRegion region("ksweep::model::output");

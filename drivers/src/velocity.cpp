@@ -352,60 +352,33 @@ VelocityModel model_shape(ModelSection const& s) {
 }
 
 VelocityModel load_velocity(ModelSection const& s) {
-  (void)model_shape(s);  // every check that needs no values, before any model-sized work
-  KSWEEP_REQUIRE(s.decimate >= 1, "model.decimate = " << s.decimate << " must be >= 1");
+  // Every check that needs no values (source, sizes, decimation, crops, limits), before any
+  // model-sized work; what follows reads and transforms the values only.
+  VelocityModel const expected = model_shape(s);
   bool const extruded = s.source == "marmousi2_3d";
   VelocityModel m;
-  bool named = false;
-  for (auto const& n : named_models()) {
-    if (n.name == s.source || (extruded && n.name == "marmousi2")) {
-      m = load_named(n);
-      named = true;
-      break;
-    }
-  }
-  if (s.source == "layered3d") {
+  auto const& named = named_models();
+  auto const it = std::find_if(named.begin(), named.end(), [&](auto const& n) {
+    return n.name == s.source || (extruded && n.name == "marmousi2");
+  });
+  if (it != named.end()) {
+    m = load_named(*it);
+  } else if (s.source == "layered3d") {
     m = layered3d(s);
-    named = true;
+  } else if (std::string const ext = lower_extension(s.source); ext == ".h5" || ext == ".hdf5") {
+    m = read_model(s.source);
+  } else {  // a raw float32 file, its sizes given (checked by model_shape)
+    m.nz = s.nz, m.nx = s.nx, m.ny = s.ny, m.dh = s.dh;
+    m.vp = read_raw_f32(s.source, static_cast<std::size_t>(s.nz) * static_cast<std::size_t>(s.ny > 0 ? s.ny : 1) *
+                                      static_cast<std::size_t>(s.nx));
+    m.description = s.source;
   }
-  if (!named) {
-    std::string const ext = lower_extension(s.source);
-    std::error_code ec;
-    if (ext == ".h5" || ext == ".hdf5") {
-      KSWEEP_REQUIRE(std::filesystem::is_regular_file(s.source, ec),
-                     "model.source = " << shown_path(s.source) << ": file not found");
-      m = read_model(s.source);
-    } else if (ext == ".f32" || ext == ".bin") {
-      KSWEEP_REQUIRE(std::filesystem::is_regular_file(s.source, ec),
-                     "model.source = " << shown_path(s.source) << ": file not found");
-      KSWEEP_REQUIRE(s.nz > 0 && s.nx > 0 && s.dh > 0,
-                     "model.source = \"" << s.source << "\" is a raw float32 file, so model.nz, "
-                                         << "model.nx and model.dh must all be > 0 (got nz = " << s.nz << ", nx = "
-                                         << s.nx << ", dh = " << s.dh << "; model.ny > 0 as well for a 3D file)");
-      m.nz = s.nz;
-      m.nx = s.nx;
-      m.ny = s.ny;
-      m.dh = s.dh;
-      m.vp = read_raw_f32(s.source, static_cast<std::size_t>(s.nz) * static_cast<std::size_t>(s.ny > 0 ? s.ny : 1) *
-                                        static_cast<std::size_t>(s.nx));
-      m.description = s.source;
-    } else {
-      KSWEEP_REQUIRE(false, "model.source = \"" << shown(s.source) << "\" is neither a named model (" << known_names()
-                                                << ") nor a path ending in .f32, .bin, .h5 or "
-                                                   ".hdf5");
-    }
-  }
-  if (!extruded && s.source != "layered3d") check_declared_size(s, m);
-  KSWEEP_REQUIRE(m.dh > 0 && std::isfinite(m.dh),
-                 "velocity model " << m.description << " has grid spacing dh = " << m.dh << ", must be finite and > 0");
   check_values(m, m.description);
 
   std::ostringstream desc;
   desc << m.description << ", " << m.shape() << " at " << m.dh << " m";
   decimate(m, s.decimate);
   if (s.decimate > 1) desc << ", decimated by " << s.decimate << " to " << m.shape() << " at " << m.dh << " m";
-  KSWEEP_REQUIRE(!s.crop_y || m.ny > 0 || extruded,
-                 "model.crop_y is set but model.source = \"" << s.source << "\" is a 2D model");
   if (s.crop_z || s.crop_x || (s.crop_y && !extruded)) {
     auto const z = s.crop_z.value_or(std::array<int, 2>{0, m.nz});
     auto const y = s.crop_y && !extruded ? *s.crop_y : std::array<int, 2>{0, m.ny > 0 ? m.ny : 1};
@@ -417,15 +390,14 @@ VelocityModel load_velocity(ModelSection const& s) {
   }
   if (extruded) {
     int const ny = s.ny > 0 ? s.ny : 32;
-    KSWEEP_REQUIRE(!s.crop_y, "model.crop_y: \"marmousi2_3d\" is extruded to model.ny cells; set model.ny instead");
-    KSWEEP_REQUIRE(static_cast<long long>(m.nz) * ny * m.nx < (1LL << 31),
-                   "model.ny = " << ny << ": " << m.nz << " x " << ny << " x " << m.nx
-                                 << " cells exceeds the limit of 2^31 - 1 cells");
     m = extrude(m, ny);
     desc << ", extruded along y over " << ny << " cells with a lateral shift of up to " << std::lround(0.1 * m.nx)
          << " cells = " << m.shape();
   }
   m.description = desc.str();
+  KSWEEP_REQUIRE(m.nz == expected.nz && m.ny == expected.ny && m.nx == expected.nx,
+                 "model.source = \"" << shown(s.source) << "\": the model read is " << m.shape() << ", its header said "
+                                     << expected.shape() << " (the file changed while it was read?)");
   return m;
 }
 
