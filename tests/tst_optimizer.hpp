@@ -6,7 +6,7 @@
 
 #include <ksweep/base/error.hpp>
 #include <ksweep/core/batches.hpp>
-#include <ksweep/core/optimizer.hpp>
+#include <ksweep/fwi/optimizer.hpp>
 #include <ksweep/core/profiling.hpp>
 #include <ksweep/core/propagator.hpp>
 
@@ -54,8 +54,8 @@ bool same_bits(std::vector<float> const& a, std::vector<float> const& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-core::AdamParameters params(double lr = 20.0) {
-  core::AdamParameters p;
+fwi::AdamParameters params(double lr = 20.0) {
+  fwi::AdamParameters p;
   p.lr = lr;
   p.beta1 = 0.9;
   p.beta2 = 0.999;
@@ -69,7 +69,7 @@ KSWEEP_TEST(adam_first_step_by_hand) {
   std::vector<float> const x0{2000.f, 2500.f, 1800.f, 3000.f};
   std::vector<float> const g{3e-3f, -2.f, 5e-6f, -7e2f};
   vec x = upload(x0, "model");
-  core::Adam<float, Exec> adam(Exec(), x0.size(), params(20.0));
+  fwi::Adam<float, Exec> adam(Exec(), x0.size(), params(20.0));
   adam.step(Exec(), upload(g, "gradient"), x);
   EXPECT_EQ(adam.steps(), 1);
   auto const x1 = download(x);
@@ -92,7 +92,7 @@ KSWEEP_TEST(adam_matches_double_reference) {
   for (std::size_t i = 0; i < n; ++i) x0[i] = static_cast<float>(1500.0 + 10.0 * i);
   vec x = upload(x0, "model");
   auto const p = params(5.0);
-  core::Adam<float, Exec> adam(Exec(), n, p);
+  fwi::Adam<float, Exec> adam(Exec(), n, p);
   std::vector<double> xr(x0.begin(), x0.end()), mr(n, 0.0), vr(n, 0.0);
   for (int t = 1; t <= steps; ++t) {
     adam.step(Exec(), upload(g[t - 1], "gradient"), x);
@@ -127,7 +127,7 @@ KSWEEP_TEST(adam_bits_match_host_float_replay) {
   p.vmin = 1650;
   p.vmax = 2800;
   vec x = upload(x0, "model");
-  core::Adam<float, Exec> adam(Exec(), n, p, fixed);
+  fwi::Adam<float, Exec> adam(Exec(), n, p, fixed);
   std::vector<float> xr = x0, mr(n, 0.f), vr(n, 0.f);
   for (int t = 1; t <= steps; ++t) {
     adam.step(Exec(), upload(g[t - 1], "gradient"), x);
@@ -161,12 +161,12 @@ KSWEEP_TEST(adam_restore_continues_bit_for_bit) {
   auto const g = gradients(4, n, 5);
   std::vector<float> x0(n, 2000.f);
   vec a = upload(x0, "a"), b = upload(x0, "b");
-  core::Adam<float, Exec> straight(Exec(), n, params(), 10);
+  fwi::Adam<float, Exec> straight(Exec(), n, params(), 10);
   for (int t = 0; t < 4; ++t) straight.step(Exec(), upload(g[t]), a);
-  core::Adam<float, Exec> first(Exec(), n, params(), 10);
+  fwi::Adam<float, Exec> first(Exec(), n, params(), 10);
   for (int t = 0; t < 2; ++t) first.step(Exec(), upload(g[t]), b);
   auto const m = download(first.first_moment()), v = download(first.second_moment());
-  core::Adam<float, Exec> resumed(Exec(), n, params(), 10);
+  fwi::Adam<float, Exec> resumed(Exec(), n, params(), 10);
   resumed.restore(Exec(), first.steps(), upload(m), upload(v));
   EXPECT_EQ(resumed.steps(), 2);
   for (int t = 2; t < 4; ++t) resumed.step(Exec(), upload(g[t]), b);
@@ -174,9 +174,9 @@ KSWEEP_TEST(adam_restore_continues_bit_for_bit) {
   EXPECT_TRUE(same_bits(download(straight.first_moment()), download(resumed.first_moment())));
   EXPECT_TRUE(same_bits(download(straight.second_moment()), download(resumed.second_moment())));
   EXPECT_THROW(resumed.restore(Exec(), 1, upload(std::vector<float>(3)), upload(v)), ksweep::Error);
-  core::AdamParameters bad = params();
+  fwi::AdamParameters bad = params();
   bad.beta1 = 1.0;
-  EXPECT_THROW((core::Adam<float, Exec>(Exec(), n, bad)), ksweep::Error);
+  EXPECT_THROW((fwi::Adam<float, Exec>(Exec(), n, bad)), ksweep::Error);
 }
 
 // The batches of a seed are reproducible: the same seed gives the same batches, and these

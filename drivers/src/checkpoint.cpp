@@ -255,6 +255,10 @@ std::vector<RunChange> resume_changes(nlohmann::json const& saved, nlohmann::jso
   flatten(now, "", b);
   auto const& mut = resume_mutable_keys();
   auto strip = [](std::string const& k) { return k.rfind("config.", 0) == 0 ? k.substr(7) : k; };
+  // A key the checkpoint lacks (it was made before the key existed) at its default now is no
+  // change.
+  std::vector<std::pair<std::string, nlohmann::json>> defaults;
+  flatten({{"config", config_to_json(Config{})}}, "", defaults);
   std::vector<RunChange> out;
   auto find = [](auto const& v, std::string const& k) -> nlohmann::json const* {
     for (auto const& [kk, vv] : v)
@@ -272,6 +276,10 @@ std::vector<RunChange> resume_changes(nlohmann::json const& saved, nlohmann::jso
     auto const* x = find(a, k);
     auto const* y = find(b, k);
     if (x != nullptr && y != nullptr && *x == *y) continue;
+    if (x == nullptr && y != nullptr) {
+      auto const* d = find(defaults, k);
+      if (d != nullptr && *d == *y) continue;
+    }
     out.push_back({key, x ? x->dump() : std::string("(absent)"), y ? y->dump() : std::string("(absent)")});
   }
   return out;

@@ -394,6 +394,8 @@ Config build(toml::table root, std::string const& origin, std::vector<std::strin
     SectionReader r(section("fwi"), "fwi", origins);
     r.get("iterations", c.fwi.iterations);
     r.get("batch", c.fwi.batch);
+    r.get("optimizer", c.fwi.optimizer);
+    r.get("lbfgs_memory", c.fwi.lbfgs_memory);
     r.get("lr", c.fwi.lr);
     r.get("beta1", c.fwi.beta1);
     r.get("beta2", c.fwi.beta2);
@@ -570,6 +572,9 @@ void validate(Config const& c) {
   KSWEEP_REQUIRE(f.water_rows >= -1, "fwi.water_rows = " << f.water_rows << " must be >= -1 (-1 = detect)");
   KSWEEP_REQUIRE(f.smooth_sigma >= 0, "fwi.smooth_sigma = " << f.smooth_sigma << " must be >= 0");
   require_one_of("fwi.loss_norm", f.loss_norm, {"mean", "sum"});
+  names::optimizer.parse(f.optimizer);
+  KSWEEP_REQUIRE(f.lbfgs_memory >= 1 && f.lbfgs_memory <= 100,
+                 "fwi.lbfgs_memory = " << f.lbfgs_memory << " correction pairs must be in [1, 100]");
   KSWEEP_REQUIRE(f.grad_smooth >= 0, "fwi.grad_smooth = " << f.grad_smooth << " must be >= 0");
   KSWEEP_REQUIRE(f.figures_every >= 0, "fwi.figures_every = " << f.figures_every << " must be >= 0 (0 = never)");
 }
@@ -633,6 +638,8 @@ nlohmann::json config_to_json(Config const& c) {
                   {"disk_dir", c.storage.disk_dir}, {"pinned", c.storage.pinned}};
   j["fwi"] = {{"iterations", c.fwi.iterations},
               {"batch", c.fwi.batch},
+              {"optimizer", c.fwi.optimizer},
+              {"lbfgs_memory", c.fwi.lbfgs_memory},
               {"lr", c.fwi.lr},
               {"beta1", c.fwi.beta1},
               {"beta2", c.fwi.beta2},

@@ -360,7 +360,7 @@ VelocityModel read_model(fs::path const& path) { return read_model_file(path, tr
 
 VelocityModel read_model_shape(fs::path const& path) { return read_model_file(path, false); }
 
-void write_datasets(fs::path const& path, std::vector<Dataset2D> const& datasets, double dh) {
+void write_datasets(fs::path const& path, std::vector<Dataset> const& datasets, double dh) {
   for (auto const& d : datasets) {
     KSWEEP_REQUIRE(!d.name.empty(), "a dataset for " << shown_path(path) << " has an empty name");
     KSWEEP_REQUIRE(d.n0 >= 1 && d.n1 >= 1, "dataset '" << d.name << "' for " << shown_path(path) << " has n0 = " << d.n0
@@ -400,7 +400,7 @@ void write_model(std::filesystem::path const& path, std::vector<float> const&, i
 }
 VelocityModel read_model(std::filesystem::path const& path) { no_hdf5(path); }
 VelocityModel read_model_shape(std::filesystem::path const& path) { no_hdf5(path); }
-void write_datasets(std::filesystem::path const& path, std::vector<Dataset2D> const&, double) { no_hdf5(path); }
+void write_datasets(std::filesystem::path const& path, std::vector<Dataset> const&, double) { no_hdf5(path); }
 
 #endif
 

@@ -15,6 +15,7 @@
 /// Gradient with respect to the model velocity: dL/dv = sum_n lambda^{n+1} (L u^n) 2 c / v,
 /// with the absorbing layer's velocity held fixed.
 
+#include <ksweep/core/memory_report.hpp>
 #include <ksweep/core/profiling.hpp>
 #include <ksweep/core/propagator.hpp>
 #include <ksweep/core/runtime.hpp>
@@ -28,20 +29,6 @@
 #include <vector>
 
 namespace ksweep::core {
-
-/// Bytes of each component of a gradient computation.
-struct MemoryReport {
-  std::string strategy, location, dtype;
-  std::size_t boundary_bytes = 0;     ///< saved steps, at `location`
-  std::size_t staging_bytes = 0;      ///< device staging for host/disk transfers
-  std::size_t wavefield_bytes = 0;    ///< working wavefields and CPML memories (forward + adjoint)
-  std::size_t seed_bytes = 0;         ///< the last two forward levels (kept in the working fields)
-  std::size_t image_bytes = 0;        ///< gradient and illumination accumulators
-  std::size_t observed_bytes = 0;     ///< observed batch
-  std::size_t synthetic_bytes = 0;    ///< synthetic records
-  std::size_t peak_device_bytes = 0;  ///< measured (host backends: peak resident set of the process)
-  std::string to_string() const;
-};
 
 /// Gradient, source illumination (sum u^2) and receiver illumination (sum lambda^2) on the
 /// model grid, [nz][nx] (3D: [nz ny][nx], constructed with rows = nz ny), summed over shots in `Real` (double).

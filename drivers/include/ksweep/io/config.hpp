@@ -102,6 +102,10 @@ struct FwiSection {
   int iterations = 30;
   int batch = 8;
   double lr = 25.0;
+  /// "adam" (batches of `batch` shots) or "lbfgs" (every shot, a Wolfe line search).
+  std::string optimizer = "adam";
+  /// L-BFGS: correction pairs kept.
+  int lbfgs_memory = 5;
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-16;

@@ -41,7 +41,7 @@ struct RecordsFile {
 };
 
 /// One named float32 image [n0][n1] (row-major), or a volume [n0][n1][n2] when n2 > 0.
-struct Dataset2D {
+struct Dataset {
   std::string name;
   int n0 = 0;
   int n1 = 0;
@@ -70,6 +70,6 @@ VelocityModel read_model(std::filesystem::path const& path);
 VelocityModel read_model_shape(std::filesystem::path const& path);
 
 /// Writes each image as a float32 dataset [n0][n1] ([n0][n1][n2]) and the file attribute "dh".
-void write_datasets(std::filesystem::path const& path, std::vector<Dataset2D> const& datasets, double dh);
+void write_datasets(std::filesystem::path const& path, std::vector<Dataset> const& datasets, double dh);
 
 }  // namespace ksweep::io

@@ -91,6 +91,10 @@ inline constexpr Choice dtypes[] = {
     {"bf16", "bfloat16, rounded to nearest even, no scale"},
     {"int8", "round(127 v / s) with one fp32 scale s = max |v| per block of 256"},
 };
+inline constexpr Choice optimizers[] = {
+    {"adam", "Adam on random batches of fwi.batch shots"},
+    {"lbfgs", "L-BFGS with a Wolfe line search on every shot (full batch)"},
+};
 }  // namespace impl
 
 inline constexpr Option order{"propagator.order", impl::orders, std::size(impl::orders), false};
@@ -98,9 +102,10 @@ inline constexpr Option schedule{"propagator.schedule", impl::schedules, std::si
 inline constexpr Option strategy{"storage.strategy", impl::strategies, std::size(impl::strategies), true};
 inline constexpr Option location{"storage.location", impl::locations, std::size(impl::locations), true};
 inline constexpr Option dtype{"storage.dtype", impl::dtypes, std::size(impl::dtypes), true};
+inline constexpr Option optimizer{"fwi.optimizer", impl::optimizers, std::size(impl::optimizers), true};
 
 /// Every option of the registry, in the order of the README's configuration table.
-inline constexpr Option const* options[] = {&order, &schedule, &strategy, &location, &dtype};
+inline constexpr Option const* options[] = {&order, &schedule, &strategy, &location, &dtype, &optimizer};
 
 /// The enum value named `value` of an option whose enum follows the registry's order.
 template <class Enum>

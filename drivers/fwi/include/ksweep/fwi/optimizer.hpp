@@ -1,7 +1,11 @@
 #pragma once
 /// \file optimizer.hpp
-/// Optimizers of the inversion: a model (a vector of cells on the device) updated in place
-/// from the gradient of the loss, one step per iteration.
+/// Optimizers of the inversion, a family over one interface: a model (a vector of cells on the
+/// device) updated in place from the gradient of the loss. Adam takes one step per gradient
+/// (stochastic batches); L-BFGS (lbfgs.hpp) runs a line search over full-batch gradients.
+///
+/// Synchronisation: every call launches on the `space` it is given and returns without a
+/// fence, unless it returns a value computed on the device (then it fences `space`).
 
 #include <ksweep/base/error.hpp>
 #include <ksweep/base/launch.hpp>
@@ -13,7 +17,7 @@
 #include <cstddef>
 #include <string>
 
-namespace ksweep::core {
+namespace ksweep::fwi {
 
 /// A first-order optimizer of a model of `size()` cells in ExecSpace's memory.
 template <class Real, class ExecSpace = Kokkos::DefaultExecutionSpace>
@@ -135,4 +139,4 @@ class Adam final : public Optimizer<Real, ExecSpace> {
   int m_steps = 0;
 };
 
-}  // namespace ksweep::core
+}  // namespace ksweep::fwi

@@ -1,0 +1,133 @@
+#pragma once
+/// \file inversion.hpp
+/// Full-waveform inversion as a library: ksweep::fwi::Inversion runs the iterations of an
+/// acoustic inversion on the default execution space, over the ranks of a communicator.
+///
+/// One iteration (step()): the batch of shots is drawn on rank 0 and broadcast (Adam; L-BFGS
+/// takes every shot), each rank models its contiguous slice of the batch and computes its
+/// gradient by boundary saving, the images and losses are summed over the ranks in batch order
+/// (so the model is the same bits on any number of ranks), the gradient is conditioned (water
+/// rows fixed, Gaussian smoothing, illumination preconditioning), and the optimizer updates the
+/// model within [vmin, vmax]; every rank takes the same step. Everything model-sized lives on
+/// the device; the host sees only losses, reductions and what it asks for.
+///
+/// The caller drives the loop and owns what is written: progress, checkpoints (state() and
+/// restore() are the whole state) and figures (model(), images()). A non-finite loss, gradient,
+/// optimizer state or model throws IterationError on every rank together, before anything of
+/// the iteration is visible.
+///
+/// Synchronisation: the constructor, step(), restore() and every accessor returning host data
+/// fence the inversion's execution space instance before they return.
+
+#include <ksweep/comm/communicator.hpp>
+#include <ksweep/core/geometry.hpp>
+#include <ksweep/core/memory_report.hpp>
+#include <ksweep/core/schedule.hpp>
+#include <ksweep/fwi/lbfgs.hpp>
+#include <ksweep/fwi/optimizer.hpp>
+#include <ksweep/storage/step_store.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ksweep::fwi {
+
+/// What is inverted: the grid, the acquisition, the data and the models.
+struct Problem {
+  core::ModelGrid grid;
+  core::PmlConfig pml;
+  int order = 4;                 ///< spatial order of the stencil (2, 4, 6, 8)
+  double dt = 0;                 ///< time step (s)
+  int nt = 0;                    ///< time samples
+  core::Survey survey;           ///< every shot (one source each)
+  std::vector<double> wavelet;   ///< nt samples, every shot's source
+  std::vector<float> observed;   ///< [shot][nt][receiver], on every rank
+  std::vector<float> start;      ///< the starting model, [nz][nx] or [nz][ny][nx] (m/s)
+  std::vector<float> truth;      ///< the true model for the RMSE (empty: no RMSE, reported as NaN)
+};
+
+enum class Method { adam, lbfgs };
+
+/// How it is inverted.
+struct Options {
+  Method method = Method::adam;
+  int batch = 1;                   ///< shots per gradient (Adam); L-BFGS takes every shot
+  std::uint64_t seed = 0;          ///< the batch draw's generator
+  bool loss_sum = false;           ///< loss as the plain sum of squares (else divided by batch nt nr)
+  int water_rows = 0;              ///< top rows never updated (their gradient is zeroed)
+  double grad_smooth = 0;          ///< Gaussian smoothing of the gradient (cells; 0: none)
+  bool precondition = false;       ///< divide the gradient by the source illumination (+ 1e-3 of its maximum)
+  double vmin = 0, vmax = 0;       ///< bounds of the model (> 0)
+  AdamParameters adam;             ///< lr, betas, eps (its bounds are vmin and vmax)
+  LbfgsParameters lbfgs;           ///< memory, Wolfe constants, evaluations (bounds: vmin, vmax)
+  storage::StorageConfig storage;  ///< where and how the saved steps live
+  core::Schedule schedule = core::Schedule::automatic;
+  std::string fault;               ///< test aid: "loss:IT", "gradient:IT" or "model:IT" makes it non-finite
+};
+
+/// The whole state between iterations: a checkpoint holds exactly this.
+struct State {
+  int iteration = 0;                      ///< iterations done
+  std::string rng;                        ///< the batch generator (std::mt19937_64 as written by <<)
+  std::vector<float> model;               ///< the current model
+  std::vector<float> first, second;       ///< Adam's moments m and v (empty for L-BFGS)
+};
+
+/// What one iteration did.
+struct Report {
+  int iteration = 0;        ///< 1-based
+  double loss = 0;          ///< the batch's loss (L-BFGS: at the accepted model)
+  double rmse = 0;          ///< against Problem::truth (NaN without it)
+  double seconds = 0;
+  std::vector<int> shots;   ///< the batch, in order
+  int evaluations = 1;      ///< gradient evaluations of the iteration
+};
+
+/// The images of the last gradient evaluation, [nz][nx] or [nz][ny][nx], summed over the batch.
+struct Images {
+  std::vector<float> grad, illum_src, illum_rec;
+};
+
+/// A non-finite quantity, found by every rank at the same point of an iteration.
+class IterationError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Inversion {
+ public:
+  /// Checks the problem and allocates everything on the device (collective).
+  Inversion(Problem problem, Options options, comm::Communicator const& comm);
+  ~Inversion();
+  Inversion(Inversion const&) = delete;
+  Inversion& operator=(Inversion const&) = delete;
+
+  /// Continues from `s` (a checkpoint's state); the problem's starting model is replaced.
+  void restore(State const& s);
+  /// One iteration (collective). Throws IterationError on non-finite numbers.
+  Report step();
+  /// Iterations done.
+  int iteration() const;
+  /// The state after the last iteration (host copies).
+  State state() const;
+  /// The current model (host copy).
+  std::vector<float> model() const;
+  /// The images of the last iteration (host copies).
+  Images images() const;
+  /// RMSE of the current model against the truth (NaN without one), summed in a fixed order.
+  double rmse() const;
+  /// RMSE of `model` against the truth.
+  double rmse(std::vector<float> const& model) const;
+  /// Bytes of the last gradient evaluation.
+  core::MemoryReport memory() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> m_impl;
+};
+
+}  // namespace ksweep::fwi

@@ -1,0 +1,68 @@
+#include <ksweep/fwi/inversion.hpp>
+
+#include "inversion_run.hpp"
+
+#include <ksweep/core/stencil.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+namespace ksweep::fwi {
+
+Inversion::Inversion(Problem problem, Options options, comm::Communicator const& comm) {
+  int const dim = problem.grid.dim();
+  m_impl = core::dispatch_order(problem.order, [&](auto o) {
+    constexpr int order = decltype(o)::value;
+    return dim == 3 ? make_inversion<order, 3>(std::move(problem), std::move(options), comm)
+                    : make_inversion<order, 2>(std::move(problem), std::move(options), comm);
+  });
+}
+
+Inversion::~Inversion() = default;
+
+void Inversion::restore(State const& s) { m_impl->restore(s); }
+Report Inversion::step() { return m_impl->step(); }
+int Inversion::iteration() const { return m_impl->iteration(); }
+State Inversion::state() const { return m_impl->state(); }
+std::vector<float> Inversion::model() const { return m_impl->model(); }
+Images Inversion::images() const { return m_impl->images(); }
+double Inversion::rmse() const { return m_impl->rmse(); }
+double Inversion::rmse(std::vector<float> const& model) const { return m_impl->rmse(model); }
+core::MemoryReport Inversion::memory() const { return m_impl->memory(); }
+
+std::vector<double> gaussian_weights(double sigma) {
+  int const r = static_cast<int>(std::ceil(3 * sigma));
+  std::vector<double> k(2 * static_cast<std::size_t>(r) + 1);
+  double sum = 0;
+  for (int i = -r; i <= r; ++i) sum += k[static_cast<std::size_t>(i + r)] = std::exp(-0.5 * i * i / (sigma * sigma));
+  for (auto& x : k) x /= sum;
+  return k;
+}
+
+std::vector<double> gaussian_smooth(std::vector<double> const& f, int nz, int ny, int nx, double sigma,
+                                    std::function<void()> const& between_blocks) {
+  if (sigma <= 0) return f;
+  auto const k = gaussian_weights(sigma);
+  int const r = static_cast<int>(k.size() / 2);
+  // One pass along an axis of n cells with stride `stride`, over every line of that axis.
+  auto pass = [&](std::vector<double> const& in, int n, std::size_t stride) {
+    std::vector<double> out(in.size());
+    std::size_t const block = stride * n;  // cells of one step along the axis above it
+    for (std::size_t base = 0; base < in.size(); base += block) {
+      if (between_blocks) between_blocks();  // a wide kernel on a large model takes a while
+      for (std::size_t j = 0; j < stride; ++j)
+        for (int i = 0; i < n; ++i) {
+          double s = 0;
+          for (int d = -r; d <= r; ++d)
+            s += k[static_cast<std::size_t>(d + r)] * in[base + j + std::clamp(i + d, 0, n - 1) * stride];
+          out[base + j + i * stride] = s;
+        }
+    }
+    return out;
+  };
+  auto out = pass(f, nx, 1);
+  if (ny > 1) out = pass(out, ny, static_cast<std::size_t>(nx));
+  return pass(out, nz, static_cast<std::size_t>(ny) * nx);
+}
+
+}  // namespace ksweep::fwi

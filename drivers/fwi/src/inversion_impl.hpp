@@ -1,0 +1,420 @@
+#pragma once
+// The inversion of one stencil order and dimension (see inversion.hpp); instantiated in
+// inversion_2d.cpp and inversion_3d.cpp.
+
+#include <ksweep/base/error.hpp>
+#include <ksweep/base/launch.hpp>
+#include <ksweep/comm/communicator.hpp>
+#include <ksweep/core/batches.hpp>
+#include <ksweep/core/gradient.hpp>
+#include <ksweep/core/profiling.hpp>
+#include <ksweep/core/propagator.hpp>
+#include "inversion_run.hpp"
+#include <ksweep/fwi/inversion.hpp>
+#include <ksweep/fwi/lbfgs.hpp>
+#include <ksweep/fwi/optimizer.hpp>
+#include <ksweep/fwi/smoothing.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace ksweep::fwi {
+
+namespace impl {
+
+/// Whether Options::fault asks for `what` to be non-finite at iteration `t`.
+inline bool fault_at(std::string const& fault, char const* what, int t) {
+  auto const colon = fault.find(':');
+  return colon != std::string::npos && fault.substr(0, colon) == what &&
+         std::atoi(fault.c_str() + colon + 1) == t;
+}
+
+template <class ExecSpace, class View>
+std::size_t count_non_finite(ExecSpace const& space, View const& x) {
+  std::size_t bad = 0;
+  launch_reduce(
+      "ksweep::fwi::count_non_finite", Kokkos::RangePolicy<ExecSpace>(space, 0, x.extent(0)),
+      KOKKOS_LAMBDA(std::size_t i, std::size_t & b) {
+        double const v = static_cast<double>(x(i));
+        b += (v == v && v - v == 0) ? 0 : 1;  // NaN fails the first test, infinity the second
+      },
+      Kokkos::Sum<std::size_t>(bad));
+  return bad;
+}
+
+/// A host copy of the device view `v` (copied on `space`, which is fenced).
+template <class ExecSpace, class View>
+auto to_host(ExecSpace const& space, View const& v) {
+  auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), v);
+  Kokkos::deep_copy(space, h, v);
+  space.fence();
+  return h;
+}
+
+/// The device view `v` as floats (models, moments and images leave as float32).
+template <class ExecSpace, class View>
+std::vector<float> to_host_floats(ExecSpace const& space, View const& v) {
+  auto const h = to_host(space, v);
+  std::vector<float> out(h.span());
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(h.data()[i]);
+  return out;
+}
+
+/// Sum of squared differences x - y, formed in Real, per row of `ncols` cells in order (rows in
+/// parallel), then the rows in order: the same bits whatever the number of threads.
+template <class ExecSpace, class View, class Sums>
+double squared_distance(ExecSpace const& space, View const& x, View const& y, Sums const& row_sums, int ncols) {
+  using Real = typename View::non_const_value_type;
+  int const rows = static_cast<int>(row_sums.extent(0));
+  launch_for(
+      "ksweep::fwi::rmse_rows", Kokkos::RangePolicy<ExecSpace>(space, 0, rows), KOKKOS_LAMBDA(int iz) {
+        double acc = 0;
+        for (int ix = 0; ix < ncols; ++ix) {
+          std::size_t const i = static_cast<std::size_t>(iz) * ncols + ix;
+          Real const d = x(i) - y(i);
+          double const e = static_cast<double>(d);
+          acc += e * e;
+        }
+        row_sums(iz) = acc;
+      });
+  auto const h = to_host(space, row_sums);
+  double sum = 0;
+  for (int iz = 0; iz < rows; ++iz) sum += h(iz);
+  return sum;
+}
+
+template <int Order, int Dim>
+class Run final : public Inversion::Impl {
+ public:
+  using Real = float;
+  using ExecSpace = Kokkos::DefaultExecutionSpace;
+  using P = core::Propagator<Real, Order, ExecSpace, Dim>;
+  using E = core::GradientEngine<Real, Order, ExecSpace, Dim>;
+  using vec = Kokkos::View<Real*, ExecSpace::memory_space>;
+  using Clock = std::chrono::steady_clock;
+
+  Run(Problem problem, Options options, comm::Communicator const& comm)
+      : m_pb(std::move(problem)), m_opt(std::move(options)), m_comm(comm) {
+    using Kokkos::view_alloc;
+    using Kokkos::WithoutInitializing;
+    auto const& g = m_pb.grid;
+    m_rows = static_cast<int>(g.rows());
+    m_nx = g.nx;
+    m_n = static_cast<std::size_t>(g.cells());
+    m_plane = static_cast<std::size_t>(m_rows / g.nz) * g.nx;
+    m_shots = m_pb.survey.n_shots;
+    m_nr = m_pb.survey.n_receivers;
+    if (m_opt.method == Method::lbfgs) m_opt.batch = m_shots;  // full batch
+    check();
+    m_fixed = static_cast<std::size_t>(m_opt.water_rows) * m_plane;
+    m_model = upload(m_pb.start, "ksweep::fwi::model");
+    if (!m_pb.truth.empty()) m_truth = upload(m_pb.truth, "ksweep::fwi::true");
+    m_grad = vec(view_alloc(m_space, WithoutInitializing, std::string("ksweep::fwi::grad")), m_n);
+    if (m_opt.method == Method::adam) {
+      AdamParameters a = m_opt.adam;
+      a.vmin = m_opt.vmin;
+      a.vmax = m_opt.vmax;
+      m_adam.emplace(m_space, m_n, a, m_fixed);
+    } else {
+      LbfgsParameters l = m_opt.lbfgs;
+      l.vmin = m_opt.vmin;
+      l.vmax = m_opt.vmax;
+      m_lbfgs.emplace(m_space, m_n, l, m_fixed);
+    }
+    m_cap = (m_opt.batch + comm.size() - 1) / comm.size();
+    m_prop = std::make_unique<P>(m_space, g, m_pb.pml, m_pb.dt, m_cap);
+    m_prop->set_schedule(m_opt.schedule);
+    m_engine = std::make_unique<E>(*m_prop, m_opt.storage);
+    m_img = typename E::images_type(m_space, m_rows, m_nx);
+    m_w = typename P::wavelet_view(view_alloc(m_space, WithoutInitializing, std::string("ksweep::fwi::wavelets")),
+                                   m_cap, 1, m_pb.nt);
+    {
+      auto wh = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_w);
+      for (int s = 0; s < m_cap; ++s)
+        for (int t = 0; t < m_pb.nt; ++t) wh(s, 0, t) = static_cast<Real>(m_pb.wavelet[static_cast<std::size_t>(t)]);
+      Kokkos::deep_copy(m_space, m_w, wh);
+      m_space.fence();
+    }
+    m_scale = m_opt.loss_sum ? 1.0 : 1.0 / (static_cast<double>(m_opt.batch) * m_pb.nt * m_nr);
+    m_rng.seed(m_opt.seed);
+    m_row_sums = Kokkos::View<double*, ExecSpace::memory_space>(
+        view_alloc(m_space, WithoutInitializing, std::string("ksweep::fwi::row_sums")), m_rows);
+    m_pb.start.clear();
+    m_pb.start.shrink_to_fit();
+  }
+
+  void restore(State const& s) override {
+    KSWEEP_REQUIRE(s.iteration >= 0, "ksweep::fwi::Inversion::restore: iteration " << s.iteration << " must be >= 0");
+    KSWEEP_REQUIRE(s.model.size() == m_n, "ksweep::fwi::Inversion::restore: a model of "
+                                              << s.model.size() << " cells for a grid of " << m_n);
+    copy_in(s.model, m_model);
+    if (m_adam) {
+      KSWEEP_REQUIRE(s.first.size() == m_n && s.second.size() == m_n,
+                     "ksweep::fwi::Inversion::restore: Adam moments of " << s.first.size() << " and "
+                                                                        << s.second.size() << " cells for a grid of "
+                                                                        << m_n);
+      m_adam->restore(m_space, s.iteration, upload(s.first, "ksweep::fwi::adam_m"),
+                      upload(s.second, "ksweep::fwi::adam_v"));
+    }
+    std::istringstream is(s.rng);
+    is >> m_rng;
+    KSWEEP_REQUIRE(!is.fail(), "ksweep::fwi::Inversion::restore: the generator state is not a std::mt19937_64's");
+    m_iteration = s.iteration;
+    m_space.fence();
+  }
+
+  Report step() override {
+    auto const t0 = Clock::now();
+    Report r;
+    r.iteration = m_iteration + 1;
+    if (m_adam) {
+      {
+        core::ScopedRegion region("ksweep::fwi::model");
+        if (m_comm.is_root()) r.shots = core::draw_batch(m_rng, m_shots, m_opt.batch);
+        m_comm.broadcast(r.shots);
+      }
+      r.loss = evaluate(r.shots, r.iteration, m_model, m_grad);
+      core::ScopedRegion region("ksweep::fwi::optimizer");
+      m_adam->step(m_space, m_grad, m_model);
+      // The second moment holds the squared gradient: it overflows first, and alone (a step
+      // with an infinite second moment is 0, so the model stays finite).
+      if (std::size_t const bad = count_non_finite(m_space, m_adam->second_moment()))
+        throw IterationError(
+            "the optimizer's moments overflowed at iteration " + std::to_string(r.iteration) + " (" +
+            std::to_string(bad) +
+            " non-finite values; the squared gradient exceeds the float range): the gradient's scale is extreme, "
+            "likely from observed data of extreme amplitude (check their scale; the loss is " +
+            std::to_string(r.loss) + ")");
+    } else {
+      r.shots.resize(static_cast<std::size_t>(m_shots));
+      for (int s = 0; s < m_shots; ++s) r.shots[static_cast<std::size_t>(s)] = s;
+      auto const res = m_lbfgs->step(m_space, m_model, [&](vec const& x, vec const& g) {
+        return evaluate(r.shots, r.iteration, x, g);
+      });
+      r.loss = res.loss;
+      r.evaluations = res.evaluations;
+    }
+    core::ScopedRegion region("ksweep::fwi::optimizer");
+    if (fault_at(m_opt.fault, "model", r.iteration))
+      Kokkos::deep_copy(m_space, Kokkos::subview(m_model, m_n / 2), Real(std::nan("")));
+    if (std::size_t const bad = count_non_finite(m_space, m_model))
+      throw IterationError("the model after the " + std::string(m_adam ? "Adam" : "L-BFGS") + " step of iteration " +
+                           std::to_string(r.iteration) + " is non-finite (NaN or infinite) in " +
+                           std::to_string(bad) + " of " + std::to_string(m_n) +
+                           " cells; likely causes: fwi.eps too small for the gradient's scale, or fwi.lr too large");
+    r.rmse = rmse();
+    m_space.fence();
+    r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    ++m_iteration;
+    return r;
+  }
+
+  int iteration() const override { return m_iteration; }
+
+  State state() const override {
+    State s;
+    s.iteration = m_iteration;
+    std::ostringstream os;
+    os << m_rng;
+    s.rng = os.str();
+    s.model = to_host_floats(m_space, m_model);
+    if (m_adam) {
+      s.first = to_host_floats(m_space, m_adam->first_moment());
+      s.second = to_host_floats(m_space, m_adam->second_moment());
+    }
+    return s;
+  }
+
+  std::vector<float> model() const override { return to_host_floats(m_space, m_model); }
+
+  Images images() const override {
+    return {to_host_floats(m_space, m_img.grad), to_host_floats(m_space, m_img.illum_src),
+            to_host_floats(m_space, m_img.illum_rec)};
+  }
+
+  double rmse() const override { return rmse_of(m_model); }
+  double rmse(std::vector<float> const& model) const override {
+    KSWEEP_REQUIRE(model.size() == m_n,
+                   "ksweep::fwi::Inversion::rmse: a model of " << model.size() << " cells for a grid of " << m_n);
+    return rmse_of(upload(model, "ksweep::fwi::rmse_model"));
+  }
+
+  core::MemoryReport memory() const override { return m_memory; }
+
+ private:
+  void check() const {
+    auto const& g = m_pb.grid;
+    auto const cells = static_cast<std::size_t>(g.cells());
+    KSWEEP_REQUIRE(g.dim() == Dim, "ksweep::fwi::Inversion: a " << g.dim() << "D grid for the " << Dim << "D inversion");
+    KSWEEP_REQUIRE(m_pb.nt >= 1, "ksweep::fwi::Inversion: nt = " << m_pb.nt << " must be >= 1");
+    KSWEEP_REQUIRE(m_pb.wavelet.size() == static_cast<std::size_t>(m_pb.nt),
+                   "ksweep::fwi::Inversion: a wavelet of " << m_pb.wavelet.size() << " samples for nt = " << m_pb.nt);
+    KSWEEP_REQUIRE(m_pb.start.size() == cells,
+                   "ksweep::fwi::Inversion: a starting model of " << m_pb.start.size() << " cells for a grid of "
+                                                                  << cells);
+    KSWEEP_REQUIRE(m_pb.truth.empty() || m_pb.truth.size() == cells,
+                   "ksweep::fwi::Inversion: a true model of " << m_pb.truth.size() << " cells for a grid of " << cells);
+    KSWEEP_REQUIRE(m_shots >= 1 && m_pb.survey.n_sources == 1,
+                   "ksweep::fwi::Inversion: the survey needs >= 1 shot of one source each, not "
+                       << m_shots << " shots of " << m_pb.survey.n_sources);
+    auto const samples = static_cast<std::size_t>(m_shots) * m_pb.nt * m_nr;
+    KSWEEP_REQUIRE(m_pb.observed.size() == samples, "ksweep::fwi::Inversion: " << m_pb.observed.size()
+                                                                               << " observed samples, the survey has "
+                                                                               << samples << " (shots x nt x receivers)");
+    KSWEEP_REQUIRE(m_opt.batch >= 1 && m_opt.batch <= m_shots,
+                   "ksweep::fwi::Inversion: a batch of " << m_opt.batch << " shots must be in [1, " << m_shots << "]");
+    KSWEEP_REQUIRE(m_opt.water_rows >= 0 && m_opt.water_rows < g.nz,
+                   "ksweep::fwi::Inversion: water_rows = " << m_opt.water_rows << " must be in [0, nz = " << g.nz
+                                                           << ")");
+    KSWEEP_REQUIRE(m_opt.vmin > 0 && m_opt.vmax >= m_opt.vmin,
+                   "ksweep::fwi::Inversion: the bounds [" << m_opt.vmin << ", " << m_opt.vmax
+                                                          << "] m/s need 0 < vmin <= vmax");
+  }
+
+  vec upload(std::vector<float> const& h, char const* label) const {
+    vec d(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(label)), h.size());
+    copy_in(h, d);
+    return d;
+  }
+
+  void copy_in(std::vector<float> const& h, vec const& d) const {
+    auto mh = Kokkos::create_mirror_view(Kokkos::HostSpace(), d);
+    for (std::size_t i = 0; i < h.size(); ++i) mh(i) = static_cast<Real>(h[i]);
+    Kokkos::deep_copy(m_space, d, mh);
+    m_space.fence();  // before the mirror goes
+  }
+
+  double rmse_of(vec const& x) const {
+    if (m_truth.extent(0) == 0) return std::numeric_limits<double>::quiet_NaN();
+    return std::sqrt(squared_distance(m_space, x, m_truth, m_row_sums, m_nx) / static_cast<double>(m_n));
+  }
+
+  // The loss of the batch `shots` at the model `x` and its conditioned gradient into `g`; every
+  // rank returns the same loss and holds the same gradient.
+  double evaluate(std::vector<int> const& shots, int t, vec const& x, vec const& g) {
+    using Kokkos::view_alloc;
+    using Kokkos::WithoutInitializing;
+    int const nt = m_pb.nt, nr = m_nr;
+    auto const slice = comm::slice_of(static_cast<int>(shots.size()), m_comm.rank(), m_comm.size());
+    std::vector<double> shot_loss(shots.size(), 0.0);  // this rank's slots only
+    typename P::record_view ob, syn;
+    {
+      core::ScopedRegion region("ksweep::fwi::model");
+      Kokkos::deep_copy(m_space, m_img.grad, 0.0);
+      Kokkos::deep_copy(m_space, m_img.illum_src, 0.0);
+      Kokkos::deep_copy(m_space, m_img.illum_rec, 0.0);
+      if (slice.count > 0) {
+        std::vector<int> const mine(shots.begin() + slice.first, shots.begin() + slice.first + slice.count);
+        m_prop->set_survey(m_pb.survey.select(mine));
+        try {
+          m_prop->set_velocity(typename P::velocity_view(x.data(), m_rows, m_nx));
+        } catch (Error const& e) {
+          throw Error("the model of iteration " + std::to_string(t) + " cannot be propagated: " + e.what() +
+                      "; the velocities are kept in [fwi.vmin, fwi.vmax], so this is a fault of the run, not of the "
+                      "inputs");
+        }
+        ob = typename P::record_view(view_alloc(m_space, WithoutInitializing, std::string("ksweep::fwi::observed")),
+                                     slice.count, nt, nr);  // written in full from the host below
+        syn = typename P::record_view(view_alloc(m_space, WithoutInitializing, std::string("ksweep::fwi::synthetic")),
+                                      slice.count, nt, nr);
+        Kokkos::deep_copy(m_space, syn, Real(0));
+        auto oh = Kokkos::create_mirror_view(Kokkos::HostSpace(), ob);
+        for (int s = 0; s < slice.count; ++s)
+          for (int it = 0; it < nt; ++it)
+            for (int r = 0; r < nr; ++r)
+              oh(s, it, r) = static_cast<Real>(
+                  m_pb.observed[(static_cast<std::size_t>(mine[static_cast<std::size_t>(s)]) * nt + it) * nr + r]);
+        Kokkos::deep_copy(m_space, ob, oh);
+        m_space.fence();  // before the mirror goes
+      }
+    }
+    // This rank's shots: forward and backward passes (regions of the gradient engine).
+    if (slice.count > 0) {
+      auto wb = Kokkos::subview(m_w, Kokkos::make_pair(0, slice.count), Kokkos::ALL, Kokkos::ALL);
+      m_engine->compute(wb, ob, m_scale, syn);
+      for (int s = 0; s < slice.count; ++s)
+        shot_loss[static_cast<std::size_t>(slice.first + s)] = m_engine->shot_losses()[static_cast<std::size_t>(s)];
+      m_memory = m_engine->memory_report(ob.span() * sizeof(Real), syn.span() * sizeof(Real));
+    }
+    // Sum over ranks, shot by shot in batch order, so that the sums (and hence the model) are the
+    // same bits whatever the number of ranks: images along the rank chain, losses gathered (each
+    // slot is filled by one rank, so the sum over ranks is exact) and added in order.
+    double loss = 0;
+    {
+      core::ScopedRegion region("ksweep::fwi::reduction");
+      m_comm.sum_in_rank_order(
+          m_space,
+          [&] {
+            if (slice.count > 0) m_engine->accumulate(m_img);
+          },
+          m_img.grad, m_img.illum_src, m_img.illum_rec);
+      m_comm.allreduce_sum(shot_loss.data(), shot_loss.size());
+      for (double v : shot_loss) loss += v;
+    }
+    // Conditioning: water rows fixed, optional smoothing and illumination preconditioning.
+    core::ScopedRegion region("ksweep::fwi::optimizer");
+    std::size_t const n = m_n;
+    Kokkos::View<double*, ExecSpace::memory_space, Kokkos::MemoryUnmanaged> gd(m_img.grad.data(), n),
+        isrc(m_img.illum_src.data(), n);
+    launch_for(
+        "ksweep::fwi::gradient_to_real", Kokkos::RangePolicy<ExecSpace>(m_space, 0, n),
+        KOKKOS_LAMBDA(std::size_t i) { g(i) = static_cast<Real>(gd(i)); });
+    // Non-finite numbers stop the run before anything of this iteration is visible.
+    if (fault_at(m_opt.fault, "loss", t)) loss = std::nan("");
+    if (fault_at(m_opt.fault, "gradient", t)) Kokkos::deep_copy(m_space, Kokkos::subview(g, n / 2), Real(std::nan("")));
+    if (!std::isfinite(loss))
+      throw IterationError("the loss of iteration " + std::to_string(t) + " is " + std::to_string(loss) +
+                           ": the synthetic data or the residual overflowed; likely causes: observed data of extreme "
+                           "amplitude (check their scale), or a model that became unstable");
+    if (std::size_t const bad = count_non_finite(m_space, g))
+      throw IterationError("the gradient of iteration " + std::to_string(t) + " is non-finite (NaN or infinite) in " +
+                           std::to_string(bad) + " of " + std::to_string(n) +
+                           " cells: the adjoint wavefield overflowed; likely causes: observed data of extreme "
+                           "amplitude, or fwi.loss_norm = \"sum\" on large data");
+    if (m_fixed > 0) Kokkos::deep_copy(m_space, Kokkos::subview(g, Kokkos::make_pair(std::size_t(0), m_fixed)), Real(0));
+    gaussian_smooth(m_space, g, m_pb.grid.nz, m_rows / m_pb.grid.nz, m_nx, m_opt.grad_smooth);
+    if (m_opt.precondition) {
+      double imax = 0;
+      launch_reduce(
+          "ksweep::fwi::illum_max", Kokkos::RangePolicy<ExecSpace>(m_space, 0, n),
+          KOKKOS_LAMBDA(std::size_t i, double& mx) { mx = isrc(i) > mx ? isrc(i) : mx; }, Kokkos::Max<double>(imax));
+      double const damp = 1e-3 * imax;
+      launch_for(
+          "ksweep::fwi::precondition", Kokkos::RangePolicy<ExecSpace>(m_space, 0, n),
+          KOKKOS_LAMBDA(std::size_t i) { g(i) = static_cast<Real>(g(i) / (isrc(i) + damp)); });
+    }
+    return loss;
+  }
+
+  Problem m_pb;
+  Options m_opt;
+  comm::Communicator const& m_comm;
+  ExecSpace m_space;  // every launch and copy of the inversion is on this instance
+  int m_rows = 0, m_nx = 0, m_shots = 0, m_nr = 0, m_cap = 0, m_iteration = 0;
+  std::size_t m_n = 0, m_plane = 0, m_fixed = 0;
+  double m_scale = 1;
+  vec m_model, m_truth, m_grad;
+  std::optional<Adam<Real, ExecSpace>> m_adam;
+  std::optional<Lbfgs<Real, ExecSpace>> m_lbfgs;
+  std::unique_ptr<P> m_prop;
+  std::unique_ptr<E> m_engine;
+  typename E::images_type m_img;
+  typename P::wavelet_view m_w;
+  std::mt19937_64 m_rng;
+  Kokkos::View<double*, ExecSpace::memory_space> m_row_sums;
+  core::MemoryReport m_memory;
+};
+
+}  // namespace impl
+
+}  // namespace ksweep::fwi

@@ -1,0 +1,29 @@
+#pragma once
+// What Inversion's facade calls: the inversion of one stencil order and dimension behind a
+// virtual interface (inversion_impl.hpp holds the template).
+
+#include <ksweep/fwi/inversion.hpp>
+
+#include <memory>
+#include <vector>
+
+namespace ksweep::fwi {
+
+struct Inversion::Impl {
+  virtual ~Impl() = default;
+  virtual void restore(State const& s) = 0;
+  virtual Report step() = 0;
+  virtual int iteration() const = 0;
+  virtual State state() const = 0;
+  virtual std::vector<float> model() const = 0;
+  virtual Images images() const = 0;
+  virtual double rmse() const = 0;
+  virtual double rmse(std::vector<float> const& model) const = 0;
+  virtual core::MemoryReport memory() const = 0;
+};
+
+/// The inversion of stencil order `Order` on a `Dim`-dimensional grid.
+template <int Order, int Dim>
+std::unique_ptr<Inversion::Impl> make_inversion(Problem problem, Options options, comm::Communicator const& comm);
+
+}  // namespace ksweep::fwi
