@@ -1,12 +1,16 @@
 // The FWI gradient: finite differences (fp64), boundary reconstruction against full storage on
-// every location, and the effect of lossy storage on the gradient.
+// every location, the effect of lossy storage on the gradient, and every allocation against the
+// sizes the memory estimate computes.
 
 #include <ksweep/core/gradient.hpp>
+#include <ksweep/core/sizes.hpp>
 #include <test_utils.hpp>
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <type_traits>
 
@@ -271,6 +275,125 @@ KSWEEP_TEST(saved_cells_ring_2d_shell_3d) {
           << "a cell farther than " << m << " from the model";
     }
   }
+}
+
+}  // namespace
+
+namespace {
+
+// Every allocation of a gradient computation, measured through the Kokkos Tools allocation
+// callbacks, against the sizes the memory estimate computes (core/sizes.hpp): the peak of the
+// live bytes of each label, for every strategy, dtype, location and dimension, with both
+// schedules of the host backends.
+struct Allocations {
+  static std::map<std::string, std::pair<std::int64_t, std::int64_t>>& log() {  // label -> {live, peak}
+    static std::map<std::string, std::pair<std::int64_t, std::int64_t>> m;
+    return m;
+  }
+  static void on_allocate(Kokkos::Profiling::SpaceHandle const, char const* label, void const*, std::uint64_t size) {
+    auto& e = log()[label];
+    e.first += static_cast<std::int64_t>(size);
+    e.second = std::max(e.second, e.first);
+  }
+  static void on_deallocate(Kokkos::Profiling::SpaceHandle const, char const* label, void const*, std::uint64_t size) {
+    log()[label].first -= static_cast<std::int64_t>(size);
+  }
+  Allocations() {
+    log().clear();
+    Kokkos::Tools::Experimental::set_allocate_data_callback(on_allocate);
+    Kokkos::Tools::Experimental::set_deallocate_data_callback(on_deallocate);
+  }
+  ~Allocations() {
+    Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
+    Kokkos::Tools::Experimental::set_deallocate_data_callback(nullptr);
+  }
+  /// The sum of the peaks of the labels that begin with `prefix`.
+  static std::size_t peak(std::string const& prefix) {
+    std::int64_t b = 0;
+    for (auto const& [label, e] : log())
+      if (label.rfind(prefix, 0) == 0) b += e.second;
+    return static_cast<std::size_t>(b);
+  }
+};
+
+template <int Dim>
+void allocations_match_sizes(core::Schedule schedule) {
+  using Real = float;
+  using P = core::Propagator<Real, 4, TEST_EXECSPACE, Dim>;
+  using E = core::GradientEngine<Real, 4, TEST_EXECSPACE, Dim>;
+  int const nz = 14, nx = 18, ny = Dim == 3 ? 9 : 0, S = 3, nt = 24, nr = 5;
+  core::ModelGrid const grid{nz, nx, 10.0, ny};
+  core::PmlConfig pml;
+  pml.width = 5;
+  core::Survey survey;
+  survey.n_shots = S;
+  survey.n_sources = 1;
+  survey.n_receivers = nr;
+  for (int s = 0; s < S; ++s) {
+    survey.sources.push_back({1, 2 + 5 * s, Dim == 3 ? 4 : 0});
+    for (int r = 0; r < nr; ++r) survey.receivers.push_back({2, 1 + 3 * r, Dim == 3 ? 1 + r : 0});
+  }
+  std::vector<float> v(static_cast<std::size_t>(grid.cells()), 2000.f);
+  for (auto strategy : {storage::Strategy::full, storage::Strategy::boundary})
+    for (auto dtype : {storage::Dtype::fp32, storage::Dtype::fp16, storage::Dtype::bf16, storage::Dtype::int8})
+      for (auto location : {storage::Location::device, storage::Location::host}) {
+        storage::StorageConfig cfg;
+        cfg.strategy = strategy;
+        cfg.dtype = dtype;
+        cfg.location = location;
+        cfg.transfer_interval = 5;
+        std::string const what = std::to_string(Dim) + "D " + storage::to_string(strategy) + " " +
+                                 storage::to_string(dtype) + " " + storage::to_string(location) + " " +
+                                 core::to_string(schedule);
+        Allocations measured;
+        {
+          P prop(TEST_EXECSPACE(), grid, pml, 1e-3, S);
+          prop.set_schedule(schedule);
+          prop.set_survey(survey);
+          prop.set_velocity(v.data());
+          E engine(prop, cfg);
+          typename E::images_type img(TEST_EXECSPACE(), prop.layout().model_rows(), nx);
+          typename P::wavelet_view w("w", S, 1, nt);
+          Kokkos::deep_copy(w, Real(1));
+          typename P::record_view obs("obs", S, nt, nr), syn("syn", S, nt, nr);
+          engine.loss_and_gradient(w, obs, 1.0, img, syn);
+          auto const& l = prop.layout();
+          std::size_t const R = sizeof(Real);
+          EXPECT_EQ(Allocations::peak("ksweep::core::fwd::"), core::state_values(l, S) * R) << what;
+          EXPECT_EQ(Allocations::peak("ksweep::core::adj::"), core::state_values(l, S) * R) << what;
+          EXPECT_EQ(Allocations::peak("ksweep::core::c") + Allocations::peak("ksweep::core::vp") -
+                        Allocations::peak("ksweep::core::vp_upload"),
+                    core::coefficient_values(l) * R)
+              << what;
+          long long const stride = core::ring_stride(core::ring_cells(l, strategy == storage::Strategy::full), dtype);
+          EXPECT_EQ(static_cast<long long>(engine.ring_cells()),
+                    core::ring_cells(l, strategy == storage::Strategy::full))
+              << what;
+          auto const store = core::store_bytes(cfg, storage::encoded_bytes(dtype, S * stride, R), nt);
+          EXPECT_EQ(Allocations::peak(location == storage::Location::device ? "ksweep::storage::device"
+                                                                            : "ksweep::storage::host"),
+                    store.stored)
+              << what;
+          EXPECT_EQ(Allocations::peak("ksweep::storage::stage"), store.staging) << what;
+          EXPECT_EQ(Allocations::peak("ksweep::core::grad") + Allocations::peak("ksweep::core::isrc") +
+                        Allocations::peak("ksweep::core::irec") + Allocations::peak("ksweep::core::illum_"),
+                    core::image_bytes(l, S))
+              << what;
+          std::size_t const stage = Allocations::peak("ksweep::core::ring_stage");
+          if (prop.runs_shots())
+            EXPECT_EQ(stage, static_cast<std::size_t>(S * stride) * R * core::chunk_steps(S, stride, R)) << what;
+          else EXPECT_EQ(stage, 0u) << what;
+        }
+      }
+}
+
+KSWEEP_TEST(gradient_allocations_match_sizes_2d) {
+  allocations_match_sizes<2>(core::Schedule::batched);
+  if constexpr (core::impl::runs_by_rows<TEST_EXECSPACE>) allocations_match_sizes<2>(core::Schedule::shots);
+}
+KSWEEP_TEST(gradient_allocations_match_sizes_3d) {
+  allocations_match_sizes<3>(core::Schedule::batched);
+  if constexpr (core::impl::runs_by_rows<TEST_EXECSPACE>) allocations_match_sizes<3>(core::Schedule::shots);
 }
 
 }  // namespace

@@ -92,7 +92,7 @@ TEST(names, registry_is_well_formed) {
       EXPECT_EQ(c.description.find('\n'), std::string_view::npos) << option->key << ": " << c.name;
     }
   }
-  EXPECT_EQ(keys.size(), 5u);
+  EXPECT_EQ(keys.size(), 6u);
 }
 
 std::string error_of(names::Option const& option, std::string const& value) {

@@ -56,8 +56,8 @@ std::vector<float> starting_model(io::VelocityModel const& vm, double sigma, int
   std::vector<double> slow(vm.vp.size());
   for (std::size_t i = 0; i < slow.size(); ++i) slow[i] = 1.0 / vm.vp[i];
   int const ny = vm.ny > 0 ? vm.ny : 1;
-  auto const sm = fwi::gaussian_smooth(slow, vm.nz, ny, vm.nx, sigma,
-                                       [] { throw_if_stopped("computing the starting model"); });
+  auto const sm =
+      fwi::gaussian_smooth(slow, vm.nz, ny, vm.nx, sigma, [] { throw_if_stopped("computing the starting model"); });
   std::vector<float> v(vm.vp.size());
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(1.0 / sm[i]);
   for (std::size_t i = 0; i < static_cast<std::size_t>(water_rows) * ny * vm.nx; ++i) v[i] = vm.vp[i];
@@ -210,6 +210,7 @@ std::vector<RunInput> run_inputs(io::Config const& cfg, RunOptions const& opt) {
 /// What the checks before the first write leave for the run.
 struct Inputs {
   core::Survey survey;
+  storage::StorageConfig storage;
   io::VelocityModel truth;
   std::vector<float> v0;  ///< the starting model
   int water = 0;          ///< water rows kept
@@ -243,6 +244,8 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
   core::check_survey(survey, grid, make_pml(cfg));
   check_smoothing(cfg, shape);
   check_method(cfg);
+  in.storage = storage::make_storage_config(cfg.storage.strategy, cfg.storage.location, cfg.storage.dtype,
+                                            cfg.storage.transfer_interval, cfg.storage.disk_dir, cfg.storage.pinned);
   int const nr = survey.n_receivers;
   int const batch = f.optimizer == "lbfgs" ? survey.n_shots : f.batch;
   int const shots_per_rank = (batch + comm.size() - 1) / comm.size();
@@ -356,8 +359,9 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
     double const vck = *std::max_element(ck.model.begin(), ck.model.end());
     double const vstable = stable_velocity(cfg, truth.dh, order, dim);
     KSWEEP_REQUIRE(vck <= vstable, "--resume: the checkpoint "
-                                       << io::shown_path(ck_path) << " holds velocities up to " << vck << " m/s, above the "
-                                       << vstable << " m/s that time.dt allows: its contents are out of range");
+                                       << io::shown_path(ck_path) << " holds velocities up to " << vck
+                                       << " m/s, above the " << vstable
+                                       << " m/s that time.dt allows: its contents are out of range");
   }
   return in;
 }
@@ -393,8 +397,7 @@ std::pair<fwi::Problem, fwi::Options> inversion_setup(io::Config const& cfg, Inp
   o.adam.eps = f.eps;
   o.lbfgs.first_step = f.lr;
   o.lbfgs.memory = f.lbfgs_memory;
-  o.storage = storage::make_storage_config(cfg.storage.strategy, cfg.storage.location, cfg.storage.dtype,
-                                           cfg.storage.transfer_interval, cfg.storage.disk_dir, cfg.storage.pinned);
+  o.storage = in.storage;
   o.schedule = core::parse_schedule(cfg.propagator.schedule);
   if (char const* e = std::getenv("KSWEEP_FAULT_NAN")) o.fault = e;  // test hook (see Options::fault)
   return {std::move(pb), std::move(o)};
@@ -506,11 +509,12 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     }
   }
   if (int const sig = agree_stop(comm, interrupted))
-    throw Interrupted(sig, "stopped by " + signal_name(sig) +
-                               (f.observed.empty() ? " while modelling the observed data" : " before the first iteration") +
-                               "; nothing was written" +
-                               (in.resuming ? "; continue with:\n  " + resume_command(opt.argv, opt.resume, comm.size())
-                                            : std::string("")));
+    throw Interrupted(sig,
+                      "stopped by " + signal_name(sig) +
+                          (f.observed.empty() ? " while modelling the observed data" : " before the first iteration") +
+                          "; nothing was written" +
+                          (in.resuming ? "; continue with:\n  " + resume_command(opt.argv, opt.resume, comm.size())
+                                       : std::string("")));
   settle(comm, silent);
 
   // First writes (the result folders are made when their first file is written).
@@ -544,8 +548,9 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   double const rmse0 = inv.rmse(in.v0);
   auto const wavelet = make_wavelet(cfg);
   o.summary["config"] = io::config_to_json(cfg);
-  o.summary["model"] = {{"nz", truth.nz}, {"nx", truth.nx},           {"ny", truth.ny},
-                        {"dh", truth.dh}, {"description", truth.description}, {"water_rows", in.water}};
+  o.summary["model"] = {
+      {"nz", truth.nz},        {"nx", truth.nx}, {"ny", truth.ny}, {"dh", truth.dh}, {"description", truth.description},
+      {"water_rows", in.water}};
   o.summary["wavelet"] = {
       {"dt", cfg.time.dt}, {"freq", cfg.wavelet.freq}, {"delay", cfg.wavelet.delay}, {"samples", wavelet}};
   o.summary["ranks"] = comm.size();
@@ -583,8 +588,8 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
       throw Error(std::string(e.what()) + "; " + where_to_continue());
     }
     o.seconds_total += r.seconds;
-    nlohmann::json entry = {{"iteration", r.iteration}, {"loss", r.loss}, {"rmse", r.rmse}, {"seconds", r.seconds},
-                            {"shots", r.shots}};
+    nlohmann::json entry = {
+        {"iteration", r.iteration}, {"loss", r.loss}, {"rmse", r.rmse}, {"seconds", r.seconds}, {"shots", r.shots}};
     if (options.method == fwi::Method::lbfgs) entry["evaluations"] = r.evaluations;
     o.history.push_back(entry);
 

@@ -4,6 +4,7 @@
 
 #include <ksweep/base/error.hpp>
 #include <ksweep/core/geometry.hpp>
+#include <ksweep/core/sizes.hpp>
 #include <ksweep/storage/codec.hpp>
 #include <ksweep/storage/step_store.hpp>
 
@@ -30,33 +31,15 @@ namespace {
 
 using sz = std::size_t;
 
-/// The padded grid of a run (core::Layout), and the sizes of what the propagator and the
-/// gradient engine allocate on it.
+/// The padded grid of a run (core::Layout) and the model's cells; the sizes of what the
+/// propagator and the gradient engine allocate on it come from core/sizes.hpp, the functions
+/// those allocations use.
 struct Padded {
   core::Layout l;
-  sz M, n;
+  sz n;
   Padded(io::Config const& cfg, io::VelocityModel const& vm)
       : l(core::ModelGrid{vm.nz, vm.nx, vm.dh, vm.ny}, make_pml(cfg), cfg.propagator.order),
-        M(static_cast<sz>(cfg.propagator.order / 2)),
         n(static_cast<sz>(vm.rows()) * static_cast<sz>(vm.nx)) {}
-  /// One wavefield level of `shots` shots, halo included.
-  sz level(sz shots, sz real) const { return shots * static_cast<sz>(l.field_rows()) * (l.NX + 2 * M) * real; }
-  /// The velocity coefficients c on the padded grid with its halo.
-  sz coefficients(sz real) const { return static_cast<sz>(l.field_rows()) * (l.NX + 2 * M) * real; }
-  /// Layer memories (psi, zeta per axis, two sides, two levels) of one direction.
-  sz layer(sz shots, sz real) const {
-    sz const NZ = l.NZ, NY = l.NY, NX = l.NX;
-    sz const strips = (std::max(l.top, l.bottom) + 4 * M) * NY * NX + NZ * NY * (std::max(l.left, l.right) + 4 * M) +
-                      (l.dim == 3 ? NZ * (std::max(l.front, l.back) + 4 * M) * NX : 0);
-    return 2 * 2 * 2 * shots * strips * real;
-  }
-  /// Cells saved per shot and step (core::saved_cells): the box within M of the model (above
-  /// row 0 excluded with a free surface), without the model cells for `boundary`.
-  sz ring(bool full) const {
-    sz const rows = (l.free_surface ? 0 : M) + l.nz + M, cols = l.nx + 2 * M;
-    sz const box = rows * cols * (l.dim == 3 ? l.ny + 2 * M : 1);
-    return full ? box : box - n;
-  }
 };
 
 std::size_t read_number(std::string const& path) {
@@ -85,31 +68,36 @@ MemoryEstimate estimate_fwi(io::Config const& cfg, io::VelocityModel const& vm, 
   MemoryEstimate e;
   e.phase = "inversion (per rank, " + std::to_string(S) + " shot(s) per launch)";
   auto add = [&](std::string w, Place p, sz b) { e.items.push_back({std::move(w), p, b}); };
-  add("wavefields, forward + adjoint (2 levels each)", Place::device, 2 * 2 * L.level(S, R));
-  add("absorbing-layer fields, forward + adjoint", Place::device, 2 * L.layer(S, R));
-  add("velocity coefficients", Place::device, L.coefficients(R) + n * R);
-  // Each shot's ring rounded up to whole codec blocks (an upper bound for every codec layout).
-  bool const full = storage::parse_strategy(cfg.storage.strategy) == storage::Strategy::full;
-  sz const ring = (L.ring(full) + storage::block_size - 1) / storage::block_size * storage::block_size;
-  sz const step = storage::encoded_bytes(storage::parse_dtype(cfg.storage.dtype), S * ring, R);
-  storage::Location const location = storage::parse_location(cfg.storage.location);
+  int const shots = static_cast<int>(S);
+  sz const levels = 2 * 2 * core::level_values(L.l, shots) * R;
+  add("wavefields, forward + adjoint (2 levels each)", Place::device, levels);
+  add("absorbing-layer fields, forward + adjoint", Place::device, 2 * core::state_values(L.l, shots) * R - levels);
+  add("velocity coefficients", Place::device, core::coefficient_values(L.l) * R);
+  storage::StorageConfig scfg;
+  scfg.strategy = storage::parse_strategy(cfg.storage.strategy);
+  scfg.location = storage::parse_location(cfg.storage.location);
+  scfg.dtype = storage::parse_dtype(cfg.storage.dtype);
+  scfg.transfer_interval = cfg.storage.transfer_interval;
+  sz const ring =
+      static_cast<sz>(core::ring_stride(core::ring_cells(L.l, scfg.strategy == storage::Strategy::full), scfg.dtype));
+  sz const step = storage::encoded_bytes(scfg.dtype, S * ring, R);
+  auto const store = core::store_bytes(scfg, step, static_cast<int>(nt));
+  storage::Location const location = scfg.location;
   Place const where = location == storage::Location::device ? Place::device
                       : location == storage::Location::host ? Place::host
                                                             : Place::disk;
   add("saved steps (" + cfg.storage.strategy + ", " + cfg.storage.dtype + ", " + cfg.storage.location + ")", where,
-      step * nt);
-  if (where != Place::device)
-    add("transfer staging", Place::device,
-        2 * step * static_cast<sz>(std::min<long long>(cfg.storage.transfer_interval, static_cast<long long>(nt))));
-  // The `shots` schedule stages up to 32 steps (at most 16 MiB) of raw ring values between the
-  // shots' time loops and the codec (GradientEngine::chunk_steps); counted whatever the schedule.
-  sz const stage_step = S * ring * R;
+      store.stored);
+  if (where != Place::device) add("transfer staging", Place::device, store.staging);
+  // The `shots` schedule stages a chunk of steps of raw ring values between the shots' time
+  // loops and the codec (core::chunk_steps); counted whatever the schedule.
   add("ring staging of the shots schedule", Place::device,
-      stage_step * std::clamp<sz>((sz(16) << 20) / std::max<sz>(stage_step, 1), 1, 32));
+      S * ring * R * static_cast<sz>(core::chunk_steps(shots, static_cast<long long>(ring), R)));
   add("records of the batch (observed, synthetic, residual) and wavelets", Place::device,
       3 * S * nt * nr * R + S * nt * R);
   add("observed data of every shot", Place::host, static_cast<sz>(n_shots) * nt * nr * R + S * nt * nr * R);
-  add("gradient and illumination images (per shot and summed)", Place::device, (3 * S + 6) * n * sizeof(double));
+  add("gradient and illumination images (per shot and summed)", Place::device,
+      core::image_bytes(L.l, shots) + 3 * n * sizeof(double));
   add("models and Adam moments", Place::device, 6 * n * R);
   add("host copies of models and images", Place::host, 8 * n * sizeof(double));
   return e;
@@ -118,14 +106,16 @@ MemoryEstimate estimate_fwi(io::Config const& cfg, io::VelocityModel const& vm, 
 MemoryEstimate estimate_model(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers,
                               bool fp64, int batch) {
   Padded const L(cfg, vm);
-  sz const S = static_cast<sz>(std::max(1, std::min(batch, n_shots))), R = fp64 ? 8 : 4, n = L.n;
+  sz const S = static_cast<sz>(std::max(1, std::min(batch, n_shots))), R = fp64 ? 8 : 4;
   sz const nt = static_cast<sz>(cfg.time.nt), nr = static_cast<sz>(n_receivers);
   MemoryEstimate e;
   e.phase = "forward modelling (" + std::to_string(S) + " shot(s) per launch)";
   auto add = [&](std::string w, Place p, sz b) { e.items.push_back({std::move(w), p, b}); };
-  add("wavefields (2 levels)", Place::device, 2 * L.level(S, R));
-  add("absorbing-layer fields", Place::device, L.layer(S, R));
-  add("velocity coefficients", Place::device, L.coefficients(R) + n * R);
+  int const shots = static_cast<int>(S);
+  add("wavefields (2 levels)", Place::device, 2 * core::level_values(L.l, shots) * R);
+  add("absorbing-layer fields", Place::device,
+      (core::state_values(L.l, shots) - 2 * core::level_values(L.l, shots)) * R);
+  add("velocity coefficients", Place::device, core::coefficient_values(L.l) * R);
   add("records and wavelets of the batch", Place::device, S * nt * nr * R + S * nt * R);
   add("records of every shot", Place::host, static_cast<sz>(n_shots) * nt * nr * 4 + S * nt * nr * R);
   return e;

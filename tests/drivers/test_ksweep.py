@@ -426,7 +426,7 @@ def case_bad_inputs():
     print("bad_inputs: ok")
 
 
-# --- Fault suite: each class of issue 11 with real faults ----------------------------------
+# --- Fault suite: used folders, checkpoints, numbers, full disks, signals, memory -------------
 
 FAST = ["--set", "fwi.iterations=3", "--set", "fwi.checkpoint_every=1"]
 
@@ -509,7 +509,7 @@ def case_outputs():
     run_error(["fwi", "-c", cfg, "-o", b, "--resume", a], ["holds the results of another run"])
     check_clean(b, b_before, "resume into another run's folder")
     # With fwi.observed given, the layer width, CFL, vmax and disk_dir checks run before any
-    # output is written (they used to run after observed.h5 and the models were written).
+    # output is written (before observed.h5 and the models).
     obs = os.path.join(b, "observed.h5")
     c = fresh("out_c")
     for sets, needle in ((["propagator.pml_width=1"], "pml_width"),

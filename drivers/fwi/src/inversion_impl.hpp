@@ -35,8 +35,7 @@ namespace impl {
 /// Whether Options::fault asks for `what` to be non-finite at iteration `t`.
 inline bool fault_at(std::string const& fault, char const* what, int t) {
   auto const colon = fault.find(':');
-  return colon != std::string::npos && fault.substr(0, colon) == what &&
-         std::atoi(fault.c_str() + colon + 1) == t;
+  return colon != std::string::npos && fault.substr(0, colon) == what && std::atoi(fault.c_str() + colon + 1) == t;
 }
 
 template <class ExecSpace, class View>
@@ -155,14 +154,13 @@ class Run final : public Inversion::Impl {
 
   void restore(State const& s) override {
     KSWEEP_REQUIRE(s.iteration >= 0, "ksweep::fwi::Inversion::restore: iteration " << s.iteration << " must be >= 0");
-    KSWEEP_REQUIRE(s.model.size() == m_n, "ksweep::fwi::Inversion::restore: a model of "
-                                              << s.model.size() << " cells for a grid of " << m_n);
+    KSWEEP_REQUIRE(s.model.size() == m_n,
+                   "ksweep::fwi::Inversion::restore: a model of " << s.model.size() << " cells for a grid of " << m_n);
     copy_in(s.model, m_model);
     if (m_adam) {
       KSWEEP_REQUIRE(s.first.size() == m_n && s.second.size() == m_n,
-                     "ksweep::fwi::Inversion::restore: Adam moments of " << s.first.size() << " and "
-                                                                        << s.second.size() << " cells for a grid of "
-                                                                        << m_n);
+                     "ksweep::fwi::Inversion::restore: Adam moments of " << s.first.size() << " and " << s.second.size()
+                                                                         << " cells for a grid of " << m_n);
       m_adam->restore(m_space, s.iteration, upload(s.first, "ksweep::fwi::adam_m"),
                       upload(s.second, "ksweep::fwi::adam_v"));
     }
@@ -198,9 +196,8 @@ class Run final : public Inversion::Impl {
     } else {
       r.shots.resize(static_cast<std::size_t>(m_shots));
       for (int s = 0; s < m_shots; ++s) r.shots[static_cast<std::size_t>(s)] = s;
-      auto const res = m_lbfgs->step(m_space, m_model, [&](vec const& x, vec const& g) {
-        return evaluate(r.shots, r.iteration, x, g);
-      });
+      auto const res = m_lbfgs->step(m_space, m_model,
+                                     [&](vec const& x, vec const& g) { return evaluate(r.shots, r.iteration, x, g); });
       r.loss = res.loss;
       r.evaluations = res.evaluations;
     }
@@ -209,8 +206,8 @@ class Run final : public Inversion::Impl {
       Kokkos::deep_copy(m_space, Kokkos::subview(m_model, m_n / 2), Real(std::nan("")));
     if (std::size_t const bad = count_non_finite(m_space, m_model))
       throw IterationError("the model after the " + std::string(m_adam ? "Adam" : "L-BFGS") + " step of iteration " +
-                           std::to_string(r.iteration) + " is non-finite (NaN or infinite) in " +
-                           std::to_string(bad) + " of " + std::to_string(m_n) +
+                           std::to_string(r.iteration) + " is non-finite (NaN or infinite) in " + std::to_string(bad) +
+                           " of " + std::to_string(m_n) +
                            " cells; likely causes: fwi.eps too small for the gradient's scale, or fwi.lr too large");
     r.rmse = rmse();
     m_space.fence();
@@ -255,30 +252,30 @@ class Run final : public Inversion::Impl {
   void check() const {
     auto const& g = m_pb.grid;
     auto const cells = static_cast<std::size_t>(g.cells());
-    KSWEEP_REQUIRE(g.dim() == Dim, "ksweep::fwi::Inversion: a " << g.dim() << "D grid for the " << Dim << "D inversion");
+    KSWEEP_REQUIRE(g.dim() == Dim,
+                   "ksweep::fwi::Inversion: a " << g.dim() << "D grid for the " << Dim << "D inversion");
     KSWEEP_REQUIRE(m_pb.nt >= 1, "ksweep::fwi::Inversion: nt = " << m_pb.nt << " must be >= 1");
     KSWEEP_REQUIRE(m_pb.wavelet.size() == static_cast<std::size_t>(m_pb.nt),
                    "ksweep::fwi::Inversion: a wavelet of " << m_pb.wavelet.size() << " samples for nt = " << m_pb.nt);
-    KSWEEP_REQUIRE(m_pb.start.size() == cells,
-                   "ksweep::fwi::Inversion: a starting model of " << m_pb.start.size() << " cells for a grid of "
-                                                                  << cells);
+    KSWEEP_REQUIRE(m_pb.start.size() == cells, "ksweep::fwi::Inversion: a starting model of "
+                                                   << m_pb.start.size() << " cells for a grid of " << cells);
     KSWEEP_REQUIRE(m_pb.truth.empty() || m_pb.truth.size() == cells,
                    "ksweep::fwi::Inversion: a true model of " << m_pb.truth.size() << " cells for a grid of " << cells);
     KSWEEP_REQUIRE(m_shots >= 1 && m_pb.survey.n_sources == 1,
                    "ksweep::fwi::Inversion: the survey needs >= 1 shot of one source each, not "
                        << m_shots << " shots of " << m_pb.survey.n_sources);
     auto const samples = static_cast<std::size_t>(m_shots) * m_pb.nt * m_nr;
-    KSWEEP_REQUIRE(m_pb.observed.size() == samples, "ksweep::fwi::Inversion: " << m_pb.observed.size()
-                                                                               << " observed samples, the survey has "
-                                                                               << samples << " (shots x nt x receivers)");
+    KSWEEP_REQUIRE(m_pb.observed.size() == samples,
+                   "ksweep::fwi::Inversion: " << m_pb.observed.size() << " observed samples, the survey has " << samples
+                                              << " (shots x nt x receivers)");
     KSWEEP_REQUIRE(m_opt.batch >= 1 && m_opt.batch <= m_shots,
                    "ksweep::fwi::Inversion: a batch of " << m_opt.batch << " shots must be in [1, " << m_shots << "]");
-    KSWEEP_REQUIRE(m_opt.water_rows >= 0 && m_opt.water_rows < g.nz,
-                   "ksweep::fwi::Inversion: water_rows = " << m_opt.water_rows << " must be in [0, nz = " << g.nz
-                                                           << ")");
-    KSWEEP_REQUIRE(m_opt.vmin > 0 && m_opt.vmax >= m_opt.vmin,
-                   "ksweep::fwi::Inversion: the bounds [" << m_opt.vmin << ", " << m_opt.vmax
-                                                          << "] m/s need 0 < vmin <= vmax");
+    KSWEEP_REQUIRE(
+        m_opt.water_rows >= 0 && m_opt.water_rows < g.nz,
+        "ksweep::fwi::Inversion: water_rows = " << m_opt.water_rows << " must be in [0, nz = " << g.nz << ")");
+    KSWEEP_REQUIRE(m_opt.vmin > 0 && m_opt.vmax >= m_opt.vmin, "ksweep::fwi::Inversion: the bounds ["
+                                                                   << m_opt.vmin << ", " << m_opt.vmax
+                                                                   << "] m/s need 0 < vmin <= vmax");
   }
 
   vec upload(std::vector<float> const& h, char const* label) const {
@@ -381,7 +378,8 @@ class Run final : public Inversion::Impl {
                            std::to_string(bad) + " of " + std::to_string(n) +
                            " cells: the adjoint wavefield overflowed; likely causes: observed data of extreme "
                            "amplitude, or fwi.loss_norm = \"sum\" on large data");
-    if (m_fixed > 0) Kokkos::deep_copy(m_space, Kokkos::subview(g, Kokkos::make_pair(std::size_t(0), m_fixed)), Real(0));
+    if (m_fixed > 0)
+      Kokkos::deep_copy(m_space, Kokkos::subview(g, Kokkos::make_pair(std::size_t(0), m_fixed)), Real(0));
     gaussian_smooth(m_space, g, m_pb.grid.nz, m_rows / m_pb.grid.nz, m_nx, m_opt.grad_smooth);
     if (m_opt.precondition) {
       double imax = 0;

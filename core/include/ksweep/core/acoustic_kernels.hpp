@@ -334,9 +334,8 @@ struct AcousticCell {
       t += F::layer(Flags, 1) ? ty + zeta[1] : ty;
     }
     Real const qz = forward_axis<0, F::layer(Flags, 0), F::surface(Flags)>(r, ix, u0, zeta[0]);
-    // The order of the sums is that of the 2D kernels before the bodies were unified (2D results
-    // unchanged, bit for bit): in rows with z layer terms alone, (T_x + Q_z) + zeta_z; elsewhere
-    // T_x + T_z with T_z = Q_z + zeta_z.
+    // The order of the sums, fixed (every schedule and backend adds in this order): in rows with
+    // z layer terms alone, (T_x + Q_z) + zeta_z; elsewhere T_x + T_z with T_z = Q_z + zeta_z.
     if constexpr (F::layer(Flags, 0) && !F::layer(Flags, X)) t = (t + qz) + zeta[0];
     else if constexpr (F::layer(Flags, 0)) t += qz + zeta[0];
     else t += qz;

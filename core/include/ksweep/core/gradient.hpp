@@ -19,6 +19,7 @@
 #include <ksweep/core/profiling.hpp>
 #include <ksweep/core/propagator.hpp>
 #include <ksweep/core/runtime.hpp>
+#include <ksweep/core/sizes.hpp>
 #include <ksweep/storage/step_store.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -50,6 +51,10 @@ struct Images {
         illum_rec(Kokkos::view_alloc(space, std::string("ksweep::core::illum_rec")), nz, nx) {}
 };
 
+/// The gradient of a batch for the propagator it is given, on the propagator's instance.
+/// Synchronisation: forward(), backward(), compute() and loss_and_gradient() complete an
+/// operation and fence the instance before they return; accumulate() only launches (its sums
+/// are ordered before any later work on the instance).
 template <class Real, int Order, class ExecSpace = Kokkos::DefaultExecutionSpace, int Dimension = 2>
 class GradientEngine {
  public:
@@ -67,11 +72,11 @@ class GradientEngine {
     auto const& l = prop.layout();
     std::vector<int> const off = saved_cells(grid_axes<Dim>(l), M, l.free_surface, full());
     m_n_ring = static_cast<int>(off.size());
+    KSWEEP_REQUIRE(
+        static_cast<long long>(off.size()) == core::ring_cells(l, full()),
+        "ksweep::core::GradientEngine: " << off.size() << " saved cells, ring_cells says " << core::ring_cells(l, full()));
     // Codecs with a scale per block: each shot's ring padded to whole blocks (see storage::RingValues).
-    bool const scaled = storage::block_coupled(cfg.dtype);
-    m_stride = scaled ? (m_n_ring + static_cast<int>(storage::block_size) - 1) / static_cast<int>(storage::block_size) *
-                            static_cast<int>(storage::block_size)
-                      : m_n_ring;
+    m_stride = static_cast<int>(ring_stride(m_n_ring, cfg.dtype));
     KSWEEP_REQUIRE(static_cast<long long>(m_stride) * prop.max_shots() < (1LL << 31),
                    "storage: " << m_stride << " saved values per shot x " << prop.max_shots()
                                << " shots exceeds 2^31 values per step; use fewer shots per batch");
@@ -117,11 +122,12 @@ class GradientEngine {
     } else {
       for (int n = 0; n < nt; ++n) {
         p.forward_step(n, w, synthetic);
-        m_store->put_from(n, ring_values(p.forward_state().u[p.forward_state().cur]));  // u^{n+1}
+        m_store->put_from(n, ring_values(p.forward_newest()));  // u^{n+1}
       }
     }
     p.forward_finish(synthetic);
     m_store->finish_writes();
+    p.space().fence();
     m_peak = std::max(m_peak, core::peak_memory_bytes());
   }
 
@@ -177,6 +183,7 @@ class GradientEngine {
   /// Adds the images of the last batch's shots to `out`, one shot after the other in batch
   /// order: out = (((out + shot 0) + shot 1) + ...). The same shots added to the same `out`
   /// give the same bits whatever the split of a batch over engines, ranks or threads.
+  /// Asynchronous on the propagator's instance (a piece of an operation, see the class comment).
   void accumulate(images_type const& out) const {
     auto g = out.grad, is = out.illum_src, ir = out.illum_rec;
     auto gc = m_grad_c, isc = m_isrc, irc = m_irec;
@@ -196,7 +203,6 @@ class GradientEngine {
           is(iz, ix) = b;
           ir(iz, ix) = d;
         });
-    m_prop.space().fence();
   }
 
   /// Per-shot images of the last batch, [shot][model row][nx] (gradient w.r.t. velocity, and the
@@ -267,9 +273,7 @@ class GradientEngine {
   /// or set_chunk_steps' value. The results do not depend on it (tested with 1, 3, 5 and 32).
   int chunk_steps() const {
     if (m_chunk_steps > 0) return m_chunk_steps;
-    std::size_t const step =
-        static_cast<std::size_t>(std::max(m_prop.max_shots(), 1)) * std::max(m_stride, 1) * sizeof(Real);
-    return static_cast<int>(std::clamp<std::size_t>((std::size_t(16) << 20) / step, 1, 32));
+    return core::chunk_steps(m_prop.max_shots(), m_stride, sizeof(Real));
   }
 
   /// Sets the steps per chunk of the `shots` schedule (0: automatic, see chunk_steps).
@@ -339,7 +343,7 @@ class GradientEngine {
       for (int n0 = 0; n0 < nt; n0 += T) {
         int const n1 = std::min(nt, n0 + T);
         ForwardSave body{p.forward_shot_step(w, synthetic, n0), m_offsets, m_stage, m_n_ring, m_stride, n0};
-        p.run_shot_steps(p.forward_state(), "ksweep::core::forward_shots", body, n0, n1, false);
+        p.run_shot_steps(propagator_type::Direction::forward, "ksweep::core::forward_shots", body, n0, n1, false);
         for (int n = n0; n < n1; ++n)
           m_store->put_from(n, storage::ViewValues<Real const, memory_space>{stage_row(n - n0)});
       }
@@ -353,31 +357,31 @@ class GradientEngine {
     auto& p = m_prop;
     auto const space = p.space();
     int const S = p.n_shots();
-    auto& fs = p.forward_state();
-    auto& as = p.adjoint_state();
     typename propagator_type::wavelet_view no_wavelets;
     int const n_src = S * p.survey().n_sources, n_ring = S * m_stride;
     for (int n = m_nt - 1; n >= 0; --n) {
-      // Fields on entry: lambda^{n+1} = as.u[cur]; boundary: u^{n+1} = fs.u[cur], u^n = fs.u[1 - cur].
+      // Fields on entry: lambda^{n+1} is the newest adjoint level; boundary: u^{n+1} the newest
+      // forward level, u^n the one before.
       auto const adj = p.adjoint_points(n, residual, no_wavelets);
+      field3 const& newest = p.forward_newest();
+      field3 const& previous = p.forward_previous();
       if (full()) {
-        // u^n from the store (u^0 = 0 contributes nothing) into fs.u[1 - cur].
+        // u^n from the store (u^0 = 0 contributes nothing) into the level before the newest.
         if (n >= 1) {
-          auto const sink = ring_values(fs.u[1 - fs.cur]);
+          auto const sink = ring_values(previous);
           m_store->with_decoder(m_store->fetch(n - 1), sink,
                                 [&](auto const& dec) { launch_fused(adj, core::NoWork{}, 0, dec, n_ring); });
-          imaging(fs.u[1 - fs.cur], fs.u[fs.cur], as.u[as.cur], false, S);
+          imaging(previous, newest, p.adjoint_newest(), false, S);
         } else {
           core::launch_points(space, "ksweep::core::adjoint_points", adj.f, adj.count);
         }
       } else if (n >= 1) {
-        // Rebuild u^{n-1} into fs.u[cur] (which holds u^{n+1}): the sources w[n] are taken
-        // out of u^{n+1} first (the forward step added them through "- u^{n-1}"), the ring of
-        // u^{n-1} comes from the store, the model cells from the reversed step.
-        core::InjectPoints<Real, memory_space> sources{
-            fs.u[fs.cur],         w,     p.source_z(), p.source_x(), n,
-            p.survey().n_sources, false, Real(-1),     {},           p.source_links()};
-        auto const sink = ring_values(fs.u[fs.cur]);
+        // Rebuild u^{n-1} over the newest level (which holds u^{n+1}): the sources w[n] are
+        // taken out of u^{n+1} first (the forward step added them through "- u^{n-1}"), the
+        // ring of u^{n-1} comes from the store, the model cells from the reversed step; then
+        // u^n is the newest forward level.
+        auto const sources = p.source_removal(newest, w, n);
+        auto const sink = ring_values(newest);
         if (n >= 2) {
           m_store->with_decoder(m_store->fetch(n - 2), sink,
                                 [&](auto const& dec) { launch_fused(adj, sources, n_src, dec, n_ring); });
@@ -385,11 +389,11 @@ class GradientEngine {
           launch_fused(adj, sources, n_src, storage::ZeroValues<storage::RingValues<Real, memory_space>>{sink},
                        n_ring);  // u^0 = 0
         }
-        imaging(fs.u[1 - fs.cur], fs.u[fs.cur], as.u[as.cur], true, S);
-        fs.cur = 1 - fs.cur;
+        imaging(previous, newest, p.adjoint_newest(), true, S);
+        p.step_back_forward();
       } else {
         core::launch_points(space, "ksweep::core::adjoint_points", adj.f, adj.count);
-        imaging(fs.u[1 - fs.cur], fs.u[fs.cur], as.u[as.cur], false, S);
+        imaging(previous, newest, p.adjoint_newest(), false, S);
       }
       p.advance_adjoint();  // lambda^n
     }
@@ -450,8 +454,6 @@ class GradientEngine {
     if constexpr (core::impl::runs_by_rows<ExecSpace>) {
       auto& p = m_prop;
       auto const& l = p.layout();
-      auto& fs = p.forward_state();
-      auto& as = p.adjoint_state();
       int const T = chunk_steps(), S = p.n_shots();
       stage(T);
       wavelet_view no_wavelets;
@@ -468,14 +470,17 @@ class GradientEngine {
         }
         BackwardShots body;
         body.m_adj = p.adjoint_shot_step(residual, no_wavelets, top);
-        body.m_src = core::InjectPoints<Real, memory_space>{
-            {}, w, p.source_z(), p.source_x(), 0, p.survey().n_sources, false, Real(-1), {}, p.source_links()};
+        body.m_src = p.source_removal({}, w, 0);
         for (int par = 0; par < 2; ++par) {
-          int const fcur = full() ? fs.cur : (par == 0 ? fs.cur : 1 - fs.cur);
+          // The forward levels at steps of parity `par` from the chunk's top: with `boundary`
+          // each reversed step makes the level before the newest one (step_back_forward).
+          bool const same = full() || par == 0;
+          field3 const& newer = same ? p.forward_newest() : p.forward_previous();
+          field3 const& older = same ? p.forward_previous() : p.forward_newest();
           auto& img = body.m_img[par];
-          img = typename BackwardShots::imaging_type(fs.u[1 - fcur], body.m_adj.m_k[par].m_cur, fs.u[fcur], p.c(),
-                                                     m_grad_c, m_isrc, m_irec, l, !full());
-          body.m_u0[par] = fs.u[1 - fcur];
+          img = typename BackwardShots::imaging_type(older, body.m_adj.m_k[par].m_cur, newer, p.c(), m_grad_c, m_isrc,
+                                                     m_irec, l, !full());
+          body.m_u0[par] = older;
         }
         body.m_offsets = m_offsets;
         body.m_stage = m_stage;
@@ -484,8 +489,8 @@ class GradientEngine {
         body.m_n_base = top;
         body.m_n_src = p.survey().n_sources;
         body.m_full = full();
-        p.run_shot_steps(as, "ksweep::core::backward_shots", body, n0, n1, true);
-        if (!full() && ((n1 - std::max(n0, 1)) % 2 != 0) && n1 > 1) fs.cur = 1 - fs.cur;
+        p.run_shot_steps(propagator_type::Direction::adjoint, "ksweep::core::backward_shots", body, n0, n1, true);
+        if (!full() && n1 > 1) p.step_back_forward(n1 - std::max(n0, 1));  // one level per step n >= 1
       }
     } else {
       (void)w, (void)residual;

@@ -7,6 +7,7 @@
 #include <ksweep/base/error.hpp>
 #include <ksweep/core/geometry.hpp>
 #include <ksweep/core/schedule.hpp>
+#include <ksweep/core/sizes.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -31,6 +32,11 @@ namespace ksweep::core {
 /// The absorbing layer surrounds the model grid; its velocity repeats the nearest model edge.
 /// `Dim` is the grid's dimension (2: [nz][nx], 3: [nz][ny][nx]); fields are stored as rows of
 /// NX + 2M cells (see Rows in acoustic_kernels.hpp).
+///
+/// Synchronisation: every launch is on the instance given to the constructor. The whole
+/// operations set_velocity(), set_survey(), forward() and adjoint() fence it before they
+/// return; the pieces they are made of (forward_reset, forward_step, advance_forward,
+/// forward_finish, adjoint_start, adjoint_step, advance_adjoint) only launch.
 template <class Real, int Order, class ExecSpace = Kokkos::DefaultExecutionSpace, int Dimension = 2>
 class Propagator {
  public:
@@ -52,6 +58,7 @@ class Propagator {
 
   /// The state of one time-stepping direction (forward wavefield or adjoint wavefield).
   static constexpr int Dim = kernel_type::Dim;
+  enum class Direction { forward, adjoint };
   struct State {
     field3 u[2];
     field4 psi[Dim][2], zeta[Dim][2];  // per axis (z, (y,) x strips), two levels each
@@ -202,8 +209,11 @@ class Propagator {
                                                               << " shots exceeds the propagator's capacity of "
                                                               << m_max_shots << " shots");
     m_survey = survey;
-    auto to_device = [&](std::vector<Cell> const& cells, int n_per_shot, index2& z, index2& x, char const* lz,
-                         char const* lx) {
+    auto to_device = [&](std::vector<Cell> const& cells, int n_per_shot, PointSet& set, char const* lz, char const* lx,
+                         char const* ll) {
+      index2& z = set.z;
+      index2& x = set.x;
+      set.per_shot = n_per_shot;
       z = index2(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(lz)), survey.n_shots, n_per_shot);
       x = index2(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(lx)), survey.n_shots, n_per_shot);
       auto zh = Kokkos::create_mirror_view(Kokkos::HostSpace(), z);
@@ -216,17 +226,36 @@ class Propagator {
         }
       Kokkos::deep_copy(m_space, z, zh);
       Kokkos::deep_copy(m_space, x, xh);
+      set.links = point_links(cells, survey.n_shots, n_per_shot, ll);
     };
-    to_device(survey.sources, survey.n_sources, m_src_z, m_src_x, "ksweep::core::src_z", "ksweep::core::src_x");
-    to_device(survey.receivers, survey.n_receivers, m_rec_z, m_rec_x, "ksweep::core::rec_z", "ksweep::core::rec_x");
-    m_src_links = point_links(survey.sources, survey.n_shots, survey.n_sources, "ksweep::core::src_links");
-    m_rec_links = point_links(survey.receivers, survey.n_shots, survey.n_receivers, "ksweep::core::rec_links");
+    to_device(survey.sources, survey.n_sources, m_sources, "ksweep::core::src_z", "ksweep::core::src_x",
+              "ksweep::core::src_links");
+    to_device(survey.receivers, survey.n_receivers, m_receivers, "ksweep::core::rec_z", "ksweep::core::rec_x",
+              "ksweep::core::rec_links");
     m_space.fence();
   }
 
   // ---------------------------------------------------------------------------------------------
   // Point work (sources and receivers)
   // ---------------------------------------------------------------------------------------------
+
+  /// The points of one kind (sources or receivers) of the batch on the device: the field row and
+  /// column of each, [shot][point], how many per shot, and which of a shot share a cell.
+  struct PointSet {
+    index2 z, x;
+    PointLinks<memory_space> links;
+    int per_shot = 0;
+  };
+  /// One side of a step's point work: the values of `set`'s points at time index `it` (-1:
+  /// none) of `values`, [shot][time][point] when `time_major`, else [shot][point][time], moved
+  /// into or out of `field`.
+  struct PointFlow {
+    field3 field;
+    PointSet const* set = nullptr;
+    record_view values;
+    bool time_major = false;
+    int it = -1;
+  };
 
   /// Source injection and receiver sampling of one step, fused into one launch.
   using points_functor = Concat<InjectPoints<Real, memory_space>, SamplePoints<Real, memory_space>>;
@@ -240,9 +269,8 @@ class Propagator {
   /// to u^{n+1}. The two touch different wavefield levels, so they share one launch.
   PointWork forward_points(int n, wavelet_view const& wavelets, record_view const& records) const {
     State const& st = m_fwd;
-    return points(st.u[1 - st.cur], wavelets, m_src_z, m_src_x, m_survey.n_sources, false,
-                  n < static_cast<int>(wavelets.extent(2)) ? n : -1, st.u[st.cur], records, m_rec_z, m_rec_x,
-                  m_survey.n_receivers, true, n - 1, false);
+    return points({st.u[1 - st.cur], &m_sources, wavelets, false, n < static_cast<int>(wavelets.extent(2)) ? n : -1},
+                  {st.u[st.cur], &m_receivers, records, true, n - 1}, false);
   }
 
   /// The point work before reverse step n. The source samples wavelet_grad[n] = lambda^{n+1}
@@ -250,8 +278,8 @@ class Propagator {
   /// step's "- lambda^{n+2}" adds it to lambda^n.
   PointWork adjoint_points(int n, record_view const& residual, wavelet_view const& wavelet_grad) const {
     State const& st = m_adj;
-    return points(st.u[1 - st.cur], residual, m_rec_z, m_rec_x, m_survey.n_receivers, true, n - 1, st.u[st.cur],
-                  wavelet_grad, m_src_z, m_src_x, m_survey.n_sources, false, n, true);
+    return points({st.u[1 - st.cur], &m_receivers, residual, true, n - 1},
+                  {st.u[st.cur], &m_sources, wavelet_grad, false, n}, true);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -277,8 +305,8 @@ class Propagator {
     if (records.extent(0) == 0) return;
     State const& st = m_fwd;
     int const nt = static_cast<int>(records.extent(1));
-    SamplePoints<Real, memory_space> sample{st.u[st.cur],         records, m_rec_z, m_rec_x, nt - 1,
-                                            m_survey.n_receivers, true,    {}};
+    SamplePoints<Real, memory_space> sample{
+        st.u[st.cur], records, m_receivers.z, m_receivers.x, nt - 1, m_receivers.per_shot, true, {}};
     launch_points(m_space, "ksweep::core::sample_receivers", sample, m_survey.n_shots * m_survey.n_receivers);
   }
 
@@ -289,7 +317,8 @@ class Propagator {
     int const nt = static_cast<int>(wavelets.extent(2));
     forward_reset();
     if (runs_shots()) {
-      run_shot_steps(m_fwd, "ksweep::core::forward_shots", forward_shot_step(wavelets, records), 0, nt, false);
+      run_shot_steps(Direction::forward, "ksweep::core::forward_shots", forward_shot_step(wavelets, records), 0, nt,
+                     false);
     } else {
       for (int n = 0; n < nt; ++n) forward_step(n, wavelets, records);
     }
@@ -314,8 +343,9 @@ class Propagator {
     if (residual.extent(0) == 0) return;
     State const& st = m_adj;
     int const nt = static_cast<int>(residual.extent(1));
-    InjectPoints<Real, memory_space> inject{st.u[st.cur], residual, m_rec_z, m_rec_x,    nt - 1, m_survey.n_receivers,
-                                            true,         Real(1),  m_c,     m_rec_links};  // mu = c lambda
+    InjectPoints<Real, memory_space> inject{
+        st.u[st.cur],         residual, m_receivers.z, m_receivers.x, nt - 1,
+        m_receivers.per_shot, true,     Real(1),       m_c,           m_receivers.links};  // mu = c lambda
     launch_points(m_space, "ksweep::core::inject_residuals", inject, m_survey.n_shots * m_survey.n_receivers);
   }
 
@@ -337,8 +367,8 @@ class Propagator {
     int const nt = static_cast<int>(residual.extent(1));
     adjoint_start(residual);
     if (runs_shots()) {
-      run_shot_steps(m_adj, "ksweep::core::adjoint_shots", adjoint_shot_step(residual, wavelet_grad, nt - 1), 0, nt,
-                     true);
+      run_shot_steps(Direction::adjoint, "ksweep::core::adjoint_shots",
+                     adjoint_shot_step(residual, wavelet_grad, nt - 1), 0, nt, true);
     } else {
       for (int n = nt - 1; n >= 0; --n) adjoint_step(n, residual, wavelet_grad);
     }
@@ -391,17 +421,14 @@ class Propagator {
   }
 
   /// Runs `body(s, n)` for the steps [n0, n1) (decreasing when `reverse`) of every shot with the
-  /// `shots` schedule, then advances `st` by that many steps.
+  /// `shots` schedule, then advances the state of `direction` by that many steps.
   template <class Body>
-  void run_shot_steps(State& st, char const* label, Body const& body, int n0, int n1, bool reverse) {
+  void run_shot_steps(Direction direction, char const* label, Body const& body, int n0, int n1, bool reverse) {
     if constexpr (impl::runs_by_rows<ExecSpace>) {
       launch_shot_steps(m_space, label, body, m_survey.n_shots, n0, n1, reverse);
-      if ((n1 - n0) % 2 != 0) {
-        st.cur = 1 - st.cur;
-        st.aux = 1 - st.aux;
-      }
+      if ((n1 - n0) % 2 != 0) rotate(direction == Direction::forward ? m_fwd : m_adj);
     } else {
-      (void)st, (void)label, (void)body, (void)n0, (void)n1, (void)reverse;
+      (void)direction, (void)label, (void)body, (void)n0, (void)n1, (void)reverse;
       KSWEEP_REQUIRE(false, "ksweep::core::Propagator: the shots schedule runs on host backends only");
     }
   }
@@ -409,13 +436,32 @@ class Propagator {
   // ---------------------------------------------------------------------------------------------
   // Access for gradient and storage layers
   // ---------------------------------------------------------------------------------------------
-  State& forward_state() { return m_fwd; }
-  State& adjoint_state() { return m_adj; }
+  // The time levels belong to the propagator: callers read them, and only the propagator's
+  // steps (and step_back_forward) rotate them.
+  State const& forward_state() const { return m_fwd; }
+  State const& adjoint_state() const { return m_adj; }
+  /// The newest forward level (u^{n+1} after forward step n) and the one before it.
+  field3 const& forward_newest() const { return m_fwd.u[m_fwd.cur]; }
+  field3 const& forward_previous() const { return m_fwd.u[1 - m_fwd.cur]; }
+  /// The newest adjoint level (lambda^{n+1} before reverse step n).
+  field3 const& adjoint_newest() const { return m_adj.u[m_adj.cur]; }
+
+  /// The forward wavefield went `levels` levels back in time: the time reversal of the gradient
+  /// wrote u^{n-1} over the newest level u^{n+1}, so the level before it, u^n, is the newest
+  /// now (per level; only the parity of `levels` matters). The layer memories are not reversed.
+  void step_back_forward(int levels = 1) {
+    if (levels % 2 != 0) m_fwd.cur = 1 - m_fwd.cur;
+  }
   field2 const& c() const { return m_c; }
   field2 const& vp_model() const { return m_vp_model; }
-  index2 const& source_z() const { return m_src_z; }
-  index2 const& source_x() const { return m_src_x; }
-  PointLinks<memory_space> const& source_links() const { return m_src_links; }
+  PointSet const& sources() const { return m_sources; }
+  PointSet const& receivers() const { return m_receivers; }
+
+  /// The injection that takes the sources w[it] out of `into` (-w: the forward step added them
+  /// through "- u^{n-1}"), for the time reversal of the forward wavefield.
+  InjectPoints<Real, memory_space> source_removal(field3 const& into, wavelet_view const& w, int it) const {
+    return {into, w, m_sources.z, m_sources.x, it, m_sources.per_shot, false, Real(-1), {}, m_sources.links};
+  }
 
   /// A kernel functor bound to `st` (cur -> out) with the layer memories in -> out.
   kernel_type bind(State const& st) const {
@@ -493,27 +539,30 @@ class Propagator {
   void step(State& st, char const* label) {
     auto const& l = m_layout;
     launch_grid<Tag>(m_space, label, bind(st), m_survey.n_shots * l.rows(), l.NX, runs_cells());
+    rotate(st);
+  }
+
+  // One step on: the level written becomes the newest, and so do the layer memories written.
+  static void rotate(State& st) {
     st.cur = 1 - st.cur;
     st.aux = 1 - st.aux;
   }
 
-  // Injection of values[.., it_in, ..] * -1 into `into` and sampling of `from` into
-  // out[.., it_out, ..]; a negative time index (or an empty view) leaves that part out. The
-  // adjoint (`adjoint_field`) carries mu = c lambda: injected values are weighted by c and
+  // Injection of in.values[.., in.it, ..] * -1 into in.field and sampling of out.field into
+  // out.values[.., out.it, ..]; a negative time index (or an empty view) leaves that part out.
+  // The adjoint (`adjoint_field`) carries mu = c lambda: injected values are weighted by c and
   // sampled ones divided by it.
-  PointWork points(field3 const& into, wavelet_view const& values, index2 const& iz, index2 const& ix, int n_in,
-                   bool in_time_major, int it_in, field3 const& from, record_view const& out, index2 const& oz,
-                   index2 const& ox, int n_out, bool out_time_major, int it_out, bool adjoint_field) const {
+  PointWork points(PointFlow const& in, PointFlow const& out, bool adjoint_field) const {
     int const ns = m_survey.n_shots;
     PointWork w;
     typename InjectPoints<Real, memory_space>::weight_view const weight = adjoint_field ? m_c : field2();
-    // The forward injects the sources, the adjoint the receivers' residuals.
-    auto const& links = adjoint_field ? m_rec_links : m_src_links;
     w.f.m_first =
-        InjectPoints<Real, memory_space>{into, values, iz, ix, it_in, n_in, in_time_major, Real(-1), weight, links};
-    w.f.m_second = SamplePoints<Real, memory_space>{from, out, oz, ox, it_out, n_out, out_time_major, weight};
-    w.f.m_n_first = values.extent(0) > 0 && it_in >= 0 ? ns * n_in : 0;
-    w.count = w.f.m_n_first + (out.extent(0) > 0 && it_out >= 0 ? ns * n_out : 0);
+        InjectPoints<Real, memory_space>{in.field,         in.values,     in.set->z, in.set->x, in.it,
+                                         in.set->per_shot, in.time_major, Real(-1),  weight,    in.set->links};
+    w.f.m_second = SamplePoints<Real, memory_space>{out.field, out.values,        out.set->z,     out.set->x,
+                                                    out.it,    out.set->per_shot, out.time_major, weight};
+    w.f.m_n_first = in.values.extent(0) > 0 && in.it >= 0 ? ns * in.set->per_shot : 0;
+    w.count = w.f.m_n_first + (out.values.extent(0) > 0 && out.it >= 0 ? ns * out.set->per_shot : 0);
     return w;
   }
 
@@ -560,18 +609,10 @@ class Propagator {
 
   void allocate_state(State& st, char const* which) {
     auto const& l = m_layout;
-    int const S = m_max_shots, sz = std::max(l.top, l.bottom) + 4 * M, sx = std::max(l.left, l.right) + 4 * M;
+    int const S = m_max_shots;
     std::string const p = std::string("ksweep::core::") + which;
-    // Strips of each axis (see AcousticStep): extents after [side][shot].
-    int ext[Dim][2];
-    ext[0][0] = sz;
-    ext[0][1] = l.NY * l.NX;
-    if constexpr (Dim == 3) {
-      ext[1][0] = l.NZ * (std::max(l.front, l.back) + 4 * M);
-      ext[1][1] = l.NX;
-    }
-    ext[Dim - 1][0] = l.NZ * l.NY;
-    ext[Dim - 1][1] = sx;
+    // Strips of each axis (see AcousticStep): extents after [side][shot] (sizes.hpp).
+    auto const ext = strip_extents(l);
     char const* const axis_name[3] = {"z", Dim == 3 ? "y" : "x", "x"};
     for (int i = 0; i < 2; ++i) {
       std::string const suffix = std::to_string(i);
@@ -630,8 +671,7 @@ class Propagator {
   double m_vmin = 0, m_vmax = 0;
   field2 m_c, m_vp_model;
   field1 m_prof_a[Dim], m_prof_b[Dim], m_prof_mask[Dim];  // CPML profiles per axis (z, (y,) x)
-  index2 m_src_z, m_src_x, m_rec_z, m_rec_x;
-  PointLinks<memory_space> m_src_links, m_rec_links;
+  PointSet m_sources, m_receivers;
   State m_fwd, m_adj;
   Schedule m_schedule = default_schedule();
   int m_block_y = 0;  // 0: automatic (host_block_y)

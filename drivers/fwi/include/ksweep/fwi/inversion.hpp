@@ -39,14 +39,14 @@ namespace ksweep::fwi {
 struct Problem {
   core::ModelGrid grid;
   core::PmlConfig pml;
-  int order = 4;                 ///< spatial order of the stencil (2, 4, 6, 8)
-  double dt = 0;                 ///< time step (s)
-  int nt = 0;                    ///< time samples
-  core::Survey survey;           ///< every shot (one source each)
-  std::vector<double> wavelet;   ///< nt samples, every shot's source
-  std::vector<float> observed;   ///< [shot][nt][receiver], on every rank
-  std::vector<float> start;      ///< the starting model, [nz][nx] or [nz][ny][nx] (m/s)
-  std::vector<float> truth;      ///< the true model for the RMSE (empty: no RMSE, reported as NaN)
+  int order = 4;                ///< spatial order of the stencil (2, 4, 6, 8)
+  double dt = 0;                ///< time step (s)
+  int nt = 0;                   ///< time samples
+  core::Survey survey;          ///< every shot (one source each)
+  std::vector<double> wavelet;  ///< nt samples, every shot's source
+  std::vector<float> observed;  ///< [shot][nt][receiver], on every rank
+  std::vector<float> start;     ///< the starting model, [nz][nx] or [nz][ny][nx] (m/s)
+  std::vector<float> truth;     ///< the true model for the RMSE (empty: no RMSE, reported as NaN)
 };
 
 enum class Method { adam, lbfgs };
@@ -65,25 +65,25 @@ struct Options {
   LbfgsParameters lbfgs;           ///< memory, Wolfe constants, evaluations (bounds: vmin, vmax)
   storage::StorageConfig storage;  ///< where and how the saved steps live
   core::Schedule schedule = core::Schedule::automatic;
-  std::string fault;               ///< test aid: "loss:IT", "gradient:IT" or "model:IT" makes it non-finite
+  std::string fault;  ///< test aid: "loss:IT", "gradient:IT" or "model:IT" makes it non-finite
 };
 
 /// The whole state between iterations: a checkpoint holds exactly this.
 struct State {
-  int iteration = 0;                      ///< iterations done
-  std::string rng;                        ///< the batch generator (std::mt19937_64 as written by <<)
-  std::vector<float> model;               ///< the current model
-  std::vector<float> first, second;       ///< Adam's moments m and v (empty for L-BFGS)
+  int iteration = 0;                 ///< iterations done
+  std::string rng;                   ///< the batch generator (std::mt19937_64 as written by <<)
+  std::vector<float> model;          ///< the current model
+  std::vector<float> first, second;  ///< Adam's moments m and v (empty for L-BFGS)
 };
 
 /// What one iteration did.
 struct Report {
-  int iteration = 0;        ///< 1-based
-  double loss = 0;          ///< the batch's loss (L-BFGS: at the accepted model)
-  double rmse = 0;          ///< against Problem::truth (NaN without it)
+  int iteration = 0;  ///< 1-based
+  double loss = 0;    ///< the batch's loss (L-BFGS: at the accepted model)
+  double rmse = 0;    ///< against Problem::truth (NaN without it)
   double seconds = 0;
-  std::vector<int> shots;   ///< the batch, in order
-  int evaluations = 1;      ///< gradient evaluations of the iteration
+  std::vector<int> shots;  ///< the batch, in order
+  int evaluations = 1;     ///< gradient evaluations of the iteration
 };
 
 /// The images of the last gradient evaluation, [nz][nx] or [nz][ny][nx], summed over the batch.

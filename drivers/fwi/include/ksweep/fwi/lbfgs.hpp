@@ -56,13 +56,16 @@ double ordered_dot(ExecSpace const& space, X const& x, Y const& y, std::size_t b
   return sum;
 }
 
-/// Parameters of L-BFGS (Nocedal and Wright 2006, algorithms 7.4 and 7.5) with a bisection
-/// line search for the weak Wolfe conditions (Lewis and Overton 2013).
+/// Parameters of L-BFGS (Nocedal and Wright 2006, algorithms 7.4 and 7.5) with a bracketing
+/// line search for the weak Wolfe conditions (Lewis and Overton 2013): a step that decreases the
+/// loss too little is shortened to the minimum of the quadratic through f(0), f'(0) and f(a)
+/// (kept within [a/10, a/2]) until a longer step has been accepted by the sufficient decrease,
+/// then bisected; a step whose slope is still too steep is doubled until a bracket is found.
 struct LbfgsParameters {
   int memory = 5;            ///< correction pairs kept
   double c1 = 1e-4;          ///< sufficient decrease (Armijo), in (0, c2)
   double c2 = 0.9;           ///< curvature, in (c1, 1)
-  int max_evaluations = 8;   ///< gradient evaluations per line search
+  int max_evaluations = 12;  ///< gradient evaluations per line search
   double first_step = 1.0;   ///< the first iteration's largest change of a cell (model units)
   double vmin = 0;           ///< lower bound of the model (0: none)
   double vmax = 0;           ///< upper bound of the model (0: none)
@@ -70,11 +73,11 @@ struct LbfgsParameters {
 
 /// What one L-BFGS iteration did.
 struct LbfgsStep {
-  double loss = 0;          ///< at the accepted model (the first model's loss if none was accepted)
-  int evaluations = 0;      ///< gradient evaluations of the iteration (the first one's included)
-  bool accepted = false;    ///< a point satisfying the Wolfe conditions was found
-  bool restarted = false;   ///< the memory was cleared (no descent direction, or no acceptable point)
-  double step = 0;          ///< the accepted step length along the direction
+  double loss = 0;         ///< at the accepted model (the first model's loss if none was accepted)
+  int evaluations = 0;     ///< gradient evaluations of the iteration (the first one's included)
+  bool accepted = false;   ///< a point satisfying the Wolfe conditions was found
+  bool restarted = false;  ///< the memory was cleared (no descent direction, or no acceptable point)
+  double step = 0;         ///< the accepted step length along the direction
 };
 
 /// L-BFGS over a model of `n` cells of which the first `fixed_cells` never change, with trial
@@ -91,9 +94,9 @@ class Lbfgs {
   Lbfgs(ExecSpace const& space, std::size_t n, LbfgsParameters const& p, std::size_t fixed_cells = 0)
       : m_p(p), m_n(n), m_fixed(fixed_cells) {
     KSWEEP_REQUIRE(p.memory >= 1, "ksweep::fwi::Lbfgs: memory = " << p.memory << " must be >= 1");
-    KSWEEP_REQUIRE(p.c1 > 0 && p.c1 < p.c2 && p.c2 < 1,
-                   "ksweep::fwi::Lbfgs: the Wolfe constants need 0 < c1 < c2 < 1, not c1 = " << p.c1
-                                                                                            << ", c2 = " << p.c2);
+    KSWEEP_REQUIRE(
+        p.c1 > 0 && p.c1 < p.c2 && p.c2 < 1,
+        "ksweep::fwi::Lbfgs: the Wolfe constants need 0 < c1 < c2 < 1, not c1 = " << p.c1 << ", c2 = " << p.c2);
     KSWEEP_REQUIRE(p.max_evaluations >= 1,
                    "ksweep::fwi::Lbfgs: max_evaluations = " << p.max_evaluations << " must be >= 1");
     KSWEEP_REQUIRE(p.first_step > 0, "ksweep::fwi::Lbfgs: first_step = " << p.first_step << " must be > 0");
@@ -132,14 +135,15 @@ class Lbfgs {
     LbfgsStep r;
     if (!m_have_gradient) {
       m_f = evaluate(x, m_g);
+      fix(space, m_g);
       ++r.evaluations;
       m_have_gradient = true;
     }
-    double gd = direction(space);
+    double gd = direction(space, x);
     if (!(gd < 0)) {  // not a descent direction: start again from the scaled gradient
       clear();
       r.restarted = true;
-      gd = direction(space);
+      gd = direction(space, x);
     }
     Kokkos::deep_copy(space, m_x0, x);
     double const f0 = m_f;
@@ -147,11 +151,18 @@ class Lbfgs {
     for (int k = 0; k < m_p.max_evaluations && !r.accepted; ++k) {
       trial(space, x, alpha);
       double const f = evaluate(x, m_gt);
+      fix(space, m_gt);
       ++r.evaluations;
       KokkosBlas::update(Real(1), x, Real(-1), m_x0, Real(0), m_step);
       double const dec = ordered_dot(space, m_g, m_step);  // g0 . (x - x0)
       if (!(f <= f0 + m_p.c1 * dec) || !std::isfinite(f)) {
         hi = alpha;
+        if (lo == 0 && std::isfinite(f)) {  // the minimum of the quadratic through f0, gd and f
+          double const curv = (f - f0 - gd * alpha) / (alpha * alpha);
+          double const q = curv > 0 ? -gd / (2 * curv) : 0.5 * alpha;
+          alpha = std::clamp(q, 0.1 * alpha, 0.5 * alpha);
+          continue;
+        }
       } else if (ordered_dot(space, m_gt, m_d) < m_p.c2 * gd) {
         lo = alpha;
       } else {
@@ -178,9 +189,15 @@ class Lbfgs {
   }
 
  private:
+  // The fixed cells take no part: their gradient is zeroed.
+  void fix(ExecSpace const& space, vector_type const& g) const {
+    if (m_fixed > 0) Kokkos::deep_copy(space, Kokkos::subview(g, Kokkos::make_pair(std::size_t(0), m_fixed)), Real(0));
+  }
+
   // d = -H g by the two-loop recursion; H0 = (s.y / y.y) I from the newest pair, or without
-  // pairs the scaling that moves the largest cell by first_step. Returns g . d.
-  double direction(ExecSpace const& space) {
+  // pairs the scaling that moves the largest cell by first_step; then the cells at a bound that
+  // d would push out are left out (d = 0 there: the projected direction). Returns g . d.
+  double direction(ExecSpace const& space, vector_type const& x) {
     Kokkos::deep_copy(space, m_d, m_g);  // q
     std::vector<double> alpha(static_cast<std::size_t>(m_count));
     for (int j = 0; j < m_count; ++j) {  // newest to oldest
@@ -188,11 +205,11 @@ class Lbfgs {
       alpha[static_cast<std::size_t>(j)] = m_rho[static_cast<std::size_t>(i)] * ordered_dot(space, m_s[i], m_d);
       KokkosBlas::axpby(static_cast<Real>(-alpha[static_cast<std::size_t>(j)]), m_y[i], Real(1), m_d);
     }
-    double gamma;
+    double gamma = m_gamma;  // a cleared memory keeps the scaling of its newest pair
     if (m_count > 0) {
       int const i = slot(m_count - 1);
-      gamma = 1.0 / (m_rho[static_cast<std::size_t>(i)] * ordered_dot(space, m_y[i], m_y[i]));
-    } else {
+      gamma = m_gamma = 1.0 / (m_rho[static_cast<std::size_t>(i)] * ordered_dot(space, m_y[i], m_y[i]));
+    } else if (!(gamma > 0)) {
       double const gmax = static_cast<double>(KokkosBlas::nrminf(m_g));
       gamma = gmax > 0 ? m_p.first_step / gmax : 0;
     }
@@ -203,6 +220,13 @@ class Lbfgs {
       KokkosBlas::axpby(static_cast<Real>(alpha[static_cast<std::size_t>(j)] - beta), m_s[i], Real(1), m_d);
     }
     KokkosBlas::scal(m_d, Real(-1), m_d);
+    Real const lo = static_cast<Real>(m_p.vmin), hi = static_cast<Real>(m_p.vmax);
+    auto d = m_d;
+    launch_for(
+        "ksweep::fwi::lbfgs_active_set", Kokkos::RangePolicy<ExecSpace>(space, 0, m_n), KOKKOS_LAMBDA(std::size_t i) {
+          Real const di = d(i), xi = x(i);
+          if ((lo > 0 && xi <= lo && di < 0) || (hi > 0 && xi >= hi && di > 0)) d(i) = Real(0);
+        });
     return ordered_dot(space, m_g, m_d);
   }
 
@@ -258,6 +282,7 @@ class Lbfgs {
   std::vector<double> m_rho;
   vector_type m_g, m_d, m_x0, m_gt, m_step;
   double m_f = 0;
+  double m_gamma = 0;  // the scaling of H0 from the newest pair (0: none yet)
   bool m_have_gradient = false;
   int m_count = 0, m_head = 0, m_iterations = 0, m_evaluations = 0;
 };

@@ -59,9 +59,9 @@ void gaussian_smooth(ExecSpace const& space, View const& field, int nz, int ny, 
   std::size_t const n = field.extent(0);
   auto const w = gaussian_weights(sigma);
   int const r = static_cast<int>(w.size() / 2);
-  dview k(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::fwi::smooth_weights")),
-          w.size());
-  Kokkos::deep_copy(space, k, Kokkos::View<double const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(w.data(), w.size()));
+  dview k(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::fwi::smooth_weights")), w.size());
+  Kokkos::deep_copy(space, k,
+                    Kokkos::View<double const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(w.data(), w.size()));
   dview a(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::fwi::smooth_a")), n);
   dview b(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::fwi::smooth_b")), n);
   launch_for(
