@@ -4,6 +4,7 @@
 // schedules giving the same bits. Layers of different widths on every face.
 
 #include <ksweep/core/gradient.hpp>
+#include <harness.hpp>
 #include <physics_utils.hpp>
 #include <test_utils.hpp>
 
@@ -62,11 +63,7 @@ std::vector<double> records3d(core::ModelGrid const& g, core::PmlConfig const& p
 // ---------------------------------------------------------------------------------------------
 template <class Real, int Order>
 double dot_product_error_3d(bool fs) {
-  using P = P3<Real, Order>;
   int const nz = 14, ny = 12, nx = 16, nt = 50, n_shots = 2, n_rec = 9;
-  P prop(TEST_EXECSPACE(), core::ModelGrid{nz, nx, 10.0, ny}, faces(5, 4, 6, 4, 5, 7, fs), 1e-3, n_shots);
-  auto vp = smooth_model3d(nz, ny, nx);
-  prop.set_velocity(vp.data());
   core::Survey s;
   s.n_shots = n_shots;
   s.n_sources = 2;
@@ -77,17 +74,8 @@ double dot_product_error_3d(bool fs) {
   for (int sh = 0; sh < n_shots; ++sh)
     for (int r = 0; r < n_rec; ++r)
       s.receivers.push_back({z0 + (r * 5 + sh) % (nz - z0), (r * 7 + 3 * sh) % nx, (r * 4 + sh) % ny});
-  prop.set_survey(s);
-  typename P::wavelet_view x("x", n_shots, 2, nt), xt("xt", n_shots, 2, nt);
-  typename P::record_view y("y", n_shots, nt, n_rec), fx("fx", n_shots, nt, n_rec);
-  test::fill_random(x, 1);
-  test::fill_random(y, 2);
-  if (sizeof(Real) == 4) prop.forward(x, y);  // fp32: both sides are ||F x||^2 (no cancellation)
-  prop.forward(x, fx);
-  prop.adjoint(y, xt);
-  double const lhs = test::dot(fx, y), rhs = test::dot(x, xt);
-  EXPECT_GT(std::abs(lhs), 1e-8) << "the forward produced no signal at the receivers";
-  return std::abs(lhs - rhs) / std::max(std::abs(lhs), std::abs(rhs));
+  return test::dot_product_error<Real, Order, 3>(core::ModelGrid{nz, nx, 10.0, ny}, faces(5, 4, 6, 4, 5, 7, fs),
+                                                 smooth_model3d(nz, ny, nx), s, nt);
 }
 
 template <class Real>
@@ -261,79 +249,39 @@ std::vector<float> layered_model3d(int nz, int ny, int nx, double shift = 0.0) {
   return v;
 }
 
-template <class Real, int Order>
-struct Problem3 {
-  using P = P3<Real, Order>;
-  using E = E3<Real, Order>;
-  int nz, ny, nx, nt, n_shots = 2, n_rec;
-  P prop;
-  typename P::wavelet_view w;
-  typename P::record_view observed, synthetic;
-  std::vector<float> v_true, v0;
+/// An areal patch of receivers at z = 2, one source per shot at z = 1.
+inline core::Survey patch_survey(int ny, int nx) {
+  core::Survey s;
+  s.n_shots = 2;
+  s.n_sources = 1;
+  s.n_receivers = (nx / 3) * (ny / 3);
+  for (int sh = 0; sh < s.n_shots; ++sh) {
+    s.sources.push_back({1, (sh + 1) * nx / 3, (2 - sh) * ny / 3});
+    for (int iy = 0; iy < ny / 3; ++iy)
+      for (int ix = 0; ix < nx / 3; ++ix) s.receivers.push_back({2, 1 + 3 * ix, 1 + 3 * iy});
+  }
+  return s;
+}
 
+/// The layered 3D model with an inclusion, from a starting model shifted by 1.5 cells in depth;
+/// layers of different widths on every face.
+template <class Real, int Order>
+struct Problem3 : test::GradientProblem<Real, Order, 3> {
+  int nz, ny, nx;
   Problem3(int nz_, int ny_, int nx_, int nt_, bool fs, double freq = 15.0)
-      : nz(nz_),
+      : test::GradientProblem<Real, Order, 3>(core::ModelGrid{nz_, nx_, 10.0, ny_}, faces(6, 5, 5, 7, 6, 5, fs), 1e-3,
+                                              patch_survey(ny_, nx_), layered_model3d(nz_, ny_, nx_),
+                                              layered_model3d(nz_, ny_, nx_, 1.5), nt_, freq),
+        nz(nz_),
         ny(ny_),
-        nx(nx_),
-        nt(nt_),
-        n_rec((nx_ / 3) * (ny_ / 3)),
-        prop(TEST_EXECSPACE(), core::ModelGrid{nz_, nx_, 10.0, ny_}, faces(6, 5, 5, 7, 6, 5, fs), 1e-3, 2) {
-    v_true = layered_model3d(nz, ny, nx);
-    v0 = layered_model3d(nz, ny, nx, 1.5);
-    core::Survey s;  // an areal patch of receivers at z = 2, one source per shot at z = 1
-    s.n_shots = n_shots;
-    s.n_sources = 1;
-    s.n_receivers = n_rec;
-    for (int sh = 0; sh < n_shots; ++sh) {
-      s.sources.push_back({1, (sh + 1) * nx / 3, (2 - sh) * ny / 3});
-      for (int iy = 0; iy < ny / 3; ++iy)
-        for (int ix = 0; ix < nx / 3; ++ix) s.receivers.push_back({2, 1 + 3 * ix, 1 + 3 * iy});
-    }
-    prop.set_survey(s);
-    w = typename P::wavelet_view("w", n_shots, 1, nt);
-    auto wh = Kokkos::create_mirror_view(Kokkos::HostSpace(), w);
-    auto r = core::ricker(freq, 1.2 / freq, 1e-3, nt);
-    for (int sh = 0; sh < n_shots; ++sh)
-      for (int t = 0; t < nt; ++t) wh(sh, 0, t) = static_cast<Real>(r[t]);
-    Kokkos::deep_copy(w, wh);
-    observed = typename P::record_view("obs", n_shots, nt, n_rec);
-    synthetic = typename P::record_view("syn", n_shots, nt, n_rec);
-    prop.set_velocity(v_true.data());
-    prop.forward(w, observed);
-    prop.set_velocity(v0.data());
-  }
-  std::vector<double> gradient(storage::StorageConfig const& cfg, double* loss = nullptr) {
-    E engine(prop, cfg);
-    typename E::images_type img(nz * ny, nx);
-    double const l = engine.loss_and_gradient(w, observed, 0.5, img, synthetic);
-    if (loss) *loss = l;
-    auto g = test::to_host(img.grad);
-    return std::vector<double>(g.data(), g.data() + g.span());
-  }
-  double loss_at(std::vector<float> const& v) {
-    prop.set_velocity(v.data(), false);
-    prop.forward(w, synthetic);
-    double const d =
-        test::dot(synthetic, synthetic) - 2 * test::dot(synthetic, observed) + test::dot(observed, observed);
-    prop.set_velocity(v0.data(), false);
-    return 0.5 * d;
-  }
+        nx(nx_) {}
 };
 
-storage::StorageConfig storage3d(std::string strategy, std::string location = "device", std::string dtype = "fp32",
-                                 int interval = 7) {
-  return storage::make_storage_config(strategy, location, dtype, interval, "", true);
+inline storage::StorageConfig storage3d(std::string strategy, std::string location = "device",
+                                        std::string dtype = "fp32", int interval = 7) {
+  return test::storage_cfg(strategy, location, dtype, interval);
 }
-
-double cosine3d(std::vector<double> const& a, std::vector<double> const& b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    ab += a[i] * b[i];
-    aa += a[i] * a[i];
-    bb += b[i] * b[i];
-  }
-  return ab / std::sqrt(aa * bb);
-}
+using test::cosine;
 
 template <int Order>
 void finite_difference_3d(bool fs, std::string const& strategy) {
@@ -409,7 +357,7 @@ KSWEEP_TEST(gradient_3d_lossy_storage_accuracy) {
   for (Case c : {Case{"fp16", 2e-5}, Case{"bf16", 1.2e-4}, Case{"int8", 5e-4}}) {
     for (std::string loc : {"device", "disk"}) {
       auto g = p.gradient(storage3d("boundary", loc, c.dtype, 16));
-      double const cs = cosine3d(g, ref);
+      double const cs = cosine(g, ref);
       double num = 0, den = 0;
       for (std::size_t i = 0; i < g.size(); ++i) {
         num += (g[i] - ref[i]) * (g[i] - ref[i]);
@@ -426,19 +374,6 @@ KSWEEP_TEST(gradient_3d_lossy_storage_accuracy) {
 // ---------------------------------------------------------------------------------------------
 // The schedules give the same bits in 3D: forward, adjoint, gradient (boundary and full).
 // ---------------------------------------------------------------------------------------------
-template <class View>
-std::vector<double> host3d(View const& v) {
-  auto h = test::to_host(v);
-  return std::vector<double>(h.data(), h.data() + h.span());
-}
-
-long differing3d(std::vector<double> const& a, std::vector<double> const& b) {
-  if (a.size() != b.size()) return -1;
-  long n = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) n += std::memcmp(&a[i], &b[i], sizeof(double)) != 0;
-  return n;
-}
-
 // The 3D row sweeps in blocks of y (host schedules) give the bits of plain z-plane sweeps, for
 // blocks that divide NY and blocks that leave a shorter last one.
 KSWEEP_TEST(schedules_3d_blocks_of_y_bitwise) {
@@ -448,17 +383,17 @@ KSWEEP_TEST(schedules_3d_blocks_of_y_bitwise) {
     p.prop.set_block_y(by);
     typename Problem3<float, 8>::P::record_view r("r", 2, p.nt, p.n_rec);
     p.prop.forward(p.w, r);
-    auto out = host3d(r);
+    auto out = test::host_values(r);
     typename Problem3<float, 8>::E engine(p.prop, storage3d("boundary"));
     typename Problem3<float, 8>::E::images_type img(p.nz * p.ny, p.nx);
     out.push_back(engine.loss_and_gradient(p.w, p.observed, 0.5, img, p.synthetic));
-    auto const g = host3d(img.grad);
+    auto const g = test::host_values(img.grad);
     out.insert(out.end(), g.begin(), g.end());
     runs.push_back(out);
   }
   p.prop.set_block_y(0);
   EXPECT_GT(test::energy(runs[0]), 0.0);
-  for (std::size_t i = 1; i < runs.size(); ++i) EXPECT_EQ(differing3d(runs[0], runs[i]), 0) << "block " << i;
+  for (std::size_t i = 1; i < runs.size(); ++i) EXPECT_EQ(test::differing(runs[0], runs[i]), 0) << "block " << i;
 }
 
 KSWEEP_TEST(schedules_3d_agree_bitwise) {
@@ -470,16 +405,16 @@ KSWEEP_TEST(schedules_3d_agree_bitwise) {
       std::vector<double> out;
       typename Problem3<float, 8>::P::record_view r("r", 2, p.nt, p.n_rec);
       p.prop.forward(p.w, r);
-      out = host3d(r);
+      out = test::host_values(r);
       typename Problem3<float, 8>::P::wavelet_view g("g", 2, 1, p.nt);
       p.prop.adjoint(p.observed, g);
-      auto const a = host3d(g);
+      auto const a = test::host_values(g);
       out.insert(out.end(), a.begin(), a.end());
       typename Problem3<float, 8>::E engine(p.prop, storage3d(strategy, "host", "fp32"));
       typename Problem3<float, 8>::E::images_type img(p.nz * p.ny, p.nx);
       out.push_back(engine.loss_and_gradient(p.w, p.observed, 0.5, img, p.synthetic));
       for (auto const* v : {&img.grad, &img.illum_src, &img.illum_rec}) {
-        auto const h = host3d(*v);
+        auto const h = test::host_values(*v);
         out.insert(out.end(), h.begin(), h.end());
       }
       return out;
@@ -488,7 +423,7 @@ KSWEEP_TEST(schedules_3d_agree_bitwise) {
       auto const b = run(core::Schedule::batched, strategy);
       EXPECT_GT(test::energy(b), 0.0);
       for (auto const other : {core::Schedule::shots, core::Schedule::cells})
-        EXPECT_EQ(differing3d(b, run(other, strategy)), 0)
+        EXPECT_EQ(test::differing(b, run(other, strategy)), 0)
             << "3D batched vs " << core::to_string(other) << ", " << strategy << ", free surface " << fs;
     }
     p.prop.set_schedule(core::default_schedule());

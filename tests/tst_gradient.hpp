@@ -4,6 +4,8 @@
 
 #include <ksweep/core/gradient.hpp>
 #include <ksweep/core/sizes.hpp>
+#include <harness.hpp>
+#include <physics_utils.hpp>
 #include <test_utils.hpp>
 
 #include <gtest/gtest.h>
@@ -32,86 +34,28 @@ inline std::vector<float> layered_model(int nz, int nx, double shift = 0.0) {
   return v;
 }
 
+/// Two shots along a line (sources at z = 2, receivers at z = 3) over the layered model, from a
+/// starting model shifted by 1.5 cells in depth.
 template <class Real, int Order>
-struct Problem {
-  using P = core::Propagator<Real, Order, TEST_EXECSPACE>;
-  using E = core::GradientEngine<Real, Order, TEST_EXECSPACE>;
-  int nz, nx, nt, n_shots = 2, n_rec;
-  P prop;
-  typename P::wavelet_view w;
-  typename P::record_view observed, synthetic;
-  std::vector<float> v_true, v0;
-
+struct Problem : test::GradientProblem<Real, Order, 2> {
+  int nz, nx;
   Problem(int nz_, int nx_, int nt_, bool free_surface, double dh = 10.0, double dt = 1e-3, double freq = 15.0)
-      : nz(nz_),
-        nx(nx_),
-        nt(nt_),
-        n_rec(nx_ / 2),
-        prop(TEST_EXECSPACE(), core::ModelGrid{nz_, nx_, dh}, pml(free_surface), dt, 2) {
-    v_true = layered_model(nz, nx);
-    v0 = layered_model(nz, nx, 1.5);
-    auto s = test::line_survey(n_shots, nz, nx, 2, 3, n_rec);
-    prop.set_survey(s);
-    w = typename P::wavelet_view("w", n_shots, 1, nt);
-    auto wh = Kokkos::create_mirror_view(Kokkos::HostSpace(), w);
-    auto r = core::ricker(freq, 1.2 / freq, dt, nt);
-    for (int sh = 0; sh < n_shots; ++sh)
-      for (int t = 0; t < nt; ++t) wh(sh, 0, t) = static_cast<Real>(r[t]);
-    Kokkos::deep_copy(w, wh);
-    observed = typename P::record_view("obs", n_shots, nt, n_rec);
-    synthetic = typename P::record_view("syn", n_shots, nt, n_rec);
-    prop.set_velocity(v_true.data());
-    prop.forward(w, observed);
-    prop.set_velocity(v0.data());
-  }
+      : test::GradientProblem<Real, Order, 2>(core::ModelGrid{nz_, nx_, dh}, pml(free_surface), dt,
+                                              test::line_survey(2, nz_, nx_, 2, 3, nx_ / 2), layered_model(nz_, nx_),
+                                              layered_model(nz_, nx_, 1.5), nt_, freq),
+        nz(nz_),
+        nx(nx_) {}
   static core::PmlConfig pml(bool fs) {
     core::PmlConfig p;
     p.width = 8;
     p.free_surface = fs;
     return p;
   }
-  /// Gradient with respect to the model velocity, [nz * nx] on the host, and the loss.
-  std::vector<double> gradient(storage::StorageConfig const& cfg, double* loss = nullptr) {
-    E engine(prop, cfg);
-    typename E::images_type img(nz, nx);
-    double const l = engine.loss_and_gradient(w, observed, 0.5, img, synthetic);
-    if (loss) *loss = l;
-    auto g = test::to_host(img.grad);
-    return std::vector<double>(g.data(), g.data() + g.span());
-  }
-  double loss_at(std::vector<float> const& v) {
-    prop.set_velocity(v.data(), /*update_layer=*/false);
-    prop.forward(w, synthetic);
-    double const d =
-        test::dot(synthetic, synthetic) - 2 * test::dot(synthetic, observed) + test::dot(observed, observed);
-    prop.set_velocity(v0.data(), false);
-    return 0.5 * d;
-  }
 };
 
-double rel_l2(std::vector<double> const& a, std::vector<double> const& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num / den);
-}
-
-double cosine(std::vector<double> const& a, std::vector<double> const& b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    ab += a[i] * b[i];
-    aa += a[i] * a[i];
-    bb += b[i] * b[i];
-  }
-  return ab / std::sqrt(aa * bb);
-}
-
-storage::StorageConfig storage_cfg(std::string strategy, std::string location = "device", std::string dtype = "fp32",
-                                   int interval = 7) {
-  return storage::make_storage_config(strategy, location, dtype, interval, "", true);
-}
+using test::cosine;
+using test::rel_l2;
+using test::storage_cfg;
 
 template <int Order>
 void finite_difference_check(bool free_surface, std::string const& strategy) {

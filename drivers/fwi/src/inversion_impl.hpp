@@ -248,7 +248,8 @@ class Run final : public Inversion::Impl {
 
   core::MemoryReport memory() const override { return m_memory; }
 
- private:
+  // The machinery of an iteration: public, since CUDA's extended lambdas may not live in private
+  // member functions (this class is the implementation behind Inversion, not an interface).
   void check() const {
     auto const& g = m_pb.grid;
     auto const cells = static_cast<std::size_t>(g.cells());

@@ -72,9 +72,9 @@ class GradientEngine {
     auto const& l = prop.layout();
     std::vector<int> const off = saved_cells(grid_axes<Dim>(l), M, l.free_surface, full());
     m_n_ring = static_cast<int>(off.size());
-    KSWEEP_REQUIRE(
-        static_cast<long long>(off.size()) == core::ring_cells(l, full()),
-        "ksweep::core::GradientEngine: " << off.size() << " saved cells, ring_cells says " << core::ring_cells(l, full()));
+    KSWEEP_REQUIRE(static_cast<long long>(off.size()) == core::ring_cells(l, full()),
+                   "ksweep::core::GradientEngine: " << off.size() << " saved cells, ring_cells says "
+                                                    << core::ring_cells(l, full()));
     // Codecs with a scale per block: each shot's ring padded to whole blocks (see storage::RingValues).
     m_stride = static_cast<int>(ring_stride(m_n_ring, cfg.dtype));
     KSWEEP_REQUIRE(static_cast<long long>(m_stride) * prop.max_shots() < (1LL << 31),

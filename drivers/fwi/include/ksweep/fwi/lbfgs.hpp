@@ -11,7 +11,9 @@
 /// KokkosBlas::dot depends on how its reduction is split over threads.
 ///
 /// Synchronisation: step() calls the evaluator and reads reductions on the host, so it fences
-/// `space` and returns with every launch done.
+/// `space` and returns with every launch done. The Kokkos Kernels calls run on the default
+/// instance of ExecSpace (Kokkos Kernels 3.4 takes no instance): give step() that instance (the
+/// inversion does), or the order between them and the other launches is not kept.
 
 #include <ksweep/base/error.hpp>
 #include <ksweep/base/launch.hpp>
@@ -55,6 +57,42 @@ double ordered_dot(ExecSpace const& space, X const& x, Y const& y, std::size_t b
   for (std::size_t b = 0; b < blocks; ++b) sum += h(b);
   return sum;
 }
+
+namespace impl {
+
+/// d = 0 in the cells at a bound (each only when > 0) that d would push out.
+template <class ExecSpace, class View>
+void drop_outward(ExecSpace const& space, View const& d, View const& x, typename View::value_type lo,
+                  typename View::value_type hi) {
+  using Real = typename View::value_type;
+  launch_for(
+      "ksweep::fwi::lbfgs_active_set", Kokkos::RangePolicy<ExecSpace>(space, 0, d.extent(0)),
+      KOKKOS_LAMBDA(std::size_t i) {
+        Real const di = d(i), xi = x(i);
+        if ((lo > 0 && xi <= lo && di < 0) || (hi > 0 && xi >= hi && di > 0)) d(i) = Real(0);
+      });
+}
+
+/// x clamped to [lo, hi] (each bound only when > 0), and x = x0 in the first `fixed` cells.
+template <class ExecSpace, class View>
+void project(ExecSpace const& space, View const& x, View const& x0, typename View::value_type lo,
+             typename View::value_type hi, std::size_t fixed) {
+  using Real = typename View::value_type;
+  launch_for(
+      "ksweep::fwi::lbfgs_project", Kokkos::RangePolicy<ExecSpace>(space, 0, x.extent(0)),
+      KOKKOS_LAMBDA(std::size_t i) {
+        if (i < fixed) {
+          x(i) = x0(i);
+          return;
+        }
+        Real xi = x(i);
+        if (lo > 0) xi = xi < lo ? lo : xi;
+        if (hi > 0) xi = xi > hi ? hi : xi;
+        x(i) = xi;
+      });
+}
+
+}  // namespace impl
 
 /// Parameters of L-BFGS (Nocedal and Wright 2006, algorithms 7.4 and 7.5) with a bracketing
 /// line search for the weak Wolfe conditions (Lewis and Overton 2013): a step that decreases the
@@ -220,33 +258,14 @@ class Lbfgs {
       KokkosBlas::axpby(static_cast<Real>(alpha[static_cast<std::size_t>(j)] - beta), m_s[i], Real(1), m_d);
     }
     KokkosBlas::scal(m_d, Real(-1), m_d);
-    Real const lo = static_cast<Real>(m_p.vmin), hi = static_cast<Real>(m_p.vmax);
-    auto d = m_d;
-    launch_for(
-        "ksweep::fwi::lbfgs_active_set", Kokkos::RangePolicy<ExecSpace>(space, 0, m_n), KOKKOS_LAMBDA(std::size_t i) {
-          Real const di = d(i), xi = x(i);
-          if ((lo > 0 && xi <= lo && di < 0) || (hi > 0 && xi >= hi && di > 0)) d(i) = Real(0);
-        });
+    impl::drop_outward(space, m_d, x, static_cast<Real>(m_p.vmin), static_cast<Real>(m_p.vmax));
     return ordered_dot(space, m_g, m_d);
   }
 
   // x = clamp(x0 + alpha d) outside the fixed cells.
   void trial(ExecSpace const& space, vector_type const& x, double alpha) {
     KokkosBlas::update(Real(1), m_x0, static_cast<Real>(alpha), m_d, Real(0), x);
-    Real const lo = static_cast<Real>(m_p.vmin), hi = static_cast<Real>(m_p.vmax);
-    std::size_t const fixed = m_fixed;
-    auto x0 = m_x0;
-    launch_for(
-        "ksweep::fwi::lbfgs_project", Kokkos::RangePolicy<ExecSpace>(space, 0, m_n), KOKKOS_LAMBDA(std::size_t i) {
-          if (i < fixed) {
-            x(i) = x0(i);
-            return;
-          }
-          Real xi = x(i);
-          if (lo > 0) xi = xi < lo ? lo : xi;
-          if (hi > 0) xi = xi > hi ? hi : xi;
-          x(i) = xi;
-        });
+    impl::project(space, x, m_x0, static_cast<Real>(m_p.vmin), static_cast<Real>(m_p.vmax), m_fixed);
   }
 
   // The pair of the accepted step: s = x - x0 (in m_step), y = g_trial - g, kept when
