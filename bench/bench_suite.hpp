@@ -473,7 +473,7 @@ void bm_cube3d(benchmark::State& state, CubeCase c) {
   double const dt = 1e-3;
   core::PmlConfig pml;
   pml.width = 10;
-  prop_type prop(space, core::ModelGrid{c.n, c.n, 10.0, c.n}, pml, dt, c.shots);
+  prop_type prop(space, core::ModelGrid::volume(c.n, c.n, c.n, 10.0), pml, dt, c.shots);
   auto const sv = cube_survey(c.n, c.shots);
   prop.set_survey(sv);
   typename prop_type::wavelet_view w(Kokkos::view_alloc(space, std::string("ksweep::bench::wavelets")), c.shots, 1,

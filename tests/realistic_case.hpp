@@ -42,7 +42,9 @@ struct RealisticCase {
   typename P::record_view observed;
   long subnormal_wavelet = 0, subnormal_observed = 0, precursor_samples = 0;
 
-  static core::ModelGrid grid() { return core::ModelGrid{nz, nx, dh, ny}; }
+  static core::ModelGrid grid() {
+    return Dim == 3 ? core::ModelGrid::volume(nz, ny, nx, dh) : core::ModelGrid(nz, nx, dh);
+  }
   static core::PmlConfig pml(bool fs) {
     core::PmlConfig p;
     p.width = Dim == 2 ? 12 : 8;

@@ -74,7 +74,7 @@ double dot_product_error_3d(bool fs) {
   for (int sh = 0; sh < n_shots; ++sh)
     for (int r = 0; r < n_rec; ++r)
       s.receivers.push_back({z0 + (r * 5 + sh) % (nz - z0), (r * 7 + 3 * sh) % nx, (r * 4 + sh) % ny});
-  return test::dot_product_error<Real, Order, 3>(core::ModelGrid{nz, nx, 10.0, ny}, faces(5, 4, 6, 4, 5, 7, fs),
+  return test::dot_product_error<Real, Order, 3>(core::ModelGrid::volume(nz, ny, nx, 10.0), faces(5, 4, 6, 4, 5, 7, fs),
                                                  smooth_model3d(nz, ny, nx), s, nt);
 }
 
@@ -108,7 +108,7 @@ KSWEEP_TEST(physics_3d_analytic_green_order8) {
   int const nt = 340;
   double const t_face = 50 * dh / c;
   EXPECT_LT(nt * dt, t_face + delay - 0.1 + 0.2) << "window";
-  core::ModelGrid grid{nz, nx, dh, ny};
+  auto const grid = core::ModelGrid::volume(nz, ny, nx, dh);
   core::PmlConfig pml;
   pml.width = 12;
   std::vector<float> vp(static_cast<std::size_t>(nz) * ny * nx, static_cast<float>(c));
@@ -156,7 +156,8 @@ double cpml_reflection_db_3d() {
   for (auto const& a : recs) recs_big.push_back(shift(a));
   core::PmlConfig pml;  // 20 cells, R = 1e-3, 25 Hz
   auto w = core::ricker(freq, delay, dt, nt);
-  core::ModelGrid small{n, n, dh, n}, big{n + 2 * pad, n + 2 * pad, dh, n + 2 * pad};
+  auto const small = core::ModelGrid::volume(n, n, n, dh),
+             big = core::ModelGrid::volume(n + 2 * pad, n + 2 * pad, n + 2 * pad, dh);
   std::vector<float> vs(static_cast<std::size_t>(small.cells()), static_cast<float>(c));
   std::vector<float> vb(static_cast<std::size_t>(big.cells()), static_cast<float>(c));
   auto rs = records3d<float, Order>(small, pml, dt, vs, test::one_shot({src}, recs), w, nt);
@@ -184,7 +185,7 @@ KSWEEP_TEST(physics_3d_cpml_reflection) {
 KSWEEP_TEST(physics_3d_reciprocity) {
   int const nz = 30, ny = 26, nx = 34, nt = 350;
   double const dt = 1e-3;
-  core::ModelGrid grid{nz, nx, 10.0, ny};
+  auto const grid = core::ModelGrid::volume(nz, ny, nx, 10.0);
   auto const pml = faces(8, 10, 9, 7, 8, 11, false);
   auto vp = smooth_model3d(nz, ny, nx);
   core::Cell const a{8, 9, 7}, b{22, 26, 18};
@@ -206,7 +207,7 @@ KSWEEP_TEST(physics_3d_y_symmetry) {
   int const nz = 24, ny = 21, nx = 28, nt = 300, n_rec = 12;
   double const dt = 1e-3;
   for (bool fs : {false, true}) {
-    core::ModelGrid grid{nz, nx, 10.0, ny};
+    auto const grid = core::ModelGrid::volume(nz, ny, nx, 10.0);
     auto const pml = faces(7, 9, 8, 8, 6, 10, fs);  // the same width in front and behind
     auto vp = smooth_model3d(nz, ny, nx, true);
     auto mirror = [&](core::Cell q) { return core::Cell{q.z, q.x, ny - 1 - q.y}; };
@@ -269,8 +270,8 @@ template <class Real, int Order>
 struct Problem3 : test::GradientProblem<Real, Order, 3> {
   int nz, ny, nx;
   Problem3(int nz_, int ny_, int nx_, int nt_, bool fs, double freq = 15.0)
-      : test::GradientProblem<Real, Order, 3>(core::ModelGrid{nz_, nx_, 10.0, ny_}, faces(6, 5, 5, 7, 6, 5, fs), 1e-3,
-                                              patch_survey(ny_, nx_), layered_model3d(nz_, ny_, nx_),
+      : test::GradientProblem<Real, Order, 3>(core::ModelGrid::volume(nz_, ny_, nx_, 10.0), faces(6, 5, 5, 7, 6, 5, fs),
+                                              1e-3, patch_survey(ny_, nx_), layered_model3d(nz_, ny_, nx_),
                                               layered_model3d(nz_, ny_, nx_, 1.5), nt_, freq),
         nz(nz_),
         ny(ny_),

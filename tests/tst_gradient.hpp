@@ -266,7 +266,7 @@ void allocations_match_sizes(core::Schedule schedule) {
   using P = core::Propagator<Real, 4, TEST_EXECSPACE, Dim>;
   using E = core::GradientEngine<Real, 4, TEST_EXECSPACE, Dim>;
   int const nz = 14, nx = 18, ny = Dim == 3 ? 9 : 0, S = 3, nt = 24, nr = 5;
-  core::ModelGrid const grid{nz, nx, 10.0, ny};
+  auto const grid = Dim == 3 ? core::ModelGrid::volume(nz, ny, nx, 10.0) : core::ModelGrid(nz, nx, 10.0);
   core::PmlConfig pml;
   pml.width = 5;
   core::Survey survey;

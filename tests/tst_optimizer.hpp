@@ -441,7 +441,7 @@ struct SmallInversion {
   fwi::Problem pb;
   SmallInversion() {
     int const nz = 40, nx = 90;
-    pb.grid = core::ModelGrid{nz, nx, 10.0, 0};
+    pb.grid = core::ModelGrid(nz, nx, 10.0);
     pb.pml.width = 15;
     pb.order = 4;
     pb.dt = 1e-3;

@@ -44,7 +44,7 @@ void check_grid(ModelGrid const& grid, PmlConfig const& pml, int order) {
   int const m = order / 2;
   KSWEEP_REQUIRE(std::isfinite(grid.dh) && grid.dh > 0, "grid spacing dh = " << grid.dh << " must be > 0");
   int const min_cells = 2 * m + 1;
-  KSWEEP_REQUIRE(grid.ny >= 0, "model grid ny = " << grid.ny << " must be >= 0 (0 for a 2D grid)");
+  KSWEEP_REQUIRE(grid.dim() == 3 || grid.ny == 1, "model grid: a plane has ny = 1, not " << grid.ny);
   bool const three = grid.dim() == 3;
   KSWEEP_REQUIRE(grid.nz >= min_cells && grid.nx >= min_cells && (!three || grid.ny >= min_cells),
                  "model grid " << grid.nz << " x " << (three ? std::to_string(grid.ny) + " x " : std::string())

@@ -38,6 +38,10 @@ core::Survey make_survey(io::Config const& cfg, int nz, int nx, int ny) {
   return s;
 }
 
+core::ModelGrid model_grid(io::VelocityModel const& vm) {
+  return vm.ny > 0 ? core::ModelGrid::volume(vm.nz, vm.ny, vm.nx, vm.dh) : core::ModelGrid(vm.nz, vm.nx, vm.dh);
+}
+
 core::PmlConfig make_pml(io::Config const& cfg) {
   core::PmlConfig p;
   p.width = cfg.propagator.pml_width;

@@ -21,6 +21,9 @@ namespace fs = std::filesystem;
 /// in y). 3D shots are shots.count_y lines of shots.count, y-major.
 core::Survey make_survey(io::Config const& cfg, int nz, int nx, int ny = 0);
 core::PmlConfig make_pml(io::Config const& cfg);
+/// The grid of a model: a volume when the model has ny > 0 (the files' convention for 3D), else a
+/// plane.
+core::ModelGrid model_grid(io::VelocityModel const& vm);
 /// Ricker wavelet of the config.
 std::vector<double> make_wavelet(io::Config const& cfg);
 /// Runs a figure script of drivers/python with /usr/bin/python3; returns false (and prints a

@@ -239,7 +239,7 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
                  "fwi.batch = " << f.batch << " exceeds the number of shots shots.count = " << survey.n_shots);
   core::check_time(cfg.time.dt, cfg.time.nt);
   KSWEEP_REQUIRE(f.water_rows < nz, "fwi.water_rows = " << f.water_rows << " must be < nz = " << nz);
-  core::ModelGrid const grid{nz, nx, shape.dh, ny};
+  core::ModelGrid const grid = model_grid(shape);
   core::check_grid(grid, make_pml(cfg), order);
   core::check_survey(survey, grid, make_pml(cfg));
   check_smoothing(cfg, shape);
@@ -371,7 +371,7 @@ std::pair<fwi::Problem, fwi::Options> inversion_setup(io::Config const& cfg, Inp
   auto const& f = cfg.fwi;
   auto const& truth = in.truth;
   fwi::Problem pb;
-  pb.grid = core::ModelGrid{truth.nz, truth.nx, truth.dh, truth.ny};
+  pb.grid = model_grid(truth);
   pb.pml = make_pml(cfg);
   pb.order = cfg.propagator.order;
   pb.dt = cfg.time.dt;
@@ -563,7 +563,8 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     std::printf(
         "ksweep fwi: %s cells at %g m, %d shots, batch %d over %d rank(s), %d iterations, %s %s %s storage, "
         "backend %s (%d threads)\n",
-        truth.shape().c_str(), truth.dh, in.survey.n_shots, f.batch, comm.size(), f.iterations,
+        truth.shape().c_str(), truth.dh, in.survey.n_shots,
+        options.method == fwi::Method::lbfgs ? in.survey.n_shots : f.batch, comm.size(), f.iterations,
         cfg.storage.strategy.c_str(), cfg.storage.location.c_str(), cfg.storage.dtype.c_str(),
         core::default_backend().c_str(), core::default_concurrency());
     if (in.resuming) std::printf("resuming after iteration %d from %s\n", start, opt.resume.c_str());

@@ -38,7 +38,7 @@ struct Padded {
   core::Layout l;
   sz n;
   Padded(io::Config const& cfg, io::VelocityModel const& vm)
-      : l(core::ModelGrid{vm.nz, vm.nx, vm.dh, vm.ny}, make_pml(cfg), cfg.propagator.order),
+      : l(model_grid(vm), make_pml(cfg), cfg.propagator.order),
         n(static_cast<sz>(vm.rows()) * static_cast<sz>(vm.nx)) {}
 };
 

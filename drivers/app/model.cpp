@@ -25,8 +25,7 @@ io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm
   using P = core::Propagator<Real, Order, Kokkos::DefaultExecutionSpace, Dim>;
   int const nt = cfg.time.nt, nr = survey.n_receivers, n_shots = survey.n_shots;
   int const batch = std::min(cfg.propagator.batch, n_shots);
-  P prop(Kokkos::DefaultExecutionSpace(), core::ModelGrid{vm.nz, vm.nx, vm.dh, vm.ny}, make_pml(cfg), cfg.time.dt,
-         batch);
+  P prop(Kokkos::DefaultExecutionSpace(), model_grid(vm), make_pml(cfg), cfg.time.dt, batch);
   prop.set_schedule(core::parse_schedule(cfg.propagator.schedule));
   {
     core::ScopedRegion region("ksweep::model::model");
@@ -117,7 +116,7 @@ int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator c
   io::check_dimension_keys(cfg, shape.dim() == 3);
   auto const survey = make_survey(cfg, shape.nz, shape.nx, shape.ny);
   core::check_time(cfg.time.dt, cfg.time.nt);
-  core::ModelGrid const grid{shape.nz, shape.nx, shape.dh, shape.ny};
+  core::ModelGrid const grid = model_grid(shape);
   core::check_grid(grid, make_pml(cfg), cfg.propagator.order);
   core::check_survey(survey, grid, make_pml(cfg));
   auto const est = estimate_model(cfg, shape, survey.n_shots, survey.n_receivers, cfg.propagator.precision == "fp64",

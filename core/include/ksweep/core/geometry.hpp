@@ -9,18 +9,33 @@
 
 namespace ksweep::core {
 
-/// The physical model grid: nz cells in depth by nx along x (2D), or nz by ny by nx (3D, ny > 0),
-/// cubic cells of size dh metres. Values are stored row-major with x fastest: [nz][nx] in 2D,
-/// [nz][ny][nx] in 3D (as nz ny rows of nx cells).
+/// The physical model grid: a plane of nz cells in depth by nx along x (2D), or a volume of nz by
+/// ny by nx cells (3D), cubic cells of size dh metres. Values are stored row-major with x
+/// fastest: [nz][nx] in 2D, [nz][ny][nx] in 3D (as nz ny rows of nx cells). The dimension is its
+/// own property, chosen by the constructor (a plane) or volume(), not a value of ny.
 struct ModelGrid {
   int nz = 0;
   int nx = 0;
   double dh = 0.0;
-  int ny = 0;  ///< cells along y; 0 for a 2D grid
-  int dim() const { return ny > 0 ? 3 : 2; }
+  int ny = 1;  ///< cells along y (1 in a plane)
+
+  ModelGrid() = default;
+  /// A plane of nz x nx cells.
+  ModelGrid(int nz_, int nx_, double dh_) : nz(nz_), nx(nx_), dh(dh_) {}
+  /// A volume of nz x ny x nx cells.
+  static ModelGrid volume(int nz, int ny, int nx, double dh) {
+    ModelGrid g(nz, nx, dh);
+    g.ny = ny;
+    g.m_dim = 3;
+    return g;
+  }
+  int dim() const { return m_dim; }
   /// Rows of nx cells: nz (2D) or nz ny (3D).
-  long long rows() const { return static_cast<long long>(nz) * (ny > 0 ? ny : 1); }
+  long long rows() const { return static_cast<long long>(nz) * ny; }
   long long cells() const { return rows() * nx; }
+
+ private:
+  int m_dim = 2;
 };
 
 /// Convolutional PML (second-order form) around the model, and the optional free surface.
