@@ -182,7 +182,16 @@ class Run final : public Inversion::Impl {
         m_comm.broadcast(r.shots);
       }
       r.loss = evaluate(r.shots, r.iteration, m_model, m_grad);
-      core::ScopedRegion region("ksweep::fwi::optimizer");
+    } else {
+      r.shots.resize(static_cast<std::size_t>(m_shots));
+      for (int s = 0; s < m_shots; ++s) r.shots[static_cast<std::size_t>(s)] = s;
+      auto const res = m_lbfgs->step(m_space, m_model,
+                                     [&](vec const& x, vec const& g) { return evaluate(r.shots, r.iteration, x, g); });
+      r.loss = res.loss;
+      r.evaluations = res.evaluations;
+    }
+    core::ScopedRegion region("ksweep::fwi::optimizer");
+    if (m_adam) {
       m_adam->step(m_space, m_grad, m_model);
       // The second moment holds the squared gradient: it overflows first, and alone (a step
       // with an infinite second moment is 0, so the model stays finite).
@@ -193,15 +202,7 @@ class Run final : public Inversion::Impl {
             " non-finite values; the squared gradient exceeds the float range): the gradient's scale is extreme, "
             "likely from observed data of extreme amplitude (check their scale; the loss is " +
             std::to_string(r.loss) + ")");
-    } else {
-      r.shots.resize(static_cast<std::size_t>(m_shots));
-      for (int s = 0; s < m_shots; ++s) r.shots[static_cast<std::size_t>(s)] = s;
-      auto const res = m_lbfgs->step(m_space, m_model,
-                                     [&](vec const& x, vec const& g) { return evaluate(r.shots, r.iteration, x, g); });
-      r.loss = res.loss;
-      r.evaluations = res.evaluations;
     }
-    core::ScopedRegion region("ksweep::fwi::optimizer");
     if (fault_at(m_opt.fault, "model", r.iteration))
       Kokkos::deep_copy(m_space, Kokkos::subview(m_model, m_n / 2), Real(std::nan("")));
     if (std::size_t const bad = count_non_finite(m_space, m_model))
