@@ -9,7 +9,7 @@ flags="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recove
 # -O1: what the sanitizers' documentation advises (readable reports), and a quicker compile.
 cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
   -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
-  -DKSWEEP_ENABLE_BENCHMARKS=OFF -DKSWEEP_ENABLE_DRIVERS=OFF -DKSWEEP_TESTS_ALL_HEADERS=ON >/dev/null
+  -DKSWEEP_ENABLE_BENCHMARKS=OFF -DKSWEEP_ENABLE_DRIVERS=OFF -DKSWEEP_ENABLE_PYTHON=OFF -DKSWEEP_TESTS_ALL_HEADERS=ON >/dev/null
 cmake --build "$build" -j "$(nproc)" --target ksweep_tests_serial
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

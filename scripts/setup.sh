@@ -35,6 +35,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libssl-dev
   python3 python3-numpy python3-matplotlib python3-h5py
+  pybind11-dev python3-pybind11 python3-pytest python3-torch
   curl
   clang-format-14
 )

@@ -16,6 +16,7 @@ modules = {
     "fwi": (["drivers/fwi"], {"base", "storage", "core", "comm", "fwi"}),
     "io": (["drivers/include", "drivers/src"], {"host", "io"}),
     "app": (["drivers/app"], {"base", "storage", "core", "comm", "fwi", "io"}),
+    "python": (["drivers/python/src"], {"base", "storage", "core", "comm", "fwi", "io"}),
 }
 include = re.compile(r'^\s*#\s*include\s*<(ksweep/([a-z]+)/[^>]+)>', re.M)
 bad = []

@@ -5,7 +5,7 @@
 #include "memory_estimate.hpp"
 
 #include <ksweep/core/profiling.hpp>
-#include <ksweep/core/propagator.hpp>
+#include <ksweep/fwi/modeling.hpp>
 #include <ksweep/core/runtime.hpp>
 #include <ksweep/io/hdf5_io.hpp>
 
@@ -19,17 +19,24 @@ namespace ksweep::app {
 
 namespace {
 
-template <class Real, int Order, int Dim>
+template <class Real>
 io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm, core::Survey const& survey,
                               bool verbose) {
-  using P = core::Propagator<Real, Order, Kokkos::DefaultExecutionSpace, Dim>;
   int const nt = cfg.time.nt, nr = survey.n_receivers, n_shots = survey.n_shots;
-  int const batch = std::min(cfg.propagator.batch, n_shots);
-  P prop(Kokkos::DefaultExecutionSpace(), model_grid(vm), make_pml(cfg), cfg.time.dt, batch);
-  prop.set_schedule(core::parse_schedule(cfg.propagator.schedule));
+  fwi::ModelingSetup setup;
+  setup.grid = model_grid(vm);
+  setup.pml = make_pml(cfg);
+  setup.order = cfg.propagator.order;
+  setup.dt = cfg.time.dt;
+  setup.nt = nt;
+  setup.survey = survey;
+  setup.batch = std::min(cfg.propagator.batch, n_shots);
+  setup.schedule = core::parse_schedule(cfg.propagator.schedule);
+  fwi::Modeling<Real> modeling(setup);
   {
     core::ScopedRegion region("ksweep::model::model");
-    prop.set_velocity(vm.vp.data());
+    std::vector<Real> const vp(vm.vp.begin(), vm.vp.end());
+    modeling.set_velocity(vp.data());
   }
   auto const wavelet = make_wavelet(cfg);
   io::RecordsFile out;
@@ -38,13 +45,12 @@ io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm
   out.receivers = nr;
   out.dt = cfg.time.dt;
   out.dh = vm.dh;
-  out.order = Order;
+  out.order = cfg.propagator.order;
   out.freq = cfg.wavelet.freq;
   out.delay = cfg.wavelet.delay;
   out.nz = vm.nz;
   out.nx = vm.nx;
   out.ny = vm.ny;
-  out.data.resize(static_cast<std::size_t>(n_shots) * nt * nr);
   for (int s = 0; s < n_shots; ++s) {
     out.src_z.push_back(survey.sources[s].z);
     out.src_x.push_back(survey.sources[s].x);
@@ -55,39 +61,29 @@ io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm
     out.rec_x.push_back(survey.receivers[r].x);
     if (vm.ny > 0) out.rec_y.push_back(survey.receivers[r].y);
   }
+  std::vector<Real> w(static_cast<std::size_t>(n_shots) * nt), rec(static_cast<std::size_t>(n_shots) * nt * nr);
+  for (int s = 0; s < n_shots; ++s)
+    for (int t = 0; t < nt; ++t) w[static_cast<std::size_t>(s) * nt + t] = static_cast<Real>(wavelet[t]);
+  modeling.set_after_batch([&](int done, int shots) {
+    if (verbose) std::printf("  shots %d of %d modelled\n", done, shots), std::fflush(stdout);
+    if (int const sig = stop_signal(); sig && done < shots)
+      throw Interrupted(sig, "stopped by " + signal_name(sig) + " while modelling shots " + std::to_string(done + 1) +
+                                 "-" + std::to_string(shots) + "; nothing was written");
+  });
+  throw_if_stopped("modelling");
   auto const t0 = std::chrono::steady_clock::now();
-  for (int first = 0; first < n_shots; first += batch) {
-    if (int const sig = stop_signal())
-      throw Interrupted(sig, "stopped by " + signal_name(sig) + " while modelling shots " + std::to_string(first + 1) +
-                                 "-" + std::to_string(n_shots) + "; nothing was written");
-    int const b = std::min(batch, n_shots - first);
-    std::vector<int> idx(b);
-    for (int i = 0; i < b; ++i) idx[i] = first + i;
-    typename P::wavelet_view w("ksweep::model::wavelets", b, 1, nt);
-    typename P::record_view rec("ksweep::model::records", b, nt, nr);
-    {
-      core::ScopedRegion region("ksweep::model::forward");
-      prop.set_survey(survey.select(idx));
-      auto wh = Kokkos::create_mirror_view(Kokkos::HostSpace(), w);
-      for (int i = 0; i < b; ++i)
-        for (int t = 0; t < nt; ++t) wh(i, 0, t) = static_cast<Real>(wavelet[t]);
-      Kokkos::deep_copy(w, wh);
-      prop.forward(w, rec);
-    }
-    core::ScopedRegion region("ksweep::model::output");
-    auto rh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), rec);
-    for (int i = 0; i < b; ++i)
-      for (int t = 0; t < nt; ++t)
-        for (int r = 0; r < nr; ++r)
-          out.data[(static_cast<std::size_t>(first + i) * nt + t) * nr + r] = static_cast<float>(rh(i, t, r));
-    if (verbose) std::printf("  shots %d-%d of %d modelled\n", first + 1, first + b, n_shots), std::fflush(stdout);
+  {
+    core::ScopedRegion region("ksweep::model::forward");
+    modeling.forward(w.data(), rec.data());
   }
   double const secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out.data.resize(rec.size());
+  std::transform(rec.begin(), rec.end(), out.data.begin(), [](Real x) { return static_cast<float>(x); });
   if (verbose) {
-    double const cells = static_cast<double>(prop.layout().padded_cells()) * nt * n_shots;
-    auto const& l = prop.layout();
+    core::Layout const l(setup.grid, setup.pml, setup.order);
+    double const cells = static_cast<double>(l.padded_cells()) * nt * n_shots;
     std::string const padded =
-        std::to_string(l.NZ) + " x " + (Dim == 3 ? std::to_string(l.NY) + " x " : "") + std::to_string(l.NX);
+        std::to_string(l.NZ) + " x " + (l.dim == 3 ? std::to_string(l.NY) + " x " : "") + std::to_string(l.NX);
     std::printf("modelled %d shots x %d steps on %s cells (padded %s) in %.2f s: %.3g cells/s\n", n_shots, nt,
                 vm.shape().c_str(), padded.c_str(), secs, cells / secs);
   }
@@ -98,15 +94,8 @@ io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm
 
 io::RecordsFile model_observed(io::Config const& cfg, io::VelocityModel const& vm, core::Survey const& survey,
                                bool verbose) {
-  return core::dispatch_order(cfg.propagator.order, [&](auto o) {
-    constexpr int order = decltype(o)::value;
-    bool const fp64 = cfg.propagator.precision == "fp64";
-    if (vm.dim() == 3)
-      return fp64 ? model_records<double, order, 3>(cfg, vm, survey, verbose)
-                  : model_records<float, order, 3>(cfg, vm, survey, verbose);
-    return fp64 ? model_records<double, order, 2>(cfg, vm, survey, verbose)
-                : model_records<float, order, 2>(cfg, vm, survey, verbose);
-  });
+  return cfg.propagator.precision == "fp64" ? model_records<double>(cfg, vm, survey, verbose)
+                                            : model_records<float>(cfg, vm, survey, verbose);
 }
 
 int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm) {

@@ -398,8 +398,8 @@ class Run final : public Inversion::Impl {
 
   Problem m_pb;
   Options m_opt;
-  comm::Communicator const& m_comm;
-  ExecSpace m_space;  // every launch and copy of the inversion is on this instance
+  comm::Communicator const m_comm;  // a copy: the caller's may be a temporary
+  ExecSpace m_space;                // every launch and copy of the inversion is on this instance
   int m_rows = 0, m_nx = 0, m_shots = 0, m_nr = 0, m_cap = 0, m_iteration = 0;
   std::size_t m_n = 0, m_plane = 0, m_fixed = 0;
   double m_scale = 1;

@@ -99,7 +99,8 @@ class IterationError : public std::runtime_error {
 
 class Inversion {
  public:
-  /// Checks the problem and allocates everything on the device (collective).
+  /// Checks the problem and allocates everything on the device (collective). The communicator
+  /// is copied (it names the ranks; the caller's object need not outlive the inversion).
   Inversion(Problem problem, Options options, comm::Communicator const& comm);
   ~Inversion();
   Inversion(Inversion const&) = delete;

@@ -1,0 +1,101 @@
+#pragma once
+/// \file modeling.hpp
+/// Forward modelling, its adjoint and the velocity gradient of a survey, for callers that hold
+/// their own arrays (C++ programs, the Python package): no templates, host arrays in and out.
+///
+/// A Modeling object is built once for a grid, an absorbing layer, a stencil order, a time step,
+/// a survey and a number of time samples; it runs the shots in batches of `batch` shots on the
+/// default execution space (the device of a CUDA build). Arrays are row-major:
+///   velocity   [nz][nx] or [nz][ny][nx] (m/s)
+///   wavelets   [shot][source][nt]       (the source amplitudes)
+///   records    [shot][nt][receiver]     (time-major, as the propagator writes them)
+///   images     [nz][nx] or [nz][ny][nx] (double: the gradient and the two illuminations)
+/// On a host backend the caller's wavelets and records are used in place (unmanaged views: no
+/// copies); on a device they travel once per batch. No wavefield ever leaves the device.
+///
+/// The gradient is with respect to the model cells, with the absorbing layer's velocity and
+/// damping held fixed: they come from the `layer` velocity given to set_velocity (the model
+/// itself when none is given). Passing a fixed `layer` makes the records a smooth function of
+/// the model whose derivative is exactly what gradient() and vjp() return.
+///
+/// After each batch the object calls `after_batch` (when set) with the shots done and the shots
+/// in all: a caller reports progress there, or stops the run (Ctrl-C) by throwing from it; the
+/// object is then ready for the next call.
+///
+/// Synchronisation: every member fences the execution space before it returns.
+
+#include <ksweep/core/geometry.hpp>
+#include <ksweep/core/schedule.hpp>
+#include <ksweep/storage/step_store.hpp>
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace ksweep::fwi {
+
+/// What is modelled.
+struct ModelingSetup {
+  core::ModelGrid grid;
+  core::PmlConfig pml;
+  int order = 4;        ///< spatial order of the stencil (2, 4, 6, 8)
+  double dt = 0;        ///< time step (s)
+  int nt = 0;           ///< time samples of wavelets and records
+  core::Survey survey;  ///< every shot: the same numbers of sources and receivers per shot
+  int batch = 0;        ///< shots per pass (0: every shot at once)
+  core::Schedule schedule = core::Schedule::automatic;
+  storage::StorageConfig storage;  ///< the gradient's saved steps
+};
+
+/// The images of a gradient, [nz][nx] or [nz][ny][nx], summed over the shots in order.
+struct ModelingImages {
+  double* grad = nullptr;       ///< dL/dv (s/m per unit of the loss)
+  double* illum_src = nullptr;  ///< sum over time of the source wavefield squared
+  double* illum_rec = nullptr;  ///< sum over time of the adjoint wavefield squared
+};
+
+/// Forward, adjoint and gradient of one survey in precision `Real` (float or double).
+template <class Real>
+class Modeling {
+ public:
+  /// Checks the set-up (errors name the value and its limit) and allocates for one batch.
+  explicit Modeling(ModelingSetup setup);
+  ~Modeling();
+  Modeling(Modeling const&) = delete;
+  Modeling& operator=(Modeling const&) = delete;
+
+  ModelingSetup const& setup() const;
+  /// Cells of the model (nz nx, or nz ny nx).
+  long long cells() const;
+
+  /// The model velocity (m/s); `layer` (same shape, or null: the model) sets the absorbing
+  /// layer's velocity and damping, which the gradient holds fixed.
+  void set_velocity(Real const* vp, Real const* layer = nullptr);
+
+  /// Records [shot][nt][receiver] of wavelets [shot][source][nt].
+  void forward(Real const* wavelets, Real* records);
+  /// The transpose of forward(): wavelet_grad [shot][source][nt] of records [shot][nt][receiver].
+  void adjoint(Real const* records, Real* wavelet_grad);
+  /// Loss scale * sum (synthetic - observed)^2 over every shot; the images of its gradient are
+  /// written to `out` (each may be null), the synthetic records to `synthetic` (may be null) and
+  /// the shots' losses, in order, to `shot_losses` (may be null). Returns the loss (the shots'
+  /// losses added in order).
+  double gradient(Real const* wavelets, Real const* observed, double scale, ModelingImages const& out,
+                  Real* synthetic = nullptr, double* shot_losses = nullptr);
+  /// The vector-Jacobian product: the images for dL/d(records) = `residual` [shot][nt][receiver]
+  /// (a forward pass that saves the boundary, then the adjoint pass with imaging).
+  void vjp(Real const* wavelets, Real const* residual, ModelingImages const& out);
+
+  /// Called after each batch with (shots done, shots); a throw stops the run there.
+  void set_after_batch(std::function<void(int, int)> f);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> m_impl;
+};
+
+extern template class Modeling<float>;
+extern template class Modeling<double>;
+
+}  // namespace ksweep::fwi

@@ -1,0 +1,65 @@
+#include <ksweep/fwi/modeling.hpp>
+
+#include "modeling_run.hpp"
+
+#include <ksweep/core/stencil.hpp>
+
+namespace ksweep::fwi {
+
+template <class Real>
+Modeling<Real>::Modeling(ModelingSetup setup) {
+  int const dim = setup.grid.dim();
+  m_impl = core::dispatch_order(setup.order, [&](auto o) {
+    constexpr int order = decltype(o)::value;
+    return dim == 3 ? make_modeling<Real, order, 3>(std::move(setup)) : make_modeling<Real, order, 2>(std::move(setup));
+  });
+}
+
+template <class Real>
+Modeling<Real>::~Modeling() = default;
+
+template <class Real>
+ModelingSetup const& Modeling<Real>::setup() const {
+  return m_impl->setup;
+}
+
+template <class Real>
+long long Modeling<Real>::cells() const {
+  return m_impl->setup.grid.cells();
+}
+
+template <class Real>
+void Modeling<Real>::set_velocity(Real const* vp, Real const* layer) {
+  m_impl->set_velocity(vp, layer);
+}
+
+template <class Real>
+void Modeling<Real>::forward(Real const* wavelets, Real* records) {
+  m_impl->forward(wavelets, records);
+}
+
+template <class Real>
+void Modeling<Real>::adjoint(Real const* records, Real* wavelet_grad) {
+  m_impl->adjoint(records, wavelet_grad);
+}
+
+template <class Real>
+double Modeling<Real>::gradient(Real const* wavelets, Real const* observed, double scale, ModelingImages const& out,
+                                Real* synthetic, double* shot_losses) {
+  return m_impl->gradient(wavelets, observed, scale, out, synthetic, shot_losses);
+}
+
+template <class Real>
+void Modeling<Real>::vjp(Real const* wavelets, Real const* residual, ModelingImages const& out) {
+  m_impl->vjp(wavelets, residual, out);
+}
+
+template <class Real>
+void Modeling<Real>::set_after_batch(std::function<void(int, int)> f) {
+  m_impl->after_batch = std::move(f);
+}
+
+template class Modeling<float>;
+template class Modeling<double>;
+
+}  // namespace ksweep::fwi

@@ -1,0 +1,237 @@
+#pragma once
+// Modeling of one precision, stencil order and dimension (see modeling.hpp); instantiated in
+// modeling_2d.cpp and modeling_3d.cpp.
+
+#include <ksweep/base/error.hpp>
+#include <ksweep/core/gradient.hpp>
+#include <ksweep/core/propagator.hpp>
+#include "modeling_run.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ksweep::fwi {
+
+namespace impl {
+
+/// The shots [first, first + count) of a set-up's survey.
+struct ShotBatch {
+  int first = 0, count = 0;
+};
+
+template <class Real, int Order, int Dim>
+class ModelingRun final : public Modeling<Real>::Impl {
+ public:
+  using Base = typename Modeling<Real>::Impl;
+  using ExecSpace = Kokkos::DefaultExecutionSpace;
+  using memory_space = ExecSpace::memory_space;
+  using P = core::Propagator<Real, Order, ExecSpace, Dim>;
+  using E = core::GradientEngine<Real, Order, ExecSpace, Dim>;
+  using wavelet_view = typename P::wavelet_view;
+  using record_view = typename P::record_view;
+  using host3 = Kokkos::View<Real***, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using image = typename E::image;
+  /// Host backends use the caller's arrays in place.
+  static constexpr bool in_place = Kokkos::SpaceAccessibility<Kokkos::HostSpace, memory_space>::accessible;
+
+  explicit ModelingRun(ModelingSetup s) : Base(std::move(s)) {
+    auto const& st = this->setup;
+    core::check_time(st.dt, st.nt);
+    core::check_grid(st.grid, st.pml, Order);
+    core::check_survey(st.survey, st.grid, st.pml);
+    KSWEEP_REQUIRE(st.batch >= 0, "batch = " << st.batch << " must be >= 0 (0: every shot at once)");
+    m_shots = st.survey.n_shots;
+    m_ns = st.survey.n_sources;
+    m_nr = st.survey.n_receivers;
+    m_nt = st.nt;
+    m_batch = st.batch > 0 ? std::min(st.batch, m_shots) : m_shots;
+    m_rows = static_cast<int>(st.grid.rows());
+    m_nx = st.grid.nx;
+    m_prop = std::make_unique<P>(m_space, st.grid, st.pml, st.dt, m_batch);
+    m_prop->set_schedule(st.schedule);
+  }
+
+  void set_velocity(Real const* vp, Real const* layer) override {
+    KSWEEP_REQUIRE(vp, "set_velocity: no velocity given");
+    if (layer) {
+      m_prop->set_velocity(velocity(layer, "ksweep::fwi::layer_velocity"), true);
+      m_prop->set_velocity(velocity(vp, "ksweep::fwi::velocity"), false);
+    } else {
+      m_prop->set_velocity(velocity(vp, "ksweep::fwi::velocity"), true);
+    }
+    m_velocity_set = true;
+  }
+
+  void forward(Real const* wavelets, Real* records) override {
+    for_each_batch([&](ShotBatch const& b) {
+      auto const w = wavelets_in(wavelets, b);
+      auto const r = records_out(records, b, "ksweep::fwi::records");
+      m_prop->forward(w, r);
+      copy_out(r, records, b, m_nt * m_nr);
+    });
+  }
+
+  void adjoint(Real const* records, Real* wavelet_grad) override {
+    for_each_batch([&](ShotBatch const& b) {
+      auto const r = records_in(records, b, "ksweep::fwi::adjoint_records");
+      auto const g = wavelets_out(wavelet_grad, b);
+      m_prop->adjoint(r, g);
+      copy_out(g, wavelet_grad, b, m_ns * m_nt);
+    });
+  }
+
+  double gradient(Real const* wavelets, Real const* observed, double scale, ModelingImages const& out, Real* synthetic,
+                  double* shot_losses) override {
+    KSWEEP_REQUIRE(observed, "gradient: no observed data given");
+    auto const img = images(out);
+    auto& e = engine();
+    double loss = 0;
+    for_each_batch([&](ShotBatch const& b) {
+      auto const w = wavelets_in(wavelets, b);
+      auto const obs = records_in(observed, b, "ksweep::fwi::observed");
+      auto const syn = records_out(synthetic, b, "ksweep::fwi::synthetic");
+      e.compute(w, obs, scale, syn);
+      e.accumulate(img);
+      copy_out(syn, synthetic, b, m_nt * m_nr);
+      auto const& l = e.shot_losses();
+      for (int i = 0; i < b.count; ++i) {
+        loss += l[static_cast<std::size_t>(i)];
+        if (shot_losses) shot_losses[b.first + i] = l[static_cast<std::size_t>(i)];
+      }
+    });
+    images_out(img, out);
+    return loss;
+  }
+
+  void vjp(Real const* wavelets, Real const* residual, ModelingImages const& out) override {
+    KSWEEP_REQUIRE(residual, "vjp: no residual given");
+    auto const img = images(out);
+    auto& e = engine();
+    for_each_batch([&](ShotBatch const& b) {
+      auto const w = wavelets_in(wavelets, b);
+      auto const res = records_in(residual, b, "ksweep::fwi::residual");
+      record_view const syn(
+          Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string("ksweep::fwi::synthetic")), b.count,
+          m_nt, m_nr);
+      e.forward(w, syn);
+      e.backward(w, res, img);
+    });
+    images_out(img, out);
+  }
+
+ private:
+  template <class F>
+  void for_each_batch(F&& f) {
+    KSWEEP_REQUIRE(m_velocity_set, "no velocity set: call set_velocity first");
+    for (int first = 0; first < m_shots; first += m_batch) {
+      ShotBatch const b{first, std::min(m_batch, m_shots - first)};
+      std::vector<int> idx(static_cast<std::size_t>(b.count));
+      for (int i = 0; i < b.count; ++i) idx[static_cast<std::size_t>(i)] = first + i;
+      m_prop->set_survey(b.count == m_shots ? this->setup.survey : this->setup.survey.select(idx));
+      f(b);
+      m_space.fence();
+      if (this->after_batch) this->after_batch(first + b.count, m_shots);
+    }
+  }
+
+  typename P::velocity_view velocity(Real const* v, char const* label) {
+    if constexpr (in_place) {
+      return typename P::velocity_view(v, m_rows, m_nx);
+    } else {
+      Kokkos::View<Real**, Kokkos::LayoutRight, memory_space> d(
+          Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(label)), m_rows, m_nx);
+      Kokkos::View<Real const**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> h(
+          v, m_rows, m_nx);
+      Kokkos::deep_copy(m_space, d, h);
+      return d;
+    }
+  }
+
+  // A view of `n1` x `n2` values per shot of the batch: the caller's (host backends) or a device
+  // copy of them (`upload`) or a device buffer.
+  record_view view_of(Real const* p, ShotBatch const& b, int n1, int n2, char const* label, bool upload) {
+    std::size_t const off = static_cast<std::size_t>(b.first) * n1 * n2;
+    if constexpr (in_place) {
+      if (p) return record_view(const_cast<Real*>(p) + off, b.count, n1, n2);
+    }
+    record_view d(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(label)), b.count, n1, n2);
+    if (upload && p) Kokkos::deep_copy(m_space, d, host3(const_cast<Real*>(p) + off, b.count, n1, n2));
+    return d;
+  }
+  wavelet_view wavelets_in(Real const* p, ShotBatch const& b) {
+    KSWEEP_REQUIRE(p, "no wavelets (source amplitudes) given");
+    return view_of(p, b, m_ns, m_nt, "ksweep::fwi::wavelets", true);
+  }
+  wavelet_view wavelets_out(Real* p, ShotBatch const& b) {
+    return view_of(p, b, m_ns, m_nt, "ksweep::fwi::wavelet_grad", false);
+  }
+  record_view records_in(Real const* p, ShotBatch const& b, char const* label) {
+    return view_of(p, b, m_nt, m_nr, label, true);
+  }
+  record_view records_out(Real* p, ShotBatch const& b, char const* label) {
+    return view_of(p, b, m_nt, m_nr, label, false);
+  }
+  void copy_out(record_view const& d, Real* p, ShotBatch const& b, int per_shot) {
+    if (!p || d.data() == p + static_cast<std::size_t>(b.first) * per_shot) return;  // written in place
+    Kokkos::deep_copy(
+        m_space, host3(p + static_cast<std::size_t>(b.first) * per_shot, d.extent(0), d.extent(1), d.extent(2)), d);
+    m_space.fence();
+  }
+
+  E& engine() {
+    if (!m_engine) m_engine = std::make_unique<E>(*m_prop, this->setup.storage);
+    return *m_engine;
+  }
+
+  // The images to accumulate into, zeroed: the caller's arrays (host backends) or device ones.
+  typename E::images_type images(ModelingImages const& out) {
+    typename E::images_type img;
+    auto one = [&](double* p, char const* label) {
+      image v;
+      if constexpr (in_place) {
+        if (p) v = image(p, m_rows, m_nx);
+      }
+      if (!v.data()) v = image(Kokkos::view_alloc(m_space, std::string(label)), m_rows, m_nx);
+      else Kokkos::deep_copy(m_space, v, 0.0);
+      return v;
+    };
+    img.grad = one(out.grad, "ksweep::fwi::grad");
+    img.illum_src = one(out.illum_src, "ksweep::fwi::illum_src");
+    img.illum_rec = one(out.illum_rec, "ksweep::fwi::illum_rec");
+    return img;
+  }
+  void images_out(typename E::images_type const& img, ModelingImages const& out) {
+    auto one = [&](image const& v, double* p) {
+      if (!p || v.data() == p) return;
+      Kokkos::deep_copy(
+          m_space,
+          Kokkos::View<double**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+              p, m_rows, m_nx),
+          v);
+    };
+    one(img.grad, out.grad);
+    one(img.illum_src, out.illum_src);
+    one(img.illum_rec, out.illum_rec);
+    m_space.fence();
+  }
+
+  ExecSpace m_space;
+  std::unique_ptr<P> m_prop;
+  std::unique_ptr<E> m_engine;
+  int m_shots = 0, m_ns = 0, m_nr = 0, m_nt = 0, m_batch = 0, m_rows = 0, m_nx = 0;
+  bool m_velocity_set = false;
+};
+
+}  // namespace impl
+
+/// The modelling of precision `Real`, stencil order `Order` on a `Dim`-dimensional grid.
+template <class Real, int Order, int Dim>
+std::unique_ptr<typename Modeling<Real>::Impl> make_modeling(ModelingSetup setup) {
+  return std::make_unique<impl::ModelingRun<Real, Order, Dim>>(std::move(setup));
+}
+
+}  // namespace ksweep::fwi

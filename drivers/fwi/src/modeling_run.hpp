@@ -1,0 +1,30 @@
+#pragma once
+// What Modeling's facade calls: the modelling of one precision, stencil order and dimension
+// behind a virtual interface (modeling_impl.hpp holds the template).
+
+#include <ksweep/fwi/modeling.hpp>
+
+#include <functional>
+#include <memory>
+
+namespace ksweep::fwi {
+
+template <class Real>
+struct Modeling<Real>::Impl {
+  explicit Impl(ModelingSetup s) : setup(std::move(s)) {}
+  virtual ~Impl() = default;
+  virtual void set_velocity(Real const* vp, Real const* layer) = 0;
+  virtual void forward(Real const* wavelets, Real* records) = 0;
+  virtual void adjoint(Real const* records, Real* wavelet_grad) = 0;
+  virtual double gradient(Real const* wavelets, Real const* observed, double scale, ModelingImages const& out,
+                          Real* synthetic, double* shot_losses) = 0;
+  virtual void vjp(Real const* wavelets, Real const* residual, ModelingImages const& out) = 0;
+  ModelingSetup setup;
+  std::function<void(int, int)> after_batch;
+};
+
+/// The modelling of precision `Real`, stencil order `Order` on a `Dim`-dimensional grid.
+template <class Real, int Order, int Dim>
+std::unique_ptr<typename Modeling<Real>::Impl> make_modeling(ModelingSetup setup);
+
+}  // namespace ksweep::fwi

@@ -1,0 +1,354 @@
+"""ksweep from Python: acoustic finite-difference modelling, its exact adjoint, the velocity
+gradient by boundary saving, and full-waveform inversion, with numpy arrays in and out.
+
+Array layouts (as Deepwave's; C order, float32 or float64, one dtype per call):
+  v                   [nz, nx] or [nz, ny, nx], m/s
+  source_amplitudes   [shot, source, time]
+  source_locations    [shot, source, 2 or 3]   cells (or metres with location_units="m"),
+  receiver_locations  [shot, receiver, 2 or 3] in the axis order of v: (z, x) or (z, y, x)
+  data                [shot, receiver, time]
+ksweep's own records are time-major ([shot, time, receiver]); the functions here return the
+peers' layout as a transposed *view* of them (no copy), and accept either layout's arrays.
+
+The computation runs in ksweep's library on the build's default Kokkos backend (OpenMP on CPU
+builds, CUDA on GPU builds) with the GIL released; Ctrl-C raises KeyboardInterrupt at the end of
+the running batch of shots (``batch=``). Errors are ValueError (a value outside its limits, named
+with the limit), TypeError (a dtype), MemoryError and FloatingPointError (a non-finite inversion).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import numpy as np
+
+# Threads may move between cores unless the user binds them (as the program's scripts do);
+# set before the OpenMP runtime starts.
+os.environ.setdefault("OMP_PROC_BIND", "false")
+
+from . import _ksweep  # noqa: E402
+
+__all__ = [
+    "initialize", "info", "ricker", "load_model", "gaussian_smooth", "forward", "adjoint", "gradient", "Gradient", "Inversion",
+]
+__version__ = _ksweep.__version__
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def initialize(threads: Optional[int] = None, device: Optional[int] = None) -> None:
+    """Starts ksweep's runtime (Kokkos) with `threads` host threads and GPU `device`.
+
+    Optional: the first computation starts it with the defaults (OMP_NUM_THREADS, or every core;
+    GPU 0). Threads and device can only be chosen before that."""
+    if threads is not None and (not isinstance(threads, (int, np.integer)) or threads < 1):
+        raise ValueError(f"threads = {threads!r} must be an integer >= 1")
+    if device is not None and (not isinstance(device, (int, np.integer)) or device < 0):
+        raise ValueError(f"device = {device!r} must be an integer >= 0")
+    _ksweep.initialize(int(threads or 0), -1 if device is None else int(device))
+
+
+def info() -> dict:
+    """The build and the runtime: version, Kokkos version, backends, the default backend and its
+    concurrency (threads), MPI ranks."""
+    return dict(_ksweep.info())
+
+
+atexit.register(_ksweep.finalize)
+
+
+def ricker(freq: float, nt: int, dt: float, delay: Optional[float] = None) -> np.ndarray:
+    """A Ricker wavelet of peak frequency `freq` (Hz), `nt` samples at `dt` (s), peaking at
+    `delay` s (default 1.5 / freq): the program's wavelet, as float64."""
+    if delay is None:
+        delay = 1.5 / freq
+    return np.asarray(_ksweep.ricker(float(freq), float(delay), float(dt), int(nt)))
+
+
+def load_model(source: str = "marmousi2", *, decimate: int = 1, crop_z=None, crop_y=None, crop_x=None,
+               nz: int = 0, ny: int = 0, nx: int = 0, dh: float = 0.0):
+    """A velocity model as the program's [model] section loads it: a named model ("marmousi2",
+    "marmousi2_fine", "marmousi", "layered3d", "marmousi2_3d"; the Marmousi files are looked up
+    as share/marmousi/README.md says and checked by SHA-256) or a raw .f32/.bin file (nz, nx,
+    ny, dh given) or an .h5 file; decimated (v[::d, ::d]) and cropped to half-open cell ranges.
+    Returns (v float32 [nz, nx] or [nz, ny, nx], dh in metres)."""
+    v, spacing, _ = _ksweep.load_model(str(source), int(decimate), crop_z, crop_y, crop_x, int(nz), int(ny), int(nx),
+                                       float(dh))
+    return v, spacing
+
+
+def gaussian_smooth(f, sigma: float) -> np.ndarray:
+    """`f` (2D or 3D, float64) smoothed by a Gaussian of `sigma` cells along every axis (edges
+    repeated), in the same bits as the program's starting model and gradient smoothing."""
+    return _ksweep.gaussian_smooth(np.ascontiguousarray(f, dtype=np.float64), float(sigma))
+
+
+# ------------------------------------------------------------------------------------------
+# Argument checks and conversions
+# ------------------------------------------------------------------------------------------
+
+def _model(v, name="v") -> np.ndarray:
+    a = np.asarray(v)
+    if a.dtype not in _FLOATS:
+        raise TypeError(f"{name} has dtype {a.dtype}; ksweep computes in float32 or float64")
+    if a.ndim not in (2, 3):
+        raise ValueError(f"{name} has shape {a.shape}: a model is [nz, nx] or [nz, ny, nx]")
+    return np.ascontiguousarray(a)
+
+
+def _same_dtype(a, dtype, name) -> np.ndarray:
+    a = np.asarray(a)
+    if a.dtype != dtype:
+        raise TypeError(f"{name} has dtype {a.dtype}, v has {dtype}: pass both in the same dtype")
+    return np.ascontiguousarray(a)
+
+
+def _locations(a, dim, dh, units, name) -> np.ndarray:
+    a = np.asarray(a)
+    if a.ndim != 3 or a.shape[2] != dim:
+        axes = "(z, x)" if dim == 2 else "(z, y, x)"
+        raise ValueError(f"{name} has shape {a.shape}, expected [shot, point, {dim}] with {axes} per point")
+    if units not in ("cells", "m"):
+        raise ValueError(f'location_units = {units!r} is not one of "cells", "m"')
+    if a.dtype.kind in "iu":
+        if units == "m":
+            a = a.astype(np.float64)
+        else:
+            return np.ascontiguousarray(a, dtype=np.int64)
+    elif a.dtype.kind != "f":
+        raise TypeError(f"{name} has dtype {a.dtype}; positions are integers (cells) or floats")
+    cells = a / dh if units == "m" else a
+    if not np.all(np.isfinite(cells)):
+        raise ValueError(f"{name} holds non-finite positions")
+    rounded = np.rint(cells)
+    off = np.abs(cells - rounded) > 1e-6
+    if np.any(off):
+        s, p, _ = np.argwhere(off)[0]
+        raise ValueError(
+            f"{name}[{s}, {p}] = {tuple(a[s, p].tolist())} ({units}) is not on the grid of {dh} m cells; "
+            "positions between cells are not supported yet")
+    return np.ascontiguousarray(rounded, dtype=np.int64)
+
+
+def _data_time_major(d, dtype, shots, receivers, name) -> np.ndarray:
+    """[shot, receiver, time] (or a view of ksweep's own time-major records) -> [shot, time, receiver]."""
+    d = np.asarray(d)
+    if d.dtype != dtype:
+        raise TypeError(f"{name} has dtype {d.dtype}, v has {dtype}: pass both in the same dtype")
+    if d.ndim != 3 or d.shape[0] != shots or d.shape[1] != receivers:
+        raise ValueError(f"{name} has shape {d.shape}, expected [shot, receiver, time] = [{shots}, {receivers}, nt]")
+    return np.ascontiguousarray(d.transpose(0, 2, 1))  # no copy for a view of time-major records
+
+
+def _pml_faces(pml_width, free_surface) -> list:
+    w = np.atleast_1d(np.asarray(pml_width))
+    if w.dtype.kind not in "iu" or w.ndim != 1 or w.size not in (1, 6) or np.any(w < 0):
+        raise ValueError(f"pml_width = {pml_width!r} must be one integer >= 0 or six "
+                         "(top, bottom, front, back, left, right)")
+    faces = [int(x) for x in (np.repeat(w, 6) if w.size == 1 else w)]
+    return faces
+
+
+@dataclass
+class _Survey:
+    v: np.ndarray
+    src: np.ndarray
+    rec: np.ndarray
+
+
+def _survey(v, source_locations, receiver_locations, dh, location_units) -> _Survey:
+    v = _model(v)
+    src = _locations(source_locations, v.ndim, dh, location_units, "source_locations")
+    rec = _locations(receiver_locations, v.ndim, dh, location_units, "receiver_locations")
+    if src.shape[0] != rec.shape[0]:
+        raise ValueError(f"source_locations has {src.shape[0]} shots, receiver_locations {rec.shape[0]}")
+    return _Survey(v, src, rec)
+
+
+def _modeling(s: _Survey, dh, dt, nt, *, order, pml_width, pml_reflection, pml_freq, free_surface, batch,
+              schedule, storage="boundary", storage_location="device", storage_dtype="fp32", disk_dir=""):
+    if not isinstance(batch, (int, np.integer)) or batch < 0:
+        raise ValueError(f"batch = {batch!r} must be an integer >= 0 (0: every shot at once)")
+    cls = _ksweep.Modeling32 if s.v.dtype == np.float32 else _ksweep.Modeling64
+    return cls(list(s.v.shape), float(dh), float(dt), int(nt), int(order), _pml_faces(pml_width, free_surface),
+               float(pml_reflection), float(pml_freq), bool(free_surface), s.src, s.rec, int(batch), str(schedule),
+               str(storage), str(storage_location), str(storage_dtype), str(disk_dir))
+
+
+def _amplitudes(a, s: _Survey) -> np.ndarray:
+    a = _same_dtype(a, s.v.dtype, "source_amplitudes")
+    if a.ndim != 3 or a.shape[:2] != s.src.shape[:2]:
+        raise ValueError(f"source_amplitudes has shape {a.shape}, expected [shot, source, time] = "
+                         f"[{s.src.shape[0]}, {s.src.shape[1]}, nt]")
+    return a
+
+
+def _layer(layer_velocity, s: _Survey):
+    if layer_velocity is None:
+        return None
+    return _same_dtype(_model(layer_velocity, "layer_velocity"), s.v.dtype, "layer_velocity")
+
+
+# ------------------------------------------------------------------------------------------
+# Modelling, adjoint, gradient
+# ------------------------------------------------------------------------------------------
+
+def forward(v, dh: float, dt: float, source_amplitudes, source_locations, receiver_locations, *,
+            order: int = 4, pml_width=20, pml_reflection: float = 1e-3, pml_freq: float = 25.0,
+            free_surface: bool = False, batch: int = 0, schedule: str = "auto", location_units: str = "cells",
+            layer_velocity=None) -> np.ndarray:
+    """Receiver data [shot, receiver, time] of the sources (a view of ksweep's time-major records).
+
+    `order` is the stencil's spatial order (2, 4, 6, 8); `pml_width` the absorbing layer's cells
+    (one number or six, per face); `batch` the shots run at once (0: all); `layer_velocity` the
+    velocity the absorbing layer takes its values and damping from (default: v's edges)."""
+    s = _survey(v, source_locations, receiver_locations, dh, location_units)
+    amp = _amplitudes(source_amplitudes, s)
+    m = _modeling(s, dh, dt, amp.shape[2], order=order, pml_width=pml_width, pml_reflection=pml_reflection,
+                  pml_freq=pml_freq, free_surface=free_surface, batch=batch, schedule=schedule)
+    m.set_velocity(s.v, _layer(layer_velocity, s))
+    return m.forward(amp).transpose(0, 2, 1)
+
+
+def adjoint(v, dh: float, dt: float, data, source_locations, receiver_locations, *, order: int = 4,
+            pml_width=20, pml_reflection: float = 1e-3, pml_freq: float = 25.0, free_surface: bool = False,
+            batch: int = 0, schedule: str = "auto", location_units: str = "cells",
+            layer_velocity=None) -> np.ndarray:
+    """The transpose of `forward` for the data [shot, receiver, time]: source amplitudes
+    [shot, source, time] such that <forward(a), d> = <a, adjoint(d)> to round-off."""
+    s = _survey(v, source_locations, receiver_locations, dh, location_units)
+    d = _data_time_major(data, s.v.dtype, s.src.shape[0], s.rec.shape[1], "data")
+    m = _modeling(s, dh, dt, d.shape[1], order=order, pml_width=pml_width, pml_reflection=pml_reflection,
+                  pml_freq=pml_freq, free_surface=free_surface, batch=batch, schedule=schedule)
+    m.set_velocity(s.v, _layer(layer_velocity, s))
+    return m.adjoint(d)
+
+
+@dataclass
+class Gradient:
+    """What `gradient` returns. `grad` maps each parameter to dL/dparameter ([nz, nx] or
+    [nz, ny, nx], the dtype of v); `illum_src` and `illum_rec` are the source and receiver
+    illuminations (sum over time of the wavefields squared, float64); `data` the synthetic data
+    [shot, receiver, time]; `shot_losses` each shot's loss."""
+    loss: float
+    grad: dict
+    illum_src: np.ndarray
+    illum_rec: np.ndarray
+    data: np.ndarray
+    shot_losses: np.ndarray = field(repr=False)
+
+
+def gradient(v, dh: float, dt: float, source_amplitudes, source_locations, receiver_locations, observed_data, *,
+             loss_scale: float = 1.0, storage: str = "boundary", storage_location: str = "device",
+             storage_dtype: str = "fp32", disk_dir: str = "", order: int = 4, pml_width=20,
+             pml_reflection: float = 1e-3, pml_freq: float = 25.0, free_surface: bool = False, batch: int = 0,
+             schedule: str = "auto", location_units: str = "cells", layer_velocity=None) -> Gradient:
+    """The loss L = loss_scale * sum (synthetic - observed)^2 and its gradient with respect to
+    the velocity, by boundary saving (`storage` "boundary" or "full"; `storage_location`
+    "device", "host" or "disk"; `storage_dtype` "fp32", "fp16", "bf16" or "int8")."""
+    s = _survey(v, source_locations, receiver_locations, dh, location_units)
+    amp = _amplitudes(source_amplitudes, s)
+    obs = _data_time_major(observed_data, s.v.dtype, s.src.shape[0], s.rec.shape[1], "observed_data")
+    if obs.shape[1] != amp.shape[2]:
+        raise ValueError(f"observed_data has {obs.shape[1]} time samples, source_amplitudes {amp.shape[2]}")
+    m = _modeling(s, dh, dt, amp.shape[2], order=order, pml_width=pml_width, pml_reflection=pml_reflection,
+                  pml_freq=pml_freq, free_surface=free_surface, batch=batch, schedule=schedule, storage=storage,
+                  storage_location=storage_location, storage_dtype=storage_dtype, disk_dir=disk_dir)
+    m.set_velocity(s.v, _layer(layer_velocity, s))
+    loss, g, isrc, irec, syn, losses = m.gradient(amp, obs, float(loss_scale))
+    return Gradient(loss, {"vp": g.astype(s.v.dtype, copy=False)}, isrc, irec, syn.transpose(0, 2, 1), losses)
+
+
+# ------------------------------------------------------------------------------------------
+# Inversion
+# ------------------------------------------------------------------------------------------
+
+class Inversion:
+    """Full-waveform inversion of the velocity over ksweep's library (float32).
+
+    `wavelet` is one source signature (nt samples) for every shot, with one source per shot;
+    `observed_data` is [shot, receiver, time]. Each `step()` runs one iteration (a batch of
+    `batch` shots drawn with `seed` for Adam, every shot for L-BFGS) and returns its report;
+    `run(iterations, callback)` calls `callback(report)` after each (return False to stop).
+    `state()` / `restore(state)` are the whole state between iterations."""
+
+    def __init__(self, v, dh: float, dt: float, wavelet, source_locations, receiver_locations, observed_data, *,
+                 true_model=None, optimizer: str = "adam", batch: int = 1, seed: int = 0, loss: str = "mean",
+                 water_rows: int = 0, grad_smooth: float = 0.0, precondition: bool = False, vmin: float = 1000.0,
+                 vmax: float = 5000.0, lr: float = 25.0, betas=(0.9, 0.999), eps: float = 1e-16,
+                 lbfgs_memory: int = 5, storage: str = "boundary", storage_location: str = "device",
+                 storage_dtype: str = "fp32", disk_dir: str = "", order: int = 4, pml_width=20,
+                 pml_reflection: float = 1e-3, pml_freq: float = 25.0, free_surface: bool = False,
+                 schedule: str = "auto", location_units: str = "cells"):
+        v = np.asarray(v)
+        if v.dtype not in _FLOATS:
+            raise TypeError(f"v has dtype {v.dtype}; ksweep computes in float32 or float64")
+        s = _survey(v.astype(np.float32, copy=False), source_locations, receiver_locations, dh, location_units)
+        w = np.ascontiguousarray(np.asarray(wavelet, dtype=np.float64))
+        if w.ndim != 1:
+            raise ValueError(f"wavelet has shape {w.shape}: the inversion takes one signature (nt samples) "
+                             "for every shot")
+        if s.src.shape[1] != 1:
+            raise ValueError(f"source_locations has {s.src.shape[1]} sources per shot: the inversion takes one")
+        obs = np.asarray(observed_data)
+        obs = _data_time_major(obs.astype(np.float32, copy=False), np.float32, s.src.shape[0], s.rec.shape[1],
+                               "observed_data")
+        if obs.shape[1] != w.size:
+            raise ValueError(f"observed_data has {obs.shape[1]} time samples, the wavelet {w.size}")
+        if loss not in ("mean", "sum"):
+            raise ValueError(f'loss = {loss!r} is not one of "mean", "sum"')
+        truth = None
+        if true_model is not None:
+            truth = np.ascontiguousarray(np.asarray(true_model, dtype=np.float32))
+            if truth.shape != s.v.shape:
+                raise ValueError(f"true_model has shape {truth.shape}, v {s.v.shape}")
+        self.shape = s.v.shape
+        self._inv = _ksweep.Inversion(
+            list(s.v.shape), float(dh), float(dt), int(order), _pml_faces(pml_width, free_surface),
+            float(pml_reflection), float(pml_freq), bool(free_surface), s.src, s.rec, w, obs, s.v, truth,
+            str(optimizer), int(batch), int(seed), loss == "sum", int(water_rows), float(grad_smooth),
+            bool(precondition), float(vmin), float(vmax), float(lr), float(betas[0]), float(betas[1]), float(eps),
+            int(lbfgs_memory), str(schedule), str(storage), str(storage_location), str(storage_dtype),
+            str(disk_dir))
+
+    def step(self) -> dict:
+        """One iteration: {'iteration', 'loss', 'rmse', 'seconds', 'shots', 'evaluations'}."""
+        return dict(self._inv.step())
+
+    def run(self, iterations: int, callback: Optional[Callable[[dict], Optional[bool]]] = None) -> list:
+        """Runs until `iterations` are done in all (or `callback` returns False); the reports."""
+        reports = []
+        while self._inv.iteration() < iterations:
+            r = self.step()
+            reports.append(r)
+            if callback is not None and callback(r) is False:
+                break
+        return reports
+
+    @property
+    def iteration(self) -> int:
+        return self._inv.iteration()
+
+    @property
+    def model(self) -> np.ndarray:
+        """The current model (float32, the shape of v)."""
+        return self._inv.model()
+
+    def images(self) -> dict:
+        """The last evaluation's gradient and illuminations: {'grad', 'illum_src', 'illum_rec'}."""
+        return dict(self._inv.images())
+
+    def rmse(self) -> float:
+        """RMSE of the current model against true_model (NaN without one)."""
+        return self._inv.rmse()
+
+    def state(self) -> dict:
+        """The whole state between iterations (iteration, generator, model, optimizer moments)."""
+        return dict(self._inv.state())
+
+    def restore(self, state: dict) -> None:
+        """Continues from `state` (from state()), replacing the model."""
+        self._inv.restore(state)

@@ -1,0 +1,661 @@
+// ksweep._ksweep: the compiled part of the Python package (ksweep/__init__.py holds the API
+// users call, with its argument checks and the conversions between the peers' array layouts
+// and the library's). Arrays cross the boundary as pointers into numpy's buffers: the library
+// reads and writes them in place on host backends; no wavefield ever leaves the library.
+//
+// All of Kokkos runs on one thread of this module's (the worker): Kokkos 3.4's OpenMP backend
+// serves only the thread that started it, and Python code may call from any thread. A call
+// hands its work to the worker and waits with the GIL released; a caller on Python's main
+// thread looks for signals while it waits, and on Ctrl-C the work stops at the end of the
+// running batch of shots and KeyboardInterrupt is raised. Library errors become ValueError (bad
+// input), MemoryError (allocation) and FloatingPointError (a non-finite inversion).
+
+#include <ksweep/base/config.hpp>
+#include <ksweep/base/error.hpp>
+#include <ksweep/comm/communicator.hpp>
+#include <ksweep/core/runtime.hpp>
+#include <ksweep/core/schedule.hpp>
+#include <ksweep/core/wavelet.hpp>
+#include <ksweep/fwi/inversion.hpp>
+#include <ksweep/fwi/modeling.hpp>
+#include <ksweep/fwi/smoothing.hpp>
+#include <ksweep/io/velocity.hpp>
+
+#include <Kokkos_Core.hpp>
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace py = pybind11;
+using namespace ksweep;
+
+namespace {
+
+/// A request to stop, set by a caller that saw Ctrl-C, read by the work between batches.
+std::atomic<bool> g_cancel{false};
+
+/// What stops work at the end of a batch after Ctrl-C (the caller then raises KeyboardInterrupt).
+struct Cancelled : std::exception {
+  char const* what() const noexcept override { return "interrupted"; }
+};
+
+/// The thread that runs everything touching Kokkos, one piece of work at a time.
+class Worker {
+ public:
+  static Worker& get() {
+    static Worker* w = new Worker();  // never destroyed: the thread lives as long as the process
+    return *w;
+  }
+
+  /// Runs `f` on the worker and waits for it with the GIL released (called with the GIL held).
+  /// Exceptions of `f` are rethrown here; a signal seen while waiting (on the main thread)
+  /// cancels the work at its next batch boundary and is raised as Python's exception.
+  template <class F>
+  void run(F&& f) {
+    std::exception_ptr error;
+    bool interrupted = false;
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard<std::mutex> one_call(m_call);
+      g_cancel = false;
+      std::unique_lock<std::mutex> lock(m_mutex);
+      m_job = [&] {
+        try {
+          f();
+        } catch (...) {
+          error = std::current_exception();
+        }
+      };
+      m_done = false;
+      m_wake.notify_all();
+      bool const main_thread = std::this_thread::get_id() == m_python_main;
+      while (!m_done) {
+        m_finished.wait_for(lock, std::chrono::milliseconds(50));
+        if (m_done || !main_thread || interrupted) continue;
+        lock.unlock();
+        {
+          py::gil_scoped_acquire gil;
+          if (PyErr_CheckSignals() != 0) interrupted = true;  // the exception waits in the thread state
+        }
+        if (interrupted) g_cancel = true;
+        lock.lock();
+      }
+    }
+    if (interrupted) throw py::error_already_set();
+    if (error) std::rethrow_exception(error);
+  }
+
+  /// Python's main thread (where signals are handled), set at import.
+  void set_main_thread() { m_python_main = std::this_thread::get_id(); }
+
+ private:
+  Worker() {
+    std::thread([this] { loop(); }).detach();
+  }
+  void loop() {
+    std::unique_lock<std::mutex> lock(m_mutex);
+    for (;;) {
+      m_wake.wait(lock, [&] { return static_cast<bool>(m_job); });
+      auto job = std::move(m_job);
+      m_job = nullptr;
+      lock.unlock();
+      job();
+      lock.lock();
+      m_done = true;
+      m_finished.notify_all();
+    }
+  }
+
+  std::mutex m_call, m_mutex;
+  std::condition_variable m_wake, m_finished;
+  std::function<void()> m_job;
+  bool m_done = true;
+  std::thread::id m_python_main;
+};
+
+template <class F>
+void on_worker(F&& f) {
+  Worker::get().run(std::forward<F>(f));
+}
+
+/// Frees what `p` owns on the worker (views are freed where Kokkos runs); from destructors.
+template <class T>
+void release(std::unique_ptr<T>& p) noexcept {
+  if (!p) return;
+  try {
+    on_worker([&] { p.reset(); });
+  } catch (...) {
+    PyErr_Clear();  // a signal while freeing: freeing finished anyway
+  }
+}
+
+bool g_we_initialized = false;
+// Objects holding Kokkos memory, and whether the interpreter asked to finalize: Kokkos is
+// finalized at exit once the last of them is gone (Python may destroy them after atexit runs).
+int g_live = 0;
+bool g_exit_requested = false;
+
+void finalize_when_done() {
+  if (g_exit_requested && g_live == 0 && g_we_initialized)
+    on_worker([] {
+      if (Kokkos::is_initialized()) Kokkos::finalize();
+    });
+}
+
+/// Counts an object that holds Kokkos memory for as long as it lives.
+struct Live {
+  Live() { ++g_live; }
+  ~Live() {
+    --g_live;
+    finalize_when_done();
+  }
+  Live(Live const&) = delete;
+  Live& operator=(Live const&) = delete;
+};
+
+/// Starts Kokkos (once) with `threads` host threads (0: Kokkos' default, from OMP_NUM_THREADS
+/// or the machine) and the GPU `device` (-1: the default).
+void initialize(int threads, int device) {
+  if (Kokkos::is_initialized()) {
+    KSWEEP_REQUIRE(threads <= 0 && device < 0, "ksweep.initialize: Kokkos is already running (with "
+                                                   << core::default_concurrency()
+                                                   << " threads); threads and device can only "
+                                                      "be chosen before the first computation");
+    return;
+  }
+  KSWEEP_REQUIRE(threads >= 0, "ksweep.initialize: threads = " << threads << " must be >= 1 (or None)");
+#if KOKKOS_VERSION >= 40000
+  std::string const t = "--kokkos-num-threads=", d = "--kokkos-device-id=";
+#else
+  std::string const t = "--kokkos-threads=", d = "--kokkos-device=";
+#endif
+  std::vector<std::string> args{"ksweep"};
+  if (threads > 0) args.push_back(t + std::to_string(threads));
+  if (device >= 0) args.push_back(d + std::to_string(device));
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int argc = static_cast<int>(args.size());
+  try {
+    Kokkos::initialize(argc, argv.data());
+  } catch (std::exception const& e) {
+    std::string reason = e.what();
+    if (auto const nl = reason.find('\n'); nl != std::string::npos) reason.resize(nl);
+    throw std::runtime_error("cannot start Kokkos: " + reason);
+  }
+  g_we_initialized = true;
+}
+
+void ensure_initialized() {
+  if (!Kokkos::is_initialized()) initialize(0, -1);
+}
+
+/// Called by the library after each batch of shots (on the worker): stops after Ctrl-C.
+void stop_if_cancelled(int, int) {
+  if (g_cancel) throw Cancelled();
+}
+
+template <class T>
+using carray = py::array_t<T, py::array::c_style | py::array::forcecast>;
+
+template <class T>
+T const* data_or_null(std::optional<carray<T>> const& a) {
+  return a ? a->data() : nullptr;
+}
+
+/// Cells [shot][point][dim] in the model array's axis order ((z, x) or (z, y, x)).
+std::vector<core::Cell> cells_of(carray<long long> const& a, int dim, char const* what) {
+  KSWEEP_REQUIRE(a.ndim() == 3 && a.shape(2) == dim,
+                 what << " must be [shot, point, " << dim << "], got " << a.ndim() << " dimensions");
+  std::vector<core::Cell> out;
+  auto const* p = a.data();
+  std::size_t const n = static_cast<std::size_t>(a.shape(0) * a.shape(1));
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    long long const* c = p + i * static_cast<std::size_t>(dim);
+    core::Cell cell;
+    cell.z = static_cast<int>(c[0]);
+    cell.x = static_cast<int>(c[dim - 1]);
+    cell.y = dim == 3 ? static_cast<int>(c[1]) : 0;
+    out.push_back(cell);
+  }
+  return out;
+}
+
+core::PmlConfig make_pml(std::vector<int> const& faces, double reflection, double freq, bool free_surface) {
+  core::PmlConfig p;
+  KSWEEP_REQUIRE(faces.size() == 6, "pml_width: 6 faces expected, got " << faces.size());
+  p.width = faces[0];
+  for (int f = 0; f < 6; ++f) p.faces[static_cast<std::size_t>(f)] = faces[static_cast<std::size_t>(f)];
+  p.reflection = reflection;
+  p.freq = freq;
+  p.free_surface = free_surface;
+  return p;
+}
+
+core::ModelGrid make_grid(std::vector<int> const& shape, double dh) {
+  KSWEEP_REQUIRE(shape.size() == 2 || shape.size() == 3,
+                 "the model must be 2D [nz, nx] or 3D [nz, ny, nx], got " << shape.size() << " dimensions");
+  return shape.size() == 3 ? core::ModelGrid::volume(shape[0], shape[1], shape[2], dh)
+                           : core::ModelGrid(shape[0], shape[1], dh);
+}
+
+/// The library's modelling of precision Real, with the arrays of one survey.
+template <class Real>
+class PyModeling {
+ public:
+  PyModeling(std::vector<int> const& shape, double dh, double dt, int nt, int order, std::vector<int> const& pml_faces,
+             double pml_reflection, double pml_freq, bool free_surface, carray<long long> const& sources,
+             carray<long long> const& receivers, int batch, std::string const& schedule, std::string const& strategy,
+             std::string const& location, std::string const& dtype, std::string const& disk_dir) {
+    fwi::ModelingSetup s;
+    s.grid = make_grid(shape, dh);
+    int const dim = static_cast<int>(shape.size());
+    s.pml = make_pml(pml_faces, pml_reflection, pml_freq, free_surface);
+    s.order = order;
+    s.dt = dt;
+    s.nt = nt;
+    s.survey.n_shots = static_cast<int>(sources.shape(0));
+    s.survey.n_sources = static_cast<int>(sources.shape(1));
+    s.survey.n_receivers = static_cast<int>(receivers.shape(1));
+    s.survey.sources = cells_of(sources, dim, "source_locations");
+    s.survey.receivers = cells_of(receivers, dim, "receiver_locations");
+    s.batch = batch;
+    s.schedule = core::parse_schedule(schedule);
+    s.storage = storage::make_storage_config(strategy, location, dtype, 64, disk_dir, true);
+    m_shots = s.survey.n_shots;
+    m_ns = s.survey.n_sources;
+    m_nr = s.survey.n_receivers;
+    m_nt = nt;
+    m_shape = shape;
+    on_worker([&] {
+      ensure_initialized();
+      m_m = std::make_unique<fwi::Modeling<Real>>(std::move(s));
+      m_m->set_after_batch(stop_if_cancelled);
+    });
+  }
+  ~PyModeling() { release(m_m); }
+  PyModeling(PyModeling const&) = delete;
+  PyModeling& operator=(PyModeling const&) = delete;
+
+  void set_velocity(carray<Real> const& vp, std::optional<carray<Real>> const& layer) {
+    check_model(vp, "v");
+    if (layer) check_model(*layer, "layer_velocity");
+    Real const* l = data_or_null(layer);
+    on_worker([&] { m_m->set_velocity(vp.data(), l); });
+  }
+
+  py::array_t<Real> forward(carray<Real> const& wavelets) {
+    check_shape(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes");
+    py::array_t<Real> rec({m_shots, m_nt, m_nr});
+    Real* r = rec.mutable_data();
+    on_worker([&] { m_m->forward(wavelets.data(), r); });
+    return rec;
+  }
+
+  py::array_t<Real> adjoint(carray<Real> const& records) {
+    check_shape(records, {m_shots, m_nt, m_nr}, "data");
+    py::array_t<Real> w({m_shots, m_ns, m_nt});
+    Real* p = w.mutable_data();
+    on_worker([&] { m_m->adjoint(records.data(), p); });
+    return w;
+  }
+
+  py::tuple gradient(carray<Real> const& wavelets, carray<Real> const& observed, double scale) {
+    check_shape(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes");
+    check_shape(observed, {m_shots, m_nt, m_nr}, "observed_data");
+    auto img = images();
+    py::array_t<Real> syn({m_shots, m_nt, m_nr});
+    py::array_t<double> losses(m_shots);
+    fwi::ModelingImages out{img[0].mutable_data(), img[1].mutable_data(), img[2].mutable_data()};
+    Real* sp = syn.mutable_data();
+    double* lp = losses.mutable_data();
+    double loss = 0;
+    on_worker([&] { loss = m_m->gradient(wavelets.data(), observed.data(), scale, out, sp, lp); });
+    return py::make_tuple(loss, img[0], img[1], img[2], syn, losses);
+  }
+
+  py::tuple vjp(carray<Real> const& wavelets, carray<Real> const& residual) {
+    check_shape(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes");
+    check_shape(residual, {m_shots, m_nt, m_nr}, "grad_output");
+    auto img = images();
+    fwi::ModelingImages out{img[0].mutable_data(), img[1].mutable_data(), img[2].mutable_data()};
+    on_worker([&] { m_m->vjp(wavelets.data(), residual.data(), out); });
+    return py::make_tuple(img[0], img[1], img[2]);
+  }
+
+ private:
+  std::vector<py::array_t<double>> images() const {
+    std::vector<py::ssize_t> const shape(m_shape.begin(), m_shape.end());
+    return {py::array_t<double>(shape), py::array_t<double>(shape), py::array_t<double>(shape)};
+  }
+  void check_model(carray<Real> const& a, char const* what) const {
+    std::vector<long long> want(m_shape.begin(), m_shape.end());
+    check_shape(a, want, what);
+  }
+  static void check_shape(py::array const& a, std::vector<long long> const& want, char const* what) {
+    bool ok = a.ndim() == static_cast<py::ssize_t>(want.size());
+    for (std::size_t i = 0; ok && i < want.size(); ++i) ok = a.shape(static_cast<py::ssize_t>(i)) == want[i];
+    if (!ok) {
+      std::string got, exp;
+      for (py::ssize_t i = 0; i < a.ndim(); ++i) got += (i ? ", " : "") + std::to_string(a.shape(i));
+      for (std::size_t i = 0; i < want.size(); ++i) exp += (i ? ", " : "") + std::to_string(want[i]);
+      throw Error(std::string(what) + " has shape (" + got + "), expected (" + exp + ")");
+    }
+  }
+
+  Live m_live;  // declared first: destroyed after the modelling's memory
+  std::unique_ptr<fwi::Modeling<Real>> m_m;
+  long long m_shots = 0, m_ns = 0, m_nr = 0, m_nt = 0;
+  std::vector<int> m_shape;
+};
+
+template <class Real>
+void bind_modeling(py::module_& m, char const* name) {
+  py::class_<PyModeling<Real>>(m, name)
+      .def(py::init<std::vector<int> const&, double, double, int, int, std::vector<int> const&, double, double, bool,
+                    carray<long long> const&, carray<long long> const&, int, std::string const&, std::string const&,
+                    std::string const&, std::string const&, std::string const&>(),
+           py::arg("shape"), py::arg("dh"), py::arg("dt"), py::arg("nt"), py::arg("order"), py::arg("pml_faces"),
+           py::arg("pml_reflection"), py::arg("pml_freq"), py::arg("free_surface"), py::arg("sources"),
+           py::arg("receivers"), py::arg("batch"), py::arg("schedule"), py::arg("strategy"), py::arg("location"),
+           py::arg("dtype"), py::arg("disk_dir"))
+      .def("set_velocity", &PyModeling<Real>::set_velocity, py::arg("v"), py::arg("layer") = py::none())
+      .def("forward", &PyModeling<Real>::forward)
+      .def("adjoint", &PyModeling<Real>::adjoint)
+      .def("gradient", &PyModeling<Real>::gradient)
+      .def("vjp", &PyModeling<Real>::vjp);
+}
+
+/// The library inversion over this process's ranks (one rank unless MPI was started, e.g. by
+/// mpi4py, before the first inversion).
+class PyInversion {
+ public:
+  PyInversion(std::vector<int> const& shape, double dh, double dt, int order, std::vector<int> const& pml_faces,
+              double pml_reflection, double pml_freq, bool free_surface, carray<long long> const& sources,
+              carray<long long> const& receivers, carray<double> const& wavelet, carray<float> const& observed,
+              carray<float> const& start, std::optional<carray<float>> const& truth, std::string const& method,
+              int batch, std::uint64_t seed, bool loss_sum, int water_rows, double grad_smooth, bool precondition,
+              double vmin, double vmax, double lr, double beta1, double beta2, double eps, int lbfgs_memory,
+              std::string const& schedule, std::string const& strategy, std::string const& location,
+              std::string const& dtype, std::string const& disk_dir) {
+    fwi::Problem pb;
+    pb.grid = make_grid(shape, dh);
+    int const dim = static_cast<int>(shape.size());
+    pb.pml = make_pml(pml_faces, pml_reflection, pml_freq, free_surface);
+    pb.order = order;
+    pb.dt = dt;
+    pb.nt = static_cast<int>(wavelet.size());
+    pb.survey.n_shots = static_cast<int>(sources.shape(0));
+    pb.survey.n_sources = static_cast<int>(sources.shape(1));
+    pb.survey.n_receivers = static_cast<int>(receivers.shape(1));
+    pb.survey.sources = cells_of(sources, dim, "source_locations");
+    pb.survey.receivers = cells_of(receivers, dim, "receiver_locations");
+    pb.wavelet.assign(wavelet.data(), wavelet.data() + wavelet.size());
+    pb.observed.assign(observed.data(), observed.data() + observed.size());
+    pb.start.assign(start.data(), start.data() + start.size());
+    if (truth) pb.truth.assign(truth->data(), truth->data() + truth->size());
+    m_cells = static_cast<std::size_t>(pb.grid.cells());
+    KSWEEP_REQUIRE(pb.start.size() == m_cells, "v has " << pb.start.size() << " cells, the grid " << m_cells);
+    KSWEEP_REQUIRE(method == "adam" || method == "lbfgs",
+                   "optimizer = \"" << method << "\" is not one of \"adam\", \"lbfgs\"");
+    fwi::Options o;
+    o.method = method == "lbfgs" ? fwi::Method::lbfgs : fwi::Method::adam;
+    o.batch = batch;
+    o.seed = seed;
+    o.loss_sum = loss_sum;
+    o.water_rows = water_rows;
+    o.grad_smooth = grad_smooth;
+    o.precondition = precondition;
+    o.vmin = vmin;
+    o.vmax = vmax;
+    o.adam.lr = lr;
+    o.adam.beta1 = beta1;
+    o.adam.beta2 = beta2;
+    o.adam.eps = eps;
+    o.lbfgs.first_step = lr;
+    o.lbfgs.memory = lbfgs_memory;
+    o.storage = storage::make_storage_config(strategy, location, dtype, 64, disk_dir, true);
+    o.schedule = core::parse_schedule(schedule);
+    m_shape = shape;
+    on_worker([&] {
+      ensure_initialized();
+      m_inv = std::make_unique<fwi::Inversion>(std::move(pb), std::move(o), comm::Communicator());
+    });
+  }
+  ~PyInversion() { release(m_inv); }
+  PyInversion(PyInversion const&) = delete;
+  PyInversion& operator=(PyInversion const&) = delete;
+
+  py::dict step() {
+    fwi::Report r;
+    on_worker([&] { r = m_inv->step(); });
+    py::dict d;
+    d["iteration"] = r.iteration;
+    d["loss"] = r.loss;
+    d["rmse"] = r.rmse;
+    d["seconds"] = r.seconds;
+    d["shots"] = r.shots;
+    d["evaluations"] = r.evaluations;
+    return d;
+  }
+
+  py::array_t<float> model() const {
+    std::vector<float> v;
+    on_worker([&] { v = m_inv->model(); });
+    return shaped(v);
+  }
+  py::dict images() const {
+    fwi::Images img;
+    on_worker([&] { img = m_inv->images(); });
+    py::dict d;
+    d["grad"] = shaped(img.grad);
+    d["illum_src"] = shaped(img.illum_src);
+    d["illum_rec"] = shaped(img.illum_rec);
+    return d;
+  }
+  int iteration() const { return m_inv->iteration(); }
+  double rmse() const {
+    double r = 0;
+    on_worker([&] { r = m_inv->rmse(); });
+    return r;
+  }
+
+  py::dict state() const {
+    fwi::State s;
+    on_worker([&] { s = m_inv->state(); });
+    py::dict d;
+    d["iteration"] = s.iteration;
+    d["rng"] = py::bytes(s.rng);
+    d["model"] = shaped(s.model);
+    d["first"] = py::array_t<float>(static_cast<py::ssize_t>(s.first.size()), s.first.data());
+    d["second"] = py::array_t<float>(static_cast<py::ssize_t>(s.second.size()), s.second.data());
+    return d;
+  }
+
+  void restore(py::dict const& d) {
+    fwi::State s;
+    s.iteration = d["iteration"].cast<int>();
+    s.rng = d["rng"].cast<std::string>();
+    auto vec = [](py::handle h) {
+      auto const a = h.cast<carray<float>>();
+      return std::vector<float>(a.data(), a.data() + a.size());
+    };
+    s.model = vec(d["model"]);
+    s.first = vec(d["first"]);
+    s.second = vec(d["second"]);
+    on_worker([&] { m_inv->restore(s); });
+  }
+
+ private:
+  py::array_t<float> shaped(std::vector<float> const& v) const {
+    std::vector<py::ssize_t> const shape(m_shape.begin(), m_shape.end());
+    py::array_t<float> a(shape);
+    std::copy(v.begin(), v.end(), a.mutable_data());
+    return a;
+  }
+  Live m_live;  // declared first: destroyed after the inversion's memory
+  std::unique_ptr<fwi::Inversion> m_inv;
+  std::size_t m_cells = 0;
+  std::vector<int> m_shape;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_ksweep, m) {
+  m.doc() = "ksweep's compiled core; use the ksweep package";
+  m.attr("__version__") = KSWEEP_VERSION_STRING;
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (fwi::IterationError const& e) {
+      PyErr_SetString(PyExc_FloatingPointError, e.what());
+    } catch (Error const& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
+  Worker::get().set_main_thread();  // the module is imported on Python's main thread
+  m.def(
+      "initialize", [](int threads, int device) { on_worker([&] { initialize(threads, device); }); },
+      py::arg("threads") = 0, py::arg("device") = -1);
+  m.def("is_initialized", [] {
+    bool r = false;
+    on_worker([&] { r = Kokkos::is_initialized(); });
+    return r;
+  });
+  m.def("finalize", [] {
+    g_exit_requested = true;
+    finalize_when_done();
+  });
+  m.def("info", [] {
+    std::string kokkos, backend, build;
+    std::vector<std::string> backends;
+    int concurrency = 0, ranks = 1;
+    on_worker([&] {
+      ensure_initialized();
+      kokkos = core::kokkos_version();
+      backends = core::enabled_backends();
+      backend = core::default_backend();
+      concurrency = core::default_concurrency();
+      ranks = comm::Communicator().size();
+      build = core::describe_build(false);
+    });
+    py::dict d;
+    d["version"] = KSWEEP_VERSION_STRING;
+    d["git"] = KSWEEP_GIT_REVISION;
+    d["kokkos"] = kokkos;
+    d["backends"] = backends;
+    d["backend"] = backend;
+    d["concurrency"] = concurrency;
+    d["mpi"] = static_cast<bool>(KSWEEP_ENABLE_MPI);
+    d["ranks"] = ranks;
+    d["build"] = build;
+    return d;
+  });
+  m.def("ricker", &core::ricker, py::arg("freq"), py::arg("delay"), py::arg("dt"), py::arg("nt"));
+  m.def(
+      "load_model",
+      [](std::string const& source, int decimate, std::optional<std::array<int, 2>> crop_z,
+         std::optional<std::array<int, 2>> crop_y, std::optional<std::array<int, 2>> crop_x, int nz, int ny, int nx,
+         double dh) {
+        io::ModelSection s;
+        s.source = source;
+        s.decimate = decimate;
+        s.crop_z = crop_z;
+        s.crop_y = crop_y;
+        s.crop_x = crop_x;
+        s.nz = nz;
+        s.ny = ny;
+        s.nx = nx;
+        s.dh = dh;
+        io::VelocityModel vm;
+        {
+          py::gil_scoped_release nogil;
+          vm = io::load_velocity(s);
+        }
+        std::vector<py::ssize_t> shape{vm.nz, vm.nx};
+        if (vm.ny > 0) shape = {vm.nz, vm.ny, vm.nx};
+        py::array_t<float> a(shape);
+        std::copy(vm.vp.begin(), vm.vp.end(), a.mutable_data());
+        return py::make_tuple(a, vm.dh, vm.description);
+      },
+      py::arg("source"), py::arg("decimate"), py::arg("crop_z"), py::arg("crop_y"), py::arg("crop_x"), py::arg("nz"),
+      py::arg("ny"), py::arg("nx"), py::arg("dh"));
+  m.def(
+      "gaussian_smooth",
+      [](carray<double> const& f, double sigma) {
+        KSWEEP_REQUIRE(f.ndim() == 2 || f.ndim() == 3, "gaussian_smooth: a 2D or 3D array, got " << f.ndim() << "D");
+        int const nz = static_cast<int>(f.shape(0)), nx = static_cast<int>(f.shape(f.ndim() - 1)),
+                  ny = f.ndim() == 3 ? static_cast<int>(f.shape(1)) : 1;
+        KSWEEP_REQUIRE(sigma >= 0, "sigma = " << sigma << " must be >= 0");
+        std::vector<double> const in(f.data(), f.data() + f.size());
+        std::vector<double> out;
+        {
+          py::gil_scoped_release nogil;
+          out = fwi::gaussian_smooth(in, nz, ny, nx, sigma, std::function<void()>());
+        }
+        py::array_t<double> a(std::vector<py::ssize_t>(f.shape(), f.shape() + f.ndim()));
+        std::copy(out.begin(), out.end(), a.mutable_data());
+        return a;
+      },
+      py::arg("f"), py::arg("sigma"));
+  // The same forward as ksweep.forward, from C++ alone (for the overhead benchmark,
+  // scripts/bench_python.py): set-up, velocity and forward of float32 arrays, timed on the worker.
+  m.def("_cpp_forward_seconds", [](std::vector<int> const& shape, double dh, double dt, int order, int pml_width,
+                                   carray<long long> const& sources, carray<long long> const& receivers,
+                                   carray<float> const& amplitudes, carray<float> const& v) {
+    int const dim = static_cast<int>(shape.size());
+    fwi::ModelingSetup s;
+    s.grid = make_grid(shape, dh);
+    s.pml.width = pml_width;
+    s.order = order;
+    s.dt = dt;
+    s.nt = static_cast<int>(amplitudes.shape(2));
+    s.survey.n_shots = static_cast<int>(sources.shape(0));
+    s.survey.n_sources = static_cast<int>(sources.shape(1));
+    s.survey.n_receivers = static_cast<int>(receivers.shape(1));
+    s.survey.sources = cells_of(sources, dim, "source_locations");
+    s.survey.receivers = cells_of(receivers, dim, "receiver_locations");
+    std::vector<float> const w(amplitudes.data(), amplitudes.data() + amplitudes.size());
+    std::vector<float> const vp(v.data(), v.data() + v.size());
+    double seconds = 0;
+    on_worker([&] {
+      ensure_initialized();
+      auto const t0 = std::chrono::steady_clock::now();
+      fwi::Modeling<float> modeling(s);
+      modeling.set_velocity(vp.data());
+      std::vector<float> records(static_cast<std::size_t>(s.survey.n_shots) * s.nt * s.survey.n_receivers);
+      modeling.forward(w.data(), records.data());
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    });
+    return seconds;
+  });
+  bind_modeling<float>(m, "Modeling32");
+  bind_modeling<double>(m, "Modeling64");
+  py::class_<PyInversion>(m, "Inversion")
+      .def(py::init<std::vector<int> const&, double, double, int, std::vector<int> const&, double, double, bool,
+                    carray<long long> const&, carray<long long> const&, carray<double> const&, carray<float> const&,
+                    carray<float> const&, std::optional<carray<float>> const&, std::string const&, int, std::uint64_t,
+                    bool, int, double, bool, double, double, double, double, double, double, int, std::string const&,
+                    std::string const&, std::string const&, std::string const&, std::string const&>())
+      .def("step", &PyInversion::step)
+      .def("model", &PyInversion::model)
+      .def("images", &PyInversion::images)
+      .def("iteration", &PyInversion::iteration)
+      .def("rmse", &PyInversion::rmse)
+      .def("state", &PyInversion::state)
+      .def("restore", &PyInversion::restore);
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""The Python call against the C++ call, same run: the 8-shot Marmousi2 forward at 25 m
+(141 x 681 cells, 200 receivers, nt 2000, order 4, 50-cell layer), in alternating pairs.
+
+    PYTHONPATH=build/python /usr/bin/python3 scripts/bench_python.py [--pairs N] [--json FILE]
+
+`ksweep.forward` (argument checks, the set-up, the velocity, the forward, the records as a
+view) against the library's fwi::Modeling doing the same from C++ alone, both on the module's
+worker thread. Also: tracemalloc's peak over one Python call against the records' bytes (numpy
+reports its allocations to tracemalloc): a wavefield copied to Python would show there.
+"""
+import argparse
+import json
+import platform
+import statistics
+import time
+import tracemalloc
+
+import numpy as np
+
+import ksweep
+from ksweep import _ksweep
+
+p = argparse.ArgumentParser()
+p.add_argument("--pairs", type=int, default=5)
+p.add_argument("--json")
+a = p.parse_args()
+
+v, dh = ksweep.load_model("marmousi2", decimate=2)
+nz, nx = v.shape
+dt, nt, shots, nr = 0.002, 2000, 8, 200
+sx = np.floor(0.1 * (nx - 1) + 0.8 * (nx - 1) * np.arange(shots) / (shots - 1) + 0.5).astype(np.int64)
+rx = np.floor((nx - 1) * np.arange(nr) / (nr - 1) + 0.5).astype(np.int64)
+src = np.stack([np.full(shots, 2), sx], -1)[:, None, :]
+rec = np.ascontiguousarray(np.broadcast_to(np.stack([np.full(nr, 4), rx], -1), (shots, nr, 2)))
+amp = np.ascontiguousarray(np.broadcast_to(ksweep.ricker(5.0, nt, dt, 0.2).astype(np.float32), (shots, 1, nt)))
+kw = dict(order=4, pml_width=50)
+
+
+def python_call():
+    t0 = time.perf_counter()
+    ksweep.forward(v, dh, dt, amp, src, rec, **kw)
+    return time.perf_counter() - t0
+
+
+def cpp_call():
+    return _ksweep._cpp_forward_seconds(list(v.shape), dh, dt, 4, 50, src, rec, amp, v)
+
+
+python_call(), cpp_call()  # warm-up
+pairs = []
+for i in range(a.pairs):
+    first, second = (python_call, cpp_call) if i % 2 == 0 else (cpp_call, python_call)
+    t1, t2 = first(), second()
+    tp, tc = (t1, t2) if first is python_call else (t2, t1)
+    pairs.append((tp, tc))
+    print(f"pair {i + 1}: python {tp:.3f} s  c++ {tc:.3f} s  ratio {tp / tc:.4f}", flush=True)
+ratios = [tp / tc for tp, tc in pairs]
+tracemalloc.start()
+d = ksweep.forward(v, dh, dt, amp, src, rec, **kw)
+_, peak = tracemalloc.get_traced_memory()
+tracemalloc.stop()
+records = d.nbytes
+padded = (nz + 50 + 50) * (nx + 100) * shots * 4
+out = {"cpu": platform.processor() or platform.machine(), "threads": ksweep.info()["concurrency"],
+       "backend": ksweep.info()["backend"], "case": f"{shots} shots, {nz} x {nx} cells, nt {nt}, order 4",
+       "pairs": [{"python_s": tp, "cpp_s": tc} for tp, tc in pairs],
+       "ratio_median": statistics.median(ratios), "ratio_mean": statistics.fmean(ratios),
+       "python_peak_bytes": peak, "records_bytes": records, "one_wavefield_level_bytes": padded}
+print(f"python / c++: median {out['ratio_median']:.4f}, mean {out['ratio_mean']:.4f} over {len(ratios)} pairs")
+print(f"Python-side allocations during one call: {peak / 2**20:.1f} MiB peak; records {records / 2**20:.1f} MiB; "
+      f"one wavefield level {padded / 2**20:.1f} MiB")
+if a.json:
+    json.dump(out, open(a.json, "w"), indent=1)

@@ -1,0 +1,299 @@
+"""The Python package against the library and the program: bits, adjoints, gradients, errors,
+threads and signals."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import h5py
+import numpy as np
+import pytest
+
+import ksweep
+from conftest import MARMOUSI_CROP, SOURCE_DIR, amplitudes, layered, survey
+
+DT, DH = 0.001, 10.0
+
+
+def run(cmd, **kw):
+    env = dict(os.environ, OMP_NUM_THREADS="2", OMP_PROC_BIND="false")
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, **kw)
+    assert r.returncode == 0, f"{cmd} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
+    return r
+
+
+def test_info():
+    i = ksweep.info()
+    assert i["backend"] in i["backends"] and i["concurrency"] >= 1
+    assert i["version"] == ksweep.__version__ and i["kokkos"].count(".") == 2
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp64"])
+def test_forward_equals_the_program_bit_for_bit(program, tmp_path, precision):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(MARMOUSI_CROP.replace("[propagator]", f'[propagator]\nprecision = "{precision}"'))
+    run([program, "model", "--config", str(cfg), "--out", str(tmp_path / "m")])
+    with h5py.File(tmp_path / "m" / "observed.h5") as f:
+        expected = f["data"][...]  # [shot, time, receiver], float32
+        src = np.stack([f["src_z"][...], f["src_x"][...]], -1)[:, None, :]
+        rec = np.broadcast_to(np.stack([f["rec_z"][...], f["rec_x"][...]], -1), (len(src), f["rec_x"].size, 2))
+        dt, freq, delay = f.attrs["dt"], f.attrs["freq"], f.attrs["delay"]
+    v, dh = ksweep.load_model("marmousi2", decimate=2, crop_z=[0, 60], crop_x=[250, 370])
+    dtype = np.float64 if precision == "fp64" else np.float32
+    w = ksweep.ricker(freq, expected.shape[1], dt, delay).astype(dtype)
+    d = ksweep.forward(v.astype(dtype), dh, dt, np.broadcast_to(w, (len(src), 1, w.size)), src, rec, order=4,
+                       pml_width=16, batch=3)
+    assert d.shape == (6, 60, 500) and d.dtype == dtype
+    assert np.array_equal(d.transpose(0, 2, 1).astype(np.float32), expected)
+
+
+def test_batches_and_schedules_give_the_same_bits():
+    v = layered((48, 72))
+    src, rec = survey(v.shape, shots=5)
+    amp = amplitudes(5, 1, 300, DT)
+    ref = ksweep.forward(v, DH, DT, amp, src, rec, order=8)
+    for kw in [dict(batch=1), dict(batch=2), dict(schedule="batched"), dict(schedule="shots"),
+               dict(schedule="cells", batch=3)]:
+        assert np.array_equal(ksweep.forward(v, DH, DT, amp, src, rec, order=8, **kw), ref), kw
+
+
+def dot_error(shape, dtype, order, free_surface, shots=2, sources=2, nt=160, pml=8):
+    rng = np.random.default_rng(order)
+    v = layered(shape, dtype)
+    src, rec = survey(shape, shots=shots, sources=sources, receivers=9)
+    a = rng.standard_normal((shots, sources, nt)).astype(dtype)
+    d = rng.standard_normal((shots, rec.shape[1], nt)).astype(dtype)
+    kw = dict(order=order, pml_width=pml, free_surface=free_surface)
+    fa = ksweep.forward(v, DH, DT, a, src, rec, **kw)
+    ftd = ksweep.adjoint(v, DH, DT, d, src, rec, **kw)
+    lhs, rhs = np.sum(fa.astype(np.float64) * d), np.sum(a.astype(np.float64) * ftd)
+    return abs(lhs - rhs) / max(abs(lhs), abs(rhs))
+
+
+@pytest.mark.parametrize("order", [2, 4, 6, 8])
+@pytest.mark.parametrize("free_surface", [False, True])
+def test_adjoint_dot_product_2d(order, free_surface):
+    assert dot_error((30, 44), np.float64, order, free_surface) <= 1e-12
+    assert dot_error((30, 44), np.float32, order, free_surface) <= 1e-5
+
+
+@pytest.mark.parametrize("free_surface", [False, True])
+def test_adjoint_dot_product_3d(free_surface):
+    assert dot_error((14, 12, 16), np.float64, 4, free_surface, nt=80, pml=5) <= 1e-12
+
+
+def test_forward_3d_is_symmetric_about_the_source():
+    """A 3D model invariant along y, the source in its middle plane: receivers mirrored about
+    that plane record the same trace."""
+    v2 = layered((16, 20))
+    v3 = np.ascontiguousarray(np.repeat(v2[:, None, :], 11, axis=1))
+    src = np.array([[[3, 5, 10]]])
+    rec = np.array([[[4, 3, 6], [4, 7, 6]]])  # symmetric about y = 5
+    d = ksweep.forward(v3, DH, DT, amplitudes(1, 1, 120, DT), src, rec, pml_width=5)
+    assert d.shape == (1, 2, 120) and np.all(np.isfinite(d)) and np.abs(d).max() > 0
+    assert np.allclose(d[0, 0], d[0, 1], rtol=1e-5, atol=1e-6 * np.abs(d).max())
+
+
+def test_gradient_against_finite_differences():
+    v = layered((32, 48), np.float64)
+    src, rec = survey(v.shape, shots=2)
+    amp = amplitudes(2, 1, 260, DT, np.float64)
+    obs = ksweep.forward(v, DH, DT, amp, src, rec)
+    v0 = (v * 0.97 + 30.0).astype(np.float64)
+    kw = dict(layer_velocity=v0, pml_width=10)
+    g = ksweep.gradient(v0, DH, DT, amp, src, rec, obs, **kw)
+    rng = np.random.default_rng(3)
+    dv = rng.standard_normal(v.shape)
+    h = 1e-2
+    lp = ksweep.gradient(v0 + h * dv, DH, DT, amp, src, rec, obs, **kw).loss
+    lm = ksweep.gradient(v0 - h * dv, DH, DT, amp, src, rec, obs, **kw).loss
+    fd, an = (lp - lm) / (2 * h), np.sum(g.grad["vp"] * dv)
+    assert abs(fd - an) / abs(an) <= 1e-6, (fd, an)
+    assert np.isclose(g.loss, np.sum((g.data - obs) ** 2), rtol=1e-12)
+    assert np.isclose(g.loss, g.shot_losses.sum(), rtol=1e-14)
+
+
+def test_gradient_every_storage_agrees():
+    v = layered((32, 48))
+    src, rec = survey(v.shape, shots=3)
+    amp = amplitudes(3, 1, 240, DT)
+    obs = ksweep.forward(v, DH, DT, amp, src, rec)
+    v0 = v * np.float32(0.98)
+    ref = ksweep.gradient(v0, DH, DT, amp, src, rec, obs, storage="full")
+    for strategy, location, dtype, tol in [("boundary", "device", "fp32", 1e-4), ("boundary", "host", "fp32", 1e-4),
+                                           ("boundary", "disk", "fp16", 5e-3), ("boundary", "device", "bf16", 2e-2),
+                                           ("boundary", "host", "int8", 2e-2)]:
+        g = ksweep.gradient(v0, DH, DT, amp, src, rec, obs, storage=strategy, storage_location=location,
+                            storage_dtype=dtype, batch=2)
+        a, b = g.grad["vp"].ravel().astype(np.float64), ref.grad["vp"].ravel().astype(np.float64)
+        assert np.linalg.norm(a - b) / np.linalg.norm(b) <= tol, (strategy, location, dtype)
+        assert g.loss == ref.loss
+
+
+def test_non_contiguous_and_transposed_inputs():
+    v = layered((30, 40))
+    src, rec = survey(v.shape)
+    amp = amplitudes(3, 1, 100, DT)
+    ref = ksweep.forward(v, DH, DT, amp, src, rec)
+    vf = np.asfortranarray(v)
+    amp_nc = np.ascontiguousarray(np.concatenate([amp, amp], axis=2))[:, :, ::2]
+    amp_nc[...] = amp
+    assert not vf.flags.c_contiguous and not amp_nc.flags.c_contiguous
+    assert np.array_equal(ksweep.forward(vf, DH, DT, amp_nc, src, rec), ref)
+    # the records come back as a view of the time-major array, and go back in without a copy
+    assert not ref.flags.c_contiguous and ref.transpose(0, 2, 1).flags.c_contiguous
+    d = ksweep.adjoint(v, DH, DT, ref, src, rec)
+    assert np.array_equal(d, ksweep.adjoint(v, DH, DT, np.ascontiguousarray(ref), src, rec))
+
+
+def test_positions_in_metres():
+    v = layered((30, 40))
+    src, rec = survey(v.shape)
+    amp = amplitudes(3, 1, 100, DT)
+    ref = ksweep.forward(v, DH, DT, amp, src, rec)
+    assert np.array_equal(ksweep.forward(v, DH, DT, amp, src * DH, rec * DH, location_units="m"), ref)
+    with pytest.raises(ValueError, match=r"source_locations\[0, 0\].*not on the grid"):
+        ksweep.forward(v, DH, DT, amp, src * DH + 3.0, rec * DH, location_units="m")
+
+
+def errors_case():
+    v = layered((30, 40))
+    src, rec = survey(v.shape)
+    return v, src, rec, amplitudes(3, 1, 100, DT)
+
+
+@pytest.mark.parametrize("change, error, match", [
+    (dict(v=lambda v: v.astype(np.int32)), TypeError, "v has dtype int32"),
+    (dict(v=lambda v: v.astype(np.float16)), TypeError, "float32 or float64"),
+    (dict(amp=lambda a: a.astype(np.float64)), TypeError, "source_amplitudes has dtype float64, v has float32"),
+    (dict(v=lambda v: v[0]), ValueError, r"shape \(40,\)"),
+    (dict(amp=lambda a: a[:2]), ValueError, r"source_amplitudes has shape \(2, 1, 100\), expected"),
+    (dict(src=lambda s: s[..., :1]), ValueError, "source_locations has shape"),
+    (dict(v=lambda v: np.where(np.arange(40) == 7, np.nan, v).astype(np.float32)), ValueError, "velocity at cell 7 is nan: velocities must be finite"),
+    (dict(v=lambda v: -v), ValueError, r"velocity at cell 0 is -\d+.*must be finite and > 0"),
+    (dict(src=lambda s: s + np.array([0, 100])), ValueError, r"source 0 at \(z, x\) = \(2, 104\) is outside"),
+    (dict(rec=lambda r: r - np.array([5, 0])), ValueError, r"receiver 0 at \(z, x\) = \(-2, 2\) is outside"),
+    (dict(order=5), ValueError, "order"),
+    (dict(pml_width=-1), ValueError, "pml_width"),
+    (dict(batch=-2), ValueError, "batch = -2"),
+    (dict(dt=0.05), ValueError, "CFL|stab"),
+])
+def test_bad_input_is_a_clear_error(change, error, match):
+    v, src, rec, amp = errors_case()
+    kw = {}
+    dt = DT
+    for k, f in change.items():
+        if k == "v":
+            v = f(v)
+        elif k == "amp":
+            amp = f(amp)
+        elif k == "src":
+            src = f(src)
+        elif k == "rec":
+            rec = f(rec)
+        elif k == "dt":
+            dt = f
+        else:
+            kw[k] = f
+    with pytest.raises(error, match=match):
+        ksweep.forward(v, DH, dt, amp, src, rec, **kw)
+
+
+def test_bad_storage_names_the_allowed_values():
+    v, src, rec, amp = errors_case()
+    with pytest.raises(ValueError, match="fp12.*fp32"):
+        ksweep.gradient(v, DH, DT, amp, src, rec, ksweep.forward(v, DH, DT, amp, src, rec), storage_dtype="fp12")
+
+
+def test_the_gil_is_released():
+    v = layered((120, 160))
+    src, rec = survey(v.shape, shots=8)
+    amp = amplitudes(8, 1, 3000, DT)
+    done = threading.Event()
+    ticks = 0
+
+    def work():
+        ksweep.forward(v, DH, DT, amp, src, rec)
+        done.set()
+
+    t = threading.Thread(target=work)
+    t0 = time.perf_counter()
+    t.start()
+    while not done.is_set():
+        ticks += 1
+        time.sleep(0.001)
+    t.join()
+    elapsed = time.perf_counter() - t0
+    # held, the GIL would let this thread wake a few times; released, about every millisecond
+    assert elapsed > 0.2 and ticks > 0.3 * elapsed / 0.001, (ticks, elapsed)
+
+
+def test_ctrl_c_stops_at_the_end_of_a_batch(tmp_path):
+    script = tmp_path / "long.py"
+    script.write_text(
+        "import sys, time; sys.path.insert(0, %r)\n" % os.path.dirname(__file__) +
+        "import ksweep\nfrom conftest import layered, survey, amplitudes\n"
+        "v = layered((120, 200)); src, rec = survey(v.shape, shots=40); amp = amplitudes(40, 1, 1200, 0.001)\n"
+        "print('started', flush=True); t0 = time.time()\n"
+        "try:\n    ksweep.forward(v, 10.0, 0.001, amp, src, rec, batch=1)\n"
+        "except KeyboardInterrupt:\n    print('interrupted after %.1f s' % (time.time() - t0), flush=True); sys.exit(3)\n"
+        "print('finished', flush=True)\n")
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+    assert p.stdout.readline().strip() == "started"
+    time.sleep(1.0)
+    p.send_signal(signal.SIGINT)
+    t0 = time.time()
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode == 3 and "interrupted" in out, out
+    assert time.time() - t0 < 10, "the run did not stop at the end of a batch"
+
+
+def test_inversion_gives_the_program_s_loss_history(program, tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(MARMOUSI_CROP)
+    run([program, "fwi", "--config", str(cfg), "--out", str(tmp_path / "p")])
+    losses = [h["loss"] for h in json.load(open(tmp_path / "p" / "summary.json"))["iterations"]]
+    example = os.path.join(SOURCE_DIR, "share", "examples", "python", "marmousi_fwi.py")
+    run([sys.executable, example, str(cfg), "--out", str(tmp_path / "py")], cwd=tmp_path)
+    py = [h["loss"] for h in json.load(open(tmp_path / "py" / "history.json"))]
+    assert len(losses) == 3 and py == losses, (py, losses)
+    assert os.path.getsize(tmp_path / "py" / "models.png") > 10000
+
+
+def test_inversion_state_restores_the_same_bits():
+    v = layered((32, 48))
+    src, rec = survey(v.shape, shots=4)
+    w = ksweep.ricker(12.0, 240, DT)
+    obs = ksweep.forward(v, DH, DT, np.broadcast_to(w.astype(np.float32), (4, 1, 240)), src, rec)
+    v0 = (v * 0.97).astype(np.float32)
+    kw = dict(true_model=v, batch=2, seed=5, lr=5.0)
+    a = ksweep.Inversion(v0, DH, DT, w, src, rec, obs, **kw)
+    a.run(2)
+    s = a.state()
+    third = a.step()
+    b = ksweep.Inversion(v0, DH, DT, w, src, rec, obs, **kw)
+    b.restore(s)
+    r = b.step()
+    assert r["loss"] == third["loss"] and r["shots"] == third["shots"] and r["rmse"] == third["rmse"]
+    assert np.array_equal(a.model, b.model)
+    assert a.iteration == b.iteration == 3
+    hist = ksweep.Inversion(v0, DH, DT, w, src, rec, obs, **kw).run(6)
+    assert hist[-1]["loss"] < hist[0]["loss"] and hist[-1]["rmse"] < hist[0]["rmse"]
+    assert set(a.images()) == {"grad", "illum_src", "illum_rec"}
+
+
+def test_inversion_errors():
+    v = layered((32, 48))
+    src, rec = survey(v.shape, shots=2)
+    w = ksweep.ricker(12.0, 100, DT)
+    obs = np.zeros((2, rec.shape[1], 100), np.float32)
+    with pytest.raises(ValueError, match="one signature"):
+        ksweep.Inversion(v, DH, DT, np.stack([w, w]), src, rec, obs)
+    with pytest.raises(ValueError, match="observed_data has shape"):
+        ksweep.Inversion(v, DH, DT, w, src, rec, obs[:, :5])
+    with pytest.raises(ValueError, match="optimizer"):
+        ksweep.Inversion(v, DH, DT, w, src, rec, obs, optimizer="sgd")
