@@ -297,3 +297,30 @@ def test_inversion_errors():
         ksweep.Inversion(v, DH, DT, w, src, rec, obs[:, :5])
     with pytest.raises(ValueError, match="optimizer"):
         ksweep.Inversion(v, DH, DT, w, src, rec, obs, optimizer="sgd")
+
+
+def test_a_signal_handler_that_frees_ksweep_objects_does_not_deadlock(tmp_path):
+    """A Python signal handler runs while the main thread waits for the worker; an object it
+    frees is freed at the end of the running call, and the call completes."""
+    script = tmp_path / "handler.py"
+    script.write_text(
+        "import signal, sys, time; sys.path.insert(0, %r)\n" % os.path.dirname(__file__) +
+        "import numpy as np, ksweep\nfrom conftest import layered, survey, amplitudes\n"
+        "v = layered((120, 200)); src, rec = survey(v.shape, shots=8); amp = amplitudes(8, 1, 1500, 0.001)\n"
+        "s = ksweep._survey(v, src, rec, 10.0, 'cells')\n"
+        "held = [ksweep._modeling(s, 10.0, 0.001, 1500, order=4, pml_width=20, pml_reflection=1e-3, pml_freq=25.0,"
+        " free_surface=False, batch=0, schedule='auto')]\n"
+        "signal.signal(signal.SIGINT, lambda *a: held.clear())\n"
+        "print('started', flush=True)\n"
+        "for i in range(100):  # until the handler has run (almost surely during a forward)\n"
+        "    d = ksweep.forward(v, 10.0, 0.001, amp, src, rec, batch=2)\n"
+        "    if not held:\n"
+        "        break\n"
+        "print('finished', len(held), d.shape, flush=True)\n")
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                         env=dict(os.environ, OMP_NUM_THREADS="2"))
+    assert p.stdout.readline().strip() == "started"
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode == 0 and "finished 0 (8, 17, 1500)" in out, out

@@ -33,6 +33,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -70,6 +71,7 @@ class Worker {
     {
       py::gil_scoped_release nogil;
       std::lock_guard<std::mutex> one_call(m_call);
+      m_caller = std::this_thread::get_id();
       g_cancel = false;
       std::unique_lock<std::mutex> lock(m_mutex);
       m_job = [&] {
@@ -93,6 +95,16 @@ class Worker {
         if (interrupted) g_cancel = true;
         lock.lock();
       }
+      // What Python freed while this caller looked for signals (a handler's or the collector's
+      // work), freed here on the worker.
+      if (!m_graveyard.empty()) {
+        m_job = [graves = std::move(m_graveyard)]() mutable { graves.clear(); };
+        m_graveyard.clear();
+        m_done = false;
+        m_wake.notify_all();
+        m_finished.wait(lock, [&] { return m_done; });
+      }
+      m_caller = std::thread::id();
     }
     if (interrupted) throw py::error_already_set();
     if (error) std::rethrow_exception(error);
@@ -100,6 +112,18 @@ class Worker {
 
   /// Python's main thread (where signals are handled), set at import.
   void set_main_thread() { m_python_main = std::this_thread::get_id(); }
+
+  /// Frees `p` on the worker; when this thread is already waiting in run() (Python code ran while
+  /// it looked for signals), at the end of that run instead of waiting for itself.
+  template <class T>
+  void free(std::unique_ptr<T>& p) {
+    if (std::this_thread::get_id() == m_caller) {
+      std::lock_guard<std::mutex> lock(m_mutex);
+      m_graveyard.emplace_back(p.release(), [](void* q) { delete static_cast<T*>(q); });
+      return;
+    }
+    run([&] { p.reset(); });
+  }
 
  private:
   Worker() {
@@ -124,6 +148,8 @@ class Worker {
   std::function<void()> m_job;
   bool m_done = true;
   std::thread::id m_python_main;
+  std::atomic<std::thread::id> m_caller{};         // the thread inside run(), if any
+  std::vector<std::shared_ptr<void>> m_graveyard;  // freed at the end of the current run()
 };
 
 template <class F>
@@ -136,7 +162,7 @@ template <class T>
 void release(std::unique_ptr<T>& p) noexcept {
   if (!p) return;
   try {
-    on_worker([&] { p.reset(); });
+    Worker::get().free(p);
   } catch (...) {
     PyErr_Clear();  // a signal while freeing: freeing finished anyway
   }
