@@ -324,3 +324,14 @@ def test_a_signal_handler_that_frees_ksweep_objects_does_not_deadlock(tmp_path):
     p.send_signal(signal.SIGINT)
     out, _ = p.communicate(timeout=120)
     assert p.returncode == 0 and "finished 0 (8, 17, 1500)" in out, out
+
+
+def test_the_readme_s_first_example_runs_as_written(tmp_path):
+    readme = open(os.path.join(SOURCE_DIR, "README.md")).read()
+    section = readme[readme.index("## From Python"):]
+    code = section[section.index("```python") + len("```python"):]
+    code = code[:code.index("```")]
+    (tmp_path / "example.py").write_text(code)
+    r = run([sys.executable, str(tmp_path / "example.py")], cwd=tmp_path)
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 6 and lines[-1].startswith("5 "), r.stdout

@@ -55,7 +55,8 @@ np.save(os.path.join(a.out, "model.npy"), inv.model)
 import matplotlib; matplotlib.use("Agg"); import matplotlib.pyplot as plt  # noqa: E402
 fig, ax = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
 for axis, (title, img) in zip(ax, [("true", v), ("start", v0), (f"after {inv.iteration} iterations", inv.model)]):
-    axis.imshow(img, extent=(0, nx * dh / 1e3, nz * dh / 1e3, 0), cmap="jet", vmin=v.min(), vmax=v.max())
+    im = axis.imshow(img, extent=(0, nx * dh / 1e3, nz * dh / 1e3, 0), cmap="jet", vmin=v.min(), vmax=v.max())
     axis.set_title(f"vp, {title}"); axis.set_ylabel("depth (km)")
-ax[-1].set_xlabel("x (km)"); fig.tight_layout(); fig.savefig(os.path.join(a.out, "models.png"), dpi=120)
+ax[-1].set_xlabel("x (km)"); fig.tight_layout(); fig.colorbar(im, ax=ax, label="vp (m/s)", shrink=0.6)
+fig.savefig(os.path.join(a.out, "models.png"), dpi=120)
 print(f"wrote {a.out}/history.json, model.npy, models.png")
