@@ -261,6 +261,17 @@ std::vector<core::Cell> cells_of(carray<long long> const& a, int dim, char const
   return out;
 }
 
+/// The survey of cells [shot][source][dim] and [shot][receiver][dim].
+core::Survey make_survey(carray<long long> const& sources, carray<long long> const& receivers, int dim) {
+  core::Survey s;
+  s.n_shots = static_cast<int>(sources.shape(0));
+  s.n_sources = static_cast<int>(sources.shape(1));
+  s.n_receivers = static_cast<int>(receivers.shape(1));
+  s.sources = cells_of(sources, dim, "source_locations");
+  s.receivers = cells_of(receivers, dim, "receiver_locations");
+  return s;
+}
+
 core::PmlConfig make_pml(std::vector<int> const& faces, double reflection, double freq, bool free_surface) {
   core::PmlConfig p;
   KSWEEP_REQUIRE(faces.size() == 6, "pml_width: 6 faces expected, got " << faces.size());
@@ -294,11 +305,7 @@ class PyModeling {
     s.order = order;
     s.dt = dt;
     s.nt = nt;
-    s.survey.n_shots = static_cast<int>(sources.shape(0));
-    s.survey.n_sources = static_cast<int>(sources.shape(1));
-    s.survey.n_receivers = static_cast<int>(receivers.shape(1));
-    s.survey.sources = cells_of(sources, dim, "source_locations");
-    s.survey.receivers = cells_of(receivers, dim, "receiver_locations");
+    s.survey = make_survey(sources, receivers, dim);
     s.batch = batch;
     s.schedule = core::parse_schedule(schedule);
     s.storage = storage::make_storage_config(strategy, location, dtype, 64, disk_dir, true);
@@ -425,11 +432,7 @@ class PyInversion {
     pb.order = order;
     pb.dt = dt;
     pb.nt = static_cast<int>(wavelet.size());
-    pb.survey.n_shots = static_cast<int>(sources.shape(0));
-    pb.survey.n_sources = static_cast<int>(sources.shape(1));
-    pb.survey.n_receivers = static_cast<int>(receivers.shape(1));
-    pb.survey.sources = cells_of(sources, dim, "source_locations");
-    pb.survey.receivers = cells_of(receivers, dim, "receiver_locations");
+    pb.survey = make_survey(sources, receivers, dim);
     pb.wavelet.assign(wavelet.data(), wavelet.data() + wavelet.size());
     pb.observed.assign(observed.data(), observed.data() + observed.size());
     pb.start.assign(start.data(), start.data() + start.size());
@@ -650,11 +653,7 @@ PYBIND11_MODULE(_ksweep, m) {
     s.order = order;
     s.dt = dt;
     s.nt = static_cast<int>(amplitudes.shape(2));
-    s.survey.n_shots = static_cast<int>(sources.shape(0));
-    s.survey.n_sources = static_cast<int>(sources.shape(1));
-    s.survey.n_receivers = static_cast<int>(receivers.shape(1));
-    s.survey.sources = cells_of(sources, dim, "source_locations");
-    s.survey.receivers = cells_of(receivers, dim, "receiver_locations");
+    s.survey = make_survey(sources, receivers, dim);
     std::vector<float> const w(amplitudes.data(), amplitudes.data() + amplitudes.size());
     std::vector<float> const vp(v.data(), v.data() + v.size());
     double seconds = 0;
