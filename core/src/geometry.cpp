@@ -22,7 +22,7 @@ Survey Survey::select(std::vector<int> const& shots) const {
   return out;
 }
 
-Layout::Layout(ModelGrid const& grid, PmlConfig const& pml, int order)
+Layout::Layout(ModelGrid const& grid, PmlConfig const& pml, int order, int radius_)
     : dim(grid.dim()),
       nz(grid.nz),
       ny(grid.dim() == 3 ? grid.ny : 1),
@@ -33,15 +33,15 @@ Layout::Layout(ModelGrid const& grid, PmlConfig const& pml, int order)
       back(grid.dim() == 3 ? pml.face(PmlConfig::back) : 0),
       left(pml.face(PmlConfig::left)),
       right(pml.face(PmlConfig::right)),
-      radius(order / 2),
+      radius(radius_ < 0 ? order / 2 : radius_),
       NZ(nz + top + bottom),
       NY(ny + front + back),
       NX(nx + left + right),
       free_surface(pml.free_surface) {}
 
-void check_grid(ModelGrid const& grid, PmlConfig const& pml, int order) {
+void check_grid(ModelGrid const& grid, PmlConfig const& pml, int order, int radius) {
   names::order.parse(std::to_string(order));
-  int const m = order / 2;
+  int const m = radius < 0 ? order / 2 : radius;
   KSWEEP_REQUIRE(std::isfinite(grid.dh) && grid.dh > 0, "grid spacing dh = " << grid.dh << " must be > 0");
   int const min_cells = 2 * m + 1;
   KSWEEP_REQUIRE(grid.dim() == 3 || grid.ny == 1, "model grid: a plane has ny = 1, not " << grid.ny);
@@ -70,7 +70,7 @@ void check_grid(ModelGrid const& grid, PmlConfig const& pml, int order) {
     KSWEEP_REQUIRE(grid.nz >= 2 * m + 2, "model grid nz = " << grid.nz << " is too small for a free surface at order "
                                                             << order << ": it must be >= " << 2 * m + 2);
   }
-  Layout const l(grid, pml, order);
+  Layout const l(grid, pml, order, m);
   KSWEEP_REQUIRE(static_cast<long long>(l.field_rows()) * (l.NX + 2 * m) < (1LL << 31),
                  "padded grid of " << static_cast<long long>(l.field_rows()) * (l.NX + 2 * m)
                                    << " cells exceeds the limit of 2^31 - 1 cells per shot");
@@ -85,6 +85,13 @@ void check_velocity(float const* vp, long long n) {
   for (long long i = 0; i < n; ++i) {
     KSWEEP_REQUIRE(std::isfinite(vp[i]) && vp[i] > 0,
                    "velocity at cell " << i << " is " << vp[i] << ": velocities must be finite and > 0");
+  }
+}
+
+void check_density(float const* rho, long long n) {
+  for (long long i = 0; i < n; ++i) {
+    KSWEEP_REQUIRE(std::isfinite(rho[i]) && rho[i] > 0,
+                   "density at cell " << i << " is " << rho[i] << " kg/m^3: densities must be finite and > 0");
   }
 }
 

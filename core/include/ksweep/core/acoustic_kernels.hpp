@@ -233,7 +233,14 @@ struct ImageRun {
 /// `Flags` selects the region (RegionFlags). Axis terms are summed from x (the last axis) to z.
 template <class Real, int Order, int Dim>
 struct AcousticCell {
-  static constexpr int M = Order / 2, X = Dim - 1;
+  using real_type = Real;
+  static constexpr int dim = Dim, M = Order / 2, X = Dim - 1;
+  /// The seam (see PhysicsStep): halo radius of the fields, and how far from the layer a cell
+  /// has layer terms (forward: 0, the layer cells alone; adjoint: M).
+  static constexpr int R = M, forward_reach = 0, adjoint_reach = M;
+  /// No coefficients beyond c and the cell CPML profiles.
+  template <class MemorySpace>
+  struct extra {};
   using C = StencilCoefficients<Order>;
   using F = RegionFlags<Dim>;
   using run_type = CellRun<Real, Dim>;
@@ -395,6 +402,10 @@ struct AcousticCell {
     else adjoint<Flags>(r, ix);
   }
 
+  /// Nothing to bind beyond the common run.
+  template <class Extra>
+  KOKKOS_FORCEINLINE_FUNCTION static void bind_extra(run_type&, Extra const&, int, int, int, int) {}
+
   // ---------------------------------------------------------------------------------------------
   // Imaging on the model cells (no layer terms), with u0 = u^n, u1 = u^{n+1}, lambda = mu^{n+1}:
   //   grad += lambda L u0,  isrc += u0^2,  irec += lambda^2,
@@ -463,21 +474,26 @@ void launch_grid(ExecSpace const& space, char const* label, Functor const& f, in
   }
 }
 
-/// The acoustic step of a batch of shots (ForwardTag: u^{n+1}; AdjointTag: mu^n) on the padded
-/// grid of dimension Dim. Wavefields carry a halo of M zero cells on every side, stored as rows
-/// of NX + 2M cells: [shot][field row][NX + 2M] (see Rows). The layer memories of axis a live
-/// only in that axis' layer, in two strips (side 0 before the model, 1 after it) with 2M cells
-/// of zeros on each side along the axis (Sa = max(layer cells of the two faces) + 4M cells):
+/// The time step of a physics of the wave-equation family (the cell body `Body`: AcousticCell,
+/// AcousticVdCell) for a batch of shots (ForwardTag: u^{n+1}; AdjointTag: mu^n) on the padded
+/// grid of dimension Dim. Wavefields carry a halo of R zero cells on every side (R = Body::R,
+/// the reach of the body's stencil), stored as rows of NX + 2R cells: [shot][field row][NX + 2R]
+/// (see Rows). The layer memories of axis a live only in that axis' layer, in two strips (side 0
+/// before the model, 1 after it) with 2R cells of zeros on each side along the axis
+/// (Sa = max(layer cells of the two faces) + 4R cells):
 ///   axis 0 (z) [side][shot][Sz][NY NX], axis 1 (y, 3D) [side][shot][NZ Sy][NX],
 ///   axis x     [side][shot][NZ NY][Sx].
-/// Regions: along each axis, the cells with layer terms (forward: in the layer; adjoint: within
-/// M of it) and the others; the free-surface rows 1 .. M-1 (row 0 holds u = 0 and is skipped).
-/// A row is (shot, iz, iy) of the padded grid, NZ NY rows per shot.
-template <class Real, int Order, class MemorySpace, int Dimension = 2>
-struct AcousticStep {
-  static constexpr int Dim = Dimension, M = Order / 2, X = Dim - 1;
-  static_assert(Dim == 2 || Dim == 3, "the acoustic step is 2D or 3D");
-  using body = AcousticCell<Real, Order, Dim>;
+/// Regions: along each axis, the cells with layer terms (within Body::forward_reach or
+/// Body::adjoint_reach of the layer, 0 meaning the layer cells alone) and the others; the
+/// free-surface rows 1 .. R-1 (row 0 holds u = 0 and is skipped). A row is (shot, iz, iy) of the
+/// padded grid, NZ NY rows per shot. The body's own coefficients (Body::extra) are bound to a
+/// run by Body::bind_extra.
+template <class Body, class MemorySpace>
+struct PhysicsStep {
+  using Real = typename Body::real_type;
+  static constexpr int Dim = Body::dim, M = Body::M, R = Body::R, X = Dim - 1;
+  static_assert(Dim == 2 || Dim == 3, "the step is 2D or 3D");
+  using body = Body;
   using flags = RegionFlags<Dim>;
   using run_type = typename body::run_type;
   using field3 = Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace>;
@@ -491,19 +507,20 @@ struct AcousticStep {
   // Layer memories per axis (forward: psi, zeta; adjoint: psibar, zetabar); *_in read, *_out written.
   field4 m_psi_in[Dim], m_psi_out[Dim], m_zeta_in[Dim], m_zeta_out[Dim];
   cfield2 m_c;                              // v^2 dt^2 / dh^2, [field row][NX + 2M], zero in the halo
-  cfield1 m_a[Dim], m_b[Dim], m_mask[Dim];  // CPML profiles per axis, [N + 2M]
+  cfield1 m_a[Dim], m_b[Dim], m_mask[Dim];  // CPML profiles per axis, [N + 2R]
+  typename Body::template extra<MemorySpace> m_extra;
   GridAxis m_axis[Dim];
   Rows<Dim> m_rows;
   int m_strip_y = 0;  // Sy: rows of a y strip per z (3D)
   int m_block_y = 1;  // 3D: rows of y per block of the launch order (see decode)
   bool m_free_surface = false;
 
-  AcousticStep() = default;
-  explicit AcousticStep(Layout const& l) : m_rows(l), m_free_surface(l.free_surface) {
+  PhysicsStep() = default;
+  explicit PhysicsStep(Layout const& l) : m_rows(l), m_free_surface(l.free_surface) {
     auto const axes = grid_axes<Dim>(l);
     for (int a = 0; a < Dim; ++a) m_axis[a] = axes[a];
     if constexpr (Dim == 3) {
-      m_strip_y = std::max(l.front, l.back) + 4 * M;
+      m_strip_y = std::max(l.front, l.back) + 4 * R;
       m_block_y = l.NY;
     }
   }
@@ -525,25 +542,26 @@ struct AcousticStep {
 
   template <class Tag>
   KOKKOS_INLINE_FUNCTION bool layer_terms(int axis, int i) const {
-    if constexpr (std::is_same_v<Tag, ForwardTag>) return m_axis[axis].in_layer(i);
-    else return m_axis[axis].near_layer(i, M);
+    constexpr int reach = std::is_same_v<Tag, ForwardTag> ? Body::forward_reach : Body::adjoint_reach;
+    if constexpr (reach == 0) return m_axis[axis].in_layer(i);
+    else return m_axis[axis].near_layer(i, reach);
   }
 
   /// The run of row (iz, iy) of shot s; layer memories of axis a bound where `f` has layer
   /// terms (x: the strip `xside`).
   KOKKOS_INLINE_FUNCTION run_type make_run(int s, int iz, int iy, int xside, int f) const {
     run_type r;
-    int const hz = iz + M, fr = m_rows.field(iz, iy);
-    r.u = &m_cur(s, fr, M);
-    r.out = &m_out(s, fr, M);
-    r.c = &m_c(fr, M);
+    int const hz = iz + R, fr = m_rows.field(iz, iy);
+    r.u = &m_cur(s, fr, R);
+    r.out = &m_out(s, fr, R);
+    r.c = &m_c(fr, R);
     std::ptrdiff_t const row = static_cast<std::ptrdiff_t>(m_cur.stride(1));
     r.su[0] = row * m_rows.z_rows();
     if constexpr (Dim == 3) r.su[1] = row;
     r.su[X] = 1;
     r.z = iz;
     if (flags::layer(f, 0)) {
-      int const side = m_axis[0].side(iz), zr = m_axis[0].strip_index(side, iz, M);
+      int const side = m_axis[0].side(iz), zr = m_axis[0].strip_index(side, iz, R);
       bind_axis(r, 0, side, s, zr, Dim == 3 ? iy * m_axis[X].N : 0);
       r.ps[0] = static_cast<std::ptrdiff_t>(m_psi_in[0].stride(2));
       r.pa[0] = &m_a[0](hz);
@@ -552,22 +570,23 @@ struct AcousticStep {
     }
     if constexpr (Dim == 3) {
       if (flags::layer(f, 1)) {
-        int const side = m_axis[1].side(iy), yr = m_axis[1].strip_index(side, iy, M);
+        int const side = m_axis[1].side(iy), yr = m_axis[1].strip_index(side, iy, R);
         bind_axis(r, 1, side, s, iz * m_strip_y + yr, 0);
         r.ps[1] = static_cast<std::ptrdiff_t>(m_psi_in[1].stride(2));
-        r.pa[1] = &m_a[1](iy + M);
-        r.pb[1] = &m_b[1](iy + M);
-        r.pm[1] = &m_mask[1](iy + M);
+        r.pa[1] = &m_a[1](iy + R);
+        r.pb[1] = &m_b[1](iy + R);
+        r.pm[1] = &m_mask[1](iy + R);
       }
     }
     if (flags::layer(f, X)) {
       bind_axis(r, X, xside, s, Dim == 3 ? iz * m_axis[1].N + iy : iz, 0);
       r.ps[X] = 1;
-      r.off[X] = m_axis[X].strip_index(xside, 0, M);
-      r.pa[X] = &m_a[X](M);
-      r.pb[X] = &m_b[X](M);
-      r.pm[X] = &m_mask[X](M);
+      r.off[X] = m_axis[X].strip_index(xside, 0, R);
+      r.pa[X] = &m_a[X](R);
+      r.pb[X] = &m_b[X](R);
+      r.pm[X] = &m_mask[X](R);
     }
+    Body::bind_extra(r, m_extra, fr, iz, iy, f);
     return r;
   }
   KOKKOS_INLINE_FUNCTION void bind_axis(run_type& r, int a, int side, int s, int i1, int i2) const {
@@ -592,7 +611,7 @@ struct AcousticStep {
   // Flags of row (iz, iy) without the x axis' bit.
   template <class Tag>
   KOKKOS_INLINE_FUNCTION int row_flags(int iz, int iy) const {
-    int f = (layer_terms<Tag>(0, iz) ? 1 : 0) | (m_free_surface && iz < M ? flags::free_surface : 0);
+    int f = (layer_terms<Tag>(0, iz) ? 1 : 0) | (m_free_surface && iz < R ? flags::free_surface : 0);
     if constexpr (Dim == 3) f |= layer_terms<Tag>(1, iy) ? 2 : 0;
     else (void)iy;
     return f;
@@ -623,7 +642,7 @@ struct AcousticStep {
     decode(r, s, iz, iy);
     if (m_free_surface && iz == 0) return;
     int const f = row_flags<Tag>(iz, iy), lx = 1 << X;
-    int const m = std::is_same_v<Tag, ForwardTag> ? 0 : M;
+    int const m = std::is_same_v<Tag, ForwardTag> ? Body::forward_reach : Body::adjoint_reach;
     GridAxis const& ax = m_axis[X];
     run_flags<Tag>(f | lx, s, iz, iy, 0, 0, ax.lo + m);
     run_flags<Tag>(f, s, iz, iy, 0, ax.lo + m, ax.lo + ax.n - m);
@@ -644,6 +663,10 @@ struct AcousticStep {
     });
   }
 };
+
+/// The constant-density acoustic step (see PhysicsStep).
+template <class Real, int Order, class MemorySpace, int Dimension = 2>
+using AcousticStep = PhysicsStep<AcousticCell<Real, Order, Dimension>, MemorySpace>;
 
 /// Imaging and backward reconstruction on the model cells (AcousticCell::image) of a batch.
 /// Each shot has its own images, accumulated in double over the time steps in a fixed order, so

@@ -20,8 +20,14 @@ struct CpmlProfile {
 };
 
 /// Profile along an axis of `n_model` model cells with `before` layer cells on the low side
-/// (0 for a free surface) and `after` on the high side.
+/// (0 for a free surface) and `after` on the high side. A cell's depth into the layer is 1 for
+/// the first layer cell; with `half_points`, index i + radius holds the profile at the half-point
+/// i + 1/2 (staggered derivatives), half a cell less deep (1/2 between the model's last cell and
+/// the layer). `inset` (cells) leaves the part of the layer next to the model undamped: the
+/// profile at depth d is that of depth d - inset in a layer `inset` cells thinner, zero where
+/// d <= inset (variable density: M + 1/2, so that no stencil reaching a model cell or its
+/// half-points reads a layer memory).
 CpmlProfile cpml_profile(int n_model, int before, int after, int radius, double dh, double dt, double vmax,
-                         PmlConfig const& pml);
+                         PmlConfig const& pml, bool half_points = false, double inset = 0.0);
 
 }  // namespace ksweep::core

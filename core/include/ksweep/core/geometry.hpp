@@ -83,7 +83,8 @@ struct Layout {
   bool free_surface = false;
 
   Layout() = default;
-  Layout(ModelGrid const& grid, PmlConfig const& pml, int order);
+  /// The layout for a stencil of `radius` cells (< 0: order / 2, the constant-density stencil).
+  Layout(ModelGrid const& grid, PmlConfig const& pml, int order, int radius = -1);
   long long padded_cells() const { return static_cast<long long>(NZ) * NY * NX; }
   /// Rows of the padded grid (no halo) per shot: NZ NY.
   int rows() const { return NZ * NY; }
@@ -98,9 +99,11 @@ struct Layout {
 };
 
 /// Checks of the propagator set-up; each throws ksweep::Error naming the value and its limit.
-void check_grid(ModelGrid const& grid, PmlConfig const& pml, int order);
+/// `radius`: the reach of the physics' stencil (< 0: order / 2).
+void check_grid(ModelGrid const& grid, PmlConfig const& pml, int order, int radius = -1);
 void check_time(double dt, int nt);
 void check_velocity(float const* vp, long long n);
+void check_density(float const* rho, long long n);
 /// CFL: vmax dt / dh must not exceed the leapfrog limit of `order` in `dim` dimensions.
 void check_cfl(double vmax, double dt, double dh, int order, int dim = 2);
 void check_survey(Survey const& survey, ModelGrid const& grid, PmlConfig const& pml);

@@ -13,7 +13,8 @@
 ///    layer terms), then the ring of u^{n-1} is restored. Exact up to the round-off of the
 ///    reversal.
 /// Gradient with respect to the model velocity: dL/dv = sum_n lambda^{n+1} (L u^n) 2 c / v,
-/// with the absorbing layer's velocity held fixed.
+/// with the absorbing layer's velocity held fixed; with variable density (AcousticVd) also with
+/// respect to the density (see scale_images), the layer's density held fixed.
 
 #include <ksweep/core/memory_report.hpp>
 #include <ksweep/core/profiling.hpp>
@@ -31,35 +32,49 @@
 
 namespace ksweep::core {
 
-/// Gradient, source illumination (sum u^2) and receiver illumination (sum lambda^2) on the
-/// model grid, [nz][nx] (3D: [nz ny][nx], constructed with rows = nz ny), summed over shots in `Real` (double).
+/// Gradients (one per parameter of the physics, grads [parameter][nz][nx]; grad is the first,
+/// vp), source illumination (sum u^2) and receiver illumination (sum lambda^2) on the model
+/// grid, [nz][nx] (3D: [nz ny][nx], constructed with rows = nz ny), summed over shots in `Real` (double).
 /// GradientEngine::accumulate adds shots one by one in batch order, so a sum over a batch split over ranks or threads
 /// is the same, bit for bit, as over the whole batch at once (see comm::Communicator::sum_in_rank_order).
 template <class MemorySpace, class Real = double>
 struct Images {
-  Kokkos::View<Real**, Kokkos::LayoutRight, MemorySpace> grad, illum_src, illum_rec;
+  using image = Kokkos::View<Real**, Kokkos::LayoutRight, MemorySpace>;
+  Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace> grads;
+  image grad, illum_src, illum_rec;
   Images() = default;
-  Images(int nz, int nx)
-      : grad("ksweep::core::grad", nz, nx),
+  Images(int nz, int nx, int n_params = 1)
+      : grads("ksweep::core::grad", n_params, nz, nx),
+        grad(Kokkos::subview(grads, 0, Kokkos::ALL, Kokkos::ALL)),
         illum_src("ksweep::core::illum_src", nz, nx),
         illum_rec("ksweep::core::illum_rec", nz, nx) {}
   /// Zeroed images allocated and initialised on the instance `space`.
   template <class ExecSpace>
-  Images(ExecSpace const& space, int nz, int nx)
-      : grad(Kokkos::view_alloc(space, std::string("ksweep::core::grad")), nz, nx),
+  Images(ExecSpace const& space, int nz, int nx, int n_params = 1)
+      : grads(Kokkos::view_alloc(space, std::string("ksweep::core::grad")), n_params, nz, nx),
+        grad(Kokkos::subview(grads, 0, Kokkos::ALL, Kokkos::ALL)),
         illum_src(Kokkos::view_alloc(space, std::string("ksweep::core::illum_src")), nz, nx),
         illum_rec(Kokkos::view_alloc(space, std::string("ksweep::core::illum_rec")), nz, nx) {}
+  int n_params() const { return static_cast<int>(grads.extent(0)); }
+  /// The gradient with respect to parameter p (the physics' order: vp, rho).
+  image gradient(int p) const { return Kokkos::subview(grads, p, Kokkos::ALL, Kokkos::ALL); }
 };
 
 /// The gradient of a batch for the propagator it is given, on the propagator's instance.
 /// Synchronisation: forward(), backward(), compute() and loss_and_gradient() complete an
 /// operation and fence the instance before they return; accumulate() only launches (its sums
 /// are ordered before any later work on the instance).
-template <class Real, int Order, class ExecSpace = Kokkos::DefaultExecutionSpace, int Dimension = 2>
+template <class Real, int Order, class ExecSpace = Kokkos::DefaultExecutionSpace, int Dimension = 2,
+          class Physics = Acoustic>
 class GradientEngine {
  public:
   static constexpr int M = Order / 2, Dim = Dimension;
-  using propagator_type = core::Propagator<Real, Order, ExecSpace, Dim>;
+  using propagator_type = core::Propagator<Real, Order, ExecSpace, Dim, Physics>;
+  /// The halo of the fields and the width of the saved ring (the reach of the physics' stencil).
+  static constexpr int R = propagator_type::R;
+  static constexpr bool variable_density = std::is_same_v<Physics, AcousticVd>;
+  static constexpr int n_params = static_cast<int>(Physics::parameters.size());
+  using imaging_type = typename Physics::template imaging<Real, Order, typename ExecSpace::memory_space, Dimension>;
   using memory_space = typename ExecSpace::memory_space;
   using wavelet_view = typename propagator_type::wavelet_view;
   using record_view = typename propagator_type::record_view;
@@ -70,7 +85,7 @@ class GradientEngine {
 
   GradientEngine(propagator_type& prop, storage::StorageConfig const& cfg) : m_prop(prop), m_cfg(cfg) {
     auto const& l = prop.layout();
-    std::vector<int> const off = saved_cells(grid_axes<Dim>(l), M, l.free_surface, full());
+    std::vector<int> const off = saved_cells(grid_axes<Dim>(l), R, l.free_surface, full());
     m_n_ring = static_cast<int>(off.size());
     KSWEEP_REQUIRE(static_cast<long long>(off.size()) == core::ring_cells(l, full()),
                    "ksweep::core::GradientEngine: " << off.size() << " saved cells, ring_cells says "
@@ -93,10 +108,13 @@ class GradientEngine {
     int const S = prop.max_shots();
     using Kokkos::view_alloc;
     using Kokkos::WithoutInitializing;
-    int const R = l.model_rows();
-    m_grad_c = shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::core::grad_c")), S, R, l.nx);
-    m_isrc = shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::core::isrc")), S, R, l.nx);
-    m_irec = shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::core::irec")), S, R, l.nx);
+    int const rows = l.model_rows();
+    m_grad_c = shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::core::grad_c")), S, rows, l.nx);
+    m_isrc = shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::core::isrc")), S, rows, l.nx);
+    m_irec = shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::core::irec")), S, rows, l.nx);
+    if constexpr (variable_density)
+      m_grad_rho =
+          shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::core::grad_rho")), S, rows, l.nx);
     m_misfit = Kokkos::View<double**, Kokkos::LayoutRight, memory_space>(
         view_alloc(space, WithoutInitializing, std::string("ksweep::core::misfit")), S, 0);
   }
@@ -144,7 +162,6 @@ class GradientEngine {
   void backward(wavelet_view const& w, record_view const& residual) {
     ScopedRegion region("ksweep::core::gradient::backward");
     auto& p = m_prop;
-    auto const& l = p.layout();
     int const nt = m_nt, S = p.n_shots();
     KSWEEP_REQUIRE(m_store, "ksweep::core::GradientEngine::backward: forward() must run first");
     KSWEEP_REQUIRE(static_cast<int>(residual.extent(1)) == nt,
@@ -153,6 +170,7 @@ class GradientEngine {
     Kokkos::deep_copy(space, m_grad_c, 0.0);
     Kokkos::deep_copy(space, m_isrc, 0.0);
     Kokkos::deep_copy(space, m_irec, 0.0);
+    if constexpr (variable_density) Kokkos::deep_copy(space, m_grad_rho, 0.0);
     m_shots = S;
     p.adjoint_start(residual);  // lambda^{nt}
     if (p.runs_shots()) backward_shots(w, residual);
@@ -160,21 +178,7 @@ class GradientEngine {
     // The adjoint field is mu = c lambda: the images hold sum mu L u and sum mu^2. With
     // dc/dv = 2 c / v: dL/dv = sum lambda L u 2 c / v = (2 / v) sum mu L u, and
     // sum lambda^2 = (sum mu^2) / c^2 (c is fixed in time). Per shot.
-    auto gc = m_grad_c;
-    auto irc = m_irec;
-    auto c = p.c();
-    auto vp = p.vp_model();
-    int const wd = l.left;
-    Rows<Dim> const rows(l);
-    launch_for(
-        "ksweep::core::scale_images",
-        Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(
-            space, {0, 0, 0}, {S, l.model_rows(), l.nx}),
-        KOKKOS_LAMBDA(int s, int iz, int ix) {
-          double const cc = static_cast<double>(c(rows.model_field(iz), ix + wd + M));
-          gc(s, iz, ix) *= 2.0 / static_cast<double>(vp(iz, ix));
-          irc(s, iz, ix) /= cc * cc;
-        });
+    scale_images(S);
     space.fence();
     m_store.reset();
     m_peak = std::max(m_peak, core::peak_memory_bytes());
@@ -188,6 +192,21 @@ class GradientEngine {
     auto g = out.grad, is = out.illum_src, ir = out.illum_rec;
     auto gc = m_grad_c, isc = m_isrc, irc = m_irec;
     int const S = m_shots;
+    if constexpr (variable_density) {
+      KSWEEP_REQUIRE(out.n_params() == 2, "ksweep::core::GradientEngine::accumulate: images of "
+                                              << out.n_params() << " parameters, variable density has 2");
+      auto gr = out.gradient(1);
+      auto grs = m_grad_rho;
+      launch_for(
+          "ksweep::core::accumulate_density_image",
+          Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(
+              m_prop.space(), {0, 0}, {static_cast<int>(gr.extent(0)), static_cast<int>(gr.extent(1))}),
+          KOKKOS_LAMBDA(int iz, int ix) {
+            double a = gr(iz, ix);
+            for (int s = 0; s < S; ++s) a += grs(s, iz, ix);
+            gr(iz, ix) = a;
+          });
+    }
     launch_for(
         "ksweep::core::accumulate_images",
         Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(
@@ -210,6 +229,8 @@ class GradientEngine {
   shot_images const& shot_gradient() const { return m_grad_c; }
   shot_images const& shot_illum_src() const { return m_isrc; }
   shot_images const& shot_illum_rec() const { return m_irec; }
+  /// Variable density: the per-shot gradients with respect to the density.
+  shot_images const& shot_gradient_rho() const { return m_grad_rho; }
 
   /// The misfit of each shot of the last batch (scale included), in batch order.
   std::vector<double> const& shot_losses() const { return m_shot_loss; }
@@ -299,10 +320,11 @@ class GradientEngine {
         m_stage.span() * sizeof(Real);
     auto const& l = m_prop.layout();
     std::size_t const level =
-        static_cast<std::size_t>(m_prop.max_shots()) * l.field_rows() * (l.NX + 2 * M) * sizeof(Real);
+        static_cast<std::size_t>(m_prop.max_shots()) * l.field_rows() * (l.NX + 2 * R) * sizeof(Real);
     r.seed_bytes = 2 * level;
     r.wavefield_bytes = 2 * m_prop.state_bytes() - r.seed_bytes;
-    r.image_bytes = (3 * static_cast<std::size_t>(m_prop.max_shots()) + 3) * l.model_rows() * l.nx * sizeof(double);
+    r.image_bytes =
+        (static_cast<std::size_t>(n_params + 2) * (m_prop.max_shots() + 1)) * l.model_rows() * l.nx * sizeof(double);
     r.observed_bytes = observed_bytes;
     r.synthetic_bytes = synthetic_bytes;
     r.peak_device_bytes = m_peak;
@@ -402,7 +424,6 @@ class GradientEngine {
   // The `shots` schedule, backward: the same per-step work as the batched loop in backward(),
   // shot by shot, with the saved steps a chunk needs decoded into the staging rows first.
   struct BackwardShots {
-    using imaging_type = core::AcousticImaging<Real, Order, memory_space, Dim>;
     typename propagator_type::template ShotStep<core::AdjointTag> m_adj;
     core::InjectPoints<Real, memory_space> m_src;  // w[n] taken out of u^{n+1}
     imaging_type m_img[2];                         // by parity of the steps from m_n_base
@@ -453,7 +474,6 @@ class GradientEngine {
   void backward_shots(wavelet_view const& w, record_view const& residual) {
     if constexpr (core::impl::runs_by_rows<ExecSpace>) {
       auto& p = m_prop;
-      auto const& l = p.layout();
       int const T = chunk_steps(), S = p.n_shots();
       stage(T);
       wavelet_view no_wavelets;
@@ -477,9 +497,7 @@ class GradientEngine {
           bool const same = full() || par == 0;
           field3 const& newer = same ? p.forward_newest() : p.forward_previous();
           field3 const& older = same ? p.forward_previous() : p.forward_newest();
-          auto& img = body.m_img[par];
-          img = typename BackwardShots::imaging_type(older, body.m_adj.m_k[par].m_cur, newer, p.c(), m_grad_c, m_isrc,
-                                                     m_irec, l, !full());
+          body.m_img[par] = make_imaging(older, body.m_adj.m_k[par].m_cur, newer, !full());
           body.m_u0[par] = older;
         }
         body.m_offsets = m_offsets;
@@ -512,10 +530,52 @@ class GradientEngine {
     core::Concat<typename propagator_type::points_functor, inner> f{adj.f, inner{first, second, n_first}, adj.count};
     core::launch_points(m_prop.space(), "ksweep::core::backward_points", f, adj.count + n_first + n_second);
   }
+  // The physics' imaging functor over the given levels, with its own coefficients bound.
+  imaging_type make_imaging(field3 const& u0, field3 const& lambda, field3 const& u1, bool reconstruct) const {
+    imaging_type f(u0, lambda, u1, m_prop.c(), m_grad_c, m_isrc, m_irec, m_prop.layout(), reconstruct);
+    if constexpr (variable_density) {
+      for (int a = 0; a < Dim; ++a) f.m_bb[a] = m_prop.bb(a);
+      f.m_grho = m_grad_rho;
+    }
+    return f;
+  }
+
+  // The adjoint field is mu = c lambda: the images hold sum mu T u (T the model cells' step
+  // operator, L for constant density) and sum mu^2. Per shot, on the model cells:
+  //   d/dv   = sum lambda T u dc/dv = (2 / v) sum mu T u            (c = v^2 ...: dc/dv = 2 c / v)
+  //   d/drho = (1 / rho) sum mu T u - (1 / (2 rho^2)) grho          (variable density: c = rho v^2 ...
+  //            gives dc/drho = c / rho; bb_j = (1/rho_j + 1/rho_{j+1}) / 2 gives -1 / (2 rho^2) for
+  //            each half-point of the cell, whose d/dbb the imaging summed into grho)
+  //   sum lambda^2 = (sum mu^2) / c^2 (c is fixed in time).
+  void scale_images(int S) {
+    auto const& l = m_prop.layout();
+    auto gc = m_grad_c;
+    auto irc = m_irec;
+    auto grs = m_grad_rho;
+    auto c = m_prop.c();
+    auto vp = m_prop.vp_model();
+    auto rho = m_prop.rho_model();
+    int const wd = l.left;
+    Rows<Dim> const rows(l);
+    launch_for(
+        "ksweep::core::scale_images",
+        Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(
+            m_prop.space(), {0, 0, 0}, {S, l.model_rows(), l.nx}),
+        KOKKOS_LAMBDA(int s, int iz, int ix) {
+          double const cc = static_cast<double>(c(rows.model_field(iz), ix + wd + R));
+          double const raw = gc(s, iz, ix);
+          gc(s, iz, ix) = raw * (2.0 / static_cast<double>(vp(iz, ix)));
+          if constexpr (variable_density) {
+            double const r = static_cast<double>(rho(iz, ix));
+            grs(s, iz, ix) = raw / r - grs(s, iz, ix) / (2.0 * r * r);
+          }
+          irc(s, iz, ix) /= cc * cc;
+        });
+  }
+
   void imaging(field3 const& u0, field3 const& u1, field3 const& lambda, bool reconstruct, int S) {
     auto const& l = m_prop.layout();
-    core::AcousticImaging<Real, Order, memory_space, Dim> f(u0, lambda, u1, m_prop.c(), m_grad_c, m_isrc, m_irec, l,
-                                                            reconstruct);
+    imaging_type const f = make_imaging(u0, lambda, u1, reconstruct);
     core::launch_grid<void>(m_prop.space(), reconstruct ? "ksweep::core::image_and_rebuild" : "ksweep::core::image", f,
                             S * l.model_rows(), l.nx, m_prop.runs_cells());
   }
@@ -530,6 +590,7 @@ class GradientEngine {
   std::size_t m_peak = 0;
   Kokkos::View<int*, memory_space> m_offsets;
   shot_images m_grad_c, m_isrc, m_irec;  // per shot: d/dc (d/dv after backward) and illuminations
+  shot_images m_grad_rho;                // variable density, per shot: d/drho (after backward)
   Kokkos::View<double**, Kokkos::LayoutRight, memory_space> m_misfit;  // [shot][time] sums over receivers
   std::vector<double> m_shot_loss;
   int m_shots = 0;

@@ -4,6 +4,7 @@
 
 #include <ksweep/core/acoustic_kernels.hpp>
 #include <ksweep/core/cpml.hpp>
+#include <ksweep/core/physics.hpp>
 #include <ksweep/base/error.hpp>
 #include <ksweep/core/geometry.hpp>
 #include <ksweep/core/schedule.hpp>
@@ -31,21 +32,27 @@ namespace ksweep::core {
 /// Wavelets are [shot][source][time], records [shot][time][receiver].
 /// The absorbing layer surrounds the model grid; its velocity repeats the nearest model edge.
 /// `Dim` is the grid's dimension (2: [nz][nx], 3: [nz][ny][nx]); fields are stored as rows of
-/// NX + 2M cells (see Rows in acoustic_kernels.hpp).
+/// NX + 2R cells (see Rows in acoustic_kernels.hpp), R the reach of the physics' stencil.
+/// `Physics` (physics.hpp) is the equation: Acoustic (set_velocity) or AcousticVd (set_model).
 ///
 /// Synchronisation: every launch is on the instance given to the constructor. The whole
 /// operations set_velocity(), set_survey(), forward() and adjoint() fence it before they
 /// return; the pieces they are made of (forward_reset, forward_step, advance_forward,
 /// forward_finish, adjoint_start, adjoint_step, advance_adjoint) only launch.
-template <class Real, int Order, class ExecSpace = Kokkos::DefaultExecutionSpace, int Dimension = 2>
+template <class Real, int Order, class ExecSpace = Kokkos::DefaultExecutionSpace, int Dimension = 2,
+          class Physics = Acoustic>
 class Propagator {
  public:
   static constexpr int order = Order;
   static constexpr int M = Order / 2;
+  using physics_type = Physics;
   using real_type = Real;
   using execution_space = ExecSpace;
   using memory_space = typename ExecSpace::memory_space;
-  using kernel_type = AcousticStep<Real, Order, memory_space, Dimension>;
+  using cell_type = typename Physics::template cell<Real, Order, Dimension>;
+  using kernel_type = PhysicsStep<cell_type, memory_space>;
+  /// The fields' halo: the reach of the physics' stencil (M for constant density).
+  static constexpr int R = cell_type::R;
   using field3 = Kokkos::View<Real***, Kokkos::LayoutRight, memory_space>;
   using field4 = Kokkos::View<Real****, Kokkos::LayoutRight, memory_space>;
   using field2 = Kokkos::View<Real**, Kokkos::LayoutRight, memory_space>;
@@ -68,14 +75,25 @@ class Propagator {
 
   Propagator(ExecSpace const& space, ModelGrid const& grid, PmlConfig const& pml, double dt, int max_shots)
       : m_space(space), m_grid(grid), m_pml(pml), m_dt(dt), m_max_shots(max_shots) {
-    check_grid(grid, pml, Order);
+    check_grid(grid, pml, Order, R);
+    if constexpr (std::is_same_v<Physics, AcousticVd>) {
+      char const* const face_names[6] = {"top", "bottom", "front", "back", "left", "right"};
+      for (int f = 0; f < 6; ++f) {
+        if (((f == PmlConfig::front || f == PmlConfig::back) && Dim == 2) || (f == PmlConfig::top && pml.free_surface))
+          continue;
+        KSWEEP_REQUIRE(pml.face(f) >= 2 * M, "propagator.pml_" << face_names[f] << " = " << pml.face(f)
+                                                               << " is too small for variable density at order "
+                                                               << Order << ": it must be >= " << 2 * M
+                                                               << " (the damping starts M + 1/2 cells into the layer)");
+      }
+    }
     KSWEEP_REQUIRE(grid.dim() == Dim, "ksweep::core::Propagator: a " << grid.dim() << "D model grid given to the "
                                                                      << Dim << "D propagator");
     KSWEEP_REQUIRE(std::isfinite(dt) && dt > 0, "time.dt = " << dt << " must be > 0");
     KSWEEP_REQUIRE(max_shots >= 1, "ksweep::core::Propagator: max_shots = " << max_shots << " must be >= 1");
-    m_layout = Layout(grid, pml, Order);
+    m_layout = Layout(grid, pml, Order, R);
     auto const& l = m_layout;
-    m_c = field2(Kokkos::view_alloc(m_space, std::string("ksweep::core::c")), l.field_rows(), l.NX + 2 * M);
+    m_c = field2(Kokkos::view_alloc(m_space, std::string("ksweep::core::c")), l.field_rows(), l.NX + 2 * R);
     allocate_state(m_fwd, "fwd");
   }
 
@@ -113,6 +131,7 @@ class Propagator {
   /// damping profiles from the previous call (the gradient is with respect to the model cells
   /// with the layer held fixed).
   void set_velocity(float const* vp, bool update_layer = true) {
+    static_assert(std::is_same_v<Physics, Acoustic>, "set_velocity: constant-density acoustics (else set_model)");
     auto const& l = m_layout;
     int const rows = l.model_rows();
     check_velocity(vp, static_cast<long long>(rows) * l.nx);  // the host values, named as given
@@ -132,6 +151,7 @@ class Propagator {
   /// host when the layer is updated. With `update_layer` false the layer keeps its velocity and
   /// profiles from the previous call (the CFL check covers the new maximum).
   void set_velocity(velocity_view const& vp, bool update_layer = true) {
+    static_assert(std::is_same_v<Physics, Acoustic>, "set_velocity: constant-density acoustics (else set_model)");
     auto const& l = m_layout;
     KSWEEP_REQUIRE(static_cast<int>(vp.extent(0)) == l.model_rows() && static_cast<int>(vp.extent(1)) == l.nx,
                    "ksweep::core::Propagator::set_velocity: the model is ["
@@ -202,6 +222,129 @@ class Propagator {
     m_space.fence();
   }
 
+  /// Variable density: sets vp (m/s) and rho (kg/m^3) of the model grid from host arrays laid
+  /// out as set_velocity's. The layer repeats the model's edges; with `update_layer` false it
+  /// keeps its vp, rho and damping profiles from the previous call (the gradient is with respect
+  /// to the model cells with the layer held fixed). In double, rounded to Real once:
+  /// c = rho v^2 dt^2 / dh^2 at the cells and bb_a = (1 / rho_j + 1 / rho_{j+1}) / 2 at the
+  /// half-points j + 1/2 along each axis a (the halo repeats the padded grid's edge; with a free
+  /// surface the rows above row 0 mirror bb_z about it). The stability check takes the effective
+  /// velocity sqrt(c bb) dh / dt, bb the largest buoyancy of the half-points the cell's own
+  /// divergence reads.
+  void set_model(float const* vp, float const* rho, bool update_layer = true) {
+    static_assert(std::is_same_v<Physics, AcousticVd>, "set_model(vp, rho): variable-density acoustics");
+    auto const& l = m_layout;
+    int const nx = l.nx;
+    long long const n = static_cast<long long>(l.model_rows()) * nx;
+    check_velocity(vp, n);
+    check_density(rho, n);
+    int const N[3] = {l.NZ, l.NY, l.NX}, lo[3] = {l.top, l.front, l.left}, nm[3] = {l.nz, l.ny, l.nx};
+    // Padded-grid values [NZ][NY][NX]: the layer repeats the nearest model cell, or keeps its values.
+    std::size_t const np = static_cast<std::size_t>(l.NZ) * l.NY * l.NX;
+    bool const fresh = update_layer || m_padded_vp.size() != np;
+    if (fresh) {
+      m_padded_vp.assign(np, 0.0);
+      m_padded_rho.assign(np, 0.0);
+    }
+    for (int iz = 0; iz < l.NZ; ++iz)
+      for (int iy = 0; iy < l.NY; ++iy)
+        for (int ix = 0; ix < l.NX; ++ix) {
+          int const p[3] = {iz, iy, ix};
+          bool model = true;
+          std::size_t m = 0;
+          for (int a = 0; a < 3; ++a) {
+            int const q = p[a] - lo[a];
+            model = model && q >= 0 && q < nm[a];
+            m = m * nm[a] + static_cast<std::size_t>(std::clamp(q, 0, nm[a] - 1));
+          }
+          if (!model && !fresh) continue;
+          std::size_t const k = (static_cast<std::size_t>(iz) * l.NY + iy) * l.NX + ix;
+          m_padded_vp[k] = vp[m];
+          m_padded_rho[k] = rho[m];
+        }
+    // The padded cell of (iz, iy, ix), clamped into the padded grid (the halo repeats its edge).
+    auto padded = [&](int iz, int iy, int ix) {
+      int const p[3] = {iz, iy, ix};
+      std::size_t k = 0;
+      for (int a = 0; a < 3; ++a) k = k * N[a] + static_cast<std::size_t>(std::clamp(p[a], 0, N[a] - 1));
+      return k;
+    };
+    double const scale = m_dt * m_dt / (m_grid.dh * m_grid.dh);
+    auto ch = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_c);
+    Kokkos::deep_copy(ch, Real(0));
+    std::vector<typename field2::HostMirror> bh(Dim);
+    for (int a = 0; a < Dim; ++a) {
+      if (m_bb[a].extent(0) == 0)
+        m_bb[a] = field2(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string("ksweep::core::bb")),
+                         l.field_rows(), l.NX + 2 * R);
+      bh[a] = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_bb[a]);
+    }
+    int const y0 = Dim == 3 ? -R : 0, y1 = Dim == 3 ? l.NY + R : 1;
+    for (int iz = -R; iz < l.NZ + R; ++iz)
+      for (int iy = y0; iy < y1; ++iy) {
+        int const fr = (iz + R) * (Dim == 3 ? l.NY + 2 * R : 1) + (Dim == 3 ? iy + R : 0);
+        for (int ix = -R; ix < l.NX + R; ++ix) {
+          for (int a = 0; a < Dim; ++a) {
+            int const g = Dim == 3 ? a : 2 * a;  // z, (y,) x
+            int q[3] = {iz, iy, ix};
+            if (g == 0 && l.free_surface && iz < 0) q[0] = -iz - 1;  // bb_z mirrored above row 0
+            int q1[3] = {q[0], q[1], q[2]};
+            ++q1[g];
+            double const r0 = m_padded_rho[padded(q[0], q[1], q[2])], r1 = m_padded_rho[padded(q1[0], q1[1], q1[2])];
+            bh[a](fr, ix + R) = static_cast<Real>(0.5 * (1.0 / r0 + 1.0 / r1));
+          }
+          if (iz < 0 || iz >= l.NZ || iy < 0 || iy >= l.NY || ix < 0 || ix >= l.NX) continue;
+          std::size_t const k = padded(iz, iy, ix);
+          double const v = m_padded_vp[k];
+          ch(fr, ix + R) = static_cast<Real>(m_padded_rho[k] * v * v * scale);
+        }
+      }
+    // The effective velocity: c times the largest buoyancy of the 2M half-points of the cell's
+    // divergence along each axis.
+    double veff2 = 0;
+    for (int iz = 0; iz < l.NZ; ++iz)
+      for (int iy = 0; iy < l.NY; ++iy) {
+        int const fr = l.field_row(iz, iy);
+        for (int ix = 0; ix < l.NX; ++ix) {
+          double bmax = 0;
+          for (int a = 0; a < Dim; ++a) {
+            std::ptrdiff_t const zstride = Dim == 3 ? l.NY + 2 * R : 1;
+            for (int k = -M; k < M; ++k) {
+              bool const along_x = a + 1 == Dim;
+              std::ptrdiff_t const rr = along_x ? fr : fr + k * (a == 0 ? zstride : 1);
+              bmax = std::max(bmax, static_cast<double>(bh[a](rr, along_x ? ix + R + k : ix + R)));
+            }
+          }
+          veff2 = std::max(veff2, static_cast<double>(ch(fr, ix + R)) * bmax);
+        }
+      }
+    double const veff = std::sqrt(veff2) * m_grid.dh / m_dt, limit = Physics::courant_limit(Order, Dim);
+    KSWEEP_REQUIRE(veff * m_dt / m_grid.dh <= limit,
+                   "unstable time step: the effective velocity sqrt(c bb) dh / dt is "
+                       << veff << " m/s, and " << veff << " * dt / dh = " << veff * m_dt / m_grid.dh
+                       << " exceeds the CFL limit " << limit << " of order " << Order
+                       << " with variable density (dt must be <= " << limit * m_grid.dh / veff << " s)");
+    if (fresh) {
+      auto const [vlo, vhi] = std::minmax_element(vp, vp + n);
+      m_vmin = *vlo;
+      m_vmax = *vhi;
+      build_profiles();
+    }
+    Kokkos::deep_copy(m_space, m_c, ch);
+    for (int a = 0; a < Dim; ++a) Kokkos::deep_copy(m_space, m_bb[a], bh[a]);
+    auto upload_model = [&](float const* h, field2& d, char const* label) {
+      if (d.extent(0) == 0)
+        d = field2(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(label)), l.model_rows(), nx);
+      auto m = Kokkos::create_mirror_view(Kokkos::HostSpace(), d);
+      for (int r = 0; r < l.model_rows(); ++r)
+        for (int ix = 0; ix < nx; ++ix) m(r, ix) = static_cast<Real>(h[static_cast<std::size_t>(r) * nx + ix]);
+      Kokkos::deep_copy(m_space, d, m);
+    };
+    upload_model(vp, m_vp_model, "ksweep::core::vp");
+    upload_model(rho, m_rho_model, "ksweep::core::rho");
+    m_space.fence();
+  }
+
   /// Sets the sources and receivers of the next batch (at most max_shots shots).
   void set_survey(Survey const& survey) {
     check_survey(survey, m_grid, m_pml);
@@ -222,7 +365,7 @@ class Propagator {
         for (int i = 0; i < n_per_shot; ++i) {
           Cell const& c = cells[static_cast<std::size_t>(s) * n_per_shot + i];
           zh(s, i) = m_layout.field_row(c.z + m_layout.top, c.y + m_layout.front);
-          xh(s, i) = c.x + m_layout.left + M;
+          xh(s, i) = c.x + m_layout.left + R;
         }
       Kokkos::deep_copy(m_space, z, zh);
       Kokkos::deep_copy(m_space, x, xh);
@@ -454,6 +597,10 @@ class Propagator {
   }
   field2 const& c() const { return m_c; }
   field2 const& vp_model() const { return m_vp_model; }
+  /// Variable density: the model density (set_model), [model row][nx].
+  field2 const& rho_model() const { return m_rho_model; }
+  /// Variable density: the averaged buoyancy of axis a (z, (y,) x), laid out as c().
+  field2 const& bb(int a) const { return m_bb[a]; }
   PointSet const& sources() const { return m_sources; }
   PointSet const& receivers() const { return m_receivers; }
 
@@ -479,6 +626,13 @@ class Propagator {
       k.m_mask[a] = m_prof_mask[a];
     }
     k.m_c = m_c;
+    if constexpr (std::is_same_v<Physics, AcousticVd>) {
+      for (int a = 0; a < Dim; ++a) {
+        k.m_extra.bb[a] = m_bb[a];
+        k.m_extra.ha[a] = m_half_a[a];
+        k.m_extra.hb[a] = m_half_b[a];
+      }
+    }
     return k;
   }
 
@@ -518,9 +672,9 @@ class Propagator {
   int host_block_y() const {
     if (m_block_y > 0) return m_block_y;
     auto const& l = m_layout;
-    std::size_t const row = static_cast<std::size_t>(l.NX + 2 * M) * sizeof(Real), budget = std::size_t(1) << 19;
-    std::size_t const fit = budget / (row * (2 * M + 1));
-    return static_cast<int>(std::max<std::size_t>(8, std::min<std::size_t>(fit > 2 * M ? fit - 2 * M : 8, l.NY)));
+    std::size_t const row = static_cast<std::size_t>(l.NX + 2 * R) * sizeof(Real), budget = std::size_t(1) << 19;
+    std::size_t const fit = budget / (row * (2 * R + 1));
+    return static_cast<int>(std::max<std::size_t>(8, std::min<std::size_t>(fit > 2 * R ? fit - 2 * R : 8, l.NY)));
   }
 
   /// Bytes of the working fields of one direction (two wavefield levels and layer memories).
@@ -616,7 +770,7 @@ class Propagator {
     char const* const axis_name[3] = {"z", Dim == 3 ? "y" : "x", "x"};
     for (int i = 0; i < 2; ++i) {
       std::string const suffix = std::to_string(i);
-      st.u[i] = field3(Kokkos::view_alloc(m_space, p + "::u" + suffix), S, l.field_rows(), l.NX + 2 * M);
+      st.u[i] = field3(Kokkos::view_alloc(m_space, p + "::u" + suffix), S, l.field_rows(), l.NX + 2 * R);
       for (int a = 0; a < Dim; ++a) {
         std::string const ax = axis_name[a];
         st.psi[a][i] = field4(Kokkos::view_alloc(m_space, p + "::psi" + ax + suffix), 2, S, ext[a][0], ext[a][1]);
@@ -639,8 +793,10 @@ class Propagator {
 
   void build_profiles() {
     auto const& l = m_layout;
-    auto px = cpml_profile(l.nx, l.left, l.right, M, m_grid.dh, m_dt, m_vmax, m_pml);
-    auto pz = cpml_profile(l.nz, l.top, l.bottom, M, m_grid.dh, m_dt, m_vmax, m_pml);
+    // Variable density: the damping starts M + 1/2 cells into the layer (see cpml_profile).
+    double const inset = std::is_same_v<Physics, AcousticVd> ? M + 0.5 : 0.0;
+    auto px = cpml_profile(l.nx, l.left, l.right, R, m_grid.dh, m_dt, m_vmax, m_pml, false, inset);
+    auto pz = cpml_profile(l.nz, l.top, l.bottom, R, m_grid.dh, m_dt, m_vmax, m_pml, false, inset);
     auto upload = [&](std::vector<double> const& h, field1& d, char const* label) {
       d = field1(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(label)), h.size());
       auto m = Kokkos::create_mirror_view(Kokkos::HostSpace(), d);
@@ -654,10 +810,19 @@ class Propagator {
     upload(px.b, m_prof_b[Dim - 1], "ksweep::core::bx");
     upload(px.mask, m_prof_mask[Dim - 1], "ksweep::core::mx");
     if constexpr (Dim == 3) {
-      auto py = cpml_profile(l.ny, l.front, l.back, M, m_grid.dh, m_dt, m_vmax, m_pml);
+      auto py = cpml_profile(l.ny, l.front, l.back, R, m_grid.dh, m_dt, m_vmax, m_pml, false, inset);
       upload(py.a, m_prof_a[1], "ksweep::core::ay");
       upload(py.b, m_prof_b[1], "ksweep::core::by");
       upload(py.mask, m_prof_mask[1], "ksweep::core::my");
+    }
+    if constexpr (std::is_same_v<Physics, AcousticVd>) {  // the half-point profiles
+      int const n[3] = {l.nz, l.ny, l.nx}, lo[3] = {l.top, l.front, l.left}, hi[3] = {l.bottom, l.back, l.right};
+      for (int a = 0; a < Dim; ++a) {
+        int const g = Dim == 3 ? a : 2 * a;  // z, (y,) x
+        auto h = cpml_profile(n[g], lo[g], hi[g], R, m_grid.dh, m_dt, m_vmax, m_pml, true, inset);
+        upload(h.a, m_half_a[a], "ksweep::core::half_a");
+        upload(h.b, m_half_b[a], "ksweep::core::half_b");
+      }
     }
   }
 
@@ -671,6 +836,10 @@ class Propagator {
   double m_vmin = 0, m_vmax = 0;
   field2 m_c, m_vp_model;
   field1 m_prof_a[Dim], m_prof_b[Dim], m_prof_mask[Dim];  // CPML profiles per axis (z, (y,) x)
+  // Variable density: the averaged buoyancy per axis (like c) and the half-point profiles.
+  field2 m_bb[Dim], m_rho_model;
+  std::vector<double> m_padded_vp, m_padded_rho;  // [NZ][NY][NX] on the host (the layer's held values)
+  field1 m_half_a[Dim], m_half_b[Dim];
   PointSet m_sources, m_receivers;
   State m_fwd, m_adj;
   Schedule m_schedule = default_schedule();

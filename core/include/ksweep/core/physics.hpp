@@ -1,0 +1,55 @@
+#pragma once
+/// \file physics.hpp
+/// The physics a propagator runs. A physics is a tag type that names its cell bodies (forward,
+/// adjoint, imaging: the kernels of every schedule, backend and dimension), the reach of its
+/// stencil (the fields' halo and the ring that boundary saving keeps), its parameters and its
+/// stability limit. Propagator and GradientEngine are written once over it.
+///   Acoustic    constant-density acoustics, parameter vp (acoustic_kernels.hpp)
+///   AcousticVd  variable-density acoustics, parameters vp and rho (physics/acoustic_vd.hpp)
+
+#include <ksweep/core/acoustic_kernels.hpp>
+#include <ksweep/core/physics/acoustic_vd.hpp>
+#include <ksweep/core/stencil.hpp>
+
+#include <array>
+#include <cmath>
+
+namespace ksweep::core {
+
+/// A parameter of a physics: its name (as the program's keys and files say it), its unit, and
+/// the lower bound it must exceed.
+struct Parameter {
+  char const* name;
+  char const* unit;
+  double lower;
+};
+
+struct Acoustic {
+  static constexpr char const* name = "acoustic";
+  template <class Real, int Order, int Dim>
+  using cell = AcousticCell<Real, Order, Dim>;
+  template <class Real, int Order, class MemorySpace, int Dim>
+  using imaging = AcousticImaging<Real, Order, MemorySpace, Dim>;
+  static constexpr std::array<Parameter, 1> parameters = {{{"vp", "m/s", 0.0}}};
+  /// The largest stable v dt / dh of the order in `dim` dimensions.
+  static double courant_limit(int order, int dim) { return core::courant_limit(order, dim); }
+};
+
+struct AcousticVd {
+  static constexpr char const* name = "acoustic_vd";
+  template <class Real, int Order, int Dim>
+  using cell = AcousticVdCell<Real, Order, Dim>;
+  template <class Real, int Order, class MemorySpace, int Dim>
+  using imaging = AcousticVdImaging<Real, Order, MemorySpace, Dim>;
+  static constexpr std::array<Parameter, 2> parameters = {{{"vp", "m/s", 0.0}, {"rho", "kg/m^3", 0.0}}};
+  /// The largest stable v dt / dh of the order in `dim` dimensions, v being the effective
+  /// velocity sqrt(c bb) dh / dt (see Propagator::set_model): 2 / sqrt(dim S), S the Nyquist
+  /// symbol of the staggered second derivative.
+  static double courant_limit(int order, int dim) {
+    double const s =
+        dispatch_order(order, [](auto o) { return StaggeredCoefficients<decltype(o)::value>::nyquist_symbol(); });
+    return 2.0 / std::sqrt(dim * s);
+  }
+};
+
+}  // namespace ksweep::core
