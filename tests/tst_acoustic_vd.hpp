@@ -26,6 +26,15 @@ using namespace ksweep;
 template <class Real, int Order, int Dim = 2>
 using VdProp = core::Propagator<Real, Order, TEST_EXECSPACE, Dim, core::AcousticVd>;
 
+// The sanitizer build (KSWEEP_TESTS_EXTREME_ORDERS) instantiates the order-parametrised checks at
+// orders 2 and 8 only: the smallest and the largest reach, orders 4 and 6 being the same code
+// with other constants.
+#ifdef KSWEEP_TESTS_EXTREME_ORDERS
+constexpr bool all_orders = false;
+#else
+constexpr bool all_orders = true;
+#endif
+
 /// A density model with a smooth trend, a sharp step and lateral variation (kg/m^3), [rows][nx].
 std::vector<float> density_model(int rows, int nx, int step_row) {
   std::vector<float> rho(static_cast<std::size_t>(rows) * nx);
@@ -78,8 +87,11 @@ template <class Real>
 void check_all_orders_2d(double tol) {
   for (bool fs : {false, true}) {
     for (int w : {8, 12}) {
-      double const e[4] = {dot_product_error_2d<Real, 2>(fs, w), dot_product_error_2d<Real, 4>(fs, w),
-                           dot_product_error_2d<Real, 6>(fs, w), dot_product_error_2d<Real, 8>(fs, w)};
+      double e[4] = {dot_product_error_2d<Real, 2>(fs, w), 0, 0, dot_product_error_2d<Real, 8>(fs, w)};
+      if constexpr (all_orders) {
+        e[1] = dot_product_error_2d<Real, 4>(fs, w);
+        e[2] = dot_product_error_2d<Real, 6>(fs, w);
+      }
       for (int o = 0; o < 4; ++o) EXPECT_LE(e[o], tol) << "order " << 2 * o + 2 << ", free surface " << fs;
       std::printf(
           "variable density, dot-product relative error (%s, free surface %d, pml %d): o2 %.2e o4 %.2e "
@@ -126,8 +138,11 @@ double dot_product_error_3d(bool free_surface) {
 template <class Real>
 void check_all_orders_3d(double tol) {
   for (bool fs : {false, true}) {
-    double const e[4] = {dot_product_error_3d<Real, 2>(fs), dot_product_error_3d<Real, 4>(fs),
-                         dot_product_error_3d<Real, 6>(fs), dot_product_error_3d<Real, 8>(fs)};
+    double e[4] = {dot_product_error_3d<Real, 2>(fs), 0, 0, dot_product_error_3d<Real, 8>(fs)};
+    if constexpr (all_orders) {
+      e[1] = dot_product_error_3d<Real, 4>(fs);
+      e[2] = dot_product_error_3d<Real, 6>(fs);
+    }
     for (int o = 0; o < 4; ++o) EXPECT_LE(e[o], tol) << "3D order " << 2 * o + 2 << ", free surface " << fs;
     std::printf(
         "variable density 3D, dot-product relative error (%s, free surface %d): o2 %.2e o4 %.2e o6 %.2e "
@@ -242,7 +257,7 @@ void vd_gradient_check(bool fs) {
 }
 
 KSWEEP_TEST(vd_gradient_finite_difference_fp64) {
-  vd_gradient_check<4>(false);
+  if constexpr (all_orders) vd_gradient_check<4>(false);
   vd_gradient_check<8>(true);
 }
 

@@ -232,11 +232,13 @@ def test_the_gil_is_released():
 
 
 def test_ctrl_c_stops_at_the_end_of_a_batch(tmp_path):
+    # 400 one-shot batches: 10-20 s on 2 cores uninterrupted, far longer than the second before
+    # Ctrl-C on any machine; a batch takes tens of milliseconds.
     script = tmp_path / "long.py"
     script.write_text(
         "import sys, time; sys.path.insert(0, %r)\n" % os.path.dirname(__file__) +
         "import ksweep\nfrom conftest import layered, survey, amplitudes\n"
-        "v = layered((120, 200)); src, rec = survey(v.shape, shots=40); amp = amplitudes(40, 1, 1200, 0.001)\n"
+        "v = layered((120, 200)); src, rec = survey(v.shape, shots=400); amp = amplitudes(400, 1, 1200, 0.001)\n"
         "print('started', flush=True); t0 = time.time()\n"
         "try:\n    ksweep.forward(v, 10.0, 0.001, amp, src, rec, batch=1)\n"
         "except KeyboardInterrupt:\n    print('interrupted after %.1f s' % (time.time() - t0), flush=True); sys.exit(3)\n"

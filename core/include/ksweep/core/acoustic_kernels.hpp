@@ -668,14 +668,11 @@ struct PhysicsStep {
 template <class Real, int Order, class MemorySpace, int Dimension = 2>
 using AcousticStep = PhysicsStep<AcousticCell<Real, Order, Dimension>, MemorySpace>;
 
-/// Imaging and backward reconstruction on the model cells (AcousticCell::image) of a batch.
-/// Each shot has its own images, accumulated in double over the time steps in a fixed order, so
-/// that a shot's image does not depend on the other shots of its batch; shots are summed
-/// afterwards in a fixed order (GradientEngine::accumulate), whatever the split.
-template <class Real, int Order, class MemorySpace, int Dimension = 2>
-struct AcousticImaging {
-  static constexpr int Dim = Dimension, M = Order / 2;
-  using body = AcousticCell<Real, Order, Dim>;
+/// The frame every physics' imaging functor shares: the forward levels u^n (u0) and u^{n+1}
+/// (u1, rebuilt into u^{n-1}), the adjoint level (lambda, the field mu), c, the per-shot images
+/// [shot][model row][nx], and the model rows of the padded grid.
+template <class Real, class MemorySpace, int Dim>
+struct ImagingFrame {
   using field3 = Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace>;
   using image = Kokkos::View<double***, Kokkos::LayoutRight, MemorySpace>;  // [shot][model row][nx]
   Kokkos::View<Real const***, Kokkos::LayoutRight, MemorySpace> m_u0, m_lambda;
@@ -686,10 +683,10 @@ struct AcousticImaging {
   int m_nz = 0, m_nx = 0, m_left = 0;
   bool m_free_surface = false, m_reconstruct = false;
 
-  AcousticImaging() = default;
-  AcousticImaging(field3 const& u0, field3 const& lambda, field3 const& u1,
-                  Kokkos::View<Real**, Kokkos::LayoutRight, MemorySpace> const& c, image const& grad, image const& isrc,
-                  image const& irec, Layout const& l, bool reconstruct)
+  ImagingFrame() = default;
+  ImagingFrame(field3 const& u0, field3 const& lambda, field3 const& u1,
+               Kokkos::View<Real**, Kokkos::LayoutRight, MemorySpace> const& c, image const& grad, image const& isrc,
+               image const& irec, Layout const& l, bool reconstruct)
       : m_u0(u0),
         m_lambda(lambda),
         m_u1(u1),
@@ -711,6 +708,34 @@ struct AcousticImaging {
     int const mz = iz - m_rows.top, my = Dim == 3 ? iy - m_rows.front : 0;
     return mz >= 0 && mz < m_nz && my >= 0 && my < m_rows.ny ? mz * m_rows.ny + my : -1;
   }
+  /// Depth of model row mr.
+  KOKKOS_INLINE_FUNCTION int depth(int mr) const { return Dim == 3 ? mr / m_rows.ny : mr; }
+};
+
+/// Imaging and backward reconstruction on the model cells (AcousticCell::image) of a batch.
+/// Each shot has its own images, accumulated in double over the time steps in a fixed order, so
+/// that a shot's image does not depend on the other shots of its batch; shots are summed
+/// afterwards in a fixed order (GradientEngine::accumulate), whatever the split.
+template <class Real, int Order, class MemorySpace, int Dimension = 2>
+struct AcousticImaging : ImagingFrame<Real, MemorySpace, Dimension> {
+  static constexpr int Dim = Dimension, M = Order / 2;
+  using body = AcousticCell<Real, Order, Dim>;
+  using frame = ImagingFrame<Real, MemorySpace, Dimension>;
+  using frame::depth;
+  using frame::frame;
+  using frame::m_c;
+  using frame::m_free_surface;
+  using frame::m_grad;
+  using frame::m_irec;
+  using frame::m_isrc;
+  using frame::m_lambda;
+  using frame::m_left;
+  using frame::m_nx;
+  using frame::m_reconstruct;
+  using frame::m_rows;
+  using frame::m_u0;
+  using frame::m_u1;
+  using frame::rows;
 
   KOKKOS_INLINE_FUNCTION typename body::image_run make_run(int s, int mr) const {
     typename body::image_run r;
@@ -729,9 +754,7 @@ struct AcousticImaging {
     r.z = (Dim == 3 ? mr / m_rows.ny : mr) + m_rows.top;
     return r;
   }
-  // Depth of model row mr; free-surface rows: 1 .. M-1 (row 0 holds zero pressure: no
-  // sensitivity, skipped).
-  KOKKOS_INLINE_FUNCTION int depth(int mr) const { return Dim == 3 ? mr / m_rows.ny : mr; }
+  // Free-surface rows: 1 .. M-1 (row 0 holds zero pressure: no sensitivity, skipped).
   KOKKOS_INLINE_FUNCTION bool surface_row(int iz) const { return m_free_surface && iz < M; }
 
   /// Model row mr of shot s, as one vectorisable loop (host schedules); rebuilds when `rebuild`.

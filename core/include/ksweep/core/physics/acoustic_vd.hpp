@@ -319,44 +319,30 @@ struct AcousticVdCell {
 /// AcousticImaging does for constant density, with the density image (per shot) and the
 /// averaged buoyancy per axis (set by GradientEngine after construction).
 template <class Real, int Order, class MemorySpace, int Dimension = 2>
-struct AcousticVdImaging {
+struct AcousticVdImaging : ImagingFrame<Real, MemorySpace, Dimension> {
   static constexpr int Dim = Dimension, M = Order / 2;
   using body = AcousticVdCell<Real, Order, Dim>;
   static constexpr int R = body::R;
-  using field3 = Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace>;
-  using image = Kokkos::View<double***, Kokkos::LayoutRight, MemorySpace>;  // [shot][model row][nx]
-  Kokkos::View<Real const***, Kokkos::LayoutRight, MemorySpace> m_u0, m_lambda;
-  field3 m_u1;
-  Kokkos::View<Real const**, Kokkos::LayoutRight, MemorySpace> m_c, m_bb[Dim];
-  image m_grad, m_isrc, m_irec, m_grho;
-  Rows<Dim> m_rows;
-  int m_nz = 0, m_nx = 0, m_left = 0;
-  bool m_free_surface = false, m_reconstruct = false;
+  using frame = ImagingFrame<Real, MemorySpace, Dimension>;
+  using frame::depth;
+  using frame::frame;
+  using frame::m_c;
+  using frame::m_free_surface;
+  using frame::m_grad;
+  using frame::m_irec;
+  using frame::m_isrc;
+  using frame::m_lambda;
+  using frame::m_left;
+  using frame::m_nx;
+  using frame::m_reconstruct;
+  using frame::m_rows;
+  using frame::m_u0;
+  using frame::m_u1;
+  using frame::rows;
+  using image = typename frame::image;
+  Kokkos::View<Real const**, Kokkos::LayoutRight, MemorySpace> m_bb[Dim];
+  image m_grho;
 
-  AcousticVdImaging() = default;
-  AcousticVdImaging(field3 const& u0, field3 const& lambda, field3 const& u1,
-                    Kokkos::View<Real**, Kokkos::LayoutRight, MemorySpace> const& c, image const& grad,
-                    image const& isrc, image const& irec, Layout const& l, bool reconstruct)
-      : m_u0(u0),
-        m_lambda(lambda),
-        m_u1(u1),
-        m_c(c),
-        m_grad(grad),
-        m_isrc(isrc),
-        m_irec(irec),
-        m_rows(l),
-        m_nz(l.nz),
-        m_nx(l.nx),
-        m_left(l.left),
-        m_free_surface(l.free_surface),
-        m_reconstruct(reconstruct) {}
-
-  KOKKOS_INLINE_FUNCTION int rows() const { return m_nz * m_rows.ny; }
-  KOKKOS_INLINE_FUNCTION int model_row(int iz, int iy) const {
-    int const mz = iz - m_rows.top, my = Dim == 3 ? iy - m_rows.front : 0;
-    return mz >= 0 && mz < m_nz && my >= 0 && my < m_rows.ny ? mz * m_rows.ny + my : -1;
-  }
-  KOKKOS_INLINE_FUNCTION int depth(int mr) const { return Dim == 3 ? mr / m_rows.ny : mr; }
   KOKKOS_INLINE_FUNCTION bool surface_row(int iz) const { return m_free_surface && iz < R; }
 
   KOKKOS_INLINE_FUNCTION typename body::image_run make_run(int s, int mr) const {
