@@ -216,7 +216,13 @@ void vd_gradient_check(bool fs) {
     return 0.5 * d;
   };
   double worst = 0;
-  std::vector<std::pair<int, int>> cells = {{16, 20}, {20, 10}, {nz - 1, 15}, {9, 0}, {25, nx - 1}, {fs ? 0 : 3, 30}};
+  // An interior, an edge and a top cell (the sanitizer build stops there), then more edges.
+  std::vector<std::pair<int, int>> cells = {{16, 20}, {9, 0}, {fs ? 0 : 3, 30}};
+  if constexpr (all_orders) {
+    cells.push_back({20, 10});
+    cells.push_back({nz - 1, 15});
+    cells.push_back({25, nx - 1});
+  }
   if (fs) cells.push_back({1, 12});
   for (auto [iz, ix] : cells) {
     std::size_t const k = static_cast<std::size_t>(iz) * nx + ix;
