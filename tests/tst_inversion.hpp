@@ -3,13 +3,17 @@
 
 #include <test_utils.hpp>
 
+#include <ksweep/base/error.hpp>
+#include <ksweep/core/physics.hpp>
 #include <ksweep/core/propagator.hpp>
 #include <ksweep/core/wavelet.hpp>
 #include <ksweep/fwi/inversion.hpp>
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace {
@@ -107,6 +111,140 @@ KSWEEP_TEST(lbfgs_inversion_beats_adam_in_evaluations) {
   EXPECT_TRUE(same_model_bits(again.model(), adam.model()));
   EXPECT_EQ(again.step().loss, adam.step().loss);
   EXPECT_TRUE(same_model_bits(again.model(), adam.model()));
+}
+
+// Variable density through the library: a density anomaly (the velocity known and layered)
+// under a start of constant density. Both parameters inverted (the optimizer's vector stacks
+// vp and rho): the loss and the density error fall; the state (velocity, density, moments of
+// both) restores bit for bit; bad set-ups are refused with the parameter named.
+struct SmallDensityInversion {
+  fwi::Problem pb;
+  SmallDensityInversion() {
+    int const nz = 40, nx = 90;
+    pb.physics = fwi::Physics::acoustic_vd;
+    pb.grid = core::ModelGrid(nz, nx, 10.0);
+    pb.pml.width = 15;
+    pb.order = 4;
+    pb.dt = 1e-3;
+    pb.nt = 500;
+    pb.wavelet = core::ricker(15.0, 0.08, pb.dt, pb.nt);
+    pb.survey.n_shots = 6;
+    pb.survey.n_sources = 1;
+    pb.survey.n_receivers = nx;
+    for (int s = 0; s < 6; ++s) {
+      pb.survey.sources.push_back({1, 5 + s * 16, 0});
+      for (int r = 0; r < nx; ++r) pb.survey.receivers.push_back({1, r, 0});
+    }
+    for (int iz = 0; iz < nz; ++iz)
+      for (int ix = 0; ix < nx; ++ix) {
+        double const v = 1800 + 12.0 * iz;
+        double const r2 = (iz - 24.0) * (iz - 24.0) + (ix - 45.0) * (ix - 45.0);
+        pb.start.push_back(static_cast<float>(v));
+        pb.truth.push_back(static_cast<float>(v));
+        pb.density.push_back(2000.f);
+        pb.truth_density.push_back(r2 < 64 ? 2500.f : 2000.f);
+      }
+    core::Propagator<float, 4, Kokkos::DefaultExecutionSpace, 2, core::AcousticVd> prop(Kokkos::DefaultExecutionSpace(),
+                                                                                        pb.grid, pb.pml, pb.dt, 6);
+    prop.set_survey(pb.survey);
+    prop.set_model(pb.truth.data(), pb.truth_density.data());
+    using P = decltype(prop);
+    typename P::wavelet_view w("w", 6, 1, pb.nt);
+    typename P::record_view rec("rec", 6, pb.nt, nx);
+    auto wh = Kokkos::create_mirror_view(w);
+    for (int s = 0; s < 6; ++s)
+      for (int t = 0; t < pb.nt; ++t) wh(s, 0, t) = static_cast<float>(pb.wavelet[t]);
+    Kokkos::deep_copy(w, wh);
+    prop.forward(w, rec);
+    auto const rh = test::to_host(rec);
+    pb.observed.assign(rh.data(), rh.data() + rh.span());
+  }
+  fwi::Options options(fwi::Method m) const {
+    fwi::Options o;
+    o.method = m;
+    o.batch = 6;
+    o.water_rows = 4;
+    o.vmin = 1500;
+    o.vmax = 2600;
+    o.rho_min = 1500;
+    o.rho_max = 3000;
+    o.invert = {"vp", "rho"};
+    o.adam.lr = 5;
+    o.lr_rho = 20;
+    o.adam.eps = 1e-16;
+    o.lbfgs.first_step = 50;
+    return o;
+  }
+};
+
+KSWEEP_TEST(variable_density_inversion_recovers_the_density) {
+  SmallDensityInversion const small;
+  comm::Communicator const comm;
+  fwi::Inversion lbfgs(small.pb, small.options(fwi::Method::lbfgs), comm);
+  double const rho0 = lbfgs.rmse_density(), vp0 = lbfgs.rmse();
+  EXPECT_EQ(vp0, 0.0);  // the velocity starts at its true value
+  double first = 0, last = 0;
+  for (int i = 0; i < 8; ++i) {
+    auto const r = lbfgs.step();
+    if (i == 0) first = r.loss;
+    last = r.loss;
+    EXPECT_EQ(r.rmse_density, lbfgs.rmse_density());
+  }
+  // Measured: the loss falls to 0.23 of the first iteration's, the density error by 4 % (a
+  // surface survey resolves the anomaly's top and bottom), and the density's change correlates
+  // with the true anomaly at 0.39.
+  EXPECT_LT(last, 0.4 * first);
+  EXPECT_LT(lbfgs.rmse_density(), 0.98 * rho0) << "density RMSE " << lbfgs.rmse_density() << " from " << rho0;
+  auto const rho = lbfgs.density();
+  double dt = 0, dd = 0, tt = 0;
+  for (std::size_t i = 0; i < rho.size(); ++i) {
+    double const d = rho[i] - small.pb.density[i], t = small.pb.truth_density[i] - small.pb.density[i];
+    dt += d * t, dd += d * d, tt += t * t;
+  }
+  EXPECT_GT(dt / std::sqrt(dd * tt), 0.25) << "the density's change does not follow the true anomaly";
+  auto const img = lbfgs.images();
+  ASSERT_EQ(img.grad_density.size(), small.pb.density.size());
+  ASSERT_EQ(lbfgs.density().size(), small.pb.density.size());
+  // Adam's state (both parameters' moments) restores bit for bit.
+  fwi::Inversion adam(small.pb, small.options(fwi::Method::adam), comm);
+  adam.step();
+  adam.step();
+  auto const st = adam.state();
+  EXPECT_EQ(st.first.size(), 2 * small.pb.density.size());
+  fwi::Inversion again(small.pb, small.options(fwi::Method::adam), comm);
+  again.restore(st);
+  EXPECT_EQ(again.step().loss, adam.step().loss);
+  EXPECT_TRUE(same_model_bits(again.model(), adam.model()));
+  EXPECT_TRUE(same_model_bits(again.density(), adam.density()));
+}
+
+KSWEEP_TEST(variable_density_inversion_refuses_bad_setups) {
+  SmallDensityInversion const small;
+  comm::Communicator const comm;
+  auto refuses = [&](fwi::Problem const& pb, fwi::Options const& o, char const* needle) {
+    try {
+      fwi::Inversion inv(pb, o, comm);
+      ADD_FAILURE() << "accepted; expected an error naming " << needle;
+    } catch (Error const& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  auto o = small.options(fwi::Method::adam);
+  o.invert = {"vp", "eta"};
+  refuses(small.pb, o, "parameter \"eta\" is not one of acoustic_vd's");
+  o.invert = {"rho", "rho"};
+  refuses(small.pb, o, "inverted twice");
+  o = small.options(fwi::Method::adam);
+  auto pb = small.pb;
+  pb.density.pop_back();
+  refuses(pb, o, "a density of 3599 cells for a grid of 3600");
+  pb = small.pb;
+  pb.density[7] = -1.f;
+  refuses(pb, o, "density at cell 7 is -1 kg/m^3");
+  pb = small.pb;
+  pb.physics = fwi::Physics::acoustic;
+  o.invert = {"vp"};
+  refuses(pb, o, "a density given to constant-density acoustics");
 }
 
 }  // namespace

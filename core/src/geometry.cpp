@@ -81,19 +81,19 @@ void check_time(double dt, int nt) {
   KSWEEP_REQUIRE(nt > 0, "time.nt = " << nt << " must be > 0");
 }
 
-void check_velocity(float const* vp, long long n) {
-  for (long long i = 0; i < n; ++i) {
-    KSWEEP_REQUIRE(std::isfinite(vp[i]) && vp[i] > 0,
-                   "velocity at cell " << i << " is " << vp[i] << ": velocities must be finite and > 0");
-  }
+namespace {
+template <class T>
+void check_positive(T const* x, long long n, char const* what, char const* unit, char const* plural) {
+  for (long long i = 0; i < n; ++i)
+    KSWEEP_REQUIRE(std::isfinite(x[i]) && x[i] > 0,
+                   what << " at cell " << i << " is " << x[i] << unit << ": " << plural << " must be finite and > 0");
 }
+}  // namespace
 
-void check_density(float const* rho, long long n) {
-  for (long long i = 0; i < n; ++i) {
-    KSWEEP_REQUIRE(std::isfinite(rho[i]) && rho[i] > 0,
-                   "density at cell " << i << " is " << rho[i] << " kg/m^3: densities must be finite and > 0");
-  }
-}
+void check_velocity(float const* vp, long long n) { check_positive(vp, n, "velocity", "", "velocities"); }
+void check_velocity(double const* vp, long long n) { check_positive(vp, n, "velocity", "", "velocities"); }
+void check_density(float const* rho, long long n) { check_positive(rho, n, "density", " kg/m^3", "densities"); }
+void check_density(double const* rho, long long n) { check_positive(rho, n, "density", " kg/m^3", "densities"); }
 
 void check_cfl(double vmax, double dt, double dh, int order, int dim) {
   double const courant = vmax * dt / dh;

@@ -51,6 +51,19 @@ int detect_water_rows(io::VelocityModel const& vm) {
   return rows == vm.nz ? 0 : rows;
 }
 
+/// The starting density: the true density smoothed (sigma cells), water rows kept.
+std::vector<float> starting_density(io::VelocityModel const& vm, std::vector<float> const& rho, double sigma,
+                                    int water_rows) {
+  int const ny = vm.ny > 0 ? vm.ny : 1;
+  std::vector<double> r(rho.begin(), rho.end());
+  auto const sm =
+      fwi::gaussian_smooth(r, vm.nz, ny, vm.nx, sigma, [] { throw_if_stopped("computing the starting density"); });
+  std::vector<float> out(rho.size());
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(sm[i]);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(water_rows) * ny * vm.nx; ++i) out[i] = rho[i];
+  return out;
+}
+
 /// Starting model: Gaussian-smoothed slowness of the true model, water rows kept.
 std::vector<float> starting_model(io::VelocityModel const& vm, double sigma, int water_rows) {
   std::vector<double> slow(vm.vp.size());
@@ -105,6 +118,25 @@ void check_bounds(io::Config const& cfg, std::vector<float> const& v, std::size_
                       << "] m/s" << (cfg.fwi.vmax > 0 ? "" : " (fwi.vmax = 0: the stability limit of time.dt)")
                       << "; every cell outside would be clipped at the first step: widen the bounds to cover "
                       << "the model, or check its values (units: m/s)");
+}
+
+/// Variable density: a density (the starting one, a checkpoint's) outside [fwi.rho_min,
+/// fwi.rho_max] past the water rows would be clipped at the first step when inverted.
+void check_density_bounds(io::Config const& cfg, std::vector<float> const& rho, std::size_t fixed,
+                          std::string const& what) {
+  if (fixed >= rho.size()) return;
+  auto const [lo, hi] = std::minmax_element(rho.begin() + static_cast<std::ptrdiff_t>(fixed), rho.end());
+  KSWEEP_REQUIRE(*lo >= cfg.fwi.rho_min && *hi <= cfg.fwi.rho_max,
+                 what << " has densities in [" << *lo << ", " << *hi << "] kg/m^3 outside the water rows, outside "
+                      << "the bounds the inversion keeps, [fwi.rho_min, fwi.rho_max] = [" << cfg.fwi.rho_min << ", "
+                      << cfg.fwi.rho_max << "] kg/m^3; widen the bounds to cover the density, or check its values "
+                      << "(units: kg/m^3)");
+}
+
+/// Whether the run inverts with variable density, and whether it inverts the density.
+bool variable_density(io::Config const& cfg) { return cfg.propagator.physics == "acoustic_vd"; }
+bool inverts(io::Config const& cfg, char const* p) {
+  return std::find(cfg.fwi.invert.begin(), cfg.fwi.invert.end(), p) != cfg.fwi.invert.end();
 }
 
 /// The smoothing lengths (cells) against the model: a Gaussian wider than the model's largest
@@ -212,11 +244,12 @@ struct Inputs {
   core::Survey survey;
   storage::StorageConfig storage;
   io::VelocityModel truth;
-  std::vector<float> v0;  ///< the starting model
-  int water = 0;          ///< water rows kept
-  io::RecordsFile obs;    ///< observed data read from fwi.observed (rank 0)
-  nlohmann::json run;     ///< the run's identity
-  io::Checkpoint ck;      ///< --resume: the checkpoint
+  std::vector<float> v0;              ///< the starting model
+  std::vector<float> rho_true, rho0;  ///< variable density: the true and starting densities
+  int water = 0;                      ///< water rows kept
+  io::RecordsFile obs;                ///< observed data read from fwi.observed (rank 0)
+  nlohmann::json run;                 ///< the run's identity
+  io::Checkpoint ck;                  ///< --resume: the checkpoint
   bool resuming = false, in_place = false;
 };
 
@@ -316,12 +349,19 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
   check_stability(cfg, truth, in.v0, order);
   double const vbound = velocity_bound(cfg, truth.dh, order, dim);
   check_bounds(cfg, in.v0, static_cast<std::size_t>(in.water) * plane, vbound, "the starting model");
+  if (variable_density(cfg)) {
+    in.rho_true = io::load_density(cfg.model, truth);
+    in.rho0 = starting_density(truth, in.rho_true, f.smooth_sigma, in.water);
+    if (inverts(cfg, "rho"))
+      check_density_bounds(cfg, in.rho0, static_cast<std::size_t>(in.water) * plane, "the starting density");
+  }
   if (comm.is_root()) warn_acquisition(cfg, truth, survey, comm);
 
   // The run's identity, recorded in every checkpoint and checked on --resume; every rank must
   // hold the same one (the same configuration and model).
   in.run = {{"config", io::config_to_json(cfg)},
             {"data", {{"model_sha256", io::sha256_hex(truth.vp.data(), n * sizeof(float))}}}};
+  if (variable_density(cfg)) in.run["data"]["density_sha256"] = io::sha256_hex(in.rho_true.data(), n * sizeof(float));
   agree_on(comm, "the configuration or the model (the run's identity)", in.run.dump());
 
   // Observed data from a file: read and checked (shape, geometry, acquisition, finite samples,
@@ -354,9 +394,20 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
                        << (f.iterations == ck.iteration ? "" : " iterations already done in ")
                        << io::shown_path(ck_path) << (f.iterations == ck.iteration ? ")" : "")
                        << ": nothing is left to run; set fwi.iterations above " << ck.iteration << " to continue");
-    check_bounds(cfg, ck.model, static_cast<std::size_t>(in.water) * plane, vbound,
+    int const params = variable_density(cfg) ? 2 : 1;
+    int const moments = variable_density(cfg) ? static_cast<int>(f.invert.size()) : 1;
+    KSWEEP_REQUIRE(ck.parameters == params && ck.moments == moments,
+                   "--resume: the checkpoint " << io::shown_path(ck_path) << " holds " << ck.parameters
+                                               << " parameter(s) and moments of " << ck.moments << ", this run has "
+                                               << params << " and " << moments << " (propagator.physics, fwi.invert)");
+    std::vector<float> const vp_ck(ck.model.begin(), ck.model.begin() + static_cast<std::ptrdiff_t>(n));
+    check_bounds(cfg, vp_ck, static_cast<std::size_t>(in.water) * plane, vbound,
                  "--resume: the checkpoint " + io::shown_path(ck_path) + "'s model");
-    double const vck = *std::max_element(ck.model.begin(), ck.model.end());
+    if (params == 2 && inverts(cfg, "rho"))
+      check_density_bounds(cfg, std::vector<float>(ck.model.begin() + static_cast<std::ptrdiff_t>(n), ck.model.end()),
+                           static_cast<std::size_t>(in.water) * plane,
+                           "--resume: the checkpoint " + io::shown_path(ck_path) + "'s density");
+    double const vck = *std::max_element(vp_ck.begin(), vp_ck.end());
     double const vstable = stable_velocity(cfg, truth.dh, order, dim);
     KSWEEP_REQUIRE(vck <= vstable, "--resume: the checkpoint "
                                        << io::shown_path(ck_path) << " holds velocities up to " << vck
@@ -381,6 +432,11 @@ std::pair<fwi::Problem, fwi::Options> inversion_setup(io::Config const& cfg, Inp
   pb.observed = std::move(in.obs.data);
   pb.start = in.v0;
   pb.truth = truth.vp;
+  pb.physics = fwi::parse_physics(cfg.propagator.physics);
+  if (variable_density(cfg)) {
+    pb.density = in.rho0;
+    pb.truth_density = in.rho_true;
+  }
   fwi::Options o;
   o.method = f.optimizer == "lbfgs" ? fwi::Method::lbfgs : fwi::Method::adam;
   o.batch = f.batch;
@@ -399,6 +455,12 @@ std::pair<fwi::Problem, fwi::Options> inversion_setup(io::Config const& cfg, Inp
   o.lbfgs.memory = f.lbfgs_memory;
   o.storage = in.storage;
   o.schedule = core::parse_schedule(cfg.propagator.schedule);
+  if (variable_density(cfg)) {
+    o.invert = f.invert;
+    o.rho_min = f.rho_min;
+    o.rho_max = f.rho_max;
+    o.lr_rho = f.lr_rho;
+  }
   if (char const* e = std::getenv("KSWEEP_FAULT_NAN")) o.fault = e;  // test hook (see Options::fault)
   return {std::move(pb), std::move(o)};
 }
@@ -407,6 +469,16 @@ std::pair<fwi::Problem, fwi::Options> inversion_setup(io::Config const& cfg, Inp
 io::Dataset dataset(io::VelocityModel const& truth, std::string name, std::vector<float> data) {
   return truth.ny > 0 ? io::Dataset{std::move(name), truth.nz, truth.ny, std::move(data), truth.nx}
                       : io::Dataset{std::move(name), truth.nz, truth.nx, std::move(data)};
+}
+
+/// A model file: vp, and rho when `rho` is not empty.
+void write_models(fs::path const& path, io::VelocityModel const& truth, std::vector<float> const& vp,
+                  std::vector<float> const& rho) {
+  if (rho.empty()) {
+    io::write_model(path, vp, truth.nz, truth.nx, truth.dh, "vp", truth.ny);
+    return;
+  }
+  io::write_datasets(path, {dataset(truth, "vp", vp), dataset(truth, "rho", rho)}, truth.dh);
 }
 
 /// The outputs of iteration `r` (rank 0): progress line, models, figures' data, summary and
@@ -424,27 +496,38 @@ struct Outputs {
     auto const& f = cfg.fwi;
     auto const& truth = in.truth;
     int const t = r.iteration, done = t - start, left = f.iterations - t;
-    std::printf("iter %4d/%d  loss %.6e  rmse %8.2f m/s  %6.2f s/iter  left %s\n", t, f.iterations, r.loss, r.rmse,
-                r.seconds, format_seconds(seconds_total / done * left).c_str());
+    bool const vd = variable_density(cfg);
+    if (vd)
+      std::printf("iter %4d/%d  loss %.6e  rmse %8.2f m/s  rmse rho %8.2f kg/m^3  %6.2f s/iter  left %s\n", t,
+                  f.iterations, r.loss, r.rmse, r.rmse_density, r.seconds,
+                  format_seconds(seconds_total / done * left).c_str());
+    else
+      std::printf("iter %4d/%d  loss %.6e  rmse %8.2f m/s  %6.2f s/iter  left %s\n", t, f.iterations, r.loss, r.rmse,
+                  r.seconds, format_seconds(seconds_total / done * left).c_str());
     std::fflush(stdout);
     bool const figures = f.figures_every > 0 && (t % f.figures_every == 0 || t == f.iterations);
     bool const checkpoint = f.checkpoint_every > 0 && (t % f.checkpoint_every == 0 || t == f.iterations);
-    std::vector<float> const vf = f.save_models || figures || checkpoint ? inv.model() : std::vector<float>();
+    bool const wanted = f.save_models || figures || checkpoint;
+    std::vector<float> const vf = wanted ? inv.model() : std::vector<float>();
+    std::vector<float> const rf = wanted && vd ? inv.density() : std::vector<float>();
     char name[64];
     if (f.save_models) {
       std::snprintf(name, sizeof name, "model_%04d.h5", t);
       make_directory(out / "models");
-      io::write_model(out / "models" / name, vf, truth.nz, truth.nx, truth.dh, "vp", truth.ny);
+      write_models(out / "models" / name, truth, vf, rf);
     }
     if (figures) {
       auto img = inv.images();
       std::snprintf(name, sizeof name, "epoch_%04d.h5", t);
       make_directory(out / "epochs");
-      io::write_datasets(out / "epochs" / name,
-                         {dataset(truth, "vp", vf), dataset(truth, "grad", std::move(img.grad)),
-                          dataset(truth, "illum_src", std::move(img.illum_src)),
-                          dataset(truth, "illum_rec", std::move(img.illum_rec))},
-                         truth.dh);
+      std::vector<io::Dataset> sets{dataset(truth, "vp", vf), dataset(truth, "grad", std::move(img.grad)),
+                                    dataset(truth, "illum_src", std::move(img.illum_src)),
+                                    dataset(truth, "illum_rec", std::move(img.illum_rec))};
+      if (vd) {
+        sets.push_back(dataset(truth, "rho", rf));
+        sets.push_back(dataset(truth, "grad_rho", std::move(img.grad_density)));
+      }
+      io::write_datasets(out / "epochs" / name, sets, truth.dh);
     }
     summary["iterations"] = history;
     auto const mem = inv.memory();
@@ -468,10 +551,14 @@ struct Outputs {
       c.rng = st.rng;
       c.history = history;
       c.model = vf;
+      c.model.insert(c.model.end(), rf.begin(), rf.end());
+      c.parameters = vd ? 2 : 1;
+      c.moments = vd ? static_cast<int>(f.invert.size()) : 1;
       // L-BFGS keeps no moments: its checkpoint holds zeros there, and a resumed run starts its
       // curvature memory afresh.
-      c.m = st.first.empty() ? std::vector<float>(vf.size(), 0.f) : st.first;
-      c.v = st.second.empty() ? std::vector<float>(vf.size(), 0.f) : st.second;
+      std::size_t const nm = static_cast<std::size_t>(c.moments) * vf.size();
+      c.m = st.first.empty() ? std::vector<float>(nm, 0.f) : st.first;
+      c.v = st.second.empty() ? std::vector<float>(nm, 0.f) : st.second;
       io::write_checkpoint(out / "checkpoint.bin", c);
       last_checkpoint = out / "checkpoint.bin";
       last_checkpoint_iteration = t;
@@ -526,11 +613,16 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
 
   auto [problem, options] = inversion_setup(cfg, in);
   fwi::Inversion inv(std::move(problem), options, comm);
-  if (in.resuming) inv.restore({in.ck.iteration, in.ck.rng, in.ck.model, in.ck.m, in.ck.v});
+  if (in.resuming) {
+    auto const n = static_cast<std::ptrdiff_t>(in.ck.model.size() / static_cast<std::size_t>(in.ck.parameters));
+    std::vector<float> vp(in.ck.model.begin(), in.ck.model.begin() + n),
+        rho(in.ck.model.begin() + n, in.ck.model.end());
+    inv.restore({in.ck.iteration, in.ck.rng, std::move(vp), std::move(rho), in.ck.m, in.ck.v});
+  }
   auto const& truth = in.truth;
   if (comm.is_root() && !in.in_place) {
-    io::write_model(out / "true_model.h5", truth.vp, truth.nz, truth.nx, truth.dh, "vp", truth.ny);
-    io::write_model(out / "initial_model.h5", in.v0, truth.nz, truth.nx, truth.dh, "vp", truth.ny);
+    write_models(out / "true_model.h5", truth, truth.vp, in.rho_true);
+    write_models(out / "initial_model.h5", truth, in.v0, in.rho0);
   }
   Outputs o{cfg, out, in, {}, in.resuming ? in.ck.history : nlohmann::json::array(), {}, 0, 0};
   if (in.resuming) {  // where the last good checkpoint is, for the messages of a stopped run
@@ -546,6 +638,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
            resume_command(opt.argv, o.last_checkpoint.parent_path(), comm.size());
   };
   double const rmse0 = inv.rmse(in.v0);
+  double const rmse0_rho = variable_density(cfg) ? inv.rmse_density(in.rho0) : 0.0;
   auto const wavelet = make_wavelet(cfg);
   o.summary["config"] = io::config_to_json(cfg);
   o.summary["model"] = {
@@ -557,6 +650,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   o.summary["backend"] = core::default_backend();
   o.summary["threads"] = core::default_concurrency();
   o.summary["initial"] = {{"rmse", rmse0}};
+  if (variable_density(cfg)) o.summary["initial"]["rmse_rho"] = rmse0_rho;
   o.summary["build"] = core::describe_build(false);
   int const start = inv.iteration();
   if (comm.is_root()) {
@@ -569,6 +663,12 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
         core::default_backend().c_str(), core::default_concurrency());
     if (in.resuming) std::printf("resuming after iteration %d from %s\n", start, opt.resume.c_str());
     std::printf("initial model RMSE %.2f m/s, water rows kept: %d\n", rmse0, in.water);
+    if (variable_density(cfg)) {
+      std::string inverted;
+      for (auto const& p : f.invert) inverted += (inverted.empty() ? "" : ", ") + p;
+      std::printf("variable density (%s): initial density RMSE %.2f kg/m^3, inverting %s\n",
+                  cfg.model.density.empty() ? "gardner" : cfg.model.density.c_str(), rmse0_rho, inverted.c_str());
+    }
     std::fflush(stdout);
   }
 
@@ -592,6 +692,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     nlohmann::json entry = {
         {"iteration", r.iteration}, {"loss", r.loss}, {"rmse", r.rmse}, {"seconds", r.seconds}, {"shots", r.shots}};
     if (options.method == fwi::Method::lbfgs) entry["evaluations"] = r.evaluations;
+    if (variable_density(cfg)) entry["rmse_rho"] = r.rmse_density;
     o.history.push_back(entry);
 
     // Outputs (rank 0), checkpoint. A failure there (a full disk) is shared with every rank
@@ -610,7 +711,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   std::string write_error;
   if (comm.is_root()) try {
       core::ScopedRegion region("ksweep::fwi::output");
-      io::write_model(out / "model_final.h5", inv.model(), truth.nz, truth.nx, truth.dh, "vp", truth.ny);
+      write_models(out / "model_final.h5", truth, inv.model(), inv.density());
       o.summary["seconds_total"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
       o.summary["iterations"] = o.history;
       io::write_json_atomic(out / "summary.json", o.summary);

@@ -37,10 +37,23 @@ using sz = std::size_t;
 struct Padded {
   core::Layout l;
   sz n;
+  bool vd;  ///< variable density: the stencil reaches 2M - 1 cells, buoyancy per axis
   Padded(io::Config const& cfg, io::VelocityModel const& vm)
-      : l(model_grid(vm), make_pml(cfg), cfg.propagator.order),
-        n(static_cast<sz>(vm.rows()) * static_cast<sz>(vm.nx)) {}
+      : l(model_grid(vm), make_pml(cfg), cfg.propagator.order,
+          cfg.propagator.physics == "acoustic_vd" ? 2 * (cfg.propagator.order / 2) - 1 : -1),
+        n(static_cast<sz>(vm.rows()) * static_cast<sz>(vm.nx)),
+        vd(cfg.propagator.physics == "acoustic_vd") {}
 };
+
+/// Variable density: its buoyancy coefficients (one field per axis) on the device, and the
+/// padded vp and rho (double) with the coefficients' mirrors that set_model builds on the host.
+void add_density(MemoryEstimate& e, Padded const& L, sz real) {
+  if (!L.vd) return;
+  sz const coef = core::coefficient_values(L.l);
+  e.items.push_back({"buoyancy coefficients (per axis)", Place::device, static_cast<sz>(L.l.dim) * coef * real});
+  e.items.push_back({"density model: padded vp and rho, coefficient mirrors", Place::host,
+                     2 * static_cast<sz>(L.l.padded_cells()) * sizeof(double) + (1 + L.l.dim) * coef * real});
+}
 
 std::size_t read_number(std::string const& path) {
   std::ifstream in(path);
@@ -98,8 +111,11 @@ MemoryEstimate estimate_fwi(io::Config const& cfg, io::VelocityModel const& vm, 
   add("observed data of every shot", Place::host, static_cast<sz>(n_shots) * nt * nr * R + S * nt * nr * R);
   add("gradient and illumination images (per shot and summed)", Place::device,
       core::image_bytes(L.l, shots) + 3 * n * sizeof(double));
-  add("models and Adam moments", Place::device, 6 * n * R);
-  add("host copies of models and images", Place::host, 8 * n * sizeof(double));
+  sz const params = L.vd ? 2 : 1;
+  add("models and Adam moments", Place::device, params * 6 * n * R);
+  add("host copies of models and images", Place::host, params * 8 * n * sizeof(double));
+  if (L.vd) add("density gradient images (per shot and summed)", Place::device, (S + 1) * n * sizeof(double));
+  add_density(e, L, R);
   return e;
 }
 
@@ -118,6 +134,7 @@ MemoryEstimate estimate_model(io::Config const& cfg, io::VelocityModel const& vm
   add("velocity coefficients", Place::device, core::coefficient_values(L.l) * R);
   add("records and wavelets of the batch", Place::device, S * nt * nr * R + S * nt * R);
   add("records of every shot", Place::host, static_cast<sz>(n_shots) * nt * nr * 4 + S * nt * nr * R);
+  add_density(e, L, R);
   return e;
 }
 

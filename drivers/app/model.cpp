@@ -32,11 +32,18 @@ io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm
   setup.survey = survey;
   setup.batch = std::min(cfg.propagator.batch, n_shots);
   setup.schedule = core::parse_schedule(cfg.propagator.schedule);
+  setup.physics = fwi::parse_physics(cfg.propagator.physics);
   fwi::Modeling<Real> modeling(setup);
   {
     core::ScopedRegion region("ksweep::model::model");
     std::vector<Real> const vp(vm.vp.begin(), vm.vp.end());
-    modeling.set_velocity(vp.data());
+    if (setup.physics == fwi::Physics::acoustic_vd) {
+      auto const density = io::load_density(cfg.model, vm);
+      std::vector<Real> const rho(density.begin(), density.end());
+      modeling.set_model(vp.data(), rho.data());
+    } else {
+      modeling.set_velocity(vp.data());
+    }
   }
   auto const wavelet = make_wavelet(cfg);
   io::RecordsFile out;
@@ -119,6 +126,7 @@ int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator c
   throw_if_stopped("reading the model");
   core::check_velocity(vm.vp.data(), static_cast<long long>(vm.vp.size()));
   core::check_cfl(*std::max_element(vm.vp.begin(), vm.vp.end()), cfg.time.dt, vm.dh, cfg.propagator.order, vm.dim());
+  if (cfg.propagator.physics == "acoustic_vd") (void)io::load_density(cfg.model, vm);  // its errors before any write
   warn_acquisition(cfg, vm, survey, comm);
   if (!comm.is_root()) return 0;  // modelling is not split over ranks
   if (opt.dry_run) {
@@ -127,9 +135,10 @@ int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator c
   }
   fs::path const out = opt.out;
   OutputFolder folder(out, opt.overwrite, false, true, inputs);
-  std::printf("ksweep model: %s, %s cells at %g m, %d shots, %d receivers, nt %d, dt %g s, order %d (%s)\n",
+  std::printf("ksweep model: %s, %s cells at %g m, %d shots, %d receivers, nt %d, dt %g s, order %d (%s%s)\n",
               shown(vm.description).c_str(), vm.shape().c_str(), vm.dh, survey.n_shots, survey.n_receivers, cfg.time.nt,
-              cfg.time.dt, cfg.propagator.order, cfg.propagator.precision.c_str());
+              cfg.time.dt, cfg.propagator.order, cfg.propagator.precision.c_str(),
+              cfg.propagator.physics == "acoustic" ? "" : (", " + cfg.propagator.physics).c_str());
   auto const rec = model_observed(cfg, vm, survey, true);
   if (auto const silent = silent_data(rec.data, "the modelled data", cfg); !silent.empty())
     throw Error(silent + "; nothing was written");

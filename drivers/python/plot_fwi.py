@@ -10,6 +10,8 @@ Writes (each skipped with a message on stderr when its inputs are missing):
   epoch_XXXX.png     true model, inverted model, gradient, source and receiver
                      illumination of epochs/epoch_XXXX.h5; for a 3D model each as three
                      orthogonal slices (a depth slice, an inline and a crossline section)
+  density_XXXX.png   variable density (epochs holding "rho"; 2D): true, starting and
+                     inverted density, its change and its gradient
 
 For 3D records (observed.h5 with rec_y) the gathers show the receiver line nearest each
 source in y.
@@ -463,6 +465,60 @@ def plot_epoch(path, iteration, true_vp, true_dh, summary_rows, dh_default, out)
     plt.close(fig)
 
 
+def plot_density_epoch(path, iteration, true_rho, start_rho, dh_default, summary_rows, out):
+    """Variable density, 2D: the true, starting and inverted density, the change made and the
+    density gradient of epochs/epoch_XXXX.h5. Returns False (nothing written) for epochs
+    without a density."""
+    with h5py.File(path, "r") as f:
+        if "rho" not in f:
+            return False
+        rho = np.asarray(f["rho"], dtype=np.float64)
+        grad = np.asarray(f["grad_rho"], dtype=np.float64) if "grad_rho" in f else None
+        dh = float(f.attrs["dh"]) if "dh" in f.attrs else dh_default
+    if rho.ndim != 2:
+        note(f"{path}: the density figure is drawn for 2D models only")
+        return False
+    nz, nx = rho.shape
+    extent = model_extent(nz, nx, dh)
+    row = summary_rows.get(iteration, {})
+    panels = [("true density", true_rho), ("starting density", start_rho),
+              (f"inverted density after iteration {iteration}", rho)]
+    ref = true_rho if true_rho is not None else rho
+    lo, hi = float(np.nanmin(ref)), float(np.nanmax(ref))
+    width = 10.0
+    panel_h = 0.84 * width * nz / nx + 0.85
+    fig, axes = plt.subplots(5, 1, figsize=(width, min(40.0, 5 * panel_h + 0.6)))
+    for ax, (title, a) in zip(axes[:3], panels):
+        if a is None:
+            ax.set_title(title + ": not available", fontsize=10, loc="left")
+            ax.axis("off")
+            continue
+        add_panel(fig, ax, a, extent, title, "rho (kg/m^3)", cmap="cividis", vmin=lo, vmax=hi)
+    if start_rho is not None:
+        d = rho - start_rho
+        lim = float(np.nanmax(np.abs(d))) or 1.0
+        add_panel(fig, axes[3], d, extent, "density change (inverted - starting)", "kg/m^3",
+                  cmap="seismic", vmin=-lim, vmax=lim)
+    else:
+        axes[3].axis("off")
+    if grad is not None:
+        glim, exp = grad_limits(grad)
+        scale = 10.0 ** exp
+        add_panel(fig, axes[4], grad / scale, extent,
+                  "density gradient (clipped at 99th percentile)",
+                  "d loss / d rho" + (f" (x 1e{exp})" if exp else ""), cmap="seismic",
+                  vmin=-glim / scale, vmax=glim / scale)
+    else:
+        axes[4].axis("off")
+    fig.suptitle(f"FWI iteration {iteration}: density RMSE = "
+                 f"{fmt_num(row.get('rmse_rho'), '.1f')} kg/m^3  ({nz} x {nx}, dh = {dh:g} m)",
+                 fontsize=12)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_figheight()), h_pad=0.6)
+    save_atomic(fig, out, DPI)
+    plt.close(fig)
+    return True
+
+
 def grad_limits(g):
     """Colour limit (99th percentile of |g|) and the power of ten put into the label."""
     finite = np.abs(g[np.isfinite(g)])
@@ -611,9 +667,20 @@ def main(argv=None):
         for r in summary.get("iterations") or []:
             if isinstance(r, dict) and "iteration" in r:
                 rows[int(r["iteration"])] = r
+        true_rho = start_rho = None
+        for name, path in (("true", true_path), ("start", os.path.join(outdir, "initial_model.h5"))):
+            try:
+                with h5py.File(path, "r") as f:
+                    if "rho" in f:
+                        a = np.asarray(f["rho"], dtype=np.float64)
+                        true_rho, start_rho = (a, start_rho) if name == "true" else (true_rho, a)
+            except OSError:
+                pass
         for n in chosen:
             attempt(f"epoch_{n:04d}.png", plot_epoch, found[n], n, true_vp, true_dh, rows,
                     dh_default)
+            attempt(f"density_{n:04d}.png", plot_density_epoch, found[n], n, true_rho, start_rho,
+                    dh_default, rows)
 
     for p in written:
         print(p)

@@ -35,19 +35,28 @@ void flatten(nlohmann::json const& j, std::string const& prefix,
 }  // namespace
 
 void write_checkpoint(std::filesystem::path const& path, Checkpoint const& c) {
-  std::size_t const n = c.model.size();
-  KSWEEP_REQUIRE(c.m.size() == n && c.v.size() == n, "checkpoint " << path.string() << ": arrays of different sizes");
+  KSWEEP_REQUIRE(c.parameters >= 1 && c.moments >= 1 && c.model.size() % c.parameters == 0,
+                 "checkpoint " << path.string() << ": " << c.model.size() << " model values for " << c.parameters
+                               << " parameter(s)");
+  std::size_t const n = c.model.size() / c.parameters;
+  KSWEEP_REQUIRE(c.m.size() == c.moments * n && c.v.size() == c.moments * n,
+                 "checkpoint " << path.string() << ": arrays of different sizes");
   nlohmann::json meta = {{"format", 2}, {"iteration", c.iteration}, {"rng", c.rng}, {"history", c.history}, {"n", n},
                          {"run", c.run}};
+  if (c.parameters != 1 || c.moments != 1) {
+    meta["parameters"] = c.parameters;
+    meta["moments"] = c.moments;
+  }
   std::string const js = meta.dump();
   std::uint64_t const len = js.size();
   std::string bytes;
-  bytes.reserve(sizeof magic + sizeof len + js.size() + 3 * n * sizeof(float) + trailer_len);
+  bytes.reserve(sizeof magic + sizeof len + js.size() + (c.parameters + 2 * c.moments) * n * sizeof(float) +
+                trailer_len);
   bytes.append(magic, sizeof magic);
   bytes.append(reinterpret_cast<char const*>(&len), sizeof len);
   bytes += js;
   for (auto const* a : {&c.model, &c.m, &c.v})
-    bytes.append(reinterpret_cast<char const*>(a->data()), n * sizeof(float));
+    bytes.append(reinterpret_cast<char const*>(a->data()), a->size() * sizeof(float));
   std::string const sum = sha256_hex(bytes.data(), bytes.size());
   bytes += trailer;
   bytes += sum;
@@ -61,6 +70,7 @@ namespace {
 struct Header {
   nlohmann::json meta;
   std::size_t n = 0;
+  int parameters = 1, moments = 1;
   std::uintmax_t size = 0;
 };
 
@@ -105,11 +115,19 @@ Header read_header(std::filesystem::path const& path) {
   h.n = h.meta["n"].get<std::size_t>();
   KSWEEP_REQUIRE(h.n <= (std::uintmax_t(1) << 40), "--resume: the checkpoint " << name << " is corrupt: it records a "
                                                                                << "model of " << h.n << " cells");
-  std::uintmax_t const expected = sizeof head + len + 3 * h.n * sizeof(float) + trailer_len;
+  for (auto [key, out] : {std::pair<char const*, int*>{"parameters", &h.parameters}, {"moments", &h.moments}}) {
+    auto const it = h.meta.find(key);
+    if (it == h.meta.end()) continue;
+    KSWEEP_REQUIRE(it->is_number_unsigned() && it->get<std::size_t>() >= 1 && it->get<std::size_t>() <= 2,
+                   "--resume: the checkpoint " << name << " is corrupt: its '" << key << "' is not 1 or 2");
+    *out = it->get<int>();
+  }
+  std::uintmax_t const expected =
+      sizeof head + len + static_cast<std::uintmax_t>(h.parameters + 2 * h.moments) * h.n * sizeof(float) + trailer_len;
   KSWEEP_REQUIRE(h.size == expected, "--resume: the checkpoint "
                                          << name << " has " << h.size << " bytes, but its header describes a model of "
-                                         << h.n << " cells, which takes " << expected
-                                         << " bytes: it is truncated or corrupt; it cannot be resumed");
+                                         << h.n << " cells (" << h.parameters << " parameter(s)), which takes "
+                                         << expected << " bytes: it is truncated or corrupt; it cannot be resumed");
   return h;
 }
 
@@ -119,6 +137,8 @@ CheckpointHeader read_checkpoint_header(std::filesystem::path const& path) {
   Header const h = read_header(path);
   CheckpointHeader c;
   c.n = h.n;
+  c.parameters = h.parameters;
+  c.moments = h.moments;
   auto const it = h.meta.find("iteration");
   c.iteration = it != h.meta.end() && it->is_number_integer() ? it->get<int>() : 0;
   auto const run = h.meta.find("run");
@@ -195,7 +215,9 @@ Checkpoint read_checkpoint(std::filesystem::path const& path, std::size_t n) {
   if (n == 0) n = cn;
   KSWEEP_REQUIRE(cn == n, "--resume: the checkpoint " << name << " holds a model of " << cn
                                                       << " cells, this configuration has " << n);
-  std::size_t const arrays = 3 * n * sizeof(float);
+  c.parameters = head.parameters;
+  c.moments = head.moments;
+  std::size_t const arrays = static_cast<std::size_t>(c.parameters + 2 * c.moments) * n * sizeof(float);
   KSWEEP_REQUIRE(body - sizeof magic - sizeof len - len == arrays,
                  "--resume: the checkpoint " << name << " is corrupt: it holds "
                                              << body - sizeof magic - sizeof len - len << " bytes of arrays, expected "
@@ -226,15 +248,19 @@ Checkpoint read_checkpoint(std::filesystem::path const& path, std::size_t n) {
   char const* names[] = {"model", "Adam first moment", "Adam second moment"};
   int k = 0;
   for (auto* a : {&c.model, &c.m, &c.v}) {
-    a->resize(n);
-    std::memcpy(a->data(), at, n * sizeof(float));
-    at += n * sizeof(float);
-    for (std::size_t i = 0; i < n; ++i) {
+    std::size_t const values = (k == 0 ? c.parameters : c.moments) * n;
+    a->resize(values);
+    std::memcpy(a->data(), at, values * sizeof(float));
+    at += values * sizeof(float);
+    for (std::size_t i = 0; i < values; ++i) {
       float const x = (*a)[i];
       bool const ok = std::isfinite(x) && (k == 0 ? x > 0 : k == 2 ? x >= 0 : true);
-      KSWEEP_REQUIRE(ok, "--resume: the checkpoint "
-                             << name << " holds an out-of-range " << names[k] << " value " << x << " at cell " << i
-                             << (k == 0 ? ": velocities must be finite and > 0" : ": values must be finite"));
+      KSWEEP_REQUIRE(
+          ok, "--resume: the checkpoint "
+                  << name << " holds an out-of-range " << names[k] << " value " << x << " at "
+                  << (k == 0 && i >= n ? "density cell " : "cell ") << i % n
+                  << (k == 0 ? (i >= n ? ": densities must be finite and > 0" : ": velocities must be finite and > 0")
+                             : ": values must be finite"));
     }
     ++k;
   }

@@ -134,6 +134,38 @@ class SectionReader {
     }
   }
 
+  void get(char const* key, std::vector<std::string>& out) {
+    toml::node const* node = find(key);
+    if (node == nullptr) return;
+    auto const* arr = node->as_array();
+    if (arr == nullptr) type_error(key, *node, "array of strings");
+    std::vector<std::string> v;
+    for (std::size_t i = 0; i < arr->size(); ++i) {
+      auto const* e = arr->get(i)->as_string();
+      KSWEEP_REQUIRE(e != nullptr, "wrong type for element " << i << " of '" << dotted(key) << "' in " << where(key)
+                                                             << ": got " << type_name(arr->get(i)->type())
+                                                             << ", expected string");
+      v.push_back(e->get());
+    }
+    out = std::move(v);
+  }
+
+  /// A string, or a number kept as its text (a key that takes a name, a path or a value).
+  void get_text_or_number(char const* key, std::string& out) {
+    toml::node const* node = m_table == nullptr ? nullptr : m_table->get(key);
+    if (node != nullptr && (node->is_floating_point() || node->is_integer())) {
+      find(key);
+      double const x =
+          node->is_integer() ? static_cast<double>(node->as_integer()->get()) : node->as_floating_point()->get();
+      std::ostringstream os;
+      os.precision(17);
+      os << x;
+      out = os.str();
+      return;
+    }
+    get(key, out);
+  }
+
   void get(char const* key, std::array<double, 2>& out) {
     toml::array const* arr = find_pair(key, "array of 2 numbers");
     if (arr == nullptr) return;
@@ -337,6 +369,7 @@ Config build(toml::table root, std::string const& origin, std::vector<std::strin
     r.get("crop_z", c.model.crop_z);
     r.get("crop_x", c.model.crop_x);
     r.get("crop_y", c.model.crop_y);
+    r.get_text_or_number("density", c.model.density);
     r.finish();
   }
   {
@@ -378,6 +411,7 @@ Config build(toml::table root, std::string const& origin, std::vector<std::strin
     r.get("precision", c.propagator.precision);
     r.get("batch", c.propagator.batch);
     r.get("schedule", c.propagator.schedule);
+    r.get("physics", c.propagator.physics);
     r.finish();
   }
   {
@@ -412,6 +446,10 @@ Config build(toml::table root, std::string const& origin, std::vector<std::strin
     r.get("precondition", c.fwi.precondition);
     r.get("figures_every", c.fwi.figures_every);
     r.get("save_models", c.fwi.save_models);
+    r.get("invert", c.fwi.invert);
+    r.get("rho_min", c.fwi.rho_min);
+    r.get("rho_max", c.fwi.rho_max);
+    r.get("lr_rho", c.fwi.lr_rho);
     r.finish();
   }
   for (auto const& [name, node] : root)
@@ -530,6 +568,38 @@ void validate(Config const& c) {
   require_one_of("propagator.precision", p.precision, {"fp32", "fp64"});
   KSWEEP_REQUIRE(p.batch >= 1, "propagator.batch = " << p.batch << " must be >= 1");
   names::schedule.parse(p.schedule);
+  require_one_of("propagator.physics", p.physics, {"acoustic", "acoustic_vd"});
+  bool const vd = p.physics == "acoustic_vd";
+  for (char const* key : {"model.density", "fwi.invert", "fwi.rho_min", "fwi.rho_max", "fwi.lr_rho"})
+    KSWEEP_REQUIRE(vd || !c.is_given(key), key << " is set, but propagator.physics = \"" << p.physics
+                                               << "\" has no density: set propagator.physics = \"acoustic_vd\" "
+                                                  "(variable density), or remove "
+                                               << key);
+  if (vd) {
+    auto const& d = c.model.density;
+    if (!d.empty() && d != "gardner" && !is_raw_path(d) && std::filesystem::path(d).extension() != ".h5") {
+      double rho = 0;
+      std::istringstream is(d);
+      is >> rho;
+      KSWEEP_REQUIRE(!is.fail() && is.eof(), "model.density = \""
+                                                 << shown(d)
+                                                 << "\" is not \"gardner\", a number (kg/m^3) or a .f32/.bin/.h5 file");
+      KSWEEP_REQUIRE(std::isfinite(rho) && rho > 0,
+                     "model.density = " << d << " kg/m^3: a density must be finite and > 0 (water: 1000)");
+    }
+    auto const& inv = c.fwi.invert;
+    KSWEEP_REQUIRE(!inv.empty(), "fwi.invert = [] names no parameter (allowed: \"vp\", \"rho\")");
+    for (std::size_t i = 0; i < inv.size(); ++i) {
+      require_one_of("fwi.invert[" + std::to_string(i) + "]", inv[i], {"vp", "rho"});
+      for (std::size_t j = 0; j < i; ++j)
+        KSWEEP_REQUIRE(inv[j] != inv[i], "fwi.invert names \"" << inv[i] << "\" twice");
+    }
+    KSWEEP_REQUIRE(c.fwi.rho_min > 0 && c.fwi.rho_min < c.fwi.rho_max,
+                   "fwi.rho_min = " << c.fwi.rho_min << " and fwi.rho_max = " << c.fwi.rho_max
+                                    << " kg/m^3 must satisfy 0 < rho_min < rho_max");
+    KSWEEP_REQUIRE(std::isfinite(c.fwi.lr_rho) && c.fwi.lr_rho >= 0,
+                   "fwi.lr_rho = " << c.fwi.lr_rho << " kg/m^3 per step must be >= 0 (0: fwi.lr)");
+  }
 
   auto const& s = c.storage;
   names::strategy.parse(s.strategy);
@@ -633,6 +703,12 @@ nlohmann::json config_to_json(Config const& c) {
                      {"precision", c.propagator.precision},
                      {"batch", c.propagator.batch},
                      {"schedule", c.propagator.schedule}};
+  // Variable density's keys are recorded only with it, so that constant-density runs keep their
+  // identity (summary.json, checkpoints) unchanged.
+  if (c.propagator.physics != "acoustic") {
+    j["propagator"]["physics"] = c.propagator.physics;
+    j["model"]["density"] = c.model.density.empty() ? "gardner" : c.model.density;
+  }
   j["storage"] = {{"strategy", c.storage.strategy}, {"location", c.storage.location},
                   {"dtype", c.storage.dtype},       {"transfer_interval", c.storage.transfer_interval},
                   {"disk_dir", c.storage.disk_dir}, {"pinned", c.storage.pinned}};
@@ -656,6 +732,12 @@ nlohmann::json config_to_json(Config const& c) {
               {"precondition", c.fwi.precondition},
               {"figures_every", c.fwi.figures_every},
               {"save_models", c.fwi.save_models}};
+  if (c.propagator.physics != "acoustic") {
+    j["fwi"]["invert"] = c.fwi.invert;
+    j["fwi"]["rho_min"] = c.fwi.rho_min;
+    j["fwi"]["rho_max"] = c.fwi.rho_max;
+    j["fwi"]["lr_rho"] = c.fwi.lr_rho;
+  }
   j["source_path"] = c.source_path;
   return j;
 }

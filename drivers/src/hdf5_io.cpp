@@ -336,17 +336,17 @@ void write_model(fs::path const& path, std::vector<float> const& vp, int nz, int
 }
 
 namespace {
-VelocityModel read_model_file(fs::path const& path, bool values) {
+VelocityModel read_model_file(fs::path const& path, bool values, std::string const& dataset) {
   Handle file = open_for_reading(path);
   VelocityModel m;
   std::vector<hsize_t> dims;
-  m.vp = read_dataset<float>(file.get(), path, "vp", 0, H5T_NATIVE_FLOAT, dims, values);
+  m.vp = read_dataset<float>(file.get(), path, dataset.c_str(), 0, H5T_NATIVE_FLOAT, dims, values);
   for (std::size_t a = 0; a < dims.size(); ++a)
-    KSWEEP_REQUIRE(dims[a] >= 1, "dataset 'vp' in " << shown_path(path) << " is empty: its dimension " << a << " has "
-                                                    << dims[a] << " cells (shape [" << dims[0]
-                                                    << (dims.size() == 3 ? ", " + std::to_string(dims[1]) : "") << ", "
-                                                    << dims.back() << "]); a model needs at least 1 cell "
-                                                    << "along each axis");
+    KSWEEP_REQUIRE(dims[a] >= 1, "dataset '" << dataset << "' in " << shown_path(path) << " is empty: its dimension "
+                                             << a << " has " << dims[a] << " cells (shape [" << dims[0]
+                                             << (dims.size() == 3 ? ", " + std::to_string(dims[1]) : "") << ", "
+                                             << dims.back() << "]); a model needs at least 1 cell "
+                                             << "along each axis");
   m.nz = static_cast<int>(dims[0]);
   m.nx = static_cast<int>(dims.back());
   if (dims.size() == 3) m.ny = static_cast<int>(dims[1]);
@@ -356,9 +356,13 @@ VelocityModel read_model_file(fs::path const& path, bool values) {
 }
 }  // namespace
 
-VelocityModel read_model(fs::path const& path) { return read_model_file(path, true); }
+VelocityModel read_model(fs::path const& path, std::string const& dataset) {
+  return read_model_file(path, true, dataset);
+}
 
-VelocityModel read_model_shape(fs::path const& path) { return read_model_file(path, false); }
+VelocityModel read_model_shape(fs::path const& path, std::string const& dataset) {
+  return read_model_file(path, false, dataset);
+}
 
 void write_datasets(fs::path const& path, std::vector<Dataset> const& datasets, double dh) {
   for (auto const& d : datasets) {
@@ -398,8 +402,8 @@ void write_model(std::filesystem::path const& path, std::vector<float> const&, i
                  int) {
   no_hdf5(path);
 }
-VelocityModel read_model(std::filesystem::path const& path) { no_hdf5(path); }
-VelocityModel read_model_shape(std::filesystem::path const& path) { no_hdf5(path); }
+VelocityModel read_model(std::filesystem::path const& path, std::string const&) { no_hdf5(path); }
+VelocityModel read_model_shape(std::filesystem::path const& path, std::string const&) { no_hdf5(path); }
 void write_datasets(std::filesystem::path const& path, std::vector<Dataset> const&, double) { no_hdf5(path); }
 
 #endif

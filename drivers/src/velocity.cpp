@@ -286,7 +286,7 @@ std::string known_names() {
 
 }  // namespace
 
-VelocityModel model_shape(ModelSection const& s) {
+VelocityModel model_shape(ModelSection const& s, std::string const& dataset) {
   KSWEEP_REQUIRE(s.decimate >= 1, "model.decimate = " << s.decimate << " must be >= 1");
   bool const extruded = s.source == "marmousi2_3d";
   VelocityModel m;
@@ -312,7 +312,7 @@ VelocityModel model_shape(ModelSection const& s) {
     KSWEEP_REQUIRE(std::filesystem::is_regular_file(s.source, ec),
                    "model.source = " << shown_path(s.source) << " is not a regular file (a folder, device or pipe)");
     if (h5) {
-      m = read_model_shape(s.source);
+      m = read_model_shape(s.source, dataset);
     } else {
       KSWEEP_REQUIRE(s.nz > 0 && s.nx > 0 && s.dh > 0,
                      "model.source = " << shown_path(s.source) << " is a raw float32 file, so model.nz, "
@@ -351,10 +351,10 @@ VelocityModel model_shape(ModelSection const& s) {
   return m;
 }
 
-VelocityModel load_velocity(ModelSection const& s) {
+VelocityModel load_velocity(ModelSection const& s, std::string const& dataset) {
   // Every check that needs no values (source, sizes, decimation, crops, limits), before any
   // model-sized work; what follows reads and transforms the values only.
-  VelocityModel const expected = model_shape(s);
+  VelocityModel const expected = model_shape(s, dataset);
   bool const extruded = s.source == "marmousi2_3d";
   VelocityModel m;
   auto const& named = named_models();
@@ -366,7 +366,7 @@ VelocityModel load_velocity(ModelSection const& s) {
   } else if (s.source == "layered3d") {
     m = layered3d(s);
   } else if (std::string const ext = lower_extension(s.source); ext == ".h5" || ext == ".hdf5") {
-    m = read_model(s.source);
+    m = read_model(s.source, dataset);
   } else {  // a raw float32 file, its sizes given (checked by model_shape)
     m.nz = s.nz, m.nx = s.nx, m.ny = s.ny, m.dh = s.dh;
     m.vp = read_raw_f32(s.source, static_cast<std::size_t>(s.nz) * static_cast<std::size_t>(s.ny > 0 ? s.ny : 1) *
@@ -399,6 +399,43 @@ VelocityModel load_velocity(ModelSection const& s) {
                  "model.source = \"" << shown(s.source) << "\": the model read is " << m.shape() << ", its header said "
                                      << expected.shape() << " (the file changed while it was read?)");
   return m;
+}
+
+std::vector<float> load_density(ModelSection const& model, VelocityModel const& vm) {
+  auto const& d = model.density;
+  std::vector<float> rho(vm.vp.size());
+  if (d.empty() || d == "gardner") {
+    for (std::size_t i = 0; i < rho.size(); ++i)
+      rho[i] = static_cast<float>(310.0 * std::pow(static_cast<double>(vm.vp[i]), 0.25));
+    return rho;
+  }
+  auto const ext = std::filesystem::path(d).extension().string();
+  if (ext != ".f32" && ext != ".bin" && ext != ".h5") {
+    float const value = static_cast<float>(std::stod(d));  // validated by the configuration
+    std::fill(rho.begin(), rho.end(), value);
+    return rho;
+  }
+  ModelSection m = model;
+  m.source = d;
+  if (m.nz == 0) {  // a named model's raw sizes (a raw density file of its shape)
+    for (auto const& nm : named_models())
+      if (nm.name == model.source) m.nz = nm.nz, m.nx = nm.nx, m.dh = nm.dh;
+  }
+  VelocityModel f;
+  try {
+    f = load_velocity(m, "rho");
+  } catch (Error const& e) {
+    throw Error("model.density = " + shown_path(d) + ": " + e.what());
+  }
+  KSWEEP_REQUIRE(f.nz == vm.nz && f.nx == vm.nx && f.ny == vm.ny,
+                 "model.density = " << shown_path(d) << " is " << f.shape()
+                                    << " cells after decimation and cropping, the model (model.source) is "
+                                    << vm.shape() << ": the density needs the model's shape");
+  for (std::size_t i = 0; i < f.vp.size(); ++i)
+    KSWEEP_REQUIRE(std::isfinite(f.vp[i]) && f.vp[i] > 0,
+                   "model.density = " << shown_path(d) << ": the density at cell " << i << " is " << f.vp[i]
+                                      << " kg/m^3: densities must be finite and > 0");
+  return std::move(f.vp);
 }
 
 }  // namespace ksweep::io

@@ -3,7 +3,8 @@
 
     test_ksweep.py KSWEEP MPIEXEC WORKDIR CASE
 
-CASE is one of: model, ranks, schedules, memory_estimate, resume, converges, bad_inputs, three_d, and the fault suite:
+CASE is one of: model, ranks, schedules, memory_estimate, resume, converges, bad_inputs, three_d, density, and the
+fault suite:
 outputs, resume_checks, numerics, disk_full, disk_full_tmpfs (exits 77, skipped, where mounting
 is not permitted), signals, memory.
 """
@@ -443,6 +444,82 @@ def case_bad_inputs():
     expect_error(["fwi", "-c", cfg, "-o", out, "--set", f'fwi.observed="{corrupt}"'], "corrupt.h5", ranks=2, out=out)
     print(f"2-rank failure ended in {time.time() - t0:.1f} s")
     print("bad_inputs: ok")
+
+
+def case_density():
+    """Variable density in the program: a density from Gardner's relation, vp and rho inverted;
+    every output carries both; 2 ranks and a resumed run give the same bits; bad densities are
+    refused before anything is written."""
+    vd = BASE + 'invert = ["vp", "rho"]\nlr_rho = 10.0\nfigures_every = 3\n'
+    vd = vd.replace("figures_every = 0\n", "").replace("[propagator]\n", '[propagator]\nphysics = "acoustic_vd"\n')
+    cfg = write_config("density.toml", vd)
+    ref = fresh("density_ref")
+    r = ksweep(["fwi", "-c", cfg, "-o", ref], timeout=900)
+    if "rmse rho" not in r.stdout:
+        fail(f"no density RMSE in the progress lines:\n{r.stdout}")
+    with h5py.File(os.path.join(ref, "true_model.h5"), "r") as f:
+        vp, rho = f["vp"][...], f["rho"][...]
+        gardner = (310.0 * vp.astype(np.float64) ** 0.25).astype(np.float32)
+        if not np.array_equal(rho, gardner):
+            fail("true_model.h5's rho is not Gardner's 310 vp^0.25")
+    for name in ("initial_model.h5", "model_final.h5", "epochs/epoch_0003.h5"):
+        with h5py.File(os.path.join(ref, name), "r") as f:
+            for d in ("vp", "rho") + (("grad", "grad_rho") if "epoch" in name else ()):
+                if d not in f or f[d].shape != vp.shape:
+                    fail(f"{name} lacks a {vp.shape} dataset {d}")
+    with h5py.File(os.path.join(ref, "initial_model.h5"), "r") as f0, \
+            h5py.File(os.path.join(ref, "model_final.h5"), "r") as f1:
+        if np.array_equal(f0["rho"][...], f1["rho"][...]):
+            fail("the density did not change")
+    h = history(ref)
+    if not all("rmse_rho" in e for e in h):
+        fail(f"summary.json's iterations lack rmse_rho: {h}")
+    # Two ranks: the same bits.
+    two = fresh("density_two")
+    ksweep(["fwi", "-c", cfg, "-o", two], ranks=2, timeout=900)
+    for m in ("vp", "rho"):
+        with h5py.File(os.path.join(ref, "model_final.h5"), "r") as a, \
+                h5py.File(os.path.join(two, "model_final.h5"), "r") as b:
+            if a[m][...].tobytes() != b[m][...].tobytes():
+                fail(f"2 ranks give another {m}")
+    # Resume from iteration 2's checkpoint: the same bits as the uninterrupted run.
+    part = fresh("density_part")
+    ksweep(["fwi", "-c", cfg, "-o", part, "--set", "fwi.iterations=2"])
+    ksweep(["fwi", "-c", cfg, "-o", part, "--resume", part])
+    for m in ("vp", "rho"):
+        with h5py.File(os.path.join(ref, "model_final.h5"), "r") as a, \
+                h5py.File(os.path.join(part, "model_final.h5"), "r") as b:
+            if a[m][...].tobytes() != b[m][...].tobytes():
+                fail(f"the resumed run gives another {m}")
+    if [e["loss"] for e in history(part)] != [e["loss"] for e in h]:
+        fail("the resumed run's losses differ")
+    # vp alone, the density held at its starting (smoothed) value.
+    alone = fresh("density_vp")
+    ksweep(["fwi", "-c", cfg, "-o", alone, "--set", 'fwi.invert=["vp"]'])
+    with h5py.File(os.path.join(alone, "initial_model.h5"), "r") as f0, \
+            h5py.File(os.path.join(alone, "model_final.h5"), "r") as f1:
+        if not np.array_equal(f0["rho"][...], f1["rho"][...]):
+            fail('fwi.invert = ["vp"] changed the density')
+    # Bad densities, each refused before any output.
+    out = fresh("density_bad")
+    expect_error(["fwi", "-c", cfg, "-o", out, "--set", "model.density=-5"], "model.density = -5", out=out)
+    expect_error(["fwi", "-c", cfg, "-o", out, "--set", 'model.density="granite"'], "granite", out=out)
+    expect_error(["fwi", "-c", cfg, "-o", out, "--set", 'fwi.invert=["vp","eta"]'], "eta", out=out)
+    expect_error(["fwi", "-c", write_config("density_cd.toml"), "-o", out, "--set", "model.density=2000"],
+                 "propagator.physics", out=out)
+    small = os.path.join(WORK, "density_small.f32")
+    np.full((10, 10), 2000, np.float32).tofile(small)
+    expect_error(["fwi", "-c", cfg, "-o", out, "--set", f'model.density="{small}"'], "density_small.f32", out=out)
+    nan = os.path.join(WORK, "density_nan.h5")
+    # A density of the raw model's shape (Marmousi2 at 12.5 m, before decimation and cropping),
+    # with a NaN inside the cropped window.
+    big = np.full((281, 1361), 2000, np.float32)
+    big[6, 520] = np.nan
+    with h5py.File(nan, "w") as f:
+        f["rho"] = big
+        f.attrs["dh"] = 12.5
+    expect_error(["fwi", "-c", cfg, "-o", out, "--set", f'model.density="{nan}"'], "density_nan.h5", out=out)
+    print("density: ok")
 
 
 # --- Fault suite: used folders, checkpoints, numbers, full disks, signals, memory -------------
@@ -1036,7 +1113,7 @@ def case_memory_estimate():
 if __name__ == "__main__":
     os.makedirs(WORK, exist_ok=True)
     {"model": case_model, "ranks": case_ranks, "schedules": case_schedules, "resume": case_resume, "converges": case_converges,
-     "three_d": case_three_d,
+     "three_d": case_three_d, "density": case_density,
      "bad_inputs": case_bad_inputs, "outputs": case_outputs, "resume_checks": case_resume_checks,
      "numerics": case_numerics, "disk_full": case_disk_full, "disk_full_tmpfs": case_disk_full_tmpfs, "signals": case_signals,
      "memory": case_memory, "memory_estimate": case_memory_estimate}[sys.argv[4]]()

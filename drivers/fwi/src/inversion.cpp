@@ -2,6 +2,7 @@
 
 #include "inversion_run.hpp"
 
+#include <ksweep/core/physics.hpp>
 #include <ksweep/core/stencil.hpp>
 
 namespace ksweep::fwi {
@@ -10,8 +11,11 @@ Inversion::Inversion(Problem problem, Options options, comm::Communicator const&
   int const dim = problem.grid.dim();
   m_impl = core::dispatch_order(problem.order, [&](auto o) {
     constexpr int order = decltype(o)::value;
-    return dim == 3 ? make_inversion<order, 3>(std::move(problem), std::move(options), comm)
-                    : make_inversion<order, 2>(std::move(problem), std::move(options), comm);
+    if (problem.physics == Physics::acoustic_vd)
+      return dim == 3 ? make_inversion<order, 3, core::AcousticVd>(std::move(problem), std::move(options), comm)
+                      : make_inversion<order, 2, core::AcousticVd>(std::move(problem), std::move(options), comm);
+    return dim == 3 ? make_inversion<order, 3, core::Acoustic>(std::move(problem), std::move(options), comm)
+                    : make_inversion<order, 2, core::Acoustic>(std::move(problem), std::move(options), comm);
   });
 }
 
@@ -22,9 +26,12 @@ Report Inversion::step() { return m_impl->step(); }
 int Inversion::iteration() const { return m_impl->iteration(); }
 State Inversion::state() const { return m_impl->state(); }
 std::vector<float> Inversion::model() const { return m_impl->model(); }
+std::vector<float> Inversion::density() const { return m_impl->density(); }
 Images Inversion::images() const { return m_impl->images(); }
 double Inversion::rmse() const { return m_impl->rmse(); }
 double Inversion::rmse(std::vector<float> const& model) const { return m_impl->rmse(model); }
+double Inversion::rmse_density() const { return m_impl->rmse_density(nullptr); }
+double Inversion::rmse_density(std::vector<float> const& density) const { return m_impl->rmse_density(&density); }
 core::MemoryReport Inversion::memory() const { return m_impl->memory(); }
 
 }  // namespace ksweep::fwi

@@ -1,17 +1,16 @@
-// The 2D inversions, one per stencil order (a file per dimension, so that builds compile the
-// two in parallel).
+// The 2D constant-density inversions, one per stencil order (a file per dimension and physics, so
+// that builds compile them in parallel).
 #include "inversion_impl.hpp"
 
 namespace ksweep::fwi {
 
-template <int Order, int Dim>
-std::unique_ptr<Inversion::Impl> make_inversion(Problem problem, Options options, comm::Communicator const& comm) {
-  return std::make_unique<impl::Run<Order, Dim>>(std::move(problem), std::move(options), comm);
-}
-
-template std::unique_ptr<Inversion::Impl> make_inversion<2, 2>(Problem, Options, comm::Communicator const&);
-template std::unique_ptr<Inversion::Impl> make_inversion<4, 2>(Problem, Options, comm::Communicator const&);
-template std::unique_ptr<Inversion::Impl> make_inversion<6, 2>(Problem, Options, comm::Communicator const&);
-template std::unique_ptr<Inversion::Impl> make_inversion<8, 2>(Problem, Options, comm::Communicator const&);
+#define KSWEEP_INVERSION(Order)                                                                        \
+  template std::unique_ptr<Inversion::Impl> make_inversion<Order, 2, core::Acoustic>(Problem, Options, \
+                                                                                     comm::Communicator const&);
+KSWEEP_INVERSION(2)
+KSWEEP_INVERSION(4)
+KSWEEP_INVERSION(6)
+KSWEEP_INVERSION(8)
+#undef KSWEEP_INVERSION
 
 }  // namespace ksweep::fwi

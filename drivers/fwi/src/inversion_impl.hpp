@@ -1,12 +1,13 @@
 #pragma once
-// The inversion of one stencil order and dimension (see inversion.hpp); instantiated in
-// inversion_2d.cpp and inversion_3d.cpp.
+// The inversion of one stencil order, dimension and physics (see inversion.hpp); instantiated
+// in inversion_2d.cpp, inversion_3d.cpp, inversion_vd_2d.cpp and inversion_vd_3d.cpp.
 
 #include <ksweep/base/error.hpp>
 #include <ksweep/base/launch.hpp>
 #include <ksweep/comm/communicator.hpp>
 #include <ksweep/core/batches.hpp>
 #include <ksweep/core/gradient.hpp>
+#include <ksweep/core/physics.hpp>
 #include <ksweep/core/profiling.hpp>
 #include <ksweep/core/propagator.hpp>
 #include "inversion_run.hpp"
@@ -92,13 +93,18 @@ double squared_distance(ExecSpace const& space, View const& x, View const& y, Su
   return sum;
 }
 
-template <int Order, int Dim>
+/// The inversion of stencil order `Order`, dimension `Dim` and physics `Physics`. The optimizer's
+/// vector stacks the inverted parameters [parameter][cell] (Options::invert's order); the others
+/// are held in m_fixed_params.
+template <int Order, int Dim, class Physics>
 class Run final : public Inversion::Impl {
  public:
   using Real = float;
   using ExecSpace = Kokkos::DefaultExecutionSpace;
-  using P = core::Propagator<Real, Order, ExecSpace, Dim>;
-  using E = core::GradientEngine<Real, Order, ExecSpace, Dim>;
+  using P = core::Propagator<Real, Order, ExecSpace, Dim, Physics>;
+  using E = core::GradientEngine<Real, Order, ExecSpace, Dim, Physics>;
+  static constexpr bool variable_density = std::is_same_v<Physics, core::AcousticVd>;
+  static constexpr int n_params = E::n_params;
   using vec = Kokkos::View<Real*, ExecSpace::memory_space>;
   using Clock = std::chrono::steady_clock;
 
@@ -116,25 +122,35 @@ class Run final : public Inversion::Impl {
     if (m_opt.method == Method::lbfgs) m_opt.batch = m_shots;  // full batch
     check();
     m_fixed = static_cast<std::size_t>(m_opt.water_rows) * m_plane;
-    m_model = upload(m_pb.start, "ksweep::fwi::model");
-    if (!m_pb.truth.empty()) m_truth = upload(m_pb.truth, "ksweep::fwi::true");
-    m_grad = vec(view_alloc(m_space, WithoutInitializing, std::string("ksweep::fwi::grad")), m_n);
-    if (m_opt.method == Method::adam) {
-      AdamParameters a = m_opt.adam;
-      a.vmin = m_opt.vmin;
-      a.vmax = m_opt.vmax;
-      m_adam.emplace(m_space, m_n, a, m_fixed);
-    } else {
-      LbfgsParameters l = m_opt.lbfgs;
-      l.vmin = m_opt.vmin;
-      l.vmax = m_opt.vmax;
-      m_lbfgs.emplace(m_space, m_n, l, m_fixed);
+    // The inverted parameters in the optimizer's vector; the others held.
+    std::vector<float> const* values[2] = {&m_pb.start, &m_pb.density};
+    for (auto const& name : m_opt.invert) m_inverted.push_back(parameter_index(m_pb.physics, name));
+    std::size_t const nv = m_inverted.size() * m_n;
+    m_model = vec(view_alloc(m_space, WithoutInitializing, std::string("ksweep::fwi::model")), nv);
+    Box box;
+    box.cells = m_inverted.size() > 1 ? m_n : 0;
+    box.fixed = m_fixed;
+    for (int p = 0; p < n_params; ++p) {
+      int const k = slot(p);
+      if (k >= 0) {
+        copy_in(*values[p], segment(m_model, k));
+        box.lo[k] = p == 0 ? m_opt.vmin : m_opt.rho_min;
+        box.hi[k] = p == 0 ? m_opt.vmax : m_opt.rho_max;
+        box.lr[k] = p == 0 ? m_opt.adam.lr : (m_opt.lr_rho > 0 ? m_opt.lr_rho : m_opt.adam.lr);
+      } else {
+        m_held[p] = upload(*values[p], p == 0 ? "ksweep::fwi::vp_held" : "ksweep::fwi::rho_held");
+      }
     }
+    if (!m_pb.truth.empty()) m_truth[0] = upload(m_pb.truth, "ksweep::fwi::true");
+    if (!m_pb.truth_density.empty()) m_truth[1] = upload(m_pb.truth_density, "ksweep::fwi::true_rho");
+    m_grad = vec(view_alloc(m_space, WithoutInitializing, std::string("ksweep::fwi::grad")), nv);
+    if (m_opt.method == Method::adam) m_adam.emplace(m_space, nv, m_opt.adam, box);
+    else m_lbfgs.emplace(m_space, nv, m_opt.lbfgs, box);
     m_cap = (m_opt.batch + comm.size() - 1) / comm.size();
     m_prop = std::make_unique<P>(m_space, g, m_pb.pml, m_pb.dt, m_cap);
     m_prop->set_schedule(m_opt.schedule);
     m_engine = std::make_unique<E>(*m_prop, m_opt.storage);
-    m_img = typename E::images_type(m_space, m_rows, m_nx);
+    m_img = typename E::images_type(m_space, m_rows, m_nx, n_params);
     m_w = typename P::wavelet_view(view_alloc(m_space, WithoutInitializing, std::string("ksweep::fwi::wavelets")),
                                    m_cap, 1, m_pb.nt);
     {
@@ -148,19 +164,47 @@ class Run final : public Inversion::Impl {
     m_rng.seed(m_opt.seed);
     m_row_sums = Kokkos::View<double*, ExecSpace::memory_space>(
         view_alloc(m_space, WithoutInitializing, std::string("ksweep::fwi::row_sums")), m_rows);
-    m_pb.start.clear();
-    m_pb.start.shrink_to_fit();
+    for (auto* v : {&m_pb.start, &m_pb.density, &m_pb.truth, &m_pb.truth_density}) {
+      v->clear();
+      v->shrink_to_fit();
+    }
+  }
+
+  /// The position of parameter p in the optimizer's vector (-1: held fixed).
+  int slot(int p) const {
+    for (std::size_t k = 0; k < m_inverted.size(); ++k)
+      if (m_inverted[k] == p) return static_cast<int>(k);
+    return -1;
+  }
+  /// The k-th segment of m_n cells of a stacked vector.
+  vec segment(vec const& v, int k) const {
+    auto const first = static_cast<std::size_t>(k) * m_n;
+    return Kokkos::subview(v, Kokkos::make_pair(first, first + m_n));
+  }
+  /// Parameter p of the model `x` (the optimizer's vector or a trial point of it).
+  vec parameter(vec const& x, int p) const {
+    int const k = slot(p);
+    return k >= 0 ? segment(x, k) : m_held[p];
   }
 
   void restore(State const& s) override {
     KSWEEP_REQUIRE(s.iteration >= 0, "ksweep::fwi::Inversion::restore: iteration " << s.iteration << " must be >= 0");
     KSWEEP_REQUIRE(s.model.size() == m_n,
                    "ksweep::fwi::Inversion::restore: a model of " << s.model.size() << " cells for a grid of " << m_n);
-    copy_in(s.model, m_model);
+    KSWEEP_REQUIRE(s.density.size() == (variable_density ? m_n : 0),
+                   "ksweep::fwi::Inversion::restore: a density of "
+                       << s.density.size() << " cells for " << (variable_density ? "a grid of " : "")
+                       << (variable_density ? m_n : 0) << (variable_density ? "" : " (constant density)"));
+    if constexpr (variable_density) {
+      copy_in(s.density, parameter(m_model, 1));
+    }
+    copy_in(s.model, parameter(m_model, 0));
     if (m_adam) {
-      KSWEEP_REQUIRE(s.first.size() == m_n && s.second.size() == m_n,
-                     "ksweep::fwi::Inversion::restore: Adam moments of " << s.first.size() << " and " << s.second.size()
-                                                                         << " cells for a grid of " << m_n);
+      std::size_t const nv = m_model.extent(0);
+      KSWEEP_REQUIRE(s.first.size() == nv && s.second.size() == nv, "ksweep::fwi::Inversion::restore: Adam moments of "
+                                                                        << s.first.size() << " and " << s.second.size()
+                                                                        << " values for " << m_inverted.size()
+                                                                        << " parameter(s) of " << m_n << " cells");
       m_adam->restore(m_space, s.iteration, upload(s.first, "ksweep::fwi::adam_m"),
                       upload(s.second, "ksweep::fwi::adam_v"));
     }
@@ -211,6 +255,7 @@ class Run final : public Inversion::Impl {
                            " of " + std::to_string(m_n) +
                            " cells; likely causes: fwi.eps too small for the gradient's scale, or fwi.lr too large");
     r.rmse = rmse();
+    r.rmse_density = rmse_density(nullptr);
     m_space.fence();
     r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     ++m_iteration;
@@ -225,7 +270,8 @@ class Run final : public Inversion::Impl {
     std::ostringstream os;
     os << m_rng;
     s.rng = os.str();
-    s.model = to_host_floats(m_space, m_model);
+    s.model = model();
+    s.density = density();
     if (m_adam) {
       s.first = to_host_floats(m_space, m_adam->first_moment());
       s.second = to_host_floats(m_space, m_adam->second_moment());
@@ -233,18 +279,33 @@ class Run final : public Inversion::Impl {
     return s;
   }
 
-  std::vector<float> model() const override { return to_host_floats(m_space, m_model); }
-
-  Images images() const override {
-    return {to_host_floats(m_space, m_img.grad), to_host_floats(m_space, m_img.illum_src),
-            to_host_floats(m_space, m_img.illum_rec)};
+  std::vector<float> model() const override { return to_host_floats(m_space, parameter(m_model, 0)); }
+  std::vector<float> density() const override {
+    if constexpr (variable_density) return to_host_floats(m_space, parameter(m_model, 1));
+    return {};
   }
 
-  double rmse() const override { return rmse_of(m_model); }
+  Images images() const override {
+    Images im{to_host_floats(m_space, m_img.grad),
+              to_host_floats(m_space, m_img.illum_src),
+              to_host_floats(m_space, m_img.illum_rec),
+              {}};
+    if constexpr (variable_density) im.grad_density = to_host_floats(m_space, m_img.gradient(1));
+    return im;
+  }
+
+  double rmse() const override { return rmse_of(parameter(m_model, 0), 0); }
   double rmse(std::vector<float> const& model) const override {
     KSWEEP_REQUIRE(model.size() == m_n,
                    "ksweep::fwi::Inversion::rmse: a model of " << model.size() << " cells for a grid of " << m_n);
-    return rmse_of(upload(model, "ksweep::fwi::rmse_model"));
+    return rmse_of(upload(model, "ksweep::fwi::rmse_model"), 0);
+  }
+  double rmse_density(std::vector<float> const* density) const override {
+    if constexpr (!variable_density) return std::numeric_limits<double>::quiet_NaN();
+    if (!density) return rmse_of(parameter(m_model, 1), 1);
+    KSWEEP_REQUIRE(density->size() == m_n, "ksweep::fwi::Inversion::rmse_density: a density of "
+                                               << density->size() << " cells for a grid of " << m_n);
+    return rmse_of(upload(*density, "ksweep::fwi::rmse_density"), 1);
   }
 
   core::MemoryReport memory() const override { return m_memory; }
@@ -278,6 +339,33 @@ class Run final : public Inversion::Impl {
     KSWEEP_REQUIRE(m_opt.vmin > 0 && m_opt.vmax >= m_opt.vmin, "ksweep::fwi::Inversion: the bounds ["
                                                                    << m_opt.vmin << ", " << m_opt.vmax
                                                                    << "] m/s need 0 < vmin <= vmax");
+    KSWEEP_REQUIRE((m_pb.physics == fwi::Physics::acoustic_vd) == variable_density,
+                   "ksweep::fwi::Inversion: physics " << to_string(m_pb.physics) << " given to the "
+                                                      << (variable_density ? "variable" : "constant")
+                                                      << "-density inversion");
+    KSWEEP_REQUIRE(!m_opt.invert.empty(), "ksweep::fwi::Inversion: no parameter to invert (invert is empty)");
+    for (std::size_t i = 0; i < m_opt.invert.size(); ++i) {
+      parameter_index(m_pb.physics, m_opt.invert[i]);  // names the unknown one
+      for (std::size_t j = 0; j < i; ++j)
+        KSWEEP_REQUIRE(m_opt.invert[j] != m_opt.invert[i],
+                       "ksweep::fwi::Inversion: parameter \"" << m_opt.invert[i] << "\" is inverted twice");
+    }
+    if constexpr (variable_density) {
+      KSWEEP_REQUIRE(m_pb.density.size() == cells, "ksweep::fwi::Inversion: a density of "
+                                                       << m_pb.density.size() << " cells for a grid of " << cells);
+      core::check_density(m_pb.density.data(), static_cast<long long>(cells));
+      KSWEEP_REQUIRE(m_pb.truth_density.empty() || m_pb.truth_density.size() == cells,
+                     "ksweep::fwi::Inversion: a true density of " << m_pb.truth_density.size()
+                                                                  << " cells for a grid of " << cells);
+      bool const rho = std::find(m_opt.invert.begin(), m_opt.invert.end(), "rho") != m_opt.invert.end();
+      KSWEEP_REQUIRE(!rho || (m_opt.rho_min > 0 && m_opt.rho_max >= m_opt.rho_min),
+                     "ksweep::fwi::Inversion: the density bounds [" << m_opt.rho_min << ", " << m_opt.rho_max
+                                                                    << "] kg/m^3 need 0 < rho_min <= rho_max");
+    } else {
+      KSWEEP_REQUIRE(m_pb.density.empty() && m_pb.truth_density.empty(),
+                     "ksweep::fwi::Inversion: a density given to constant-density acoustics (physics "
+                     "\"acoustic\"); variable density is physics \"acoustic_vd\"");
+    }
   }
 
   vec upload(std::vector<float> const& h, char const* label) const {
@@ -293,9 +381,21 @@ class Run final : public Inversion::Impl {
     m_space.fence();  // before the mirror goes
   }
 
-  double rmse_of(vec const& x) const {
-    if (m_truth.extent(0) == 0) return std::numeric_limits<double>::quiet_NaN();
-    return std::sqrt(squared_distance(m_space, x, m_truth, m_row_sums, m_nx) / static_cast<double>(m_n));
+  double rmse_of(vec const& x, int p) const {
+    if (m_truth[p].extent(0) == 0) return std::numeric_limits<double>::quiet_NaN();
+    return std::sqrt(squared_distance(m_space, x, m_truth[p], m_row_sums, m_nx) / static_cast<double>(m_n));
+  }
+
+  // The propagator's model from the vector `x`: vp (and rho) on the device; variable density
+  // builds its coefficients on the host (set_model), so the two travel there.
+  void set_model(vec const& x) {
+    if constexpr (variable_density) {
+      auto const vp = to_host_floats(m_space, parameter(x, 0));
+      auto const rho = to_host_floats(m_space, parameter(x, 1));
+      m_prop->set_model(vp.data(), rho.data());
+    } else {
+      m_prop->set_velocity(typename P::velocity_view(x.data(), m_rows, m_nx));
+    }
   }
 
   // The loss of the batch `shots` at the model `x` and its conditioned gradient into `g`; every
@@ -309,18 +409,19 @@ class Run final : public Inversion::Impl {
     typename P::record_view ob, syn;
     {
       core::ScopedRegion region("ksweep::fwi::model");
-      Kokkos::deep_copy(m_space, m_img.grad, 0.0);
+      Kokkos::deep_copy(m_space, m_img.grads, 0.0);
       Kokkos::deep_copy(m_space, m_img.illum_src, 0.0);
       Kokkos::deep_copy(m_space, m_img.illum_rec, 0.0);
       if (slice.count > 0) {
         std::vector<int> const mine(shots.begin() + slice.first, shots.begin() + slice.first + slice.count);
         m_prop->set_survey(m_pb.survey.select(mine));
         try {
-          m_prop->set_velocity(typename P::velocity_view(x.data(), m_rows, m_nx));
+          set_model(x);
         } catch (Error const& e) {
           throw Error("the model of iteration " + std::to_string(t) + " cannot be propagated: " + e.what() +
-                      "; the velocities are kept in [fwi.vmin, fwi.vmax], so this is a fault of the run, not of the "
-                      "inputs");
+                      "; the velocities are kept in [fwi.vmin, fwi.vmax]" +
+                      std::string(variable_density ? " and the densities in [fwi.rho_min, fwi.rho_max]" : "") +
+                      ", so this is a fault of the run, not of the inputs");
         }
         ob = typename P::record_view(view_alloc(m_space, WithoutInitializing, std::string("ksweep::fwi::observed")),
                                      slice.count, nt, nr);  // written in full from the host below
@@ -356,18 +457,23 @@ class Run final : public Inversion::Impl {
           [&] {
             if (slice.count > 0) m_engine->accumulate(m_img);
           },
-          m_img.grad, m_img.illum_src, m_img.illum_rec);
+          m_img.grads, m_img.illum_src, m_img.illum_rec);
       m_comm.allreduce_sum(shot_loss.data(), shot_loss.size());
       for (double v : shot_loss) loss += v;
     }
-    // Conditioning: water rows fixed, optional smoothing and illumination preconditioning.
+    // Conditioning, per inverted parameter: water rows fixed, optional smoothing and
+    // illumination preconditioning.
     core::ScopedRegion region("ksweep::fwi::optimizer");
-    std::size_t const n = m_n;
-    Kokkos::View<double*, ExecSpace::memory_space, Kokkos::MemoryUnmanaged> gd(m_img.grad.data(), n),
-        isrc(m_img.illum_src.data(), n);
-    launch_for(
-        "ksweep::fwi::gradient_to_real", Kokkos::RangePolicy<ExecSpace>(m_space, 0, n),
-        KOKKOS_LAMBDA(std::size_t i) { g(i) = static_cast<Real>(gd(i)); });
+    std::size_t const n = m_n, nv = g.extent(0);
+    Kokkos::View<double*, ExecSpace::memory_space, Kokkos::MemoryUnmanaged> isrc(m_img.illum_src.data(), n);
+    for (std::size_t k = 0; k < m_inverted.size(); ++k) {
+      Kokkos::View<double*, ExecSpace::memory_space, Kokkos::MemoryUnmanaged> gd(m_img.gradient(m_inverted[k]).data(),
+                                                                                 n);
+      auto const gk = segment(g, static_cast<int>(k));
+      launch_for(
+          "ksweep::fwi::gradient_to_real", Kokkos::RangePolicy<ExecSpace>(m_space, 0, n),
+          KOKKOS_LAMBDA(std::size_t i) { gk(i) = static_cast<Real>(gd(i)); });
+    }
     // Non-finite numbers stop the run before anything of this iteration is visible.
     if (fault_at(m_opt.fault, "loss", t)) loss = std::nan("");
     if (fault_at(m_opt.fault, "gradient", t)) Kokkos::deep_copy(m_space, Kokkos::subview(g, n / 2), Real(std::nan("")));
@@ -377,21 +483,26 @@ class Run final : public Inversion::Impl {
                            "amplitude (check their scale), or a model that became unstable");
     if (std::size_t const bad = count_non_finite(m_space, g))
       throw IterationError("the gradient of iteration " + std::to_string(t) + " is non-finite (NaN or infinite) in " +
-                           std::to_string(bad) + " of " + std::to_string(n) +
-                           " cells: the adjoint wavefield overflowed; likely causes: observed data of extreme "
+                           std::to_string(bad) + " of " + std::to_string(nv) +
+                           " values: the adjoint wavefield overflowed; likely causes: observed data of extreme "
                            "amplitude, or fwi.loss_norm = \"sum\" on large data");
-    if (m_fixed > 0)
-      Kokkos::deep_copy(m_space, Kokkos::subview(g, Kokkos::make_pair(std::size_t(0), m_fixed)), Real(0));
-    gaussian_smooth(m_space, g, m_pb.grid.nz, m_rows / m_pb.grid.nz, m_nx, m_opt.grad_smooth);
+    double damp = 0;
     if (m_opt.precondition) {
       double imax = 0;
       launch_reduce(
           "ksweep::fwi::illum_max", Kokkos::RangePolicy<ExecSpace>(m_space, 0, n),
           KOKKOS_LAMBDA(std::size_t i, double& mx) { mx = isrc(i) > mx ? isrc(i) : mx; }, Kokkos::Max<double>(imax));
-      double const damp = 1e-3 * imax;
-      launch_for(
-          "ksweep::fwi::precondition", Kokkos::RangePolicy<ExecSpace>(m_space, 0, n),
-          KOKKOS_LAMBDA(std::size_t i) { g(i) = static_cast<Real>(g(i) / (isrc(i) + damp)); });
+      damp = 1e-3 * imax;
+    }
+    for (std::size_t k = 0; k < m_inverted.size(); ++k) {
+      auto const gk = segment(g, static_cast<int>(k));
+      if (m_fixed > 0)
+        Kokkos::deep_copy(m_space, Kokkos::subview(gk, Kokkos::make_pair(std::size_t(0), m_fixed)), Real(0));
+      gaussian_smooth(m_space, gk, m_pb.grid.nz, m_rows / m_pb.grid.nz, m_nx, m_opt.grad_smooth);
+      if (m_opt.precondition)
+        launch_for(
+            "ksweep::fwi::precondition", Kokkos::RangePolicy<ExecSpace>(m_space, 0, n),
+            KOKKOS_LAMBDA(std::size_t i) { gk(i) = static_cast<Real>(gk(i) / (isrc(i) + damp)); });
     }
     return loss;
   }
@@ -403,7 +514,9 @@ class Run final : public Inversion::Impl {
   int m_rows = 0, m_nx = 0, m_shots = 0, m_nr = 0, m_cap = 0, m_iteration = 0;
   std::size_t m_n = 0, m_plane = 0, m_fixed = 0;
   double m_scale = 1;
-  vec m_model, m_truth, m_grad;
+  vec m_model, m_grad;          // the inverted parameters stacked, and their gradient
+  vec m_held[2], m_truth[2];    // per parameter (vp, rho): held values, true values
+  std::vector<int> m_inverted;  // the parameters in m_model, in order
   std::optional<Adam<Real, ExecSpace>> m_adam;
   std::optional<Lbfgs<Real, ExecSpace>> m_lbfgs;
   std::unique_ptr<P> m_prop;
@@ -416,5 +529,10 @@ class Run final : public Inversion::Impl {
 };
 
 }  // namespace impl
+
+template <int Order, int Dim, class Physics>
+std::unique_ptr<Inversion::Impl> make_inversion(Problem problem, Options options, comm::Communicator const& comm) {
+  return std::make_unique<impl::Run<Order, Dim, Physics>>(std::move(problem), std::move(options), comm);
+}
 
 }  // namespace ksweep::fwi

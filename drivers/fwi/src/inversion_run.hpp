@@ -16,14 +16,17 @@ struct Inversion::Impl {
   virtual int iteration() const = 0;
   virtual State state() const = 0;
   virtual std::vector<float> model() const = 0;
+  virtual std::vector<float> density() const = 0;
   virtual Images images() const = 0;
   virtual double rmse() const = 0;
   virtual double rmse(std::vector<float> const& model) const = 0;
+  virtual double rmse_density(std::vector<float> const* density) const = 0;
   virtual core::MemoryReport memory() const = 0;
 };
 
-/// The inversion of stencil order `Order` on a `Dim`-dimensional grid.
-template <int Order, int Dim>
+/// The inversion of stencil order `Order` on a `Dim`-dimensional grid, of the core physics
+/// `Physics` (core::Acoustic, core::AcousticVd).
+template <int Order, int Dim, class Physics>
 std::unique_ptr<Inversion::Impl> make_inversion(Problem problem, Options options, comm::Communicator const& comm);
 
 }  // namespace ksweep::fwi

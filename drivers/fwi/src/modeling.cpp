@@ -2,6 +2,7 @@
 
 #include "modeling_run.hpp"
 
+#include <ksweep/core/physics.hpp>
 #include <ksweep/core/stencil.hpp>
 
 namespace ksweep::fwi {
@@ -11,7 +12,11 @@ Modeling<Real>::Modeling(ModelingSetup setup) {
   int const dim = setup.grid.dim();
   m_impl = core::dispatch_order(setup.order, [&](auto o) {
     constexpr int order = decltype(o)::value;
-    return dim == 3 ? make_modeling<Real, order, 3>(std::move(setup)) : make_modeling<Real, order, 2>(std::move(setup));
+    if (setup.physics == Physics::acoustic_vd)
+      return dim == 3 ? make_modeling<Real, order, 3, core::AcousticVd>(std::move(setup))
+                      : make_modeling<Real, order, 2, core::AcousticVd>(std::move(setup));
+    return dim == 3 ? make_modeling<Real, order, 3, core::Acoustic>(std::move(setup))
+                    : make_modeling<Real, order, 2, core::Acoustic>(std::move(setup));
   });
 }
 
@@ -31,6 +36,11 @@ long long Modeling<Real>::cells() const {
 template <class Real>
 void Modeling<Real>::set_velocity(Real const* vp, Real const* layer) {
   m_impl->set_velocity(vp, layer);
+}
+
+template <class Real>
+void Modeling<Real>::set_model(Real const* vp, Real const* rho, Real const* layer_vp, Real const* layer_rho) {
+  m_impl->set_model(vp, rho, layer_vp, layer_rho);
 }
 
 template <class Real>

@@ -1,11 +1,11 @@
-// The 2D modelling, both precisions and every stencil order (a file per dimension, so that
-// builds compile the two in parallel).
+// The 2D constant-density modelling, both precisions and every stencil order (a file per dimension
+// and physics, so that builds compile them in parallel).
 #include "modeling_impl.hpp"
 
 namespace ksweep::fwi {
 
 #define KSWEEP_MODELING(Real, Order) \
-  template std::unique_ptr<Modeling<Real>::Impl> make_modeling<Real, Order, 2>(ModelingSetup);
+  template std::unique_ptr<Modeling<Real>::Impl> make_modeling<Real, Order, 2, core::Acoustic>(ModelingSetup);
 KSWEEP_MODELING(float, 2)
 KSWEEP_MODELING(float, 4)
 KSWEEP_MODELING(float, 6)

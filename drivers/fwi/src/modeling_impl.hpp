@@ -1,9 +1,10 @@
 #pragma once
-// Modeling of one precision, stencil order and dimension (see modeling.hpp); instantiated in
-// modeling_2d.cpp and modeling_3d.cpp.
+// Modeling of one precision, stencil order, dimension and physics (see modeling.hpp);
+// instantiated in modeling_2d.cpp, modeling_3d.cpp, modeling_vd_2d.cpp and modeling_vd_3d.cpp.
 
 #include <ksweep/base/error.hpp>
 #include <ksweep/core/gradient.hpp>
+#include <ksweep/core/physics.hpp>
 #include <ksweep/core/propagator.hpp>
 #include "modeling_run.hpp"
 
@@ -23,14 +24,15 @@ struct ShotBatch {
   int first = 0, count = 0;
 };
 
-template <class Real, int Order, int Dim>
+template <class Real, int Order, int Dim, class Physics>
 class ModelingRun final : public Modeling<Real>::Impl {
  public:
   using Base = typename Modeling<Real>::Impl;
   using ExecSpace = Kokkos::DefaultExecutionSpace;
   using memory_space = ExecSpace::memory_space;
-  using P = core::Propagator<Real, Order, ExecSpace, Dim>;
-  using E = core::GradientEngine<Real, Order, ExecSpace, Dim>;
+  using P = core::Propagator<Real, Order, ExecSpace, Dim, Physics>;
+  using E = core::GradientEngine<Real, Order, ExecSpace, Dim, Physics>;
+  static constexpr bool variable_density = std::is_same_v<Physics, core::AcousticVd>;
   using wavelet_view = typename P::wavelet_view;
   using record_view = typename P::record_view;
   using host3 = Kokkos::View<Real***, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
@@ -57,13 +59,39 @@ class ModelingRun final : public Modeling<Real>::Impl {
 
   void set_velocity(Real const* vp, Real const* layer) override {
     KSWEEP_REQUIRE(vp, "set_velocity: no velocity given");
-    if (layer) {
-      m_prop->set_velocity(velocity(layer, "ksweep::fwi::layer_velocity"), true);
-      m_prop->set_velocity(velocity(vp, "ksweep::fwi::velocity"), false);
+    if constexpr (variable_density) {
+      KSWEEP_REQUIRE(false,
+                     "set_velocity: variable-density acoustics (physics \"acoustic_vd\") needs a density: "
+                     "call set_model(vp, rho)");
     } else {
-      m_prop->set_velocity(velocity(vp, "ksweep::fwi::velocity"), true);
+      if (layer) {
+        m_prop->set_velocity(velocity(layer, "ksweep::fwi::layer_velocity"), true);
+        m_prop->set_velocity(velocity(vp, "ksweep::fwi::velocity"), false);
+      } else {
+        m_prop->set_velocity(velocity(vp, "ksweep::fwi::velocity"), true);
+      }
+      m_velocity_set = true;
     }
-    m_velocity_set = true;
+  }
+
+  void set_model(Real const* vp, Real const* rho, Real const* layer_vp, Real const* layer_rho) override {
+    KSWEEP_REQUIRE(vp, "set_model: no velocity given");
+    if constexpr (variable_density) {
+      KSWEEP_REQUIRE(rho, "set_model: no density given (variable-density acoustics)");
+      KSWEEP_REQUIRE(!layer_vp == !layer_rho, "set_model: give both the layer's velocity and density, or neither");
+      if (layer_vp) {
+        m_prop->set_model(layer_vp, layer_rho, true);
+        m_prop->set_model(vp, rho, false);
+      } else {
+        m_prop->set_model(vp, rho, true);
+      }
+      m_velocity_set = true;
+    } else {
+      KSWEEP_REQUIRE(!rho && !layer_rho,
+                     "set_model: a density given to constant-density acoustics (physics "
+                     "\"acoustic\"); variable density is physics \"acoustic_vd\"");
+      set_velocity(vp, layer_vp);
+    }
   }
 
   void forward(Real const* wavelets, Real* records) override {
@@ -126,7 +154,8 @@ class ModelingRun final : public Modeling<Real>::Impl {
  private:
   template <class F>
   void for_each_batch(F&& f) {
-    KSWEEP_REQUIRE(m_velocity_set, "no velocity set: call set_velocity first");
+    KSWEEP_REQUIRE(m_velocity_set, (variable_density ? "no model set: call set_model first"
+                                                     : "no velocity set: call set_velocity first"));
     for (int first = 0; first < m_shots; first += m_batch) {
       ShotBatch const b{first, std::min(m_batch, m_shots - first)};
       std::vector<int> idx(static_cast<std::size_t>(b.count));
@@ -189,6 +218,9 @@ class ModelingRun final : public Modeling<Real>::Impl {
 
   // The images to accumulate into, zeroed: the caller's arrays (host backends) or device ones.
   typename E::images_type images(ModelingImages const& out) {
+    if constexpr (variable_density) {  // the gradients live side by side: the caller's are separate arrays
+      return typename E::images_type(m_space, m_rows, m_nx, E::n_params);
+    }
     typename E::images_type img;
     auto one = [&](double* p, char const* label) {
       image v;
@@ -216,6 +248,7 @@ class ModelingRun final : public Modeling<Real>::Impl {
     one(img.grad, out.grad);
     one(img.illum_src, out.illum_src);
     one(img.illum_rec, out.illum_rec);
+    if constexpr (variable_density) one(img.gradient(1), out.grad_rho);
     m_space.fence();
   }
 
@@ -228,10 +261,9 @@ class ModelingRun final : public Modeling<Real>::Impl {
 
 }  // namespace impl
 
-/// The modelling of precision `Real`, stencil order `Order` on a `Dim`-dimensional grid.
-template <class Real, int Order, int Dim>
+template <class Real, int Order, int Dim, class Physics>
 std::unique_ptr<typename Modeling<Real>::Impl> make_modeling(ModelingSetup setup) {
-  return std::make_unique<impl::ModelingRun<Real, Order, Dim>>(std::move(setup));
+  return std::make_unique<impl::ModelingRun<Real, Order, Dim, Physics>>(std::move(setup));
 }
 
 }  // namespace ksweep::fwi

@@ -14,6 +14,7 @@ struct Modeling<Real>::Impl {
   explicit Impl(ModelingSetup s) : setup(std::move(s)) {}
   virtual ~Impl() = default;
   virtual void set_velocity(Real const* vp, Real const* layer) = 0;
+  virtual void set_model(Real const* vp, Real const* rho, Real const* layer_vp, Real const* layer_rho) = 0;
   virtual void forward(Real const* wavelets, Real* records) = 0;
   virtual void adjoint(Real const* records, Real* wavelet_grad) = 0;
   virtual double gradient(Real const* wavelets, Real const* observed, double scale, ModelingImages const& out,
@@ -23,8 +24,9 @@ struct Modeling<Real>::Impl {
   std::function<void(int, int)> after_batch;
 };
 
-/// The modelling of precision `Real`, stencil order `Order` on a `Dim`-dimensional grid.
-template <class Real, int Order, int Dim>
+/// The modelling of precision `Real`, stencil order `Order` on a `Dim`-dimensional grid, of the
+/// core physics `Physics` (core::Acoustic, core::AcousticVd).
+template <class Real, int Order, int Dim, class Physics>
 std::unique_ptr<typename Modeling<Real>::Impl> make_modeling(ModelingSetup setup);
 
 }  // namespace ksweep::fwi

@@ -169,13 +169,14 @@ def _survey(v, source_locations, receiver_locations, dh, location_units) -> _Sur
 
 
 def _modeling(s: _Survey, dh, dt, nt, *, order, pml_width, pml_reflection, pml_freq, free_surface, batch,
-              schedule, storage="boundary", storage_location="device", storage_dtype="fp32", disk_dir=""):
+              schedule, storage="boundary", storage_location="device", storage_dtype="fp32", disk_dir="",
+              physics="acoustic"):
     if not isinstance(batch, (int, np.integer)) or batch < 0:
         raise ValueError(f"batch = {batch!r} must be an integer >= 0 (0: every shot at once)")
     cls = _ksweep.Modeling32 if s.v.dtype == np.float32 else _ksweep.Modeling64
     return cls(list(s.v.shape), float(dh), float(dt), int(nt), int(order), _pml_faces(pml_width, free_surface),
                float(pml_reflection), float(pml_freq), bool(free_surface), s.src, s.rec, int(batch), str(schedule),
-               str(storage), str(storage_location), str(storage_dtype), str(disk_dir))
+               str(storage), str(storage_location), str(storage_dtype), str(disk_dir), str(physics))
 
 
 def _amplitudes(a, s: _Survey) -> np.ndarray:
@@ -186,10 +187,23 @@ def _amplitudes(a, s: _Survey) -> np.ndarray:
     return a
 
 
-def _layer(layer_velocity, s: _Survey):
+def _layer(layer_velocity, s: _Survey, name="layer_velocity"):
     if layer_velocity is None:
         return None
-    return _same_dtype(_model(layer_velocity, "layer_velocity"), s.v.dtype, "layer_velocity")
+    return _same_dtype(_model(layer_velocity, name), s.v.dtype, name)
+
+
+def _set_model(m, s: _Survey, rho, layer_velocity, layer_density):
+    """Constant density (rho None: set_velocity) or variable density (set_model with rho)."""
+    if rho is None:
+        if layer_density is not None:
+            raise ValueError("layer_density needs rho (variable density)")
+        m.set_velocity(s.v, _layer(layer_velocity, s))
+        return
+    r = _same_dtype(_model(rho, "rho"), s.v.dtype, "rho")
+    if r.shape != s.v.shape:
+        raise ValueError(f"rho has shape {r.shape}, v {s.v.shape}")
+    m.set_model(s.v, r, _layer(layer_velocity, s), _layer(layer_density, s, "layer_density"))
 
 
 # ------------------------------------------------------------------------------------------
@@ -199,31 +213,34 @@ def _layer(layer_velocity, s: _Survey):
 def forward(v, dh: float, dt: float, source_amplitudes, source_locations, receiver_locations, *,
             order: int = 4, pml_width=20, pml_reflection: float = 1e-3, pml_freq: float = 25.0,
             free_surface: bool = False, batch: int = 0, schedule: str = "auto", location_units: str = "cells",
-            layer_velocity=None) -> np.ndarray:
+            layer_velocity=None, rho=None, layer_density=None) -> np.ndarray:
     """Receiver data [shot, receiver, time] of the sources (a view of ksweep's time-major records).
 
     `order` is the stencil's spatial order (2, 4, 6, 8); `pml_width` the absorbing layer's cells
     (one number or six, per face); `batch` the shots run at once (0: all); `layer_velocity` the
-    velocity the absorbing layer takes its values and damping from (default: v's edges)."""
+    velocity the absorbing layer takes its values and damping from (default: v's edges). With
+    `rho` (kg/m^3, the shape of v) the physics is variable-density acoustics."""
     s = _survey(v, source_locations, receiver_locations, dh, location_units)
     amp = _amplitudes(source_amplitudes, s)
     m = _modeling(s, dh, dt, amp.shape[2], order=order, pml_width=pml_width, pml_reflection=pml_reflection,
-                  pml_freq=pml_freq, free_surface=free_surface, batch=batch, schedule=schedule)
-    m.set_velocity(s.v, _layer(layer_velocity, s))
+                  pml_freq=pml_freq, free_surface=free_surface, batch=batch, schedule=schedule,
+                  physics="acoustic" if rho is None else "acoustic_vd")
+    _set_model(m, s, rho, layer_velocity, layer_density)
     return m.forward(amp).transpose(0, 2, 1)
 
 
 def adjoint(v, dh: float, dt: float, data, source_locations, receiver_locations, *, order: int = 4,
             pml_width=20, pml_reflection: float = 1e-3, pml_freq: float = 25.0, free_surface: bool = False,
             batch: int = 0, schedule: str = "auto", location_units: str = "cells",
-            layer_velocity=None) -> np.ndarray:
+            layer_velocity=None, rho=None, layer_density=None) -> np.ndarray:
     """The transpose of `forward` for the data [shot, receiver, time]: source amplitudes
     [shot, source, time] such that <forward(a), d> = <a, adjoint(d)> to round-off."""
     s = _survey(v, source_locations, receiver_locations, dh, location_units)
     d = _data_time_major(data, s.v.dtype, s.src.shape[0], s.rec.shape[1], "data")
     m = _modeling(s, dh, dt, d.shape[1], order=order, pml_width=pml_width, pml_reflection=pml_reflection,
-                  pml_freq=pml_freq, free_surface=free_surface, batch=batch, schedule=schedule)
-    m.set_velocity(s.v, _layer(layer_velocity, s))
+                  pml_freq=pml_freq, free_surface=free_surface, batch=batch, schedule=schedule,
+                  physics="acoustic" if rho is None else "acoustic_vd")
+    _set_model(m, s, rho, layer_velocity, layer_density)
     return m.adjoint(d)
 
 
@@ -245,10 +262,12 @@ def gradient(v, dh: float, dt: float, source_amplitudes, source_locations, recei
              loss_scale: float = 1.0, storage: str = "boundary", storage_location: str = "device",
              storage_dtype: str = "fp32", disk_dir: str = "", order: int = 4, pml_width=20,
              pml_reflection: float = 1e-3, pml_freq: float = 25.0, free_surface: bool = False, batch: int = 0,
-             schedule: str = "auto", location_units: str = "cells", layer_velocity=None) -> Gradient:
+             schedule: str = "auto", location_units: str = "cells", layer_velocity=None, rho=None,
+             layer_density=None) -> Gradient:
     """The loss L = loss_scale * sum (synthetic - observed)^2 and its gradient with respect to
-    the velocity, by boundary saving (`storage` "boundary" or "full"; `storage_location`
-    "device", "host" or "disk"; `storage_dtype` "fp32", "fp16", "bf16" or "int8")."""
+    the velocity (and, with `rho`, the density: grad["rho"]), by boundary saving (`storage`
+    "boundary" or "full"; `storage_location` "device", "host" or "disk"; `storage_dtype` "fp32",
+    "fp16", "bf16" or "int8")."""
     s = _survey(v, source_locations, receiver_locations, dh, location_units)
     amp = _amplitudes(source_amplitudes, s)
     obs = _data_time_major(observed_data, s.v.dtype, s.src.shape[0], s.rec.shape[1], "observed_data")
@@ -256,10 +275,14 @@ def gradient(v, dh: float, dt: float, source_amplitudes, source_locations, recei
         raise ValueError(f"observed_data has {obs.shape[1]} time samples, source_amplitudes {amp.shape[2]}")
     m = _modeling(s, dh, dt, amp.shape[2], order=order, pml_width=pml_width, pml_reflection=pml_reflection,
                   pml_freq=pml_freq, free_surface=free_surface, batch=batch, schedule=schedule, storage=storage,
-                  storage_location=storage_location, storage_dtype=storage_dtype, disk_dir=disk_dir)
-    m.set_velocity(s.v, _layer(layer_velocity, s))
-    loss, g, isrc, irec, syn, losses = m.gradient(amp, obs, float(loss_scale))
-    return Gradient(loss, {"vp": g.astype(s.v.dtype, copy=False)}, isrc, irec, syn.transpose(0, 2, 1), losses)
+                  storage_location=storage_location, storage_dtype=storage_dtype, disk_dir=disk_dir,
+                  physics="acoustic" if rho is None else "acoustic_vd")
+    _set_model(m, s, rho, layer_velocity, layer_density)
+    loss, g, isrc, irec, syn, losses, grho = m.gradient(amp, obs, float(loss_scale))
+    grads = {"vp": g.astype(s.v.dtype, copy=False)}
+    if grho is not None:
+        grads["rho"] = grho.astype(s.v.dtype, copy=False)
+    return Gradient(loss, grads, isrc, irec, syn.transpose(0, 2, 1), losses)
 
 
 # ------------------------------------------------------------------------------------------
@@ -273,7 +296,12 @@ class Inversion:
     `observed_data` is [shot, receiver, time]. Each `step()` runs one iteration (a batch of
     `batch` shots drawn with `seed` for Adam, every shot for L-BFGS) and returns its report;
     `run(iterations, callback)` calls `callback(report)` after each (return False to stop).
-    `state()` / `restore(state)` are the whole state between iterations."""
+    `state()` / `restore(state)` are the whole state between iterations.
+
+    With `density` (kg/m^3, the shape of v) the physics is variable-density acoustics:
+    `invert` names the parameters inverted ("vp", "rho"; the others held), `rho_min` and
+    `rho_max` bound the density, `lr_rho` is Adam's step for it (0: lr), `true_density` gives
+    the density RMSE."""
 
     def __init__(self, v, dh: float, dt: float, wavelet, source_locations, receiver_locations, observed_data, *,
                  true_model=None, optimizer: str = "adam", batch: int = 1, seed: int = 0, loss: str = "mean",
@@ -282,7 +310,8 @@ class Inversion:
                  lbfgs_memory: int = 5, storage: str = "boundary", storage_location: str = "device",
                  storage_dtype: str = "fp32", disk_dir: str = "", order: int = 4, pml_width=20,
                  pml_reflection: float = 1e-3, pml_freq: float = 25.0, free_surface: bool = False,
-                 schedule: str = "auto", location_units: str = "cells"):
+                 schedule: str = "auto", location_units: str = "cells", density=None, true_density=None,
+                 invert=("vp",), rho_min: float = 1000.0, rho_max: float = 3000.0, lr_rho: float = 0.0):
         v = np.asarray(v)
         if v.dtype not in _FLOATS:
             raise TypeError(f"v has dtype {v.dtype}; ksweep computes in float32 or float64")
@@ -305,6 +334,17 @@ class Inversion:
             truth = np.ascontiguousarray(np.asarray(true_model, dtype=np.float32))
             if truth.shape != s.v.shape:
                 raise ValueError(f"true_model has shape {truth.shape}, v {s.v.shape}")
+        rho = true_rho = None
+        if density is not None:
+            rho = np.ascontiguousarray(np.asarray(density, dtype=np.float32))
+            if rho.shape != s.v.shape:
+                raise ValueError(f"density has shape {rho.shape}, v {s.v.shape}")
+            if true_density is not None:
+                true_rho = np.ascontiguousarray(np.asarray(true_density, dtype=np.float32))
+                if true_rho.shape != s.v.shape:
+                    raise ValueError(f"true_density has shape {true_rho.shape}, v {s.v.shape}")
+        elif true_density is not None or tuple(invert) != ("vp",):
+            raise ValueError("true_density and invert other than ('vp',) need a density (variable density)")
         self.shape = s.v.shape
         self._inv = _ksweep.Inversion(
             list(s.v.shape), float(dh), float(dt), int(order), _pml_faces(pml_width, free_surface),
@@ -312,7 +352,7 @@ class Inversion:
             str(optimizer), int(batch), int(seed), loss == "sum", int(water_rows), float(grad_smooth),
             bool(precondition), float(vmin), float(vmax), float(lr), float(betas[0]), float(betas[1]), float(eps),
             int(lbfgs_memory), str(schedule), str(storage), str(storage_location), str(storage_dtype),
-            str(disk_dir))
+            str(disk_dir), rho, true_rho, [str(p) for p in invert], float(rho_min), float(rho_max), float(lr_rho))
 
     def step(self) -> dict:
         """One iteration: {'iteration', 'loss', 'rmse', 'seconds', 'shots', 'evaluations'}."""
@@ -337,8 +377,18 @@ class Inversion:
         """The current model (float32, the shape of v)."""
         return self._inv.model()
 
+    @property
+    def density(self):
+        """The current density (float32, the shape of v), or None for constant density."""
+        return self._inv.density()
+
+    def rmse_density(self) -> float:
+        """RMSE of the current density against true_density (NaN without one)."""
+        return self._inv.rmse_density()
+
     def images(self) -> dict:
-        """The last evaluation's gradient and illuminations: {'grad', 'illum_src', 'illum_rec'}."""
+        """The last evaluation's gradient and illuminations: {'grad', 'illum_src', 'illum_rec'}
+        (and 'grad_rho' with variable density)."""
         return dict(self._inv.images())
 
     def rmse(self) -> float:

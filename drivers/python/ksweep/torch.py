@@ -61,7 +61,7 @@ class Forward(torch.autograd.Function):
         g = g.astype(ctx.amplitudes.dtype, copy=False)
         grad_v = grad_amp = None
         if ctx.needs_input_grad[0]:
-            grad, _, _ = m.vjp(ctx.amplitudes, g)
+            grad = m.vjp(ctx.amplitudes, g)[0]
             grad_v = torch.from_numpy(grad.astype(ctx.amplitudes.dtype, copy=False)).to(ctx.device)
         if ctx.needs_input_grad[1]:
             grad_amp = torch.from_numpy(m.adjoint(g)).to(ctx.device)

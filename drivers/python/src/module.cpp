@@ -297,8 +297,11 @@ class PyModeling {
   PyModeling(std::vector<int> const& shape, double dh, double dt, int nt, int order, std::vector<int> const& pml_faces,
              double pml_reflection, double pml_freq, bool free_surface, carray<long long> const& sources,
              carray<long long> const& receivers, int batch, std::string const& schedule, std::string const& strategy,
-             std::string const& location, std::string const& dtype, std::string const& disk_dir) {
+             std::string const& location, std::string const& dtype, std::string const& disk_dir,
+             std::string const& physics) {
     fwi::ModelingSetup s;
+    s.physics = fwi::parse_physics(physics);
+    m_vd = s.physics == fwi::Physics::acoustic_vd;
     s.grid = make_grid(shape, dh);
     int const dim = static_cast<int>(shape.size());
     s.pml = make_pml(pml_faces, pml_reflection, pml_freq, free_surface);
@@ -331,6 +334,17 @@ class PyModeling {
     on_worker([&] { m_m->set_velocity(vp.data(), l); });
   }
 
+  void set_model(carray<Real> const& vp, carray<Real> const& rho, std::optional<carray<Real>> const& layer_vp,
+                 std::optional<carray<Real>> const& layer_rho) {
+    check_model(vp, "v");
+    check_model(rho, "rho");
+    if (layer_vp) check_model(*layer_vp, "layer_velocity");
+    if (layer_rho) check_model(*layer_rho, "layer_density");
+    Real const* lv = data_or_null(layer_vp);
+    Real const* lr = data_or_null(layer_rho);
+    on_worker([&] { m_m->set_model(vp.data(), rho.data(), lv, lr); });
+  }
+
   py::array_t<Real> forward(carray<Real> const& wavelets) {
     check_shape(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes");
     py::array_t<Real> rec({m_shots, m_nt, m_nr});
@@ -353,27 +367,32 @@ class PyModeling {
     auto img = images();
     py::array_t<Real> syn({m_shots, m_nt, m_nr});
     py::array_t<double> losses(m_shots);
-    fwi::ModelingImages out{img[0].mutable_data(), img[1].mutable_data(), img[2].mutable_data()};
+    fwi::ModelingImages out{img[0].mutable_data(), img[1].mutable_data(), img[2].mutable_data(),
+                            m_vd ? img[3].mutable_data() : nullptr};
     Real* sp = syn.mutable_data();
     double* lp = losses.mutable_data();
     double loss = 0;
     on_worker([&] { loss = m_m->gradient(wavelets.data(), observed.data(), scale, out, sp, lp); });
-    return py::make_tuple(loss, img[0], img[1], img[2], syn, losses);
+    return py::make_tuple(loss, img[0], img[1], img[2], syn, losses, m_vd ? py::object(img[3]) : py::none());
   }
 
   py::tuple vjp(carray<Real> const& wavelets, carray<Real> const& residual) {
     check_shape(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes");
     check_shape(residual, {m_shots, m_nt, m_nr}, "grad_output");
     auto img = images();
-    fwi::ModelingImages out{img[0].mutable_data(), img[1].mutable_data(), img[2].mutable_data()};
+    fwi::ModelingImages out{img[0].mutable_data(), img[1].mutable_data(), img[2].mutable_data(),
+                            m_vd ? img[3].mutable_data() : nullptr};
     on_worker([&] { m_m->vjp(wavelets.data(), residual.data(), out); });
-    return py::make_tuple(img[0], img[1], img[2]);
+    return py::make_tuple(img[0], img[1], img[2], m_vd ? py::object(img[3]) : py::none());
   }
 
  private:
   std::vector<py::array_t<double>> images() const {
     std::vector<py::ssize_t> const shape(m_shape.begin(), m_shape.end());
-    return {py::array_t<double>(shape), py::array_t<double>(shape), py::array_t<double>(shape)};
+    std::vector<py::array_t<double>> img{py::array_t<double>(shape), py::array_t<double>(shape),
+                                         py::array_t<double>(shape)};
+    if (m_vd) img.emplace_back(shape);
+    return img;
   }
   void check_model(carray<Real> const& a, char const* what) const {
     std::vector<long long> want(m_shape.begin(), m_shape.end());
@@ -394,6 +413,7 @@ class PyModeling {
   std::unique_ptr<fwi::Modeling<Real>> m_m;
   long long m_shots = 0, m_ns = 0, m_nr = 0, m_nt = 0;
   std::vector<int> m_shape;
+  bool m_vd = false;  // variable density: a density gradient too
 };
 
 template <class Real>
@@ -401,12 +421,14 @@ void bind_modeling(py::module_& m, char const* name) {
   py::class_<PyModeling<Real>>(m, name)
       .def(py::init<std::vector<int> const&, double, double, int, int, std::vector<int> const&, double, double, bool,
                     carray<long long> const&, carray<long long> const&, int, std::string const&, std::string const&,
-                    std::string const&, std::string const&, std::string const&>(),
+                    std::string const&, std::string const&, std::string const&, std::string const&>(),
            py::arg("shape"), py::arg("dh"), py::arg("dt"), py::arg("nt"), py::arg("order"), py::arg("pml_faces"),
            py::arg("pml_reflection"), py::arg("pml_freq"), py::arg("free_surface"), py::arg("sources"),
            py::arg("receivers"), py::arg("batch"), py::arg("schedule"), py::arg("strategy"), py::arg("location"),
-           py::arg("dtype"), py::arg("disk_dir"))
+           py::arg("dtype"), py::arg("disk_dir"), py::arg("physics") = "acoustic")
       .def("set_velocity", &PyModeling<Real>::set_velocity, py::arg("v"), py::arg("layer") = py::none())
+      .def("set_model", &PyModeling<Real>::set_model, py::arg("v"), py::arg("rho"), py::arg("layer_v") = py::none(),
+           py::arg("layer_rho") = py::none())
       .def("forward", &PyModeling<Real>::forward)
       .def("adjoint", &PyModeling<Real>::adjoint)
       .def("gradient", &PyModeling<Real>::gradient)
@@ -424,8 +446,15 @@ class PyInversion {
               int batch, std::uint64_t seed, bool loss_sum, int water_rows, double grad_smooth, bool precondition,
               double vmin, double vmax, double lr, double beta1, double beta2, double eps, int lbfgs_memory,
               std::string const& schedule, std::string const& strategy, std::string const& location,
-              std::string const& dtype, std::string const& disk_dir) {
+              std::string const& dtype, std::string const& disk_dir, std::optional<carray<float>> const& density,
+              std::optional<carray<float>> const& truth_density, std::vector<std::string> const& invert, double rho_min,
+              double rho_max, double lr_rho) {
     fwi::Problem pb;
+    if (density) {
+      pb.physics = fwi::Physics::acoustic_vd;
+      pb.density.assign(density->data(), density->data() + density->size());
+      if (truth_density) pb.truth_density.assign(truth_density->data(), truth_density->data() + truth_density->size());
+    }
     pb.grid = make_grid(shape, dh);
     int const dim = static_cast<int>(shape.size());
     pb.pml = make_pml(pml_faces, pml_reflection, pml_freq, free_surface);
@@ -459,6 +488,10 @@ class PyInversion {
     o.lbfgs.memory = lbfgs_memory;
     o.storage = storage::make_storage_config(strategy, location, dtype, 64, disk_dir, true);
     o.schedule = core::parse_schedule(schedule);
+    o.invert = invert;
+    o.rho_min = rho_min;
+    o.rho_max = rho_max;
+    o.lr_rho = lr_rho;
     m_shape = shape;
     on_worker([&] {
       ensure_initialized();
@@ -476,6 +509,7 @@ class PyInversion {
     d["iteration"] = r.iteration;
     d["loss"] = r.loss;
     d["rmse"] = r.rmse;
+    d["rmse_density"] = r.rmse_density;
     d["seconds"] = r.seconds;
     d["shots"] = r.shots;
     d["evaluations"] = r.evaluations;
@@ -487,6 +521,11 @@ class PyInversion {
     on_worker([&] { v = m_inv->model(); });
     return shaped(v);
   }
+  py::object density() const {
+    std::vector<float> v;
+    on_worker([&] { v = m_inv->density(); });
+    return v.empty() ? py::object(py::none()) : py::object(shaped(v));
+  }
   py::dict images() const {
     fwi::Images img;
     on_worker([&] { img = m_inv->images(); });
@@ -494,12 +533,18 @@ class PyInversion {
     d["grad"] = shaped(img.grad);
     d["illum_src"] = shaped(img.illum_src);
     d["illum_rec"] = shaped(img.illum_rec);
+    if (!img.grad_density.empty()) d["grad_rho"] = shaped(img.grad_density);
     return d;
   }
   int iteration() const { return m_inv->iteration(); }
   double rmse() const {
     double r = 0;
     on_worker([&] { r = m_inv->rmse(); });
+    return r;
+  }
+  double rmse_density() const {
+    double r = 0;
+    on_worker([&] { r = m_inv->rmse_density(); });
     return r;
   }
 
@@ -510,6 +555,7 @@ class PyInversion {
     d["iteration"] = s.iteration;
     d["rng"] = py::bytes(s.rng);
     d["model"] = shaped(s.model);
+    if (!s.density.empty()) d["density"] = shaped(s.density);
     d["first"] = py::array_t<float>(static_cast<py::ssize_t>(s.first.size()), s.first.data());
     d["second"] = py::array_t<float>(static_cast<py::ssize_t>(s.second.size()), s.second.data());
     return d;
@@ -524,6 +570,7 @@ class PyInversion {
       return std::vector<float>(a.data(), a.data() + a.size());
     };
     s.model = vec(d["model"]);
+    if (d.contains("density")) s.density = vec(d["density"]);
     s.first = vec(d["first"]);
     s.second = vec(d["second"]);
     on_worker([&] { m_inv->restore(s); });
@@ -675,9 +722,13 @@ PYBIND11_MODULE(_ksweep, m) {
                     carray<long long> const&, carray<long long> const&, carray<double> const&, carray<float> const&,
                     carray<float> const&, std::optional<carray<float>> const&, std::string const&, int, std::uint64_t,
                     bool, int, double, bool, double, double, double, double, double, double, int, std::string const&,
-                    std::string const&, std::string const&, std::string const&, std::string const&>())
+                    std::string const&, std::string const&, std::string const&, std::string const&,
+                    std::optional<carray<float>> const&, std::optional<carray<float>> const&,
+                    std::vector<std::string> const&, double, double, double>())
       .def("step", &PyInversion::step)
       .def("model", &PyInversion::model)
+      .def("density", &PyInversion::density)
+      .def("rmse_density", &PyInversion::rmse_density)
       .def("images", &PyInversion::images)
       .def("iteration", &PyInversion::iteration)
       .def("rmse", &PyInversion::rmse)

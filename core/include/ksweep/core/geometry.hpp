@@ -103,7 +103,9 @@ struct Layout {
 void check_grid(ModelGrid const& grid, PmlConfig const& pml, int order, int radius = -1);
 void check_time(double dt, int nt);
 void check_velocity(float const* vp, long long n);
+void check_velocity(double const* vp, long long n);
 void check_density(float const* rho, long long n);
+void check_density(double const* rho, long long n);
 /// CFL: vmax dt / dh must not exceed the leapfrog limit of `order` in `dim` dimensions.
 void check_cfl(double vmax, double dt, double dh, int order, int dim = 2);
 void check_survey(Survey const& survey, ModelGrid const& grid, PmlConfig const& pml);

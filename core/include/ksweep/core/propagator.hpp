@@ -222,8 +222,8 @@ class Propagator {
     m_space.fence();
   }
 
-  /// Variable density: sets vp (m/s) and rho (kg/m^3) of the model grid from host arrays laid
-  /// out as set_velocity's. The layer repeats the model's edges; with `update_layer` false it
+  /// Variable density: sets vp (m/s) and rho (kg/m^3) of the model grid from host arrays (float
+  /// or double) laid out as set_velocity's. The layer repeats the model's edges; with `update_layer` false it
   /// keeps its vp, rho and damping profiles from the previous call (the gradient is with respect
   /// to the model cells with the layer held fixed). In double, rounded to Real once:
   /// c = rho v^2 dt^2 / dh^2 at the cells and bb_a = (1 / rho_j + 1 / rho_{j+1}) / 2 at the
@@ -231,7 +231,8 @@ class Propagator {
   /// surface the rows above row 0 mirror bb_z about it). The stability check takes the effective
   /// velocity sqrt(c bb) dh / dt, bb the largest buoyancy of the half-points the cell's own
   /// divergence reads.
-  void set_model(float const* vp, float const* rho, bool update_layer = true) {
+  template <class T>
+  void set_model(T const* vp, T const* rho, bool update_layer = true) {
     static_assert(std::is_same_v<Physics, AcousticVd>, "set_model(vp, rho): variable-density acoustics");
     auto const& l = m_layout;
     int const nx = l.nx;
@@ -332,7 +333,7 @@ class Propagator {
     }
     Kokkos::deep_copy(m_space, m_c, ch);
     for (int a = 0; a < Dim; ++a) Kokkos::deep_copy(m_space, m_bb[a], bh[a]);
-    auto upload_model = [&](float const* h, field2& d, char const* label) {
+    auto upload_model = [&](T const* h, field2& d, char const* label) {
       if (d.extent(0) == 0)
         d = field2(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(label)), l.model_rows(), nx);
       auto m = Kokkos::create_mirror_view(Kokkos::HostSpace(), d);

@@ -5,9 +5,10 @@
 /// and a SHA-256 checksum over its bytes. Reading trusts nothing: the checksum, every range
 /// and the configuration are checked, and every error names the file.
 ///
-/// File layout: "KSWCKPT2", uint64 length L, L bytes of JSON metadata, three float32 arrays of
-/// `n` values (model, Adam m, Adam v), then "SHA256:" and the 64 hexadecimal digits of the
-/// SHA-256 of every byte before it.
+/// File layout: "KSWCKPT2", uint64 length L, L bytes of JSON metadata, the float32 arrays
+/// (the model: `parameters` x `n` values, vp then rho; Adam's m and v: `moments` x `n` values
+/// each), then "SHA256:" and the 64 hexadecimal digits of the SHA-256 of every byte before it.
+/// The metadata's "n" counts cells, "parameters" and "moments" the segments (1 when absent).
 
 #include <cstddef>
 #include <filesystem>
@@ -24,7 +25,12 @@ struct Checkpoint {
   nlohmann::json history = nlohmann::json::array();
   /// The run's identity: {"config": config_to_json(...), "data": {...hashes...}}.
   nlohmann::json run;
-  std::vector<float> model, m, v;
+  /// The model, [parameter][cell]: vp, then (variable density) rho.
+  std::vector<float> model;
+  /// Adam's moments, [inverted parameter][cell] each (zeros for L-BFGS).
+  std::vector<float> m, v;
+  int parameters = 1;  ///< segments of the model
+  int moments = 1;     ///< segments of each moment
 };
 
 /// Writes `c` atomically (temporary file, fsync, rename). Throws ksweep::Error.
@@ -36,14 +42,15 @@ void write_checkpoint(std::filesystem::path const& path, Checkpoint const& c);
 /// read. The checksum is verified only by read_checkpoint. Throws ksweep::Error.
 struct CheckpointHeader {
   int iteration = 0;
-  std::size_t n = 0;
+  std::size_t n = 0;  ///< cells
+  int parameters = 1, moments = 1;
   nlohmann::json run;
 };
 CheckpointHeader read_checkpoint_header(std::filesystem::path const& path);
 
 /// Reads and checks a checkpoint for a model of `n` cells (0: as many as it records): format, checksum, ranges
-/// (iteration, history, finite and positive velocities, finite moments, generator state). Throws ksweep::Error naming
-/// `path` and what is wrong.
+/// (iteration, history, finite and positive model values, finite moments, generator state). Throws ksweep::Error
+/// naming `path` and what is wrong.
 Checkpoint read_checkpoint(std::filesystem::path const& path, std::size_t n);
 
 /// One key whose value differs between a checkpoint's run and the current one.

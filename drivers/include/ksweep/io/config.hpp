@@ -30,6 +30,11 @@ struct ModelSection {
   std::optional<std::array<int, 2>> crop_z;
   std::optional<std::array<int, 2>> crop_x;
   std::optional<std::array<int, 2>> crop_y;
+  /// Variable density (propagator.physics = "acoustic_vd"): "gardner" (rho = 310 vp^0.25, SI
+  /// units; the default), a constant in kg/m^3 (written as a number in the file, kept here as its
+  /// text), or a raw .f32/.bin or .h5 file of the model's shape before decimation and cropping
+  /// (decimated and cropped as model.source is).
+  std::string density;
 };
 
 /// [time]: time stepping.
@@ -81,6 +86,8 @@ struct PropagatorSection {
   int batch = 8;
   /// A name of names::schedule (see ksweep/base/names.hpp and ksweep/core/schedule.hpp).
   std::string schedule = "auto";
+  /// "acoustic" (constant density: vp) or "acoustic_vd" (variable density: vp and rho).
+  std::string physics = "acoustic";
 };
 
 /// [storage]: how the forward wavefield is kept for the adjoint pass.
@@ -126,6 +133,13 @@ struct FwiSection {
   bool precondition = false;
   int figures_every = 1;
   bool save_models = true;
+  /// The parameters inverted: ["vp"], or with variable density ["vp", "rho"] (or ["rho"]).
+  std::vector<std::string> invert{"vp"};
+  /// Density bounds in kg/m^3 when rho is inverted.
+  double rho_min = 1000.0;
+  double rho_max = 3000.0;
+  /// Adam's step for the density in kg/m^3 per iteration (0: fwi.lr).
+  double lr_rho = 0.0;
 };
 
 /// The complete, validated configuration.

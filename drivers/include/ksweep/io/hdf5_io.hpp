@@ -64,10 +64,10 @@ void write_model(std::filesystem::path const& path, std::vector<float> const& vp
                  std::string const& dataset = "vp", int ny = 0);
 
 /// Reads dataset "vp" ([nz][nx], or [nz][ny][nx] for a 3D model) and the file attribute "dh".
-VelocityModel read_model(std::filesystem::path const& path);
+VelocityModel read_model(std::filesystem::path const& path, std::string const& dataset = "vp");
 
 /// As read_model, without reading the values: the shape and dh only (`vp` stays empty).
-VelocityModel read_model_shape(std::filesystem::path const& path);
+VelocityModel read_model_shape(std::filesystem::path const& path, std::string const& dataset = "vp");
 
 /// Writes each image as a float32 dataset [n0][n1] ([n0][n1][n2]) and the file attribute "dh".
 void write_datasets(std::filesystem::path const& path, std::vector<Dataset> const& datasets, double dh);

@@ -65,11 +65,19 @@ std::string sha256_file(std::filesystem::path const& path);
 /// decimated and cropped, extruded along y over model.ny cells, default 32, with a lateral
 /// variation: each y slice is shifted along x by up to a tenth of the width). Throws
 /// ksweep::Error.
-VelocityModel load_velocity(ModelSection const& model);
+/// `dataset`: the HDF5 dataset read from an .h5 file.
+VelocityModel load_velocity(ModelSection const& model, std::string const& dataset = "vp");
 
 /// The model load_velocity would give (shape and dh after decimation, cropping and extrusion),
 /// with `vp` empty: every check that needs no velocity values (sizes, crops, the HDF5 file's
 /// header), at the cost of reading no model. Throws ksweep::Error.
-VelocityModel model_shape(ModelSection const& model);
+VelocityModel model_shape(ModelSection const& model, std::string const& dataset = "vp");
+
+/// The density (kg/m^3) of variable-density acoustics for the model `vm` (loaded from
+/// `model`), from model.density: "gardner" or empty (rho = 310 vp^0.25, Gardner et al. 1974, SI
+/// units, in double rounded once), a constant, or a file (dataset "rho" of an .h5 file; a raw
+/// file of a named model's raw shape) read, decimated and cropped as model.source is (its shape must then equal the
+/// model's; its values finite and > 0). Throws ksweep::Error naming model.density.
+std::vector<float> load_density(ModelSection const& model, VelocityModel const& vm);
 
 }  // namespace ksweep::io

@@ -1,7 +1,8 @@
 #pragma once
 /// \file inversion.hpp
 /// Full-waveform inversion as a library: ksweep::fwi::Inversion runs the iterations of an
-/// acoustic inversion on the default execution space, over the ranks of a communicator.
+/// acoustic inversion (constant density: vp; variable density: vp and rho, either or both
+/// inverted) on the default execution space, over the ranks of a communicator.
 ///
 /// One iteration (step()): the batch of shots is drawn on rank 0 and broadcast (Adam; L-BFGS
 /// takes every shot), each rank models its contiguous slice of the batch and computes its
@@ -25,6 +26,7 @@
 #include <ksweep/core/schedule.hpp>
 #include <ksweep/fwi/lbfgs.hpp>
 #include <ksweep/fwi/optimizer.hpp>
+#include <ksweep/fwi/physics.hpp>
 #include <ksweep/storage/step_store.hpp>
 
 #include <cstdint>
@@ -47,6 +49,11 @@ struct Problem {
   std::vector<float> observed;  ///< [shot][nt][receiver], on every rank
   std::vector<float> start;     ///< the starting model, [nz][nx] or [nz][ny][nx] (m/s)
   std::vector<float> truth;     ///< the true model for the RMSE (empty: no RMSE, reported as NaN)
+  Physics physics = Physics::acoustic;
+  /// acoustic_vd: the density (kg/m^3), laid out as `start`: the starting density when it is
+  /// inverted, else held fixed.
+  std::vector<float> density;
+  std::vector<float> truth_density;  ///< acoustic_vd: the true density for its RMSE (may be empty)
 };
 
 enum class Method { adam, lbfgs };
@@ -65,30 +72,40 @@ struct Options {
   LbfgsParameters lbfgs;           ///< memory, Wolfe constants, evaluations (bounds: vmin, vmax)
   storage::StorageConfig storage;  ///< where and how the saved steps live
   core::Schedule schedule = core::Schedule::automatic;
-  std::string fault;  ///< test aid: "loss:IT", "gradient:IT" or "model:IT" makes it non-finite
+  /// The parameters inverted, a non-empty subset of the physics' (parameter_names()) without
+  /// repeats; the others are held fixed. The optimizer's vector stacks them in this order.
+  std::vector<std::string> invert{"vp"};
+  double rho_min = 0, rho_max = 0;  ///< bounds of the density when inverted (kg/m^3, > 0)
+  double lr_rho = 0;                ///< Adam's step for the density (kg/m^3; 0: adam.lr)
+  std::string fault;                ///< test aid: "loss:IT", "gradient:IT" or "model:IT" makes it non-finite
 };
 
 /// The whole state between iterations: a checkpoint holds exactly this.
 struct State {
-  int iteration = 0;                 ///< iterations done
-  std::string rng;                   ///< the batch generator (std::mt19937_64 as written by <<)
-  std::vector<float> model;          ///< the current model
-  std::vector<float> first, second;  ///< Adam's moments m and v (empty for L-BFGS)
+  int iteration = 0;           ///< iterations done
+  std::string rng;             ///< the batch generator (std::mt19937_64 as written by <<)
+  std::vector<float> model;    ///< the current velocity (m/s)
+  std::vector<float> density;  ///< acoustic_vd: the current density (kg/m^3; empty otherwise)
+  /// Adam's moments m and v (empty for L-BFGS), [parameter][cell] over Options::invert.
+  std::vector<float> first, second;
 };
 
 /// What one iteration did.
 struct Report {
-  int iteration = 0;  ///< 1-based
-  double loss = 0;    ///< the batch's loss (L-BFGS: at the accepted model)
-  double rmse = 0;    ///< against Problem::truth (NaN without it)
+  int iteration = 0;        ///< 1-based
+  double loss = 0;          ///< the batch's loss (L-BFGS: at the accepted model)
+  double rmse = 0;          ///< against Problem::truth (NaN without it)
+  double rmse_density = 0;  ///< against Problem::truth_density (NaN without it)
   double seconds = 0;
   std::vector<int> shots;  ///< the batch, in order
   int evaluations = 1;     ///< gradient evaluations of the iteration
 };
 
-/// The images of the last gradient evaluation, [nz][nx] or [nz][ny][nx], summed over the batch.
+/// The images of the last gradient evaluation, [nz][nx] or [nz][ny][nx], summed over the batch
+/// (before conditioning): the gradient with respect to vp and, for acoustic_vd, to the density.
 struct Images {
   std::vector<float> grad, illum_src, illum_rec;
+  std::vector<float> grad_density;  ///< acoustic_vd: dL/drho (empty otherwise)
 };
 
 /// A non-finite quantity, found by every rank at the same point of an iteration.
@@ -116,12 +133,18 @@ class Inversion {
   State state() const;
   /// The current model (host copy).
   std::vector<float> model() const;
+  /// acoustic_vd: the current density (host copy; empty for constant density).
+  std::vector<float> density() const;
   /// The images of the last iteration (host copies).
   Images images() const;
   /// RMSE of the current model against the truth (NaN without one), summed in a fixed order.
   double rmse() const;
   /// RMSE of `model` against the truth.
   double rmse(std::vector<float> const& model) const;
+  /// RMSE of the current density against Problem::truth_density (NaN without one).
+  double rmse_density() const;
+  /// RMSE of `density` against Problem::truth_density.
+  double rmse_density(std::vector<float> const& density) const;
   /// Bytes of the last gradient evaluation.
   core::MemoryReport memory() const;
 

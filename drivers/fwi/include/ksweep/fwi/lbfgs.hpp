@@ -60,36 +60,22 @@ double ordered_dot(ExecSpace const& space, X const& x, Y const& y, std::size_t b
 
 namespace impl {
 
-/// d = 0 in the cells at a bound (each only when > 0) that d would push out.
+/// d = 0 in the cells at a bound of `box` that d would push out.
 template <class ExecSpace, class View>
-void drop_outward(ExecSpace const& space, View const& d, View const& x, typename View::value_type lo,
-                  typename View::value_type hi) {
-  using Real = typename View::value_type;
+void drop_outward(ExecSpace const& space, View const& d, View const& x, Box const& box) {
   launch_for(
       "ksweep::fwi::lbfgs_active_set", Kokkos::RangePolicy<ExecSpace>(space, 0, d.extent(0)),
       KOKKOS_LAMBDA(std::size_t i) {
-        Real const di = d(i), xi = x(i);
-        if ((lo > 0 && xi <= lo && di < 0) || (hi > 0 && xi >= hi && di > 0)) d(i) = Real(0);
+        if (box.pushes_out(i, x(i), d(i))) d(i) = 0;
       });
 }
 
-/// x clamped to [lo, hi] (each bound only when > 0), and x = x0 in the first `fixed` cells.
+/// x clamped into `box`, and x = x0 in its fixed cells.
 template <class ExecSpace, class View>
-void project(ExecSpace const& space, View const& x, View const& x0, typename View::value_type lo,
-             typename View::value_type hi, std::size_t fixed) {
-  using Real = typename View::value_type;
+void project(ExecSpace const& space, View const& x, View const& x0, Box const& box) {
   launch_for(
       "ksweep::fwi::lbfgs_project", Kokkos::RangePolicy<ExecSpace>(space, 0, x.extent(0)),
-      KOKKOS_LAMBDA(std::size_t i) {
-        if (i < fixed) {
-          x(i) = x0(i);
-          return;
-        }
-        Real xi = x(i);
-        if (lo > 0) xi = xi < lo ? lo : xi;
-        if (hi > 0) xi = xi > hi ? hi : xi;
-        x(i) = xi;
-      });
+      KOKKOS_LAMBDA(std::size_t i) { x(i) = box.is_fixed(i) ? x0(i) : box.clamp(i, x(i)); });
 }
 
 }  // namespace impl
@@ -130,7 +116,10 @@ class Lbfgs {
   using vector_type = Kokkos::View<Real*, memory_space>;
 
   Lbfgs(ExecSpace const& space, std::size_t n, LbfgsParameters const& p, std::size_t fixed_cells = 0)
-      : m_p(p), m_n(n), m_fixed(fixed_cells) {
+      : Lbfgs(space, n, p, Box::one(p.vmin, p.vmax, fixed_cells)) {}
+
+  /// L-BFGS over a model of `n` values within `box` (its bounds replace vmin and vmax).
+  Lbfgs(ExecSpace const& space, std::size_t n, LbfgsParameters const& p, Box const& box) : m_p(p), m_n(n), m_box(box) {
     KSWEEP_REQUIRE(p.memory >= 1, "ksweep::fwi::Lbfgs: memory = " << p.memory << " must be >= 1");
     KSWEEP_REQUIRE(
         p.c1 > 0 && p.c1 < p.c2 && p.c2 < 1,
@@ -138,7 +127,7 @@ class Lbfgs {
     KSWEEP_REQUIRE(p.max_evaluations >= 1,
                    "ksweep::fwi::Lbfgs: max_evaluations = " << p.max_evaluations << " must be >= 1");
     KSWEEP_REQUIRE(p.first_step > 0, "ksweep::fwi::Lbfgs: first_step = " << p.first_step << " must be > 0");
-    KSWEEP_REQUIRE(fixed_cells <= n, "ksweep::fwi::Lbfgs: " << fixed_cells << " fixed cells in a model of " << n);
+    box.check(n, "ksweep::fwi::Lbfgs");
     auto alloc = [&](char const* label) {
       return vector_type(Kokkos::view_alloc(space, std::string("ksweep::fwi::lbfgs_") + label), n);
     };
@@ -229,7 +218,10 @@ class Lbfgs {
  private:
   // The fixed cells take no part: their gradient is zeroed.
   void fix(ExecSpace const& space, vector_type const& g) const {
-    if (m_fixed > 0) Kokkos::deep_copy(space, Kokkos::subview(g, Kokkos::make_pair(std::size_t(0), m_fixed)), Real(0));
+    if (m_box.fixed == 0) return;
+    std::size_t const seg = m_box.cells == 0 ? m_n : m_box.cells;
+    for (std::size_t first = 0; first < m_n; first += seg)
+      Kokkos::deep_copy(space, Kokkos::subview(g, Kokkos::make_pair(first, first + m_box.fixed)), Real(0));
   }
 
   // d = -H g by the two-loop recursion; H0 = (s.y / y.y) I from the newest pair, or without
@@ -258,14 +250,14 @@ class Lbfgs {
       KokkosBlas::axpby(static_cast<Real>(alpha[static_cast<std::size_t>(j)] - beta), m_s[i], Real(1), m_d);
     }
     KokkosBlas::scal(m_d, Real(-1), m_d);
-    impl::drop_outward(space, m_d, x, static_cast<Real>(m_p.vmin), static_cast<Real>(m_p.vmax));
+    impl::drop_outward(space, m_d, x, m_box);
     return ordered_dot(space, m_g, m_d);
   }
 
   // x = clamp(x0 + alpha d) outside the fixed cells.
   void trial(ExecSpace const& space, vector_type const& x, double alpha) {
     KokkosBlas::update(Real(1), m_x0, static_cast<Real>(alpha), m_d, Real(0), x);
-    impl::project(space, x, m_x0, static_cast<Real>(m_p.vmin), static_cast<Real>(m_p.vmax), m_fixed);
+    impl::project(space, x, m_x0, m_box);
   }
 
   // The pair of the accepted step: s = x - x0 (in m_step), y = g_trial - g, kept when
@@ -296,7 +288,8 @@ class Lbfgs {
   int slot(int k) const { return (m_head + k) % m_p.memory; }
 
   LbfgsParameters m_p;
-  std::size_t m_n, m_fixed;
+  std::size_t m_n;
+  Box m_box;
   std::vector<vector_type> m_s, m_y;
   std::vector<double> m_rho;
   vector_type m_g, m_d, m_x0, m_gt, m_step;

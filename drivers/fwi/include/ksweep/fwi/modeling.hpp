@@ -1,21 +1,22 @@
 #pragma once
 /// \file modeling.hpp
-/// Forward modelling, its adjoint and the velocity gradient of a survey, for callers that hold
-/// their own arrays (C++ programs, the Python package): no templates, host arrays in and out.
+/// Forward modelling, its adjoint and the gradient of a survey, for callers that hold their own
+/// arrays (C++ programs, the Python package): no templates, host arrays in and out. The physics
+/// is constant-density acoustics (vp) or variable-density acoustics (vp and rho).
 ///
 /// A Modeling object is built once for a grid, an absorbing layer, a stencil order, a time step,
 /// a survey and a number of time samples; it runs the shots in batches of `batch` shots on the
 /// default execution space (the device of a CUDA build). Arrays are row-major:
-///   velocity   [nz][nx] or [nz][ny][nx] (m/s)
+///   velocity   [nz][nx] or [nz][ny][nx] (m/s); density the same (kg/m^3)
 ///   wavelets   [shot][source][nt]       (the source amplitudes)
 ///   records    [shot][nt][receiver]     (time-major, as the propagator writes them)
 ///   images     [nz][nx] or [nz][ny][nx] (double: the gradient and the two illuminations)
 /// On a host backend the caller's wavelets and records are used in place (unmanaged views: no
 /// copies); on a device they travel once per batch. No wavefield ever leaves the device.
 ///
-/// The gradient is with respect to the model cells, with the absorbing layer's velocity and
-/// damping held fixed: they come from the `layer` velocity given to set_velocity (the model
-/// itself when none is given). Passing a fixed `layer` makes the records a smooth function of
+/// The gradient is with respect to the model cells, with the absorbing layer's velocity (and
+/// density) and damping held fixed: they come from the `layer` model given to set_velocity or
+/// set_model (the model itself when none is given). Passing a fixed `layer` makes the records a smooth function of
 /// the model whose derivative is exactly what gradient() and vjp() return.
 ///
 /// After each batch the object calls `after_batch` (when set) with the shots done and the shots
@@ -26,6 +27,7 @@
 
 #include <ksweep/core/geometry.hpp>
 #include <ksweep/core/schedule.hpp>
+#include <ksweep/fwi/physics.hpp>
 #include <ksweep/storage/step_store.hpp>
 
 #include <functional>
@@ -45,6 +47,7 @@ struct ModelingSetup {
   int batch = 0;        ///< shots per pass (0: every shot at once)
   core::Schedule schedule = core::Schedule::automatic;
   storage::StorageConfig storage;  ///< the gradient's saved steps
+  Physics physics = Physics::acoustic;
 };
 
 /// The images of a gradient, [nz][nx] or [nz][ny][nx], summed over the shots in order.
@@ -52,6 +55,7 @@ struct ModelingImages {
   double* grad = nullptr;       ///< dL/dv (s/m per unit of the loss)
   double* illum_src = nullptr;  ///< sum over time of the source wavefield squared
   double* illum_rec = nullptr;  ///< sum over time of the adjoint wavefield squared
+  double* grad_rho = nullptr;   ///< acoustic_vd: dL/drho (m^3/kg per unit of the loss)
 };
 
 /// Forward, adjoint and gradient of one survey in precision `Real` (float or double).
@@ -71,6 +75,9 @@ class Modeling {
   /// The model velocity (m/s); `layer` (same shape, or null: the model) sets the absorbing
   /// layer's velocity and damping, which the gradient holds fixed.
   void set_velocity(Real const* vp, Real const* layer = nullptr);
+  /// Variable density: the model velocity (m/s) and density (kg/m^3); `layer_vp` and
+  /// `layer_rho` (both or neither) set the absorbing layer's, which the gradient holds fixed.
+  void set_model(Real const* vp, Real const* rho, Real const* layer_vp = nullptr, Real const* layer_rho = nullptr);
 
   /// Records [shot][nt][receiver] of wavelets [shot][source][nt].
   void forward(Real const* wavelets, Real* records);

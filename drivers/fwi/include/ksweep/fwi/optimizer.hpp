@@ -19,6 +19,57 @@
 
 namespace ksweep::fwi {
 
+/// The feasible set of a model of one or two parameters stacked [parameter][cell] (vp, or vp
+/// and density), each parameter a segment of `cells` values: parameter p stays in
+/// [lo[p], hi[p]] (each bound only when > 0), and the first `fixed` cells of every segment (the
+/// water rows) never change. `cells` = 0 makes the whole vector one parameter.
+struct Box {
+  static constexpr int max_parameters = 2;
+  std::size_t cells = 0;  ///< values per parameter (0: one parameter, the whole vector)
+  std::size_t fixed = 0;  ///< leading cells of every segment that never change
+  double lo[max_parameters] = {0, 0};
+  double hi[max_parameters] = {0, 0};
+  /// Adam: the step size of each parameter, in its units (0: AdamParameters::lr).
+  double lr[max_parameters] = {0, 0};
+
+  /// One parameter in [lo, hi] (each bound only when > 0), its first `fixed` cells fixed.
+  static Box one(double lo, double hi, std::size_t fixed) {
+    Box b;
+    b.fixed = fixed;
+    b.lo[0] = lo;
+    b.hi[0] = hi;
+    return b;
+  }
+  /// Parameters of a vector of `n` values.
+  int parameters(std::size_t n) const { return cells == 0 ? 1 : static_cast<int>(n / cells); }
+  /// Checks the box against a vector of `n` values (`who` names the caller in the message).
+  void check(std::size_t n, char const* who) const {
+    KSWEEP_REQUIRE(cells == 0 || (n % cells == 0 && n / cells >= 1 && n / cells <= max_parameters),
+                   who << ": a model of " << n << " values is not 1 or " << max_parameters << " parameters of " << cells
+                       << " cells");
+    KSWEEP_REQUIRE(fixed <= (cells == 0 ? n : cells),
+                   who << ": " << fixed << " fixed cells in a parameter of " << (cells == 0 ? n : cells));
+  }
+  KOKKOS_INLINE_FUNCTION int parameter(std::size_t i) const { return cells == 0 ? 0 : static_cast<int>(i / cells); }
+  KOKKOS_INLINE_FUNCTION bool is_fixed(std::size_t i) const { return (cells == 0 ? i : i % cells) < fixed; }
+  /// x, the value of entry i, clamped to its parameter's bounds (in Real, as the bounds round).
+  template <class Real>
+  KOKKOS_INLINE_FUNCTION Real clamp(std::size_t i, Real x) const {
+    int const p = cells == 0 ? 0 : static_cast<int>(i / cells);
+    Real const l = Real(lo[p]), h = Real(hi[p]);
+    if (l > 0) x = x < l ? l : x;
+    if (h > 0) x = x > h ? h : x;
+    return x;
+  }
+  /// Whether a step along d from x (entry i) would leave the box at a bound it sits on.
+  template <class Real>
+  KOKKOS_INLINE_FUNCTION bool pushes_out(std::size_t i, Real x, Real d) const {
+    int const p = cells == 0 ? 0 : static_cast<int>(i / cells);
+    Real const l = Real(lo[p]), h = Real(hi[p]);
+    return (l > 0 && x <= l && d < 0) || (h > 0 && x >= h && d > 0);
+  }
+};
+
 /// A first-order optimizer of a model of `size()` cells in ExecSpace's memory.
 template <class Real, class ExecSpace = Kokkos::DefaultExecutionSpace>
 class Optimizer {
@@ -55,7 +106,8 @@ struct AdamParameters {
 ///     m = (1 - beta1) g + beta1 m,   v = beta2 v + (1 - beta2) g g,
 ///     x = x - lr (m / c1) / (sqrt(v / c2) + eps),   c1 = 1 - beta1^t, c2 = 1 - beta2^t,
 ///
-/// then x is clamped to [vmin, vmax] (each bound only when > 0). The coefficients are computed
+/// then x is clamped to [vmin, vmax] (each bound only when > 0; a Box gives bounds per
+/// parameter instead). The coefficients are computed
 /// in double and rounded to Real once; the moments are formed as KokkosBlas::axpby and
 /// KokkosBlas::mult form them (the same operations in the same order). The first
 /// `fixed_cells` cells of the model (the water rows of a row-major model) are not changed; the
@@ -70,10 +122,13 @@ class Adam final : public Optimizer<Real, ExecSpace> {
 
   /// Zero moments for a model of `n` cells, allocated and zeroed on `space`.
   Adam(ExecSpace const& space, std::size_t n, AdamParameters const& p, std::size_t fixed_cells = 0)
-      : m_p(p), m_fixed(fixed_cells) {
+      : Adam(space, n, p, Box::one(p.vmin, p.vmax, fixed_cells)) {}
+
+  /// Zero moments for a model of `n` values within `box` (its bounds replace vmin and vmax).
+  Adam(ExecSpace const& space, std::size_t n, AdamParameters const& p, Box const& box) : m_p(p), m_box(box) {
     KSWEEP_REQUIRE(p.beta1 >= 0 && p.beta1 < 1, "ksweep::core::Adam: beta1 = " << p.beta1 << " must be in [0, 1)");
     KSWEEP_REQUIRE(p.beta2 >= 0 && p.beta2 < 1, "ksweep::core::Adam: beta2 = " << p.beta2 << " must be in [0, 1)");
-    KSWEEP_REQUIRE(fixed_cells <= n, "ksweep::core::Adam: " << fixed_cells << " fixed cells in a model of " << n);
+    box.check(n, "ksweep::core::Adam");
     m_m = vector_type(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::core::adam_m")), n);
     m_v = vector_type(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::core::adam_v")), n);
     Kokkos::deep_copy(space, m_m, Real(0));
@@ -83,7 +138,8 @@ class Adam final : public Optimizer<Real, ExecSpace> {
   std::size_t size() const override { return m_m.extent(0); }
   int steps() const override { return m_steps; }
   AdamParameters const& parameters() const { return m_p; }
-  std::size_t fixed_cells() const { return m_fixed; }
+  std::size_t fixed_cells() const { return m_box.fixed; }
+  Box const& box() const { return m_box; }
   /// The first moment m (what a checkpoint saves).
   vector_type const& first_moment() const { return m_m; }
   /// The second moment v (what a checkpoint saves).
@@ -109,10 +165,11 @@ class Adam final : public Optimizer<Real, ExecSpace> {
     Real const a1 = Real(1 - m_p.beta1), b1 = Real(m_p.beta1);
     Real const a2 = Real(1 - m_p.beta2), b2 = Real(m_p.beta2);
     Real const c1 = Real(1 - std::pow(m_p.beta1, t)), c2 = Real(1 - std::pow(m_p.beta2, t));
-    Real const lr = Real(m_p.lr), eps = Real(m_p.eps), lo = Real(m_p.vmin), hi = Real(m_p.vmax);
+    Real const eps = Real(m_p.eps);
+    Real const lr0 = Real(m_box.lr[0] > 0 ? m_box.lr[0] : m_p.lr), lr1 = Real(m_box.lr[1] > 0 ? m_box.lr[1] : m_p.lr);
     // KokkosBlas leaves out the term of a zero coefficient (its sign of zero can differ).
     bool const keep_m = b1 != 0, keep_v = b2 != 0;
-    std::size_t const fixed = m_fixed;
+    Box const box = m_box;
     auto mm = m_m, vv = m_v;
     auto g = gradient;
     auto x = model;
@@ -123,18 +180,16 @@ class Adam final : public Optimizer<Real, ExecSpace> {
           Real const vi = keep_v ? b2 * vv(i) + a2 * gi * gi : a2 * gi * gi;
           mm(i) = mi;
           vv(i) = vi;
-          if (i < fixed) return;
-          Real xi = x(i) - lr * (mi / c1) / (math::sqrt(vi / c2) + eps);
-          if (lo > 0) xi = xi < lo ? lo : xi;
-          if (hi > 0) xi = xi > hi ? hi : xi;
-          x(i) = xi;
+          if (box.is_fixed(i)) return;
+          Real const a = box.parameter(i) == 0 ? lr0 : lr1;
+          x(i) = box.clamp(i, Real(x(i) - a * (mi / c1) / (math::sqrt(vi / c2) + eps)));
         });
     m_steps = t;
   }
 
  private:
   AdamParameters m_p;
-  std::size_t m_fixed = 0;
+  Box m_box;
   vector_type m_m, m_v;
   int m_steps = 0;
 };
