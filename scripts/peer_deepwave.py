@@ -3,6 +3,8 @@
 
     scripts/peer_deepwave.py [--out docs/benchmarks/<host>-deepwave.json] [--threads 2] [--repeats 3]
                              [--nt 2000] [--shots 8] [--orders 4,8] [--marmousi FILE] [--quick]
+    scripts/peer_deepwave.py --physics acoustic_vd [--shots 4] [--nt 1200] [--orders 4,8] [--repeats 3]
+                             [--threads 2] --out FILE   (needs the ksweep package importable too)
     scripts/peer_deepwave.py --dim 3 [--cubes 48,128] [--nt 200] [--shots 2] [--orders 4,8]
                              [--threads 2] [--repeats 3] [--max-vel V] [--quick] --out FILE
 
@@ -35,6 +37,23 @@ Threads: torch.set_num_threads(--threads) (Deepwave runs min(shots, torch thread
 threads, one shot per thread) and OMP_NUM_THREADS in the children.
 Writes a JSON that scripts/bench_report.py includes ("peer": "deepwave").
 Deepwave is never a dependency of ksweep: without it this prints a line and exits 0.
+
+--physics acoustic_vd: variable density, ksweep's `acoustic_vd` (through the ksweep Python
+package, in this process) against deepwave.acoustic, on the README's Marmousi2 window
+(share/examples/marmousi_vd.toml: the 25 m model's columns [220, 460), 141 x 240 cells) with
+Gardner's density rho = 310 vp^0.25, pml_width 20, pml_freq 25, dt 0.002 s, the 5 Hz Ricker
+delayed by 0.2 s, --shots shots at depth 2 over [0.05, 0.95] of the width, 240 receivers at
+depth 4 (every cell). Deepwave's acoustic propagator is the first-order pressure-velocity
+system with the source injected as a pressure rate: its pressure records are the time
+derivative of ksweep's second-order pressure records, one sample later. The records misfit is
+||k - a D|| / ||k|| with k ksweep's records, D Deepwave's records integrated in time (cumulative
+sum) and advanced one sample, and a the least-squares scale (one for all shots and receivers);
+beside it the same measure of ksweep's variable-density records against its constant-density
+ones (the size of the density's effect, which the misfit must be far below). Speed: forward and
+gradient (loss 0.5 sum (d - d_obs)^2, gradients for vp and rho; d_obs each code's own records of
+the true model, the start the smoothed model) timed alternately in this process, medians of
+--repeats calls after one warm-up, and their ratio (Deepwave / ksweep: > 1 means ksweep is
+faster).
 
 --dim 3: the cubes of ksweep's cube3d benchmarks (bench/bench_suite.hpp, keep both identical):
 N x N x N cells (N in --cubes; 48 fits in a 32 MiB L3 cache, 128 does not) of 10 m, float32,
@@ -453,10 +472,103 @@ def main3d(args, orders, dev):
     return 1 if errors else 0
 
 
+def main_vd(args, orders, dev):
+    """Variable density: ksweep's acoustic_vd against deepwave.acoustic (see the module comment)."""
+    try:
+        import ksweep
+    except ImportError as e:
+        print("the ksweep package is not importable: skipping (%s)" % e)
+        return 0
+    ksweep.initialize(threads=args.threads)
+    v_full, model = load_model(args.marmousi)
+    v = np.ascontiguousarray(v_full[:, 220:460]).astype(np.float32)
+    rho = (310.0 * v.astype(np.float64) ** 0.25).astype(np.float32)
+    nz, nx = v.shape
+    shots, nt = args.shots, args.nt
+    sx = [c_round(0.05 * (nx - 1) + 0.9 * (nx - 1) * i / max(shots - 1, 1)) for i in range(shots)]
+    src = np.array([[[SHOT_Z, x]] for x in sx])
+    rec = np.array([[[REC_Z, x] for x in range(nx)] for _ in range(shots)])
+    w = ricker(nt)
+    amps = np.ascontiguousarray(np.broadcast_to(w.numpy(), (shots, 1, nt)))
+    v_s, rho_s = smoothed(v), smoothed(rho)
+    inner_dt, step_ratio = deepwave.common.cfl_condition_n([DH, DH], DT, float(v.max()))
+
+    def deepwave_run(vv, rr, order, grad_of=None):
+        vt = torch.from_numpy(np.ascontiguousarray(vv)).to(dev).requires_grad_(grad_of is not None)
+        rt = torch.from_numpy(np.ascontiguousarray(rr)).to(dev).requires_grad_(grad_of is not None)
+        out = deepwave.acoustic(vt, rt, DH, DT, source_amplitudes_p=torch.from_numpy(amps).to(dev),
+                                source_locations_p=torch.from_numpy(src).to(dev),
+                                receiver_locations_p=torch.from_numpy(rec).to(dev), accuracy=order, pml_width=PML,
+                                pml_freq=PML_FREQ)
+        d = out[-3]  # receivers_p (then receivers_z, receivers_x)
+        if grad_of is None:
+            return d.detach().cpu().numpy()
+        loss = 0.5 * ((d - grad_of) ** 2).sum()
+        loss.backward()
+        return float(loss)
+
+    def timed(fn):
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+
+    results = []
+    kw = dict(pml_width=PML, pml_freq=PML_FREQ)
+    for order in orders:
+        k = ksweep.forward(v, DH, DT, amps, src, rec, order=order, rho=rho, **kw).astype(np.float64)
+        kc = ksweep.forward(v, DH, DT, amps, src, rec, order=order, **kw).astype(np.float64)
+        d = deepwave_run(v, rho, order).astype(np.float64)
+        dk = np.roll(np.cumsum(d, axis=-1), -1, axis=-1)
+        dk[..., -1] = dk[..., -2]
+        a = np.sum(k * dk) / np.sum(dk * dk)
+        b = np.sum(k * kc) / np.sum(kc * kc)
+        misfit = float(np.linalg.norm(k - a * dk) / np.linalg.norm(k))
+        density_effect = float(np.linalg.norm(k - b * kc) / np.linalg.norm(k))
+        obs_k = np.ascontiguousarray(k.astype(np.float32))
+        obs_d = torch.from_numpy(d.astype(np.float32)).to(dev)
+        cases = {
+            "forward": (lambda: ksweep.forward(v, DH, DT, amps, src, rec, order=order, rho=rho, **kw),
+                        lambda: deepwave_run(v, rho, order)),
+            "gradient": (lambda: ksweep.gradient(v_s, DH, DT, amps, src, rec, obs_k, order=order, rho=rho_s,
+                                                 loss_scale=0.5, **kw),
+                         lambda: deepwave_run(v_s, rho_s, order, grad_of=obs_d)),
+        }
+        for kind, (kfn, dfn) in cases.items():
+            kfn(), dfn()  # warm-up
+            ks, ds = [], []
+            for _ in range(args.repeats):  # alternating
+                ks.append(timed(kfn))
+                ds.append(timed(dfn))
+            r = {"name": "marmousi_vd/order:%d/kind:%s" % (order, kind), "order": order, "kind": kind,
+                 "ksweep_seconds": statistics.median(ks), "deepwave_seconds": statistics.median(ds),
+                 "ksweep_samples": ks, "deepwave_samples": ds,
+                 "deepwave_over_ksweep": statistics.median(ds) / statistics.median(ks)}
+            if kind == "forward":
+                r.update({"records_misfit": misfit, "density_effect": density_effect, "scale": float(a)})
+            results.append(r)
+            print("order %d %-8s ksweep %.3f s  deepwave %.3f s  ratio %.2f%s" % (
+                order, kind, r["ksweep_seconds"], r["deepwave_seconds"], r["deepwave_over_ksweep"],
+                "  records misfit %.2e (density effect %.2e)" % (misfit, density_effect) if kind == "forward" else ""))
+    doc = {"peer": "deepwave", "physics": "acoustic_vd", "results": results,
+           "context": {"version": deepwave_version(), "deepwave_file": os.path.abspath(deepwave.__file__),
+                       "ksweep": ksweep.__version__, "cpu": cpu_model(), "threads": args.threads,
+                       "device": str(dev), "model": model, "window_x": [220, 460], "shape": [nz, nx],
+                       "shots": shots, "nt": nt, "dt": DT, "dh": DH, "pml_width": PML, "repeats": args.repeats,
+                       "deepwave_step_ratio": step_ratio, "deepwave_inner_dt": inner_dt,
+                       "loadavg": os.getloadavg()}}
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(doc, f, indent=1)
+    print("wrote", args.out)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None,
                     help="JSON to write (default docs/benchmarks/<host>-deepwave.json, -deepwave3d.json with --dim 3)")
+    ap.add_argument("--physics", choices=["scalar", "acoustic_vd"], default="scalar",
+                    help="acoustic_vd: ksweep's variable density against deepwave.acoustic (see above)")
     ap.add_argument("--dim", type=int, choices=[2, 3], default=2,
                     help="2: the Marmousi batch (default); 3: the cubes of ksweep's cube3d benchmarks")
     ap.add_argument("--cubes", default="48,128", help="--dim 3: comma-separated cube sizes N (N^3 model cells)")
@@ -479,9 +591,11 @@ def main():
     ap.add_argument("--observed", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.nt is None:
-        args.nt = 200 if args.dim == 3 else 2000
+        args.nt = 200 if args.dim == 3 else 1200 if args.physics == "acoustic_vd" else 2000
     if args.shots is None:
-        args.shots = 2 if args.dim == 3 else 8
+        args.shots = 2 if args.dim == 3 else 4 if args.physics == "acoustic_vd" else 8
+    if args.out is None and args.physics == "acoustic_vd":
+        args.out = os.path.join("docs", "benchmarks", "%s-deepwave-vd.json" % socket.gethostname())
     if args.out is None:
         args.out = os.path.join("docs", "benchmarks", "%s-deepwave%s.json" % (socket.gethostname(),
                                                                               "3d" if args.dim == 3 else ""))
@@ -495,6 +609,8 @@ def main():
     dev = torch.device(args.device)
     if args.dim == 3:
         return main3d(args, orders, dev)
+    if args.physics == "acoustic_vd":
+        return main_vd(args, orders, dev)
 
     v_true, model = load_model(args.marmousi)
     sx = survey(args.shots)[2]

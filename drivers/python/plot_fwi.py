@@ -232,7 +232,7 @@ def plot_loss(summary, out):
     rows = []
     for r in its:
         try:
-            rows.append((int(r["iteration"]), r.get("loss"), r.get("rmse")))
+            rows.append((int(r["iteration"]), r.get("loss"), r.get("rmse"), r.get("rmse_rho")))
         except (KeyError, TypeError, ValueError):
             continue
     if not rows:
@@ -240,7 +240,7 @@ def plot_loss(summary, out):
         return False
     init = summary.get("initial")
     if isinstance(init, dict):
-        rows.insert(0, (0, init.get("loss"), init.get("rmse")))
+        rows.insert(0, (0, init.get("loss"), init.get("rmse"), init.get("rmse_rho")))
 
     def col(i):
         return np.array([float(r[i]) if r[i] is not None else np.nan for r in rows])
@@ -249,6 +249,8 @@ def plot_loss(summary, out):
     loss = col(1)
     rmse = col(2)
     have_rmse = np.any(np.isfinite(rmse))
+    rmse_rho = col(3)
+    have_rho = np.any(np.isfinite(rmse_rho))
 
     ncol = 2 if have_rmse else 1
     fig, axes = plt.subplots(1, ncol, figsize=(5.5 * ncol, 4.2), squeeze=False)
@@ -277,11 +279,17 @@ def plot_loss(summary, out):
         ax.set_ylabel("model RMSE (m/s)")
         ax.set_title("model error vs. true model", fontsize=10)
         ax.grid(alpha=0.3)
+        if have_rho:  # variable density: the density's error on a second axis
+            ax2 = ax.twinx()
+            ax2.plot(it, rmse_rho, marker=marker, ms=4, color="C2")
+            ax2.set_ylabel("density RMSE (kg/m^3)", color="C2")
+            ax.set_ylabel("velocity RMSE (m/s)", color="C1")
     for ax in axes:
         ax.xaxis.get_major_locator().set_params(integer=True)
     last = rows[-1]
     fig.suptitle(f"FWI convergence: {len(its)} iterations, final loss {fmt_num(last[1], '.4g')}, "
-                 f"RMSE {fmt_num(last[2], '.1f')} m/s", fontsize=11)
+                 f"RMSE {fmt_num(last[2], '.1f')} m/s"
+                 + (f", density RMSE {fmt_num(last[3], '.1f')} kg/m^3" if have_rho else ""), fontsize=11)
     fig.tight_layout()
     save_atomic(fig, out, DPI)
     plt.close(fig)

@@ -216,8 +216,10 @@ def case_crashes():
     err = p.stderr.read()
     if p.wait(timeout=300) != 0 or not os.path.exists(os.path.join(pipe_out, "model_final.h5")):
         fail(f"a closed stdout pipe ended the run: exit {p.returncode} after {first!r}\n{err}")
-    # Start-up under a tight address-space limit: a ksweep line says what failed and why.
-    for limit_mib in (48, 80):
+    # Start-up under a tight address-space limit: a ksweep line says what failed and why. (Below
+    # about 56 MiB the dynamic loader itself cannot map the program and its libraries, before
+    # any ksweep code runs.)
+    for limit_mib in (64, 80):
         def tight(n=limit_mib << 20):
             resource.setrlimit(resource.RLIMIT_AS, (n, n))
         r = subprocess.run([KSWEEP, "info"], env=ENV, capture_output=True, text=True, errors="replace",
