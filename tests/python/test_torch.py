@@ -26,6 +26,23 @@ def test_gradcheck_float64():
     assert torch.autograd.gradcheck(f, (v, amp), eps=1e-3, atol=1e-7, rtol=1e-4)
 
 
+def test_gradcheck_variable_density_float64():
+    """With rho: the Jacobian with respect to v and rho (both layers fixed) against backward."""
+    v0 = layered((10, 12), np.float64)
+    rho0 = 310.0 * v0 ** 0.25
+    rho0[5:] += 200.0
+    src, rec = survey(v0.shape, shots=1, receivers=3, z_src=4, z_rec=5)
+    v = torch.tensor(v0, requires_grad=True)
+    rho = torch.tensor(rho0, requires_grad=True)
+    amp = torch.tensor(amplitudes(1, 1, 40, DT, np.float64, freq=40.0))
+
+    def f(v, rho):
+        return kt.forward(v, DH, DT, amp, src, rec, pml_width=4, layer_velocity=v0, rho=rho,
+                          layer_density=rho0)
+
+    assert torch.autograd.gradcheck(f, (v, rho), eps=1e-3, atol=1e-7, rtol=1e-4)
+
+
 def test_loss_backward_equals_ksweep_gradient():
     v0 = layered((32, 48))
     src, rec = survey(v0.shape, shots=3)

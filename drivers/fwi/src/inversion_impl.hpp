@@ -1,6 +1,6 @@
 #pragma once
 // The inversion of one stencil order, dimension and physics (see inversion.hpp); instantiated
-// in inversion_2d.cpp, inversion_3d.cpp, inversion_vd_2d.cpp and inversion_vd_3d.cpp.
+// in fwi_2d.cpp, fwi_3d.cpp, fwi_vd_2d.cpp and fwi_vd_3d.cpp (with the modelling).
 
 #include <ksweep/base/error.hpp>
 #include <ksweep/base/launch.hpp>
