@@ -27,25 +27,49 @@ bool same_model_bits(std::vector<float> const& a, std::vector<float> const& b) {
 // A small inversion through the library alone (no program, no files): a circular anomaly in a
 // layered model, every shot per gradient. L-BFGS reaches a lower loss than Adam in the same
 // number of gradient evaluations, and both lower the loss and the model error.
+/// The small survey of both cases: 40 x 90 cells of 10 m, a 15-cell layer, order 4, 500 steps of
+/// 1 ms, a 15 Hz Ricker; 6 shots at depth 1 and a receiver on every cell of row 1.
+fwi::Problem small_problem(fwi::Physics physics) {
+  fwi::Problem pb;
+  int const nx = 90;
+  pb.physics = physics;
+  pb.grid = core::ModelGrid(40, nx, 10.0);
+  pb.pml.width = 15;
+  pb.order = 4;
+  pb.dt = 1e-3;
+  pb.nt = 500;
+  pb.wavelet = core::ricker(15.0, 0.08, pb.dt, pb.nt);
+  pb.survey.n_shots = 6;
+  pb.survey.n_sources = 1;
+  pb.survey.n_receivers = nx;
+  for (int s = 0; s < 6; ++s) {
+    pb.survey.sources.push_back({1, 5 + s * 16, 0});
+    for (int r = 0; r < nx; ++r) pb.survey.receivers.push_back({1, r, 0});
+  }
+  return pb;
+}
+
+/// pb.observed: the records of pb's survey on `prop` (its model set).
+template <class P>
+void observe(fwi::Problem& pb, P& prop) {
+  int const shots = pb.survey.n_shots;
+  prop.set_survey(pb.survey);
+  typename P::wavelet_view w("w", shots, 1, pb.nt);
+  typename P::record_view rec("rec", shots, pb.nt, pb.survey.n_receivers);
+  auto wh = Kokkos::create_mirror_view(w);
+  for (int s = 0; s < shots; ++s)
+    for (int t = 0; t < pb.nt; ++t) wh(s, 0, t) = static_cast<float>(pb.wavelet[t]);
+  Kokkos::deep_copy(w, wh);
+  prop.forward(w, rec);
+  auto const rh = test::to_host(rec);
+  pb.observed.assign(rh.data(), rh.data() + rh.span());
+}
+
 struct SmallInversion {
   fwi::Problem pb;
-  SmallInversion() {
-    int const nz = 40, nx = 90;
-    pb.grid = core::ModelGrid(nz, nx, 10.0);
-    pb.pml.width = 15;
-    pb.order = 4;
-    pb.dt = 1e-3;
-    pb.nt = 500;
-    pb.wavelet = core::ricker(15.0, 0.08, pb.dt, pb.nt);
-    pb.survey.n_shots = 6;
-    pb.survey.n_sources = 1;
-    pb.survey.n_receivers = nx;
-    for (int s = 0; s < 6; ++s) {
-      pb.survey.sources.push_back({1, 5 + s * 16, 0});
-      for (int r = 0; r < nx; ++r) pb.survey.receivers.push_back({1, r, 0});
-    }
-    for (int iz = 0; iz < nz; ++iz)
-      for (int ix = 0; ix < nx; ++ix) {
+  SmallInversion() : pb(small_problem(fwi::Physics::acoustic)) {
+    for (int iz = 0; iz < pb.grid.nz; ++iz)
+      for (int ix = 0; ix < pb.grid.nx; ++ix) {
         double const v = 1800 + 12.0 * iz;
         double const r2 = (iz - 24.0) * (iz - 24.0) + (ix - 45.0) * (ix - 45.0);
         pb.start.push_back(static_cast<float>(v));
@@ -54,18 +78,8 @@ struct SmallInversion {
     // Observed data: the truth modelled by the propagator.
     core::Propagator<float, 4, Kokkos::DefaultExecutionSpace, 2> prop(Kokkos::DefaultExecutionSpace(), pb.grid, pb.pml,
                                                                       pb.dt, 6);
-    prop.set_survey(pb.survey);
     prop.set_velocity(pb.truth.data());
-    using P = decltype(prop);
-    typename P::wavelet_view w("w", 6, 1, pb.nt);
-    typename P::record_view rec("rec", 6, pb.nt, nx);
-    auto wh = Kokkos::create_mirror_view(w);
-    for (int s = 0; s < 6; ++s)
-      for (int t = 0; t < pb.nt; ++t) wh(s, 0, t) = static_cast<float>(pb.wavelet[t]);
-    Kokkos::deep_copy(w, wh);
-    prop.forward(w, rec);
-    auto const rh = test::to_host(rec);
-    pb.observed.assign(rh.data(), rh.data() + rh.span());
+    observe(pb, prop);
   }
   fwi::Options options(fwi::Method m) const {
     fwi::Options o;
@@ -119,24 +133,9 @@ KSWEEP_TEST(lbfgs_inversion_beats_adam_in_evaluations) {
 // both) restores bit for bit; bad set-ups are refused with the parameter named.
 struct SmallDensityInversion {
   fwi::Problem pb;
-  SmallDensityInversion() {
-    int const nz = 40, nx = 90;
-    pb.physics = fwi::Physics::acoustic_vd;
-    pb.grid = core::ModelGrid(nz, nx, 10.0);
-    pb.pml.width = 15;
-    pb.order = 4;
-    pb.dt = 1e-3;
-    pb.nt = 500;
-    pb.wavelet = core::ricker(15.0, 0.08, pb.dt, pb.nt);
-    pb.survey.n_shots = 6;
-    pb.survey.n_sources = 1;
-    pb.survey.n_receivers = nx;
-    for (int s = 0; s < 6; ++s) {
-      pb.survey.sources.push_back({1, 5 + s * 16, 0});
-      for (int r = 0; r < nx; ++r) pb.survey.receivers.push_back({1, r, 0});
-    }
-    for (int iz = 0; iz < nz; ++iz)
-      for (int ix = 0; ix < nx; ++ix) {
+  SmallDensityInversion() : pb(small_problem(fwi::Physics::acoustic_vd)) {
+    for (int iz = 0; iz < pb.grid.nz; ++iz)
+      for (int ix = 0; ix < pb.grid.nx; ++ix) {
         double const v = 1800 + 12.0 * iz;
         double const r2 = (iz - 24.0) * (iz - 24.0) + (ix - 45.0) * (ix - 45.0);
         pb.start.push_back(static_cast<float>(v));
@@ -146,18 +145,8 @@ struct SmallDensityInversion {
       }
     core::Propagator<float, 4, Kokkos::DefaultExecutionSpace, 2, core::AcousticVd> prop(Kokkos::DefaultExecutionSpace(),
                                                                                         pb.grid, pb.pml, pb.dt, 6);
-    prop.set_survey(pb.survey);
     prop.set_model(pb.truth.data(), pb.truth_density.data());
-    using P = decltype(prop);
-    typename P::wavelet_view w("w", 6, 1, pb.nt);
-    typename P::record_view rec("rec", 6, pb.nt, nx);
-    auto wh = Kokkos::create_mirror_view(w);
-    for (int s = 0; s < 6; ++s)
-      for (int t = 0; t < pb.nt; ++t) wh(s, 0, t) = static_cast<float>(pb.wavelet[t]);
-    Kokkos::deep_copy(w, wh);
-    prop.forward(w, rec);
-    auto const rh = test::to_host(rec);
-    pb.observed.assign(rh.data(), rh.data() + rh.span());
+    observe(pb, prop);
   }
   fwi::Options options(fwi::Method m) const {
     fwi::Options o;

@@ -464,9 +464,13 @@ def plot_epoch(path, iteration, true_vp, true_dh, summary_rows, dh_default, out)
         else:
             empty(ax, label)
 
-    fig.suptitle(f"FWI iteration {iteration}: loss = {fmt_num(loss, '.4g')}, "
-                 f"model RMSE = {fmt_num(rmse, '.1f')} m/s  ({nz} x {nx}, dh = {dh:g} m)",
-                 fontsize=12)
+    finish_panels(fig, f"FWI iteration {iteration}: loss = {fmt_num(loss, '.4g')}, "
+                  f"model RMSE = {fmt_num(rmse, '.1f')} m/s  ({nz} x {nx}, dh = {dh:g} m)", out)
+
+
+def finish_panels(fig, title, out):
+    """The title over a column of panels, laid out and saved atomically."""
+    fig.suptitle(title, fontsize=12)
     # Leave room for the suptitle: tight_layout alone lets it overlap the first panel.
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_figheight()), h_pad=0.6)
     save_atomic(fig, out, DPI)
@@ -518,12 +522,8 @@ def plot_density_epoch(path, iteration, true_rho, start_rho, dh_default, summary
                   vmin=-glim / scale, vmax=glim / scale)
     else:
         axes[4].axis("off")
-    fig.suptitle(f"FWI iteration {iteration}: density RMSE = "
-                 f"{fmt_num(row.get('rmse_rho'), '.1f')} kg/m^3  ({nz} x {nx}, dh = {dh:g} m)",
-                 fontsize=12)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_figheight()), h_pad=0.6)
-    save_atomic(fig, out, DPI)
-    plt.close(fig)
+    finish_panels(fig, f"FWI iteration {iteration}: density RMSE = "
+                  f"{fmt_num(row.get('rmse_rho'), '.1f')} kg/m^3  ({nz} x {nx}, dh = {dh:g} m)", out)
     return True
 
 

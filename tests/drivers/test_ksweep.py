@@ -241,7 +241,7 @@ def case_schedules():
     # 2. Ranks and threads (automatic schedule): ranks with fewer shots than threads take
     # `batched`, the others `shots`.
     ref = run("split_1x1", ["fwi.iterations=3"])
-    for ranks, threads in ((1, 4), (2, 3), (3, 2), (3, 4)):
+    for ranks, threads in ((1, 4), (2, 3), (3, 2)):
         same(ref, run(f"split_{ranks}x{threads}", ["fwi.iterations=3"], ranks=ranks, threads=threads),
              f"{ranks} rank(s) x {threads} thread(s) vs 1 x 1")
     # 3. A resume that changes the schedule (and the thread count) half way.

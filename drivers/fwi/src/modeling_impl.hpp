@@ -1,6 +1,6 @@
 #pragma once
 // Modeling of one precision, stencil order, dimension and physics (see modeling.hpp);
-// instantiated in fwi_2d.cpp, fwi_3d.cpp, fwi_vd_2d.cpp and fwi_vd_3d.cpp.
+// instantiated by fwi_instantiate.hpp in fwi_2d.cpp, fwi_3d.cpp, fwi_vd_2d.cpp and fwi_vd_3d.cpp.
 
 #include <ksweep/base/error.hpp>
 #include <ksweep/core/gradient.hpp>
