@@ -712,6 +712,25 @@ struct ImagingFrame {
   KOKKOS_INLINE_FUNCTION int depth(int mr) const { return Dim == 3 ? mr / m_rows.ny : mr; }
 };
 
+/// In an imaging functor deriving from ImagingFrame (through an alias `frame`): the frame's
+/// constructors and members by name (a dependent base's names need a using-declaration).
+#define KSWEEP_IMAGING_FRAME_MEMBERS \
+  using frame::frame;                \
+  using frame::depth;                \
+  using frame::rows;                 \
+  using frame::m_c;                  \
+  using frame::m_free_surface;       \
+  using frame::m_grad;               \
+  using frame::m_irec;               \
+  using frame::m_isrc;               \
+  using frame::m_lambda;             \
+  using frame::m_left;               \
+  using frame::m_nx;                 \
+  using frame::m_reconstruct;        \
+  using frame::m_rows;               \
+  using frame::m_u0;                 \
+  using frame::m_u1;
+
 /// Imaging and backward reconstruction on the model cells (AcousticCell::image) of a batch.
 /// Each shot has its own images, accumulated in double over the time steps in a fixed order, so
 /// that a shot's image does not depend on the other shots of its batch; shots are summed
@@ -721,21 +740,7 @@ struct AcousticImaging : ImagingFrame<Real, MemorySpace, Dimension> {
   static constexpr int Dim = Dimension, M = Order / 2;
   using body = AcousticCell<Real, Order, Dim>;
   using frame = ImagingFrame<Real, MemorySpace, Dimension>;
-  using frame::depth;
-  using frame::frame;
-  using frame::m_c;
-  using frame::m_free_surface;
-  using frame::m_grad;
-  using frame::m_irec;
-  using frame::m_isrc;
-  using frame::m_lambda;
-  using frame::m_left;
-  using frame::m_nx;
-  using frame::m_reconstruct;
-  using frame::m_rows;
-  using frame::m_u0;
-  using frame::m_u1;
-  using frame::rows;
+  KSWEEP_IMAGING_FRAME_MEMBERS
 
   KOKKOS_INLINE_FUNCTION typename body::image_run make_run(int s, int mr) const {
     typename body::image_run r;

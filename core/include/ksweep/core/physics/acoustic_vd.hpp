@@ -324,21 +324,7 @@ struct AcousticVdImaging : ImagingFrame<Real, MemorySpace, Dimension> {
   using body = AcousticVdCell<Real, Order, Dim>;
   static constexpr int R = body::R;
   using frame = ImagingFrame<Real, MemorySpace, Dimension>;
-  using frame::depth;
-  using frame::frame;
-  using frame::m_c;
-  using frame::m_free_surface;
-  using frame::m_grad;
-  using frame::m_irec;
-  using frame::m_isrc;
-  using frame::m_lambda;
-  using frame::m_left;
-  using frame::m_nx;
-  using frame::m_reconstruct;
-  using frame::m_rows;
-  using frame::m_u0;
-  using frame::m_u1;
-  using frame::rows;
+  KSWEEP_IMAGING_FRAME_MEMBERS
   using image = typename frame::image;
   Kokkos::View<Real const**, Kokkos::LayoutRight, MemorySpace> m_bb[Dim];
   image m_grho;
