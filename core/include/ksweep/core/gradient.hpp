@@ -28,6 +28,8 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace ksweep::core {
@@ -547,30 +549,36 @@ class GradientEngine {
   //            gives dc/drho = c / rho; bb_j = (1/rho_j + 1/rho_{j+1}) / 2 gives -1 / (2 rho^2) for
   //            each half-point of the cell, whose d/dbb the imaging summed into grho)
   //   sum lambda^2 = (sum mu^2) / c^2 (c is fixed in time).
+  // A functor rather than a lambda: nvcc's extended lambdas can neither live in a private
+  // member function nor first-capture a variable inside `if constexpr`. Public: a CUDA
+  // kernel's host stub names its functor's type.
+ public:
+  using model_field = std::decay_t<decltype(std::declval<propagator_type const&>().c())>;
+  struct ScaleImages {
+    shot_images gc, irc, grs;
+    model_field c, vp, rho;
+    Rows<Dim> rows;
+    int wd;
+    KOKKOS_INLINE_FUNCTION void operator()(int s, int iz, int ix) const {
+      double const cc = static_cast<double>(c(rows.model_field(iz), ix + wd + R));
+      double const raw = gc(s, iz, ix);
+      gc(s, iz, ix) = raw * (2.0 / static_cast<double>(vp(iz, ix)));
+      if constexpr (variable_density) {
+        double const r = static_cast<double>(rho(iz, ix));
+        grs(s, iz, ix) = raw / r - grs(s, iz, ix) / (2.0 * r * r);
+      }
+      irc(s, iz, ix) /= cc * cc;
+    }
+  };
+
+ private:
   void scale_images(int S) {
     auto const& l = m_prop.layout();
-    auto gc = m_grad_c;
-    auto irc = m_irec;
-    auto grs = m_grad_rho;
-    auto c = m_prop.c();
-    auto vp = m_prop.vp_model();
-    auto rho = m_prop.rho_model();
-    int const wd = l.left;
-    Rows<Dim> const rows(l);
-    launch_for(
-        "ksweep::core::scale_images",
-        Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(
-            m_prop.space(), {0, 0, 0}, {S, l.model_rows(), l.nx}),
-        KOKKOS_LAMBDA(int s, int iz, int ix) {
-          double const cc = static_cast<double>(c(rows.model_field(iz), ix + wd + R));
-          double const raw = gc(s, iz, ix);
-          gc(s, iz, ix) = raw * (2.0 / static_cast<double>(vp(iz, ix)));
-          if constexpr (variable_density) {
-            double const r = static_cast<double>(rho(iz, ix));
-            grs(s, iz, ix) = raw / r - grs(s, iz, ix) / (2.0 * r * r);
-          }
-          irc(s, iz, ix) /= cc * cc;
-        });
+    launch_for("ksweep::core::scale_images",
+               Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(
+                   m_prop.space(), {0, 0, 0}, {S, l.model_rows(), l.nx}),
+               ScaleImages{m_grad_c, m_irec, m_grad_rho, m_prop.c(), m_prop.vp_model(), m_prop.rho_model(),
+                           Rows<Dim>(l), l.left});
   }
 
   void imaging(field3 const& u0, field3 const& u1, field3 const& lambda, bool reconstruct, int S) {
