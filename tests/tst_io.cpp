@@ -7,9 +7,11 @@
 #include <ksweep/io/config.hpp>
 #include <ksweep/io/hdf5_io.hpp>
 #include <ksweep/io/json_io.hpp>
+#include <ksweep/io/segy.hpp>
 #include <ksweep/io/velocity.hpp>
 
 #include <gtest/gtest.h>
+#include <segyio/segy.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -488,3 +490,207 @@ TEST(io, checkpoint_header_is_read_without_the_arrays) {
 }
 
 }  // namespace
+
+namespace {
+
+/// Random records (sign, magnitude, subnormal-free) with `ny` > 0 for 3D geometry.
+RecordsFile random_records(int ny) {
+  RecordsFile r = test_records(3, 37, 5, 40, 60, 0.002, 12.5);
+  std::mt19937 gen(7);
+  std::normal_distribution<float> d(0.0f, 3.0f);
+  for (auto& v : r.data) v = d(gen);
+  r.freq = 6.5;
+  r.delay = 0.15;
+  r.ny = ny;
+  for (int s = 0; s < r.shots && ny > 0; ++s) r.src_y.push_back(1 + s);
+  for (int k = 0; k < r.receivers && ny > 0; ++k) r.rec_y.push_back(ny - 1 - k % ny);
+  return r;
+}
+
+void expect_same_records(RecordsFile const& a, RecordsFile const& b) {
+  EXPECT_EQ(a.shots, b.shots);
+  EXPECT_EQ(a.nt, b.nt);
+  EXPECT_EQ(a.receivers, b.receivers);
+  EXPECT_DOUBLE_EQ(a.dt, b.dt);
+  EXPECT_EQ(a.src_z, b.src_z);
+  EXPECT_EQ(a.src_x, b.src_x);
+  EXPECT_EQ(a.src_y, b.src_y);
+  EXPECT_EQ(a.rec_z, b.rec_z);
+  EXPECT_EQ(a.rec_x, b.rec_x);
+  EXPECT_EQ(a.rec_y, b.rec_y);
+  EXPECT_EQ(a.data.size(), b.data.size());
+  EXPECT_EQ(0, std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(float)));
+}
+
+/// Overwrites `n` bytes at `offset` of a file.
+void patch(fs::path const& p, std::streamoff offset, std::string const& bytes) {
+  std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(offset);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::string be16(int v) { return std::string{static_cast<char>((v >> 8) & 0xff), static_cast<char>(v & 0xff)}; }
+std::string be32(std::int32_t v) {
+  return std::string{static_cast<char>((v >> 24) & 0xff), static_cast<char>((v >> 16) & 0xff),
+                     static_cast<char>((v >> 8) & 0xff), static_cast<char>(v & 0xff)};
+}
+
+}  // namespace
+
+TEST(io, segy_records_round_trip_both_byte_orders_2d_and_3d) {
+  TempDir t;
+  for (int ny : {0, 6})
+    for (bool lsb : {false, true}) {
+      RecordsFile const r = random_records(ny);
+      fs::path const p = t.path / ("gathers_" + std::to_string(ny) + (lsb ? "_lsb" : "_msb") + ".sgy");
+      write_records_segy(p, r, lsb);
+      EXPECT_FALSE(fs::exists(p.string() + ".tmp"));
+      EXPECT_EQ(fs::file_size(p), 3600u + static_cast<std::uintmax_t>(r.shots * r.receivers) * (240u + 4u * r.nt));
+      SegyLayout const l = segy_layout(p, "test");
+      EXPECT_EQ(l.little_endian, lsb);
+      EXPECT_EQ(l.format, 5);
+      RecordsFile const back = read_records_segy(p, r.dh, ny);
+      expect_same_records(r, back);
+      EXPECT_DOUBLE_EQ(back.freq, r.freq);  // from ksweep's line of the textual header
+      EXPECT_DOUBLE_EQ(back.delay, r.delay);
+      EXPECT_EQ(back.order, r.order);
+      RecordsFile const head = read_records_segy(p, r.dh, ny, false);
+      EXPECT_TRUE(head.data.empty());
+      EXPECT_EQ(head.rec_x, r.rec_x);
+    }
+}
+
+TEST(io, segy_trace_headers_hold_the_geometry_in_metres) {
+  TempDir t;
+  RecordsFile const r = random_records(0);
+  fs::path const p = t.path / "g.segy";
+  write_records_segy(p, r);
+  // Read back with segyio's own header accessors: shot 2, receiver 4 (trace 2 * 5 + 3).
+  segy_file* f = segy_open(p.c_str(), "rb");
+  ASSERT_NE(f, nullptr);
+  char bin[SEGY_BINARY_HEADER_SIZE], th[SEGY_TRACE_HEADER_SIZE];
+  ASSERT_EQ(segy_binheader(f, bin), SEGY_OK);
+  EXPECT_EQ(segy_format(bin), SEGY_IEEE_FLOAT_4_BYTE);
+  EXPECT_EQ(segy_samples(bin), r.nt);
+  int const trace = 1 * r.receivers + 3;
+  ASSERT_EQ(segy_traceheader(f, trace, th, segy_trace0(bin), segy_trsize(SEGY_IEEE_FLOAT_4_BYTE, r.nt)), SEGY_OK);
+  std::int32_t v = 0;
+  auto get = [&](int field) {
+    segy_get_field(th, field, &v);
+    return v;
+  };
+  EXPECT_EQ(get(SEGY_TR_FIELD_RECORD), 2);
+  EXPECT_EQ(get(SEGY_TR_NUMBER_ORIG_FIELD), 4);
+  EXPECT_EQ(get(SEGY_TR_SOURCE_GROUP_SCALAR), -1000);
+  EXPECT_EQ(get(SEGY_TR_SOURCE_X), static_cast<std::int32_t>(std::lround(r.src_x[1] * r.dh * 1000)));
+  EXPECT_EQ(get(SEGY_TR_GROUP_X), static_cast<std::int32_t>(std::lround(r.rec_x[3] * r.dh * 1000)));
+  EXPECT_EQ(get(SEGY_TR_RECV_GROUP_ELEV), static_cast<std::int32_t>(std::lround(-r.rec_z[3] * r.dh * 1000)));
+  EXPECT_EQ(get(SEGY_TR_SOURCE_DEPTH), static_cast<std::int32_t>(std::lround(r.src_z[1] * r.dh * 1000)));
+  EXPECT_EQ(get(SEGY_TR_SAMPLE_INTER), 2000);
+  EXPECT_EQ(get(SEGY_TR_SAMPLE_COUNT), r.nt);
+  segy_close(f);
+}
+
+TEST(io, segy_models_ibm_exact_and_ieee) {
+  TempDir t;
+  // IBM floats written with segyio, including values that are not binary fractions (the
+  // Marmousi-II file stores km/s): decoded exactly, scaled in double and rounded once.
+  int const nz = 5, nx = 3;
+  std::vector<float> const vals = {1.5f, 4.7f,  1.028f, 2.25f, 3.3f, 1.0f, 4.0f, 0.5f,
+                                   2.0f, 1.75f, 3.125f, 1.2f,  2.6f, 3.9f, 4.1f};
+  fs::path const p = t.path / "ibm.segy";
+  {
+    segy_file* f = segy_open(p.c_str(), "w+b");
+    ASSERT_NE(f, nullptr);
+    std::string text(SEGY_TEXT_HEADER_SIZE, ' ');
+    ASSERT_EQ(segy_write_textheader(f, 0, text.c_str()), SEGY_OK);
+    char bin[SEGY_BINARY_HEADER_SIZE] = {};
+    segy_set_bfield(bin, SEGY_BIN_SAMPLES, nz);
+    segy_set_bfield(bin, SEGY_BIN_FORMAT, SEGY_IBM_FLOAT_4_BYTE);
+    ASSERT_EQ(segy_write_binheader(f, bin), SEGY_OK);
+    segy_set_format(f, SEGY_IBM_FLOAT_4_BYTE);
+    for (int ix = 0; ix < nx; ++ix) {
+      char th[SEGY_TRACE_HEADER_SIZE] = {};
+      segy_set_field(th, SEGY_TR_SAMPLE_COUNT, nz);
+      ASSERT_EQ(segy_write_traceheader(f, ix, th, 3600, 4 * nz), SEGY_OK);
+      std::vector<float> col(nz);
+      for (int iz = 0; iz < nz; ++iz) col[iz] = vals[iz * nx + ix];
+      segy_from_native(SEGY_IBM_FLOAT_4_BYTE, nz, col.data());
+      ASSERT_EQ(segy_writetrace(f, ix, col.data(), 3600, 4 * nz), SEGY_OK);
+    }
+    segy_close(f);
+  }
+  VelocityModel const m = read_segy_model(p, 10.0, 1000.0, "model.source");
+  ASSERT_EQ(m.nz, nz);
+  ASSERT_EQ(m.nx, nx);
+  // segyio's IBM encoding of a float is exact (24-bit fraction, hex exponent) except for the
+  // last one to three bits; the reference decodes the same bytes by hand.
+  segy_file* f = segy_open(p.c_str(), "rb");
+  ASSERT_NE(f, nullptr);
+  for (int ix = 0; ix < nx; ++ix) {
+    std::vector<unsigned char> raw(4 * nz);
+    ASSERT_EQ(segy_readtrace(f, ix, raw.data(), 3600, 4 * nz), SEGY_OK);
+    for (int iz = 0; iz < nz; ++iz) {
+      unsigned char const* b = raw.data() + 4 * iz;
+      double const frac = (b[1] << 16 | b[2] << 8 | b[3]) / 16777216.0;
+      double const ref = (b[0] & 0x80 ? -1 : 1) * frac * std::pow(16.0, (b[0] & 0x7f) - 64);
+      EXPECT_EQ(m.vp[iz * nx + ix], static_cast<float>(ref * 1000.0)) << iz << " " << ix;
+      EXPECT_NEAR(m.vp[iz * nx + ix], vals[iz * nx + ix] * 1000.0, 1e-3 * vals[iz * nx + ix]);
+    }
+  }
+  segy_close(f);
+  // A model written by ksweep (IEEE) reads back bit for bit.
+  fs::path const q = t.path / "model.sgy";
+  write_segy_model(q, vals, nz, nx, 10.0);
+  VelocityModel const back = read_segy_model(q, 10.0, 1.0, "model.source");
+  EXPECT_EQ(back.vp, vals);
+}
+
+TEST(io, segy_errors_name_file_trace_and_header) {
+  TempDir t;
+  RecordsFile const r = random_records(0);
+  fs::path const good = t.path / "good.sgy";
+  write_records_segy(good, r);
+  auto copy = [&](char const* name) {
+    fs::path const p = t.path / name;
+    fs::copy_file(good, p, fs::copy_options::overwrite_existing);
+    return p;
+  };
+  expect_error([&] { segy_layout(t.path / "none.sgy", "fwi.observed"); }, "file not found");
+  {
+    fs::path const p = copy("short.sgy");
+    fs::resize_file(p, 1000);
+    expect_error([&] { segy_layout(p, "fwi.observed"); }, "fewer than the 3600 bytes");
+  }
+  {
+    fs::path const p = copy("truncated.sgy");
+    fs::resize_file(p, fs::file_size(p) - 100);
+    expect_error([&] { read_records_segy(p, r.dh, 0); }, "truncated");
+    expect_error([&] { read_records_segy(p, r.dh, 0); }, "truncated.sgy");
+  }
+  {
+    fs::path const p = copy("int16.sgy");
+    patch(p, 3224, be16(3));
+    expect_error([&] { read_records_segy(p, r.dh, 0); }, "byte 3225 (format code) is 3 (2-byte signed integer)");
+  }
+  {
+    fs::path const p = copy("ns.sgy");
+    patch(p, 3600 + 1 * (240 + 4 * r.nt) + 114, be16(r.nt + 1));
+    expect_error([&] { read_records_segy(p, r.dh, 0); }, "trace 2 has byte 115 (samples in this trace) = 38");
+  }
+  {
+    fs::path const p = copy("offgrid.sgy");
+    patch(p, 3600 + 2 * (240 + 4 * r.nt) + 80, be32(static_cast<std::int32_t>(r.rec_x[2] * r.dh * 1000 + 4000)));
+    expect_error([&] { read_records_segy(p, r.dh, 0); }, "trace 3: gx (byte 81)");
+    expect_error([&] { read_records_segy(p, r.dh, 0); }, "not on the grid of dh = 12.5 m");
+  }
+  {
+    fs::path const p = copy("spread.sgy");
+    // Shot 2's first receiver moved by one cell: on the grid, but another spread.
+    patch(p, 3600 + 5 * (240 + 4 * r.nt) + 80, be32(static_cast<std::int32_t>((r.rec_x[0] + 1) * r.dh * 1000)));
+    expect_error([&] { read_records_segy(p, r.dh, 0); }, "trace 6 (shot fldr = 2, receiver 1)");
+  }
+  expect_error([] { config_from_string("[model]\nsource = \"m.segy\"\n", {}); }, "set model.dh");
+  expect_error([] { config_from_string("[model]\nunits = \"mph\"\n", {}); }, "model.units");
+  expect_error([] { config_from_string("[model]\nunits = \"km/s\"\n", {}); }, "applies to model files");
+}

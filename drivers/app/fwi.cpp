@@ -16,6 +16,7 @@
 #include <ksweep/io/atomic_file.hpp>
 #include <ksweep/io/checkpoint.hpp>
 #include <ksweep/io/hdf5_io.hpp>
+#include <ksweep/io/segy.hpp>
 #include <ksweep/io/json_io.hpp>
 
 #include <algorithm>
@@ -150,6 +151,12 @@ void check_smoothing(io::Config const& cfg, io::VelocityModel const& shape) {
                                         << "): a Gaussian that wide smooths to a constant; use at most " << extent);
 }
 
+/// fwi.observed: ksweep's HDF5 records, or SEG-Y shot gathers (.sgy, .segy) on the model's grid.
+io::RecordsFile read_observed(std::string const& path, io::VelocityModel const& vm, bool values) {
+  if (io::is_segy_path(path)) return io::read_records_segy(path, vm.dh, vm.ny, values);
+  return io::read_records(path, values);
+}
+
 /// Checks that observed data read from a file match the configuration's acquisition.
 void check_observed(io::RecordsFile const& r, io::Config const& cfg, core::Survey const& s, io::VelocityModel const& vm,
                     std::string const& path) {
@@ -163,7 +170,7 @@ void check_observed(io::RecordsFile const& r, io::Config const& cfg, core::Surve
   for (auto const& [key, file, now] :
        {std::tuple<char const*, double, double>{"wavelet.freq", r.freq, cfg.wavelet.freq},
         std::tuple<char const*, double, double>{"wavelet.delay", r.delay, cfg.wavelet.delay}})
-    KSWEEP_REQUIRE(std::abs(file - now) <= 1e-9 * std::max(std::abs(now), 1e-300),
+    KSWEEP_REQUIRE(std::isnan(file) || std::abs(file - now) <= 1e-9 * std::max(std::abs(now), 1e-300),
                    "observed data " << path << " were modelled with " << key << " = " << file
                                     << ", the configuration has " << key << " = " << now
                                     << ": the synthetic data would be made with another wavelet than the observed "
@@ -330,7 +337,7 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
       comm,
       [&] {
         if (comm.is_root() && !f.observed.empty())
-          check_observed(io::read_records(f.observed, false), cfg, survey, shape, io::shown_path(f.observed));
+          check_observed(read_observed(f.observed, shape, false), cfg, survey, shape, io::shown_path(f.observed));
       },
       observed_key);
   KSWEEP_REQUIRE(f.smooth_sigma > 0 || !f.observed.empty(),
@@ -370,7 +377,7 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
       comm,
       [&] {
         if (!comm.is_root() || f.observed.empty()) return;
-        in.obs = io::read_records(f.observed);
+        in.obs = read_observed(f.observed, shape, true);
         check_observed(in.obs, cfg, survey, shape, io::shown_path(f.observed));
         if (auto const silent = silent_data(in.obs.data, "the observed data", cfg); !silent.empty())
           throw Error(silent);

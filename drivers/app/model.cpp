@@ -8,6 +8,7 @@
 #include <ksweep/fwi/modeling.hpp>
 #include <ksweep/core/runtime.hpp>
 #include <ksweep/io/hdf5_io.hpp>
+#include <ksweep/io/segy.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -146,8 +147,10 @@ int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator c
   {
     core::ScopedRegion region("ksweep::model::output");
     io::write_records(out / "observed.h5", rec);
+    if (cfg.output.segy) io::write_records_segy(out / "observed.segy", rec);
   }
   std::printf("wrote %s\n", io::shown_path(out / "observed.h5").c_str());
+  if (cfg.output.segy) std::printf("wrote %s\n", io::shown_path(out / "observed.segy").c_str());
   folder.finish();
   make_directory(out / "figures");
   int const mid = survey.n_shots / 2;

@@ -1,5 +1,7 @@
 #include <ksweep/io/config.hpp>
 
+#include <ksweep/io/segy.hpp>
+
 #include <ksweep/base/error.hpp>
 #include <ksweep/base/names.hpp>
 
@@ -53,8 +55,8 @@ std::string join(std::vector<std::string> const& items) {
 }
 
 std::vector<std::string> const& section_names() {
-  static std::vector<std::string> const names{"model",     "time",       "wavelet", "shots",
-                                              "receivers", "propagator", "storage", "fwi"};
+  static std::vector<std::string> const names{"model",      "time",    "wavelet", "shots", "receivers",
+                                              "propagator", "storage", "fwi",     "output"};
   return names;
 }
 
@@ -325,6 +327,12 @@ void apply_override(toml::table& root, std::string const& text, Origins& origins
   origins.set_override(dotted, text);
 }
 
+bool is_file_model(std::string const& source) {
+  std::string ext = std::filesystem::path(source).extension().string();
+  for (auto& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return ext == ".h5" || ext == ".hdf5" || ext == ".sgy" || ext == ".segy";
+}
+
 bool is_raw_path(std::string const& source) {
   auto const ext = std::filesystem::path(source).extension().string();
   return ext == ".f32" || ext == ".bin";
@@ -370,6 +378,7 @@ Config build(toml::table root, std::string const& origin, std::vector<std::strin
     r.get("crop_x", c.model.crop_x);
     r.get("crop_y", c.model.crop_y);
     r.get_text_or_number("density", c.model.density);
+    r.get("units", c.model.units);
     r.finish();
   }
   {
@@ -452,6 +461,11 @@ Config build(toml::table root, std::string const& origin, std::vector<std::strin
     r.get("lr_rho", c.fwi.lr_rho);
     r.finish();
   }
+  {
+    SectionReader r(section("output"), "output", origins);
+    r.get("segy", c.output.segy);
+    r.finish();
+  }
   for (auto const& [name, node] : root)
     if (auto const* t = node.as_table())
       for (auto const& [k, v] : *t) {
@@ -481,6 +495,15 @@ void validate(Config const& c) {
   KSWEEP_REQUIRE(m.ny >= 0, "model.ny = " << m.ny << " must be >= 0 (0 = a 2D model)");
   require_finite("model.dh", m.dh);
   KSWEEP_REQUIRE(m.dh >= 0, "model.dh = " << m.dh << " must be >= 0 (0 = not set)");
+  require_one_of("model.units", m.units, {"m/s", "km/s"});
+  KSWEEP_REQUIRE(m.units == "m/s" || is_raw_path(m.source) || is_file_model(m.source),
+                 "model.units = \"" << m.units << "\" applies to model files (.f32, .bin, .h5, .hdf5, .sgy, .segy); "
+                                    << "model.source = \"" << shown(m.source) << "\" is in m/s");
+  if (is_segy_path(m.source))
+    KSWEEP_REQUIRE(m.dh > 0, "model.source = \""
+                                 << shown(m.source)
+                                 << "\" is a SEG-Y model, whose headers do not state the grid spacing "
+                                    "reliably: set model.dh (metres between traces and between samples)");
   if (is_raw_path(m.source)) {
     KSWEEP_REQUIRE(m.nz > 0 && m.nx > 0 && m.dh > 0, "model.source = \""
                                                          << shown(m.source) << "\" is a raw float32 file, so model.nz, "
@@ -703,6 +726,7 @@ nlohmann::json config_to_json(Config const& c) {
                      {"precision", c.propagator.precision},
                      {"batch", c.propagator.batch},
                      {"schedule", c.propagator.schedule}};
+  if (c.model.units != "m/s") j["model"]["units"] = c.model.units;  // recorded only when set, as below
   // Variable density's keys are recorded only with it, so that constant-density runs keep their
   // identity (summary.json, checkpoints) unchanged.
   if (c.propagator.physics != "acoustic") {

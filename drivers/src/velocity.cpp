@@ -1,5 +1,7 @@
 #include <ksweep/io/velocity.hpp>
 
+#include <ksweep/io/segy.hpp>
+
 #include <ksweep/base/config.hpp>
 #include <ksweep/base/error.hpp>
 #include <ksweep/io/hdf5_io.hpp>
@@ -191,6 +193,9 @@ VelocityModel extrude(VelocityModel const& m2, int ny) {
   return m;
 }
 
+/// The factor from model.units to m/s.
+double units_scale(ModelSection const& s) { return s.units == "km/s" ? 1000.0 : 1.0; }
+
 std::string lower_extension(std::string const& source) {
   std::string ext = std::filesystem::path(source).extension().string();
   for (auto& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -304,15 +309,24 @@ VelocityModel model_shape(ModelSection const& s, std::string const& dataset) {
   if (!named) {
     std::string const ext = lower_extension(s.source);
     std::error_code ec;
-    bool const h5 = ext == ".h5" || ext == ".hdf5", raw = ext == ".f32" || ext == ".bin";
-    KSWEEP_REQUIRE(h5 || raw, "model.source = \"" << shown(s.source) << "\" is neither a named model (" << known_names()
-                                                  << ") nor a path ending in .f32, .bin, .h5 or .hdf5");
+    bool const h5 = ext == ".h5" || ext == ".hdf5", raw = ext == ".f32" || ext == ".bin",
+               segy = ext == ".sgy" || ext == ".segy";
+    KSWEEP_REQUIRE(h5 || raw || segy, "model.source = \""
+                                          << shown(s.source) << "\" is neither a named model (" << known_names()
+                                          << ") nor a path ending in .f32, .bin, .h5, .hdf5, .sgy or .segy");
     KSWEEP_REQUIRE(std::filesystem::exists(s.source, ec),
                    "model.source = " << shown_path(s.source) << ": file not found");
     KSWEEP_REQUIRE(std::filesystem::is_regular_file(s.source, ec),
                    "model.source = " << shown_path(s.source) << " is not a regular file (a folder, device or pipe)");
     if (h5) {
       m = read_model_shape(s.source, dataset);
+    } else if (segy) {
+      KSWEEP_REQUIRE(s.dh > 0, "model.source = " << shown_path(s.source)
+                                                 << " is a SEG-Y model, whose headers do not state the grid spacing "
+                                                    "reliably: set model.dh (metres between traces and between "
+                                                    "samples)");
+      SegyLayout const l = segy_layout(s.source, "model.source");
+      m.nz = l.samples, m.nx = l.traces, m.dh = s.dh;
     } else {
       KSWEEP_REQUIRE(s.nz > 0 && s.nx > 0 && s.dh > 0,
                      "model.source = " << shown_path(s.source) << " is a raw float32 file, so model.nz, "
@@ -367,13 +381,24 @@ VelocityModel load_velocity(ModelSection const& s, std::string const& dataset) {
     m = layered3d(s);
   } else if (std::string const ext = lower_extension(s.source); ext == ".h5" || ext == ".hdf5") {
     m = read_model(s.source, dataset);
+  } else if (ext == ".sgy" || ext == ".segy") {
+    m = read_segy_model(s.source, s.dh, units_scale(s), "model.source");
   } else {  // a raw float32 file, its sizes given (checked by model_shape)
     m.nz = s.nz, m.nx = s.nx, m.ny = s.ny, m.dh = s.dh;
     m.vp = read_raw_f32(s.source, static_cast<std::size_t>(s.nz) * static_cast<std::size_t>(s.ny > 0 ? s.ny : 1) *
                                       static_cast<std::size_t>(s.nx));
     m.description = s.source;
   }
+  bool const from_file = it == named.end() && s.source != "layered3d";
+  if (from_file && !is_segy_path(s.source) && units_scale(s) != 1.0)
+    for (auto& v : m.vp) v = static_cast<float>(static_cast<double>(v) * units_scale(s));
   check_values(m, m.description);
+  if (from_file) {
+    float const vmax = *std::max_element(m.vp.begin(), m.vp.end());
+    KSWEEP_REQUIRE(vmax >= 100.0f, "model.source = " << shown_path(s.source) << ": its largest velocity is " << vmax
+                                                     << " m/s, below any rock's (100 m/s): are its values in km/s? "
+                                                        "Set model.units = \"km/s\"");
+  }
 
   std::ostringstream desc;
   desc << m.description << ", " << m.shape() << " at " << m.dh << " m";

@@ -35,6 +35,9 @@ struct ModelSection {
   /// text), or a raw .f32/.bin or .h5 file of the model's shape before decimation and cropping
   /// (decimated and cropped as model.source is).
   std::string density;
+  /// The unit of the values in a model file (raw, HDF5 or SEG-Y): "m/s" (the default) or
+  /// "km/s" (multiplied by 1000 in double, rounded once to float32).
+  std::string units = "m/s";
 };
 
 /// [time]: time stepping.
@@ -143,6 +146,13 @@ struct FwiSection {
 };
 
 /// The complete, validated configuration.
+/// [output]: extra output formats.
+struct OutputSection {
+  /// `ksweep model` writes observed.segy (SEG-Y rev 1 shot gathers, ksweep/io/segy.hpp) beside
+  /// observed.h5.
+  bool segy = false;
+};
+
 struct Config {
   ModelSection model;
   TimeSection time;
@@ -152,6 +162,7 @@ struct Config {
   PropagatorSection propagator;
   StorageSection storage;
   FwiSection fwi;
+  OutputSection output;
   /// The TOML file this was read from (empty when read from a string).
   std::string source_path;
   /// The keys the file or an override set ("section.key"), sorted; the others hold defaults.
