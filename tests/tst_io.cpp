@@ -7,6 +7,7 @@
 #include <ksweep/io/config.hpp>
 #include <ksweep/io/hdf5_io.hpp>
 #include <ksweep/io/json_io.hpp>
+#include <ksweep/io/resample.hpp>
 #include <ksweep/io/segy.hpp>
 #include <ksweep/io/velocity.hpp>
 
@@ -693,4 +694,63 @@ TEST(io, segy_errors_name_file_trace_and_header) {
   expect_error([] { config_from_string("[model]\nsource = \"m.segy\"\n", {}); }, "set model.dh");
   expect_error([] { config_from_string("[model]\nunits = \"mph\"\n", {}); }, "model.units");
   expect_error([] { config_from_string("[model]\nunits = \"km/s\"\n", {}); }, "applies to model files");
+}
+
+namespace {
+
+double ricker(double t, double f, double delay) {
+  double const a = M_PI * f * (t - delay);
+  return (1.0 - 2.0 * a * a) * std::exp(-a * a);
+}
+
+/// Records of Ricker wavelets (a different frequency and delay per trace) sampled at dt.
+RecordsFile ricker_records(int nt, double dt) {
+  RecordsFile r = test_records(2, nt, 3, 20, 30, dt, 10.0);
+  for (int s = 0; s < r.shots; ++s)
+    for (int k = 0; k < nt; ++k)
+      for (int i = 0; i < r.receivers; ++i)
+        r.data[(static_cast<std::size_t>(s) * nt + k) * r.receivers + i] =
+            static_cast<float>(ricker(k * dt, 4.0 + 2.0 * i + s, 0.25 + 0.05 * i));
+  return r;
+}
+
+}  // namespace
+
+TEST(io, resampling_is_band_limited_and_exact_on_samples) {
+  // 1.2 s of Ricker wavelets (4-9 Hz) at 4 ms, to 2 ms and 1 ms (refined), and from 1 ms to
+  // 4 ms (low-passed at 125 Hz, far above the wavelets: they come through unchanged).
+  double const T = 1.2;
+  for (auto [dt_in, dt_out] :
+       {std::pair<double, double>{0.004, 0.002}, {0.004, 0.001}, {0.001, 0.004}, {0.003, 0.002}}) {
+    int const nt_in = static_cast<int>(std::lround(T / dt_in)) + 1,
+              nt_out = static_cast<int>(std::lround(T / dt_out)) + 1;
+    RecordsFile const in = ricker_records(nt_in, dt_in);
+    int padded = 0;
+    RecordsFile const out = resample_records(in, nt_out, dt_out, &padded);
+    EXPECT_EQ(padded, -1);
+    ASSERT_EQ(out.nt, nt_out);
+    EXPECT_DOUBLE_EQ(out.dt, dt_out);
+    RecordsFile const ref = ricker_records(nt_out, dt_out);
+    double worst = 0;
+    // Away from the ends (the kernel's reach), where the record is not cut off.
+    int const margin = static_cast<int>(std::ceil(kResampleHalfWidth * std::max(dt_in, dt_out) / dt_out));
+    for (int s = 0; s < in.shots; ++s)
+      for (int k = margin; k < nt_out - margin; ++k)
+        for (int i = 0; i < in.receivers; ++i) {
+          std::size_t const j = (static_cast<std::size_t>(s) * nt_out + k) * in.receivers + i;
+          worst = std::max(worst, std::abs(static_cast<double>(out.data[j]) - ref.data[j]));
+        }
+    EXPECT_LT(worst, 2e-4) << dt_in << " -> " << dt_out;  // peak amplitude 1
+  }
+  // Refining by 2 keeps every input sample (a sinc is 1 at 0 and 0 at the other samples).
+  RecordsFile const in = ricker_records(301, 0.004);
+  RecordsFile const out = resample_records(in, 601, 0.002);
+  for (int k = 0; k < 301; ++k)
+    EXPECT_NEAR(out.data[(static_cast<std::size_t>(2 * k)) * in.receivers],
+                in.data[static_cast<std::size_t>(k) * in.receivers], 1e-7);
+  // A longer record than the data: zeros past their end, reported.
+  int padded = -1;
+  RecordsFile const longer = resample_records(in, 801, 0.002, &padded);
+  EXPECT_EQ(padded, 602);  // 1.202 s is within half an input interval (2 ms) of the last sample
+  EXPECT_EQ(longer.data[(static_cast<std::size_t>(700)) * in.receivers], 0.0f);
 }

@@ -16,6 +16,7 @@
 #include <ksweep/io/atomic_file.hpp>
 #include <ksweep/io/checkpoint.hpp>
 #include <ksweep/io/hdf5_io.hpp>
+#include <ksweep/io/resample.hpp>
 #include <ksweep/io/segy.hpp>
 #include <ksweep/io/json_io.hpp>
 
@@ -151,10 +152,31 @@ void check_smoothing(io::Config const& cfg, io::VelocityModel const& shape) {
                                         << "): a Gaussian that wide smooths to a constant; use at most " << extent);
 }
 
-/// fwi.observed: ksweep's HDF5 records, or SEG-Y shot gathers (.sgy, .segy) on the model's grid.
-io::RecordsFile read_observed(std::string const& path, io::VelocityModel const& vm, bool values) {
-  if (io::is_segy_path(path)) return io::read_records_segy(path, vm.dh, vm.ny, values);
-  return io::read_records(path, values);
+/// fwi.observed: ksweep's HDF5 records, or SEG-Y shot gathers (.sgy, .segy) on the model's grid,
+/// resampled (band-limited, io/resample.hpp) to time.dt and time.nt when theirs differ.
+io::RecordsFile read_observed(std::string const& path, io::VelocityModel const& vm, io::Config const& cfg,
+                              bool values) {
+  io::RecordsFile r =
+      io::is_segy_path(path) ? io::read_records_segy(path, vm.dh, vm.ny, values) : io::read_records(path, values);
+  double const dt = cfg.time.dt;
+  int const nt = cfg.time.nt;
+  if (r.nt == nt && std::abs(r.dt - dt) <= 1e-9 * dt) return r;
+  KSWEEP_REQUIRE(r.dt > 0 && std::isfinite(r.dt),
+                 "observed data " << io::shown_path(path) << " have dt = " << r.dt << " s, which cannot be resampled");
+  if (!values) {  // the shape the resampled data will have
+    r.nt = nt, r.dt = dt;
+    return r;
+  }
+  int padded = -1;
+  io::RecordsFile out = io::resample_records(r, nt, dt, &padded);
+  std::printf("observed data %s: resampled from %d samples of %g s to time.nt = %d samples of time.dt = %g s\n",
+              io::shown_path(path).c_str(), r.nt, r.dt, nt, dt);
+  if (padded >= 0)
+    std::fprintf(stderr,
+                 "ksweep: warning: the observed data end at %g s; the modelling runs to %g s: samples from %g s on "
+                 "are zeros\n",
+                 (r.nt - 1) * r.dt, (nt - 1) * dt, padded * dt);
+  return out;
 }
 
 /// Checks that observed data read from a file match the configuration's acquisition.
@@ -337,7 +359,7 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
       comm,
       [&] {
         if (comm.is_root() && !f.observed.empty())
-          check_observed(read_observed(f.observed, shape, false), cfg, survey, shape, io::shown_path(f.observed));
+          check_observed(read_observed(f.observed, shape, cfg, false), cfg, survey, shape, io::shown_path(f.observed));
       },
       observed_key);
   KSWEEP_REQUIRE(f.smooth_sigma > 0 || !f.observed.empty(),
@@ -377,7 +399,7 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
       comm,
       [&] {
         if (!comm.is_root() || f.observed.empty()) return;
-        in.obs = read_observed(f.observed, shape, true);
+        in.obs = read_observed(f.observed, shape, cfg, true);
         check_observed(in.obs, cfg, survey, shape, io::shown_path(f.observed));
         if (auto const silent = silent_data(in.obs.data, "the observed data", cfg); !silent.empty())
           throw Error(silent);
