@@ -694,6 +694,9 @@ TEST(io, segy_errors_name_file_trace_and_header) {
   expect_error([] { config_from_string("[model]\nsource = \"m.segy\"\n", {}); }, "set model.dh");
   expect_error([] { config_from_string("[model]\nunits = \"mph\"\n", {}); }, "model.units");
   expect_error([] { config_from_string("[model]\nunits = \"km/s\"\n", {}); }, "applies to model files");
+  expect_error([] { config_from_string("[output]\nsegy = true\n[time]\ndt = 0.0012345\n", {}); },
+               "not a whole number of microseconds");
+  expect_error([] { config_from_string("[output]\nsegy = true\n[time]\nnt = 40000\n", {}); }, "32767 samples");
 }
 
 namespace {

@@ -523,6 +523,14 @@ void validate(Config const& c) {
   require_finite("time.dt", c.time.dt);
   KSWEEP_REQUIRE(c.time.dt > 0, "time.dt = " << c.time.dt << " must be > 0");
   KSWEEP_REQUIRE(c.time.nt >= 1, "time.nt = " << c.time.nt << " must be >= 1");
+  if (c.output.segy) {  // SEG-Y rev 1 holds 16-bit sample counts and intervals in whole microseconds
+    double const us = c.time.dt * 1e6;
+    KSWEEP_REQUIRE(c.time.nt <= 32767,
+                   "output.segy: time.nt = " << c.time.nt << " exceeds the 32767 samples a SEG-Y trace holds");
+    KSWEEP_REQUIRE(std::abs(us - std::round(us)) <= 1e-6 * us && us <= 32767,
+                   "output.segy: time.dt = " << c.time.dt << " s is not a whole number of microseconds up to 32767 "
+                                             << "(SEG-Y stores the sample interval so)");
+  }
 
   require_finite("wavelet.freq", c.wavelet.freq);
   require_finite("wavelet.delay", c.wavelet.delay);
