@@ -456,7 +456,7 @@ def case_bad_inputs():
         f.write(b"\x89HDF\r\n\x1a\n" + os.urandom(2000))
     expect_error(["fwi", "-c", cfg, "-o", out, "--set", f'fwi.observed="{corrupt}"'], "corrupt.h5", out=out)
     ok_obs = fresh("ok_obs")
-    ksweep(["model", "-c", cfg, "-o", ok_obs, "--set", "time.nt=400"])
+    ksweep(["model", "-c", cfg, "-o", ok_obs, "--set", "receivers.count=59"])
     expect_error(["fwi", "-c", cfg, "-o", out, "--set", f'fwi.observed="{ok_obs}/observed.h5"'], "has shape", out=out)
     expect_error(["fwi", "-c", cfg, "-o", out, "--set", "fwi.batch=10"], "fwi.batch = 10", out=out)
     expect_error(["fwi", "-c", cfg, "-o", out, "--set", "fwi.learning_rate=3"], "learning_rate", out=out)
@@ -745,7 +745,7 @@ def case_outputs():
     obs = os.path.join(b, "observed.h5")
     c = fresh("out_c")
     for sets, needle in ((["propagator.pml_width=1"], "pml_width"),
-                         (["time.dt=0.01"], "time.dt"),
+                         (["time.dt=0.01"], "CFL"),
                          (["fwi.vmax=9000"], "fwi.vmax"),
                          (["storage.location=disk", 'storage.disk_dir="/nonexistent/scratch"'], "storage.disk_dir"),
                          (["shots.z=500"], "shots.z")):

@@ -309,7 +309,7 @@ def case_cheap_checks():
     # Observed data of the wrong shape, and a storage.disk_dir where nothing can be made, are
     # refused before the model is read and smoothed.
     obs_dir = fresh("cheap_obs")
-    ksweep(["model", "-c", cfg2, "-o", obs_dir])
+    ksweep(["model", "-c", cfg2, "-o", obs_dir, "--set", "receivers.count=59"])
     for extra, needle in ((["--set", f'fwi.observed="{obs_dir}/observed.h5"'], "has shape"),
                           (["--set", "storage.location=disk", "--set", 'storage.disk_dir="/proc"'],
                            "cannot create a folder there")):
