@@ -555,6 +555,8 @@ TEST(io, segy_records_round_trip_both_byte_orders_2d_and_3d) {
       EXPECT_DOUBLE_EQ(back.freq, r.freq);  // from ksweep's line of the textual header
       EXPECT_DOUBLE_EQ(back.delay, r.delay);
       EXPECT_EQ(back.order, r.order);
+      EXPECT_EQ(back.nz, r.nz);
+      EXPECT_EQ(back.nx, r.nx);
       RecordsFile const head = read_records_segy(p, r.dh, ny, false);
       EXPECT_TRUE(head.data.empty());
       EXPECT_EQ(head.rec_x, r.rec_x);

@@ -318,35 +318,40 @@ std::int32_t scaled(double metres, char const* what, fs::path const& path) {
   return static_cast<std::int32_t>(v);
 }
 
-/// ksweep's line of the textual header: "ksweep records freq=.. delay=.. order=.. nz=.. nx=.. ny=..".
+/// ksweep's cards of the textual header (each fits the 76 characters a card holds after
+/// "C NN "): "ksweep wavelet freq=.. delay=.." and "ksweep grid order=.. nz=.. nx=.. ny=.. dh=..".
 std::string records_text(RecordsFile const& r) {
   std::ostringstream os;
   os.precision(17);
   os << "ksweep shot gathers (SEG-Y rev 1, IEEE float, coordinates in mm from the model origin)\n"
-     << "ksweep records freq=" << r.freq << " delay=" << r.delay << " order=" << r.order << " nz=" << r.nz
-     << " nx=" << r.nx << " ny=" << r.ny << " dh=" << r.dh << "\n"
+     << "ksweep wavelet freq=" << r.freq << " delay=" << r.delay << "\n"
+     << "ksweep grid order=" << r.order << " nz=" << r.nz << " nx=" << r.nx << " ny=" << r.ny << " dh=" << r.dh << "\n"
      << "fldr (9) = shot, tracf (13) = receiver, sx/sy/gx/gy (73-88) and sdepth (49), -gelev (41)\n"
      << "scaled by scalco (71) and scalel (69) = -1000; ns (115), dt (117) in microseconds\n";
   return os.str();
 }
 
 void parse_records_text(std::string const& text, RecordsFile& r) {
-  auto const at = text.find("ksweep records ");
-  if (at == std::string::npos) return;
-  std::istringstream is(text.substr(at + 15, 80 - 4 - 15));
-  std::string item;
-  while (is >> item) {
-    auto const eq = item.find('=');
-    if (eq == std::string::npos) continue;
-    std::string const key = item.substr(0, eq);
-    char* end = nullptr;
-    double const v = std::strtod(item.c_str() + eq + 1, &end);
-    if (end == item.c_str() + eq + 1) continue;
-    if (key == "freq") r.freq = v;
-    else if (key == "delay") r.delay = v;
-    else if (key == "order") r.order = static_cast<int>(v);
-    else if (key == "nz") r.nz = static_cast<int>(v);
-    else if (key == "nx") r.nx = static_cast<int>(v);
+  for (std::size_t card = 0; card + 80 <= text.size(); card += 80) {
+    std::string const line = text.substr(card, 80);
+    std::size_t at = line.find("ksweep wavelet ");
+    if (at == std::string::npos) at = line.find("ksweep grid ");
+    if (at == std::string::npos) continue;
+    std::istringstream is(line.substr(at));
+    std::string item;
+    while (is >> item) {
+      auto const eq = item.find('=');
+      if (eq == std::string::npos) continue;
+      std::string const key = item.substr(0, eq);
+      char* end = nullptr;
+      double const v = std::strtod(item.c_str() + eq + 1, &end);
+      if (end == item.c_str() + eq + 1) continue;
+      if (key == "freq") r.freq = v;
+      else if (key == "delay") r.delay = v;
+      else if (key == "order") r.order = static_cast<int>(v);
+      else if (key == "nz") r.nz = static_cast<int>(v);
+      else if (key == "nx") r.nx = static_cast<int>(v);
+    }
   }
 }
 

@@ -66,7 +66,7 @@ void write_records_segy(std::filesystem::path const& path, RecordsFile const& re
 /// fields): traces grouped into shots by fldr, in file order; every shot must have the same
 /// receivers (a spread shared by all shots), and every position must fall on a grid node of
 /// spacing `dh` (within a millimetre). `ny` is 0 for a 2D model. The wavelet and order
-/// attributes (freq, delay, order) are read back from ksweep's line of the textual header
+/// attributes (freq, delay, order, nz, nx) are read back from ksweep's cards of the textual header
 /// when present, else left NaN / 0 (unknown). With `values` false, `data` stays empty.
 /// Throws ksweep::Error naming the file, the trace and the header field.
 RecordsFile read_records_segy(std::filesystem::path const& path, double dh, int ny, bool values = true);
