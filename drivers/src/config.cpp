@@ -328,9 +328,8 @@ void apply_override(toml::table& root, std::string const& text, Origins& origins
 }
 
 bool is_file_model(std::string const& source) {
-  std::string ext = std::filesystem::path(source).extension().string();
-  for (auto& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return ext == ".h5" || ext == ".hdf5" || ext == ".sgy" || ext == ".segy";
+  std::string const ext = lower_extension(source);
+  return ext == ".h5" || ext == ".hdf5" || is_segy_path(source);
 }
 
 bool is_raw_path(std::string const& source) {

@@ -358,9 +358,7 @@ void parse_records_text(std::string const& text, RecordsFile& r) {
 }  // namespace
 
 bool is_segy_path(fs::path const& path) {
-  std::string ext = path.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::string const ext = lower_extension(path);
   return ext == ".sgy" || ext == ".segy";
 }
 

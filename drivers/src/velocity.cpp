@@ -196,12 +196,6 @@ VelocityModel extrude(VelocityModel const& m2, int ny) {
 /// The factor from model.units to m/s.
 double units_scale(ModelSection const& s) { return s.units == "km/s" ? 1000.0 : 1.0; }
 
-std::string lower_extension(std::string const& source) {
-  std::string ext = std::filesystem::path(source).extension().string();
-  for (auto& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return ext;
-}
-
 }  // namespace
 
 std::vector<NamedModel> const& named_models() {
@@ -290,6 +284,12 @@ std::string known_names() {
 }
 
 }  // namespace
+
+std::string lower_extension(std::filesystem::path const& path) {
+  std::string ext = path.extension().string();
+  for (auto& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ext;
+}
 
 VelocityModel model_shape(ModelSection const& s, std::string const& dataset) {
   KSWEEP_REQUIRE(s.decimate >= 1, "model.decimate = " << s.decimate << " must be >= 1");

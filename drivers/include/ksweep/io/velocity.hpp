@@ -44,6 +44,10 @@ struct NamedModel {
   std::uintmax_t bytes;
 };
 
+/// The extension of `path` in lower case (".h5", ".sgy", ...): how model and data files are told
+/// apart.
+std::string lower_extension(std::filesystem::path const& path);
+
 /// The named models known to load_velocity.
 std::vector<NamedModel> const& named_models();
 
