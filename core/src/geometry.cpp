@@ -3,6 +3,7 @@
 #include <ksweep/core/geometry.hpp>
 #include <ksweep/core/stencil.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -13,13 +14,134 @@ Survey Survey::select(std::vector<int> const& shots) const {
   out.n_shots = static_cast<int>(shots.size());
   out.n_sources = n_sources;
   out.n_receivers = n_receivers;
+  auto copy = [](auto const& from, auto& to, int s, int n) {
+    if (!from.empty()) to.insert(to.end(), from.begin() + std::size_t(s) * n, from.begin() + std::size_t(s + 1) * n);
+  };
   for (int s : shots) {
     KSWEEP_REQUIRE(s >= 0 && s < n_shots,
                    "ksweep::core::Survey::select: shot " << s << " is outside [0, " << n_shots << ")");
-    for (int i = 0; i < n_sources; ++i) out.sources.push_back(sources[s * n_sources + i]);
-    for (int i = 0; i < n_receivers; ++i) out.receivers.push_back(receivers[s * n_receivers + i]);
+    copy(sources, out.sources, s, n_sources);
+    copy(receivers, out.receivers, s, n_receivers);
+    copy(source_points, out.source_points, s, n_sources);
+    copy(receiver_points, out.receiver_points, s, n_receivers);
+    copy(receiver_count, out.receiver_count, s, 1);
   }
   return out;
+}
+
+namespace {
+Point at(std::vector<Point> const& points, std::vector<Cell> const& cells, std::size_t k) {
+  if (!points.empty()) return points[k];
+  Cell const& c = cells[k];
+  return {double(c.z), double(c.x), double(c.y)};
+}
+bool integral(double v) { return v == std::floor(v); }
+}  // namespace
+
+Point Survey::source_at(std::size_t k) const { return at(source_points, sources, k); }
+Point Survey::receiver_at(std::size_t k) const { return at(receiver_points, receivers, k); }
+
+std::vector<double> sinc_weights(double x) {
+  int const r = interpolation_radius;
+  double const f = std::floor(x), b = interpolation_kaiser_b;
+  std::vector<double> w(2 * r, 0.0);
+  if (x == f) {
+    w[r - 1] = 1.0;  // node floor(x) - r + 1 + (r - 1) = x
+    return w;
+  }
+  double const i0b = std::cyl_bessel_i(0.0, b), pi = 3.14159265358979323846;
+  for (int k = 0; k < 2 * r; ++k) {
+    double const d = f - r + 1 + k - x;  // node minus position, in (-r, r)
+    double const q = d / r;
+    double const kaiser = std::cyl_bessel_i(0.0, b * std::sqrt(std::max(0.0, 1.0 - q * q))) / i0b;
+    w[k] = std::sin(pi * d) / (pi * d) * kaiser;
+  }
+  return w;
+}
+
+namespace {
+// The taps of one kind of point; see PointTaps.
+PointTaps taps(Survey const& survey, bool receivers, ModelGrid const& grid, PmlConfig const& pml) {
+  int const n = receivers ? survey.n_receivers : survey.n_sources, dim = grid.dim(), r = interpolation_radius;
+  std::size_t const total = std::size_t(survey.n_shots) * n;
+  auto const pos = [&](std::size_t k) { return receivers ? survey.receiver_at(k) : survey.source_at(k); };
+  auto const live = [&](std::size_t k) { return !receivers || survey.live(int(k / n), int(k % n)); };
+  bool on_grid = true, silent = false;
+  for (std::size_t k = 0; k < total; ++k) {
+    if (!live(k)) {
+      silent = true;
+      continue;
+    }
+    Point const p = pos(k);
+    on_grid = on_grid && integral(p.z) && integral(p.x) && integral(p.y);
+  }
+  // A cell every silent point can use: the model's centre (below a free surface).
+  Cell const centre{std::max(grid.nz / 2, 1), grid.nx / 2, dim == 3 ? grid.ny / 2 : 0};
+  PointTaps t;
+  if (on_grid) {
+    for (std::size_t k = 0; k < total; ++k) {
+      Point const p = pos(k);
+      t.cells.push_back(live(k) ? Cell{int(p.z), int(p.x), int(p.y)} : centre);
+      if (silent) t.weights.push_back(live(k) ? 1.0 : 0.0);
+    }
+    return t;
+  }
+  int const wide = 2 * r, ky = dim == 3 ? wide : 1;
+  t.per_point = wide * wide * ky;
+  t.cells.reserve(total * t.per_point);
+  t.weights.reserve(total * t.per_point);
+  for (std::size_t k = 0; k < total; ++k) {
+    if (!live(k)) {
+      t.cells.insert(t.cells.end(), t.per_point, centre);
+      t.weights.insert(t.weights.end(), t.per_point, 0.0);
+      continue;
+    }
+    Point const p = pos(k);
+    // Nodes of an axis: its window, or the node itself (weight 1, then 0s) when the position
+    // is on it, so that no tap leaves the grid for nothing.
+    auto nodes = [&](double x, std::vector<double>& w, std::vector<int>& at) {
+      w = sinc_weights(x);
+      int const f = int(std::floor(x));
+      at.resize(wide);
+      for (int i = 0; i < wide; ++i) at[i] = integral(x) ? f : f - r + 1 + i;
+      if (integral(x)) std::rotate(w.begin(), w.begin() + (r - 1), w.end());  // 1 first
+    };
+    std::vector<double> wz, wx, wy{1.0};
+    std::vector<int> az, ax, ay{0};
+    nodes(p.z, wz, az);
+    nodes(p.x, wx, ax);
+    if (dim == 3) nodes(p.y, wy, ay);
+    if (pml.free_surface) {
+      // Image method: pressure is odd about row 0. A tap at row -m (m > 0) samples -u(m) and
+      // injects into its image: its weight moves, negated, to the tap at row m (in the window,
+      // since the position is below the surface); a tap on row 0 gets weight 0.
+      int const z0 = az[0];
+      for (int i = 0; i < wide; ++i) {
+        if (az[i] > 0) continue;
+        if (az[i] < 0) {
+          int const image = -az[i] - z0;
+          wz[image] -= wz[i];
+        }
+        wz[i] = 0.0;
+        az[i] = 1;  // any row of the model: the weight is 0
+      }
+    }
+    for (int iz = 0; iz < wide; ++iz)
+      for (int iy = 0; iy < ky; ++iy)
+        for (int ix = 0; ix < wide; ++ix) {
+          t.cells.push_back({az[iz], ax[ix], ay[iy]});
+          t.weights.push_back(wz[iz] * wy[iy] * wx[ix]);
+        }
+  }
+  return t;
+}
+}  // namespace
+
+PointTaps source_taps(Survey const& survey, ModelGrid const& grid, PmlConfig const& pml) {
+  return taps(survey, false, grid, pml);
+}
+PointTaps receiver_taps(Survey const& survey, ModelGrid const& grid, PmlConfig const& pml) {
+  return taps(survey, true, grid, pml);
 }
 
 Layout::Layout(ModelGrid const& grid, PmlConfig const& pml, int order, int radius_)
@@ -109,36 +231,70 @@ void check_survey(Survey const& survey, ModelGrid const& grid, PmlConfig const& 
   KSWEEP_REQUIRE(survey.n_sources >= 1, "survey has " << survey.n_sources << " sources per shot; at least 1 is needed");
   KSWEEP_REQUIRE(survey.n_receivers >= 1,
                  "survey has " << survey.n_receivers << " receivers per shot; at least 1 is needed");
-  KSWEEP_REQUIRE(
-      static_cast<long long>(survey.sources.size()) == static_cast<long long>(survey.n_shots) * survey.n_sources,
-      "survey lists " << survey.sources.size()
-                      << " sources, expected n_shots * n_sources = " << survey.n_shots * survey.n_sources);
-  KSWEEP_REQUIRE(
-      static_cast<long long>(survey.receivers.size()) == static_cast<long long>(survey.n_shots) * survey.n_receivers,
-      "survey lists " << survey.receivers.size()
-                      << " receivers, expected n_shots * n_receivers = " << survey.n_shots * survey.n_receivers);
-  int const zmin = pml.free_surface ? 1 : 0;
+  auto const shots = static_cast<std::size_t>(survey.n_shots);
+  auto check_count = [&](std::size_t listed, int per_shot, char const* what, char const* list) {
+    KSWEEP_REQUIRE(listed == shots * static_cast<std::size_t>(per_shot),
+                   "survey lists " << listed << " " << what << " " << list << ", expected n_shots * n_" << what << " = "
+                                   << shots * per_shot);
+  };
+  if (survey.source_points.empty()) check_count(survey.sources.size(), survey.n_sources, "sources", "cells");
+  else check_count(survey.source_points.size(), survey.n_sources, "sources", "points");
+  if (survey.receiver_points.empty()) check_count(survey.receivers.size(), survey.n_receivers, "receivers", "cells");
+  else check_count(survey.receiver_points.size(), survey.n_receivers, "receivers", "points");
+  if (!survey.receiver_count.empty()) {
+    KSWEEP_REQUIRE(survey.receiver_count.size() == shots,
+                   "survey lists receiver counts of " << survey.receiver_count.size() << " shots, expected " << shots);
+    for (std::size_t s = 0; s < shots; ++s)
+      KSWEEP_REQUIRE(survey.receiver_count[s] >= 0 && survey.receiver_count[s] <= survey.n_receivers,
+                     "shot " << s << " has " << survey.receiver_count[s] << " receivers in use: it must be in [0, "
+                             << survey.n_receivers << "]");
+  }
   bool const three = grid.dim() == 3;
   int const ny = three ? grid.ny : 1;
-  auto check = [&](Cell const& c, char const* what, std::size_t i) {
-    bool const inside = c.z >= zmin && c.z < grid.nz && c.x >= 0 && c.x < grid.nx && c.y >= 0 && c.y < ny;
-    if (three) {
-      KSWEEP_REQUIRE(
-          inside, what << " " << i << " at (z, y, x) = (" << c.z << ", " << c.y << ", " << c.x
-                       << ") is outside the model grid: z must be in [" << zmin << ", " << grid.nz - 1 << "], y in [0, "
-                       << ny - 1 << "] and x in [0, " << grid.nx - 1 << "]"
-                       << (pml.free_surface && c.z == 0 ? " (z = 0 is the free surface, where pressure is zero)" : ""));
-    } else {
-      KSWEEP_REQUIRE(
-          inside, what << " " << i << " at (z, x) = (" << c.z << ", " << c.x
-                       << ") is outside the model grid: z must be in [" << zmin << ", " << grid.nz - 1
-                       << "] and x in [0, " << grid.nx - 1 << "]"
-                       << (c.y != 0 ? " (y = " + std::to_string(c.y) + " on a 2D grid)" : std::string())
-                       << (pml.free_surface && c.z == 0 ? " (z = 0 is the free surface, where pressure is zero)" : ""));
+  auto describe = [&](Point const& p) {
+    std::ostringstream o;
+    o << (three ? "(z, y, x) = (" : "(z, x) = (") << p.z << ", " << (three ? std::to_string(p.y) + ", " : "") << p.x
+      << ") cells = (" << p.z * grid.dh << ", " << (three ? std::to_string(p.y * grid.dh) + ", " : "") << p.x * grid.dh
+      << ") m";
+    return o.str();
+  };
+  auto check = [&](Point const& p, char const* what, std::size_t k, int per_shot) {
+    std::size_t const s = k / per_shot, i = k % per_shot;
+    bool const finite = std::isfinite(p.z) && std::isfinite(p.x) && std::isfinite(p.y);
+    bool const below = pml.free_surface ? p.z > 0 : p.z >= 0;
+    bool const inside = finite && below && p.z <= grid.nz - 1 && p.x >= 0 && p.x <= grid.nx - 1 && p.y >= 0 &&
+                        p.y <= ny - 1 && (three || p.y == 0);
+    KSWEEP_REQUIRE(
+        inside, what << " " << i << " of shot " << s << " at " << describe(p)
+                     << " is outside the model grid: z must be in " << (pml.free_surface ? "(0, " : "[0, ")
+                     << grid.nz - 1 << "]" << (three ? ", y in [0, " + std::to_string(ny - 1) + "]" : "")
+                     << " and x in [0, " << grid.nx - 1 << "] cells"
+                     << (!three && p.y != 0 ? " (y must be 0 on a 2D grid)" : "")
+                     << (pml.free_surface && p.z == 0 ? " (z = 0 is the free surface, where pressure is zero)" : ""));
+  };
+  for (std::size_t k = 0; k < shots * survey.n_sources; ++k) check(survey.source_at(k), "source", k, survey.n_sources);
+  for (std::size_t k = 0; k < shots * survey.n_receivers; ++k)
+    if (survey.live(int(k / survey.n_receivers), int(k % survey.n_receivers)))
+      check(survey.receiver_at(k), "receiver", k, survey.n_receivers);
+  // Interpolation taps stay in the padded grid (the model plus its absorbing layer).
+  Layout const l(grid, pml, 2);
+  auto check_taps = [&](PointTaps const& t, char const* what, int per_shot, bool receivers) {
+    if (t.per_point == 1) return;
+    for (std::size_t j = 0; j < t.cells.size(); ++j) {
+      Cell const& c = t.cells[j];
+      bool const inside = c.z >= -l.top && c.z < l.nz + l.bottom && c.x >= -l.left && c.x < l.nx + l.right &&
+                          c.y >= -l.front && c.y < l.ny + l.back;
+      std::size_t const k = j / t.per_point;
+      Point const p = receivers ? survey.receiver_at(k) : survey.source_at(k);
+      KSWEEP_REQUIRE(inside, what << " " << k % per_shot << " of shot " << k / per_shot << " at " << describe(p)
+                                  << ": its interpolation reaches " << interpolation_radius
+                                  << " cells around it, beyond the absorbing layer (cell z = " << c.z << ", x = " << c.x
+                                  << (three ? ", y = " + std::to_string(c.y) : std::string())
+                                  << "); move it inwards or widen the layer (propagator.pml_width)");
     }
   };
-  for (std::size_t i = 0; i < survey.sources.size(); ++i) check(survey.sources[i], "source", i);
-  for (std::size_t i = 0; i < survey.receivers.size(); ++i) check(survey.receivers[i], "receiver", i);
+  check_taps(source_taps(survey, grid, pml), "source", survey.n_sources, false);
+  check_taps(receiver_taps(survey, grid, pml), "receiver", survey.n_receivers, true);
 }
 
 std::string sampling_warning(double vmin, double freq, double dh, double min_points) {

@@ -58,17 +58,64 @@ struct Cell {
   int y = 0;
 };
 
-/// Acquisition of a batch of shots. Every shot has the same number of sources and of receivers.
+/// A position anywhere in the model grid, in cells (fractional between cells): z down, x right,
+/// y across (0 in 2D). Cell (z, x, y) is the position (z, x, y); metres are cells times dh.
+struct Point {
+  double z = 0.0;
+  double x = 0.0;
+  double y = 0.0;
+};
+
+/// Acquisition of a batch of shots. Every shot has the same number of source and receiver slots;
+/// a shot with fewer receivers leaves the rest silent (receiver_count).
 struct Survey {
   int n_shots = 0;
   int n_sources = 0;            ///< per shot
   int n_receivers = 0;          ///< per shot
   std::vector<Cell> sources;    ///< [shot * n_sources + i]
   std::vector<Cell> receivers;  ///< [shot * n_receivers + i]
+  /// Positions off the grid (optional): when not empty, they place the sources (receivers),
+  /// [shot * n + i] in cells, and `sources` (`receivers`) is not read. Points between cells are
+  /// interpolated (point_taps); points on a cell are the cell itself, bit for bit.
+  std::vector<Point> source_points;
+  std::vector<Point> receiver_points;
+  /// Receivers in use per shot (optional, [shot], each in [0, n_receivers]): receivers
+  /// i >= receiver_count[s] of shot s are silent, at no position: they record zeros and inject
+  /// nothing. Empty: every receiver is in use.
+  std::vector<int> receiver_count;
 
   /// The shots `shots` (indices into this survey), in that order.
   Survey select(std::vector<int> const& shots) const;
+  /// Position of source / receiver k ([shot * n + i]), from the points or the cells.
+  Point source_at(std::size_t k) const;
+  Point receiver_at(std::size_t k) const;
+  /// Whether receiver i of shot s is in use.
+  bool live(int s, int i) const { return receiver_count.empty() || i < receiver_count[static_cast<std::size_t>(s)]; }
 };
+
+/// Interpolation of positions between cells: Kaiser-windowed sinc (Hicks 2002, Geophysics 67(1)),
+/// half-width `interpolation_radius` cells, Kaiser parameter `interpolation_kaiser_b` (Hicks'
+/// table 1 value for r = 4, accurate up to 2/3 of the grid's Nyquist wavenumber).
+inline constexpr int interpolation_radius = 4;
+inline constexpr double interpolation_kaiser_b = 6.31;
+
+/// 1D interpolation weights of position x (cells) on the nodes floor(x) - r + 1 ... floor(x) + r
+/// (2 r weights, r = interpolation_radius); on a node (x integral): 1 at that node, 0 elsewhere.
+std::vector<double> sinc_weights(double x);
+
+/// The cells a kind of point (sources or receivers) reaches and their weights: point i has the
+/// taps [i * per_point, (i + 1) * per_point). One tap of weight 1 per point when every point lies
+/// on a cell (no weights); else (2 r)^dim taps per point, the product of the axes' sinc weights,
+/// z slowest, with a free surface's mirror images (a tap above the surface adds its weight,
+/// negated, to its image below; taps on the surface get weight 0). Silent points have weights 0.
+/// Cells may lie in the absorbing layer (check_survey keeps them in the padded grid).
+struct PointTaps {
+  int per_point = 1;
+  std::vector<Cell> cells;      ///< [point * per_point + k]
+  std::vector<double> weights;  ///< same index; empty: every weight 1
+};
+PointTaps source_taps(Survey const& survey, ModelGrid const& grid, PmlConfig const& pml);
+PointTaps receiver_taps(Survey const& survey, ModelGrid const& grid, PmlConfig const& pml);
 
 /// Padded-grid layout: the model grid plus the absorbing layer, for a stencil radius M. Axes are
 /// z, y (3D only) and x; a 2D layout has ny = NY = 1 and no layer along y. The padded grid's
@@ -108,6 +155,9 @@ void check_density(float const* rho, long long n);
 void check_density(double const* rho, long long n);
 /// CFL: vmax dt / dh must not exceed the leapfrog limit of `order` in `dim` dimensions.
 void check_cfl(double vmax, double dt, double dh, int order, int dim = 2);
+/// The survey's sizes, and every live point inside the model grid (on a free surface: below it),
+/// with its interpolation taps inside the padded grid; errors name the shot, the point and its
+/// position in cells and metres.
 void check_survey(Survey const& survey, ModelGrid const& grid, PmlConfig const& pml);
 
 /// A warning (empty when none) when the wavelet is under-sampled: fewer than

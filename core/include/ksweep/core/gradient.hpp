@@ -382,7 +382,7 @@ class GradientEngine {
     auto const space = p.space();
     int const S = p.n_shots();
     typename propagator_type::wavelet_view no_wavelets;
-    int const n_src = S * p.survey().n_sources, n_ring = S * m_stride;
+    int const n_src = S * p.sources().taps(), n_ring = S * m_stride;
     for (int n = m_nt - 1; n >= 0; --n) {
       // Fields on entry: lambda^{n+1} is the newest adjoint level; boundary: u^{n+1} the newest
       // forward level, u^n the one before.
@@ -507,7 +507,7 @@ class GradientEngine {
         body.m_n_ring = m_n_ring;
         body.m_stride = m_stride;
         body.m_n_base = top;
-        body.m_n_src = p.survey().n_sources;
+        body.m_n_src = body.m_src.count();
         body.m_full = full();
         p.run_shot_steps(propagator_type::Direction::adjoint, "ksweep::core::backward_shots", body, n0, n1, true);
         if (!full() && n1 > 1) p.step_back_forward(n1 - std::max(n0, 1));  // one level per step n >= 1

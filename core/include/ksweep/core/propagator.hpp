@@ -353,29 +353,24 @@ class Propagator {
                                                               << " shots exceeds the propagator's capacity of "
                                                               << m_max_shots << " shots");
     m_survey = survey;
-    auto to_device = [&](std::vector<Cell> const& cells, int n_per_shot, PointSet& set, char const* lz, char const* lx,
-                         char const* ll) {
-      index2& z = set.z;
-      index2& x = set.x;
-      set.per_shot = n_per_shot;
-      z = index2(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(lz)), survey.n_shots, n_per_shot);
-      x = index2(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(lx)), survey.n_shots, n_per_shot);
-      auto zh = Kokkos::create_mirror_view(Kokkos::HostSpace(), z);
-      auto xh = Kokkos::create_mirror_view(Kokkos::HostSpace(), x);
-      for (int s = 0; s < survey.n_shots; ++s)
-        for (int i = 0; i < n_per_shot; ++i) {
-          Cell const& c = cells[static_cast<std::size_t>(s) * n_per_shot + i];
-          zh(s, i) = m_layout.field_row(c.z + m_layout.top, c.y + m_layout.front);
-          xh(s, i) = c.x + m_layout.left + R;
-        }
-      Kokkos::deep_copy(m_space, z, zh);
-      Kokkos::deep_copy(m_space, x, xh);
-      set.links = point_links(cells, survey.n_shots, n_per_shot, ll);
-    };
-    to_device(survey.sources, survey.n_sources, m_sources, "ksweep::core::src_z", "ksweep::core::src_x",
-              "ksweep::core::src_links");
-    to_device(survey.receivers, survey.n_receivers, m_receivers, "ksweep::core::rec_z", "ksweep::core::rec_x",
-              "ksweep::core::rec_links");
+    auto src = source_taps(survey, m_grid, m_pml);
+    m_sources = to_device(src, survey.n_sources, "ksweep::core::src");
+    // The time reversal takes the sources out of the model cells only (the layer is not
+    // reversed, and the ring the store restores lies in it): taps outside the model become
+    // weight-0 taps on the nearest model cell, so that they write no layer cell.
+    m_removal = m_sources;
+    bool outside = false;
+    for (std::size_t j = 0; j < src.cells.size(); ++j) {
+      Cell& c = src.cells[j];
+      Cell const in{std::clamp(c.z, 0, m_grid.nz - 1), std::clamp(c.x, 0, m_grid.nx - 1),
+                    std::clamp(c.y, 0, Dim == 3 ? m_grid.ny - 1 : 0)};
+      if (in.z == c.z && in.x == c.x && in.y == c.y) continue;
+      c = in;
+      src.weights[j] = 0.0;  // points on cells lie in the model: only interpolation taps get here
+      outside = true;
+    }
+    if (outside) m_removal = to_device(src, survey.n_sources, "ksweep::core::src_removal");
+    m_receivers = to_device(receiver_taps(survey, m_grid, m_pml), survey.n_receivers, "ksweep::core::rec");
     m_space.fence();
   }
 
@@ -383,13 +378,9 @@ class Propagator {
   // Point work (sources and receivers)
   // ---------------------------------------------------------------------------------------------
 
-  /// The points of one kind (sources or receivers) of the batch on the device: the field row and
-  /// column of each, [shot][point], how many per shot, and which of a shot share a cell.
-  struct PointSet {
-    index2 z, x;
-    PointLinks<memory_space> links;
-    int per_shot = 0;
-  };
+  /// The points of one kind (sources or receivers) of the batch on the device: the field row,
+  /// column and weight of each tap, [shot][tap], and which taps of a shot share a cell.
+  using PointSet = DevicePoints<Real, memory_space>;
   /// One side of a step's point work: the values of `set`'s points at time index `it` (-1:
   /// none) of `values`, [shot][time][point] when `time_major`, else [shot][point][time], moved
   /// into or out of `field`.
@@ -449,9 +440,8 @@ class Propagator {
     if (records.extent(0) == 0) return;
     State const& st = m_fwd;
     int const nt = static_cast<int>(records.extent(1));
-    SamplePoints<Real, memory_space> sample{
-        st.u[st.cur], records, m_receivers.z, m_receivers.x, nt - 1, m_receivers.per_shot, true, {}};
-    launch_points(m_space, "ksweep::core::sample_receivers", sample, m_survey.n_shots * m_survey.n_receivers);
+    SamplePoints<Real, memory_space> sample{st.u[st.cur], records, m_receivers, nt - 1, true, {}};
+    launch_points(m_space, "ksweep::core::sample_receivers", sample, m_survey.n_shots * sample.count());
   }
 
   /// Forward modelling of the current batch: records [shot][nt][receiver] for wavelets
@@ -487,10 +477,9 @@ class Propagator {
     if (residual.extent(0) == 0) return;
     State const& st = m_adj;
     int const nt = static_cast<int>(residual.extent(1));
-    InjectPoints<Real, memory_space> inject{
-        st.u[st.cur],         residual, m_receivers.z, m_receivers.x, nt - 1,
-        m_receivers.per_shot, true,     Real(1),       m_c,           m_receivers.links};  // mu = c lambda
-    launch_points(m_space, "ksweep::core::inject_residuals", inject, m_survey.n_shots * m_survey.n_receivers);
+    InjectPoints<Real, memory_space> inject{st.u[st.cur], residual, m_receivers, nt - 1,
+                                            true,         Real(1),  m_c};  // mu = c lambda
+    launch_points(m_space, "ksweep::core::inject_residuals", inject, m_survey.n_shots * inject.count());
   }
 
   /// Reverse step n (after adjoint_start, n = nt-1 down to 0): wavelet_grad[n] = lambda^{n+1}
@@ -608,7 +597,7 @@ class Propagator {
   /// The injection that takes the sources w[it] out of `into` (-w: the forward step added them
   /// through "- u^{n-1}"), for the time reversal of the forward wavefield.
   InjectPoints<Real, memory_space> source_removal(field3 const& into, wavelet_view const& w, int it) const {
-    return {into, w, m_sources.z, m_sources.x, it, m_sources.per_shot, false, Real(-1), {}, m_sources.links};
+    return {into, w, m_removal, it, false, Real(-1), {}};
   }
 
   /// A kernel functor bound to `st` (cur -> out) with the layer memories in -> out.
@@ -646,9 +635,9 @@ class Propagator {
     b.m_in = w.f.m_first;
     b.m_out = w.f.m_second;
     auto const& in = b.m_in.m_values;
-    b.m_n_in = in.extent(0) > 0 ? b.m_in.m_n_points : 0;
+    b.m_n_in = in.extent(0) > 0 ? b.m_in.count() : 0;
     b.m_nt_in = static_cast<int>(b.m_in.m_time_major ? in.extent(1) : in.extent(2));
-    b.m_n_out = b.m_out.m_out.extent(0) > 0 ? b.m_out.m_n_points : 0;
+    b.m_n_out = b.m_out.m_out.extent(0) > 0 ? b.m_out.count() : 0;
     b.m_n_base = n_base;
     b.m_rows = m_layout.rows();
     return b;
@@ -712,41 +701,66 @@ class Propagator {
     PointWork w;
     typename InjectPoints<Real, memory_space>::weight_view const weight = adjoint_field ? m_c : field2();
     w.f.m_first =
-        InjectPoints<Real, memory_space>{in.field,         in.values,     in.set->z, in.set->x, in.it,
-                                         in.set->per_shot, in.time_major, Real(-1),  weight,    in.set->links};
-    w.f.m_second = SamplePoints<Real, memory_space>{out.field, out.values,        out.set->z,     out.set->x,
-                                                    out.it,    out.set->per_shot, out.time_major, weight};
-    w.f.m_n_first = in.values.extent(0) > 0 && in.it >= 0 ? ns * in.set->per_shot : 0;
-    w.count = w.f.m_n_first + (out.values.extent(0) > 0 && out.it >= 0 ? ns * out.set->per_shot : 0);
+        InjectPoints<Real, memory_space>{in.field, in.values, *in.set, in.it, in.time_major, Real(-1), weight};
+    w.f.m_second = SamplePoints<Real, memory_space>{out.field, out.values, *out.set, out.it, out.time_major, weight};
+    w.f.m_n_first = in.values.extent(0) > 0 && in.it >= 0 ? ns * w.f.m_first.count() : 0;
+    w.count = w.f.m_n_first + (out.values.extent(0) > 0 && out.it >= 0 ? ns * w.f.m_second.count() : 0);
     return w;
   }
 
-  // Which points of each shot share a cell (see PointLinks), on the device.
-  PointLinks<memory_space> point_links(std::vector<Cell> const& cells, int n_shots, int n_per_shot,
-                                       char const* label) const {
-    index2 next(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(label) + "_next"), n_shots,
-                n_per_shot);
-    index2 first(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(label) + "_first"), n_shots,
-                 n_per_shot);
+  // A kind of point on the device: the field row and column of each tap (halo offset included),
+  // their weights (none when every weight is 1) and the taps of each shot that share a cell (see
+  // PointLinks).
+  PointSet to_device(core::PointTaps const& t, int n_per_shot, std::string const& label) const {
+    int const ns = m_survey.n_shots, per_shot = n_per_shot * t.per_point;
+    index2 z(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, label + "_z"), ns, per_shot);
+    index2 x(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, label + "_x"), ns, per_shot);
+    index2 next(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, label + "_links_next"), ns, per_shot);
+    index2 first(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, label + "_links_first"), ns, per_shot);
+    auto zh = Kokkos::create_mirror_view(Kokkos::HostSpace(), z);
+    auto xh = Kokkos::create_mirror_view(Kokkos::HostSpace(), x);
     auto nh = Kokkos::create_mirror_view(Kokkos::HostSpace(), next);
     auto fh = Kokkos::create_mirror_view(Kokkos::HostSpace(), first);
-    for (int s = 0; s < n_shots; ++s) {
-      std::map<std::array<int, 3>, int> last;  // cell -> the latest point seen in it
-      for (int i = 0; i < n_per_shot; ++i) {
-        Cell const& c = cells[static_cast<std::size_t>(s) * n_per_shot + i];
-        nh(s, i) = -1;
-        auto const found = last.insert({{c.z, c.y, c.x}, i});
-        fh(s, i) = found.second ? 1 : 0;
+    bool shared = false;
+    for (int s = 0; s < ns; ++s) {
+      std::map<std::array<int, 3>, int> last;  // cell -> the latest tap seen in it
+      for (int j = 0; j < per_shot; ++j) {
+        Cell const& c = t.cells[static_cast<std::size_t>(s) * per_shot + j];
+        zh(s, j) = m_layout.field_row(c.z + m_layout.top, c.y + m_layout.front);
+        xh(s, j) = c.x + m_layout.left + R;
+        nh(s, j) = -1;
+        auto const found = last.insert({{c.z, c.y, c.x}, j});
+        fh(s, j) = found.second ? 1 : 0;
         if (!found.second) {
-          nh(s, found.first->second) = i;
-          found.first->second = i;
+          nh(s, found.first->second) = j;
+          found.first->second = j;
+          shared = true;
         }
       }
     }
-    Kokkos::deep_copy(m_space, next, nh);
-    Kokkos::deep_copy(m_space, first, fh);
-    m_space.fence();
-    return {next, first};
+    Kokkos::deep_copy(m_space, z, zh);
+    Kokkos::deep_copy(m_space, x, xh);
+    PointSet set;
+    set.z = z;
+    set.x = x;
+    set.per_shot = n_per_shot;
+    set.per_point = t.per_point;
+    if (shared) {
+      Kokkos::deep_copy(m_space, next, nh);
+      Kokkos::deep_copy(m_space, first, fh);
+      set.links = {next, first};
+    }
+    if (!t.weights.empty()) {
+      field2 w(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, label + "_w"), ns, per_shot);
+      auto wh = Kokkos::create_mirror_view(Kokkos::HostSpace(), w);
+      for (int s = 0; s < ns; ++s)
+        for (int j = 0; j < per_shot; ++j)
+          wh(s, j) = static_cast<Real>(t.weights[static_cast<std::size_t>(s) * per_shot + j]);
+      Kokkos::deep_copy(m_space, w, wh);
+      set.w = w;
+    }
+    m_space.fence();  // the host mirrors go out of scope
+    return set;
   }
 
   void check_batch(wavelet_view const& w, record_view const& r) const {
@@ -842,6 +856,7 @@ class Propagator {
   std::vector<double> m_padded_vp, m_padded_rho;  // [NZ][NY][NX] on the host (the layer's held values)
   field1 m_half_a[Dim], m_half_b[Dim];
   PointSet m_sources, m_receivers;
+  PointSet m_removal;  // the sources' taps in the model (source_removal)
   State m_fwd, m_adj;
   Schedule m_schedule = default_schedule();
   int m_block_y = 0;  // 0: automatic (host_block_y)
