@@ -9,6 +9,7 @@
 #include <ksweep/io/json_io.hpp>
 #include <ksweep/io/resample.hpp>
 #include <ksweep/io/segy.hpp>
+#include <ksweep/io/survey.hpp>
 #include <ksweep/io/velocity.hpp>
 
 #include <gtest/gtest.h>
@@ -48,12 +49,10 @@ RecordsFile test_records(int shots, int nt, int receivers, int nz, int nx, doubl
   r.data.resize(static_cast<std::size_t>(shots) * nt * receivers);
   for (std::size_t i = 0; i < r.data.size(); ++i) r.data[i] = static_cast<float>(i) * 0.5f;
   for (int s = 0; s < shots; ++s) {
-    r.src_z.push_back(2);
-    r.src_x.push_back((s + 1) * nx / (shots + 1));
-  }
-  for (int i = 0; i < receivers; ++i) {
-    r.rec_z.push_back(4);
-    r.rec_x.push_back(i * (nx - 1) / std::max(receivers - 1, 1));
+    r.src_pos.push_back({2 * dh, (s + 1) * nx / (shots + 1) * dh, 0.0});
+    r.rec_count.push_back(receivers);
+    for (int i = 0; i < receivers; ++i)
+      r.rec_pos.push_back({4 * dh, i * (nx - 1) / std::max(receivers - 1, 1) * dh, 0.0});
   }
   return r;
 }
@@ -177,8 +176,9 @@ TEST(io, hdf5_round_trips_and_errors) {
   write_records(t.path / "rec.h5", r);
   auto const rr = read_records(t.path / "rec.h5");
   EXPECT_EQ(rr.data, r.data);
-  EXPECT_EQ(rr.src_x, r.src_x);
-  EXPECT_EQ(rr.rec_x, r.rec_x);
+  EXPECT_EQ(rr.src_pos, r.src_pos);
+  EXPECT_EQ(rr.rec_pos, r.rec_pos);
+  EXPECT_EQ(rr.rec_count, r.rec_count);
   EXPECT_EQ(rr.order, 4);
   EXPECT_DOUBLE_EQ(rr.dt, 0.002);
   std::vector<float> vp(6, 1500.f);
@@ -503,8 +503,9 @@ RecordsFile random_records(int ny) {
   r.freq = 6.5;
   r.delay = 0.15;
   r.ny = ny;
-  for (int s = 0; s < r.shots && ny > 0; ++s) r.src_y.push_back(1 + s);
-  for (int k = 0; k < r.receivers && ny > 0; ++k) r.rec_y.push_back(ny - 1 - k % ny);
+  for (int s = 0; s < r.shots && ny > 0; ++s) r.src_pos[s].y = (1 + s) * r.dh;
+  for (int s = 0; s < r.shots && ny > 0; ++s)
+    for (int k = 0; k < r.receivers; ++k) r.rec_pos[s * r.receivers + k].y = (ny - 1 - k % ny) * r.dh;
   return r;
 }
 
@@ -513,12 +514,11 @@ void expect_same_records(RecordsFile const& a, RecordsFile const& b) {
   EXPECT_EQ(a.nt, b.nt);
   EXPECT_EQ(a.receivers, b.receivers);
   EXPECT_DOUBLE_EQ(a.dt, b.dt);
-  EXPECT_EQ(a.src_z, b.src_z);
-  EXPECT_EQ(a.src_x, b.src_x);
-  EXPECT_EQ(a.src_y, b.src_y);
-  EXPECT_EQ(a.rec_z, b.rec_z);
-  EXPECT_EQ(a.rec_x, b.rec_x);
-  EXPECT_EQ(a.rec_y, b.rec_y);
+  EXPECT_EQ(a.src_pos, b.src_pos);
+  EXPECT_EQ(a.rec_count, b.rec_count);
+  for (int s = 0; s < a.shots; ++s)  // padding slots are not read
+    for (int k = 0; k < a.rec_count[s]; ++k)
+      EXPECT_EQ(a.rec_pos[s * a.receivers + k], b.rec_pos[s * b.receivers + k]) << s << " " << k;
   EXPECT_EQ(a.data.size(), b.data.size());
   EXPECT_EQ(0, std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(float)));
 }
@@ -559,7 +559,7 @@ TEST(io, segy_records_round_trip_both_byte_orders_2d_and_3d) {
       EXPECT_EQ(back.nx, r.nx);
       RecordsFile const head = read_records_segy(p, r.dh, ny, false);
       EXPECT_TRUE(head.data.empty());
-      EXPECT_EQ(head.rec_x, r.rec_x);
+      EXPECT_EQ(head.rec_pos, r.rec_pos);
     }
 }
 
@@ -585,10 +585,10 @@ TEST(io, segy_trace_headers_hold_the_geometry_in_metres) {
   EXPECT_EQ(get(SEGY_TR_FIELD_RECORD), 2);
   EXPECT_EQ(get(SEGY_TR_NUMBER_ORIG_FIELD), 4);
   EXPECT_EQ(get(SEGY_TR_SOURCE_GROUP_SCALAR), -1000);
-  EXPECT_EQ(get(SEGY_TR_SOURCE_X), static_cast<std::int32_t>(std::lround(r.src_x[1] * r.dh * 1000)));
-  EXPECT_EQ(get(SEGY_TR_GROUP_X), static_cast<std::int32_t>(std::lround(r.rec_x[3] * r.dh * 1000)));
-  EXPECT_EQ(get(SEGY_TR_RECV_GROUP_ELEV), static_cast<std::int32_t>(std::lround(-r.rec_z[3] * r.dh * 1000)));
-  EXPECT_EQ(get(SEGY_TR_SOURCE_DEPTH), static_cast<std::int32_t>(std::lround(r.src_z[1] * r.dh * 1000)));
+  EXPECT_EQ(get(SEGY_TR_SOURCE_X), static_cast<std::int32_t>(std::lround(r.src_pos[1].x * 1000)));
+  EXPECT_EQ(get(SEGY_TR_GROUP_X), static_cast<std::int32_t>(std::lround(r.rec_pos[r.receivers + 3].x * 1000)));
+  EXPECT_EQ(get(SEGY_TR_RECV_GROUP_ELEV), static_cast<std::int32_t>(std::lround(-r.rec_pos[r.receivers + 3].z * 1000)));
+  EXPECT_EQ(get(SEGY_TR_SOURCE_DEPTH), static_cast<std::int32_t>(std::lround(r.src_pos[1].z * 1000)));
   EXPECT_EQ(get(SEGY_TR_SAMPLE_INTER), 2000);
   EXPECT_EQ(get(SEGY_TR_SAMPLE_COUNT), r.nt);
   segy_close(f);
@@ -649,6 +649,107 @@ TEST(io, segy_models_ibm_exact_and_ieee) {
   EXPECT_EQ(back.vp, vals);
 }
 
+namespace {
+
+/// A towed-streamer geometry: the spread moves with the source, shots have 4, 6 and 5 receivers,
+/// positions off the grid (dh = 12.5 m; receivers 7.5 m deep every 6.25 m).
+RecordsFile streamer_records(int ny) {
+  RecordsFile r = random_records(ny);
+  r.receivers = 6;
+  r.rec_count = {4, 6, 5};
+  r.data.assign(static_cast<std::size_t>(r.shots) * r.nt * r.receivers, 0.0f);
+  r.rec_pos.clear();
+  std::mt19937 gen(3);
+  std::normal_distribution<float> d(0.0f, 2.0f);
+  for (int s = 0; s < r.shots; ++s) {
+    r.src_pos[s] = {5.0 + 0.25 * s, 100.0 + 37.5 * s, ny > 0 ? 20.0 + s : 0.0};
+    for (int k = 0; k < r.receivers; ++k) {
+      bool const live = k < r.rec_count[s];
+      r.rec_pos.push_back({7.5, r.src_pos[s].x + 50.0 + 6.25 * (live ? k : 0), ny > 0 ? 31.25 : 0.0});
+      for (int t = 0; t < r.nt && live; ++t)
+        r.data[(static_cast<std::size_t>(s) * r.nt + t) * r.receivers + k] = d(gen);
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST(io, moving_spreads_off_the_grid_round_trip_hdf5_and_segy) {
+  TempDir t;
+  for (int ny : {0, 6}) {
+    RecordsFile const r = streamer_records(ny);
+    EXPECT_FALSE(r.shared_spread());
+    EXPECT_FALSE(r.on_grid());
+#if KSWEEP_ENABLE_HDF5
+    write_records(t.path / "s.h5", r);
+    expect_same_records(r, read_records(t.path / "s.h5"));
+#endif
+    write_records_segy(t.path / "s.sgy", r);
+    EXPECT_EQ(fs::file_size(t.path / "s.sgy"), 3600u + 15u * (240u + 4u * r.nt));  // 4 + 6 + 5 traces
+    expect_same_records(r, read_records_segy(t.path / "s.sgy", r.dh, ny));
+    // The survey alone, from the SEG-Y headers and from CSV.
+    for (char const* name : {"s.sgy", "survey.csv"}) {
+      if (std::string(name) == "survey.csv") write_survey_csv(t.path / name, r);
+      RecordsFile const g = read_survey(t.path / name, r.dh, ny > 0);
+      EXPECT_TRUE(g.data.empty());
+      EXPECT_EQ(g.src_pos, r.src_pos) << name;
+      EXPECT_EQ(g.rec_count, r.rec_count) << name;
+      for (int s = 0; s < r.shots; ++s)
+        for (int k = 0; k < r.rec_count[s]; ++k)
+          EXPECT_EQ(g.rec_pos[s * r.receivers + k], r.rec_pos[s * r.receivers + k]) << name << " " << s << " " << k;
+    }
+  }
+#if KSWEEP_ENABLE_HDF5
+  // A shared spread on the grid also writes the cell datasets of files without metres, which read
+  // back alone as the same geometry.
+  RecordsFile const r = test_records(3, 20, 4, 30, 40, 0.002, 12.5);
+  EXPECT_TRUE(r.shared_spread() && r.on_grid());
+  write_records(t.path / "cells.h5", r);
+  expect_same_records(r, read_records(t.path / "cells.h5"));
+  EXPECT_EQ(node_index(3 * 12.5, 12.5), 3);
+  EXPECT_EQ(node_index(3 * 12.5 + 7.5, 12.5), -1);
+#endif
+}
+
+TEST(io, survey_csv_errors_name_file_line_and_column) {
+  TempDir t;
+  auto write = [&](std::string const& text) {
+    fs::path const p = t.path / "survey.csv";
+    std::ofstream(p) << text;
+    return p;
+  };
+  std::string const head = "shot,src_x,src_z,rec_x,rec_z\n";
+  // Any column order; comments and blank lines skipped.
+  auto g = read_survey(write("# a survey\nrec_z, rec_x, shot, src_z, src_x\n\n7.5,60,1,5,10\n7.5,72.5,1,5,10\n"
+                             "7.5,90,2,5,30\n"),
+                       12.5, false);
+  EXPECT_EQ(g.shots, 2);
+  EXPECT_EQ(g.receivers, 2);
+  EXPECT_EQ(g.rec_count, (std::vector<int>{2, 1}));
+  EXPECT_EQ(g.rec_pos[1], (Position{7.5, 72.5, 0.0}));
+  EXPECT_EQ(g.src_pos[1], (Position{5.0, 30.0, 0.0}));
+  Position const end{100.0, 200.0, 0.0};
+  expect_error([&] { read_survey(write("shot,src_x,src_z,rec_x\n1,2,3,4\n"), 12.5, false); },
+               "the header has no column 'rec_z'");
+  expect_error([&] { read_survey(write("shot,src_x,src_z,rec_x,rec_z,rec_y\n"), 12.5, false); },
+               "unknown column 'rec_y'");
+  expect_error([&] { read_survey(write(head + "1,2,3,4\n"), 12.5, false); }, "line 2 has 4 values");
+  expect_error([&] { read_survey(write(head + "1,2,3,4,x\n"), 12.5, false); }, "line 2: rec_z = 'x'");
+  expect_error([&] { read_survey(write(head + "a,2,3,4,5\n"), 12.5, false); }, "shot = 'a' is not an integer");
+  expect_error([&] { read_survey(write(head + "1,2,3,4,5\n2,2,3,4,5\n1,2,3,4,5\n"), 12.5, false); },
+               "line 4: shot 1 continues after other shots");
+  expect_error([&] { read_survey(write(head + "1,2,3,4,5\n1,2.5,3,4,5\n"), 12.5, false); },
+               "line 3: shot 1 has another source position");
+  expect_error([&] { read_survey(write(head + "1,2,3,400,5\n"), 12.5, false, end); },
+               "line 2: rec_x = 400 m lies outside the model [0, 200");
+  expect_error([&] { read_survey(write(head + "1,-2,3,4,5\n"), 12.5, false); }, "src_x = -2 m lies outside");
+  expect_error([&] { read_survey(write(head), 12.5, false); }, "lists no trace");
+  expect_error([&] { read_survey(write(head + "1,2,3,4,5\n"), 12.5, true); }, "no column 'src_y'");
+  expect_error([&] { read_survey(t.path / "none.csv", 12.5, false); }, "cannot open survey file");
+  expect_error([] { config_from_string("[survey]\nfiles = \"a.csv\"\n", {}); }, "unknown key");
+}
+
 TEST(io, segy_errors_name_file_trace_and_header) {
   TempDir t;
   RecordsFile const r = random_records(0);
@@ -682,16 +783,24 @@ TEST(io, segy_errors_name_file_trace_and_header) {
     expect_error([&] { read_records_segy(p, r.dh, 0); }, "trace 2 has byte 115 (samples in this trace) = 38");
   }
   {
-    fs::path const p = copy("offgrid.sgy");
-    patch(p, 3600 + 2 * (240 + 4 * r.nt) + 80, be32(static_cast<std::int32_t>(r.rec_x[2] * r.dh * 1000 + 4000)));
-    expect_error([&] { read_records_segy(p, r.dh, 0); }, "trace 3: gx (byte 81)");
-    expect_error([&] { read_records_segy(p, r.dh, 0); }, "not on the grid of dh = 12.5 m");
+    fs::path const p = copy("outside.sgy");
+    // Trace 3's receiver 4 m beyond the model's far edge in x.
+    Position const end{(r.nz - 1) * r.dh, (r.nx - 1) * r.dh, 0.0};
+    patch(p, 3600 + 2 * (240 + 4 * r.nt) + 80, be32(static_cast<std::int32_t>((end.x + 4) * 1000)));
+    expect_error([&] { read_records_segy(p, r.dh, 0, false, end); }, "trace 3: gx (byte 81) = 741.5 m");
+    expect_error([&] { read_records_segy(p, r.dh, 0, false, end); }, "outside the model [0, 737.5");
+    EXPECT_NO_THROW(read_records_segy(p, r.dh, 0, false));  // no model to check against
   }
   {
     fs::path const p = copy("spread.sgy");
-    // Shot 2's first receiver moved by one cell: on the grid, but another spread.
-    patch(p, 3600 + 5 * (240 + 4 * r.nt) + 80, be32(static_cast<std::int32_t>((r.rec_x[0] + 1) * r.dh * 1000)));
-    expect_error([&] { read_records_segy(p, r.dh, 0); }, "trace 6 (shot fldr = 2, receiver 1)");
+    // Shot 2's first receiver moved by 3.75 m: a spread of its own, off the grid.
+    double const moved = r.rec_pos[0].x + 3.75;
+    patch(p, 3600 + 5 * (240 + 4 * r.nt) + 80, be32(static_cast<std::int32_t>(moved * 1000)));
+    RecordsFile const back = read_records_segy(p, r.dh, 0);
+    EXPECT_EQ(back.rec_pos[static_cast<std::size_t>(r.receivers)].x, moved);
+    EXPECT_FALSE(back.shared_spread());
+    EXPECT_FALSE(back.on_grid());
+    EXPECT_EQ(back.rec_pos[0], r.rec_pos[0]);
   }
   expect_error([] { config_from_string("[model]\nsource = \"m.segy\"\n", {}); }, "set model.dh");
   expect_error([] { config_from_string("[model]\nunits = \"mph\"\n", {}); }, "model.units");

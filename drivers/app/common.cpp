@@ -2,6 +2,7 @@
 
 #include <ksweep/base/config.hpp>
 #include <ksweep/base/error.hpp>
+#include <ksweep/io/survey.hpp>
 
 #include <algorithm>
 #include <array>
@@ -36,6 +37,54 @@ core::Survey make_survey(io::Config const& cfg, int nz, int nx, int ny) {
         for (int r : rx) s.receivers.push_back({cfg.receivers.z, r, yr});
     }
   return s;
+}
+
+io::Position model_end(io::VelocityModel const& shape) {
+  return {(shape.nz - 1) * shape.dh, (shape.nx - 1) * shape.dh, shape.ny > 0 ? (shape.ny - 1) * shape.dh : 0.0};
+}
+
+core::Survey acquisition(io::Config const& cfg, io::VelocityModel const& shape) {
+  if (cfg.survey.file.empty()) return make_survey(cfg, shape.nz, shape.nx, shape.ny);
+  return survey_of(io::read_survey(cfg.survey.file, shape.dh, shape.ny > 0, model_end(shape)), shape.dh);
+}
+
+core::Survey survey_of(io::RecordsFile const& g, double dh) {
+  auto cell = [&](double metres) {
+    double const c = metres / dh, i = std::round(c);
+    return std::abs(c - i) <= 1e-9 * std::max(1.0, std::abs(c)) ? i : c;
+  };
+  auto point = [&](io::Position const& p) { return core::Point{cell(p.z), cell(p.x), cell(p.y)}; };
+  core::Survey s;
+  s.n_shots = g.shots;
+  s.n_sources = 1;
+  s.n_receivers = g.receivers;
+  bool full = true;
+  for (int sh = 0; sh < g.shots; ++sh) {
+    s.source_points.push_back(point(g.src_pos[static_cast<std::size_t>(sh)]));
+    for (int i = 0; i < g.receivers; ++i)
+      s.receiver_points.push_back(point(g.rec_pos[static_cast<std::size_t>(sh) * g.receivers + i]));
+    full = full && g.rec_count[static_cast<std::size_t>(sh)] == g.receivers;
+  }
+  if (!full) s.receiver_count = g.rec_count;
+  return s;
+}
+
+void set_geometry(io::RecordsFile& r, core::Survey const& s, double dh) {
+  r.shots = s.n_shots;
+  r.receivers = s.n_receivers;
+  r.src_pos.clear();
+  r.rec_pos.clear();
+  r.rec_count.clear();
+  auto metres = [&](core::Point const& p) { return io::Position{p.z * dh, p.x * dh, p.y * dh}; };
+  for (int sh = 0; sh < s.n_shots; ++sh) {
+    r.src_pos.push_back(metres(s.source_at(static_cast<std::size_t>(sh) * s.n_sources)));
+    int live = 0;
+    for (int i = 0; i < s.n_receivers; ++i) live += s.live(sh, i) ? 1 : 0;
+    r.rec_count.push_back(live);
+    for (int i = 0; i < s.n_receivers; ++i)  // silent slots repeat the shot's first receiver
+      r.rec_pos.push_back(
+          metres(s.receiver_at(static_cast<std::size_t>(sh) * s.n_receivers + (s.live(sh, i) ? i : 0))));
+  }
 }
 
 core::ModelGrid model_grid(io::VelocityModel const& vm) {
@@ -124,6 +173,15 @@ void warn_sampling(io::Config const& cfg, io::VelocityModel const& vm, comm::Com
   if (!w.empty()) std::fprintf(stderr, "ksweep: %s\n", w.c_str());
 }
 
+void warn_unused_layout(io::Config const& cfg, std::string const& what) {
+  std::string keys;
+  for (auto const& k : cfg.given)
+    if (k.rfind("shots.", 0) == 0 || k.rfind("receivers.", 0) == 0) keys += (keys.empty() ? "" : ", ") + k;
+  if (!keys.empty())
+    std::fprintf(stderr, "ksweep: warning: %s the [shots] and [receivers] layout (not used: %s)\n", what.c_str(),
+                 keys.c_str());
+}
+
 void warn_acquisition(io::Config const& cfg, io::VelocityModel const& vm, core::Survey const& survey,
                       comm::Communicator const& comm) {
   warn_sampling(cfg, vm, comm);
@@ -136,6 +194,8 @@ void warn_acquisition(io::Config const& cfg, io::VelocityModel const& vm, core::
                  "carries energy up to about %g Hz, above the Nyquist frequency %g Hz of time.dt = %g s; "
                  "lower wavelet.freq below %g Hz or time.dt below %g s\n",
                  cfg.wavelet.freq, top, nyquist, cfg.time.dt, nyquist / 2.5, 0.5 / top);
+  if (!cfg.survey.file.empty()) warn_unused_layout(cfg, "survey.file replaces");
+  if (!survey.source_points.empty()) return;  // a survey file's shots: placed as the file says
   std::vector<std::array<int, 3>> cells;
   for (auto const& c : survey.sources) cells.push_back({c.z, c.y, c.x});
   std::sort(cells.begin(), cells.end());

@@ -6,6 +6,7 @@
 #include <ksweep/core/geometry.hpp>
 #include <ksweep/core/wavelet.hpp>
 #include <ksweep/io/config.hpp>
+#include <ksweep/io/hdf5_io.hpp>
 #include <ksweep/io/velocity.hpp>
 
 #include <filesystem>
@@ -20,6 +21,16 @@ namespace fs = std::filesystem;
 /// the same receivers for all (a line, or in 3D lines along x at receivers.count_y positions
 /// in y). 3D shots are shots.count_y lines of shots.count, y-major.
 core::Survey make_survey(io::Config const& cfg, int nz, int nx, int ny = 0);
+/// The acquisition of a run on model `shape`: the survey of [survey] file when given (checked
+/// against the model's extent), else make_survey's layout.
+core::Survey acquisition(io::Config const& cfg, io::VelocityModel const& shape);
+/// The far corner of a model in metres: ((nz-1) dh, (nx-1) dh, (ny-1) dh).
+io::Position model_end(io::VelocityModel const& shape);
+/// A survey in cells from a geometry in metres (one source per shot; each shot's receivers, the
+/// rest of its slots silent). Positions within 1e-9 of a cell are that cell.
+core::Survey survey_of(io::RecordsFile const& geometry, double dh);
+/// The geometry of `survey` in metres into `records` (shots, receivers, src_pos, rec_pos, rec_count).
+void set_geometry(io::RecordsFile& records, core::Survey const& survey, double dh);
 core::PmlConfig make_pml(io::Config const& cfg);
 /// The grid of a model: a volume when the model has ny > 0 (the files' convention for 3D), else a
 /// plane.
@@ -57,6 +68,10 @@ struct RunOptions {
 /// distinct source cells.
 void warn_acquisition(io::Config const& cfg, io::VelocityModel const& vm, core::Survey const& survey,
                       comm::Communicator const& comm);
+
+/// Warns (stderr) that the [shots] and [receivers] keys the configuration gives are not used,
+/// `what` saying what replaces them ("survey.file replaces").
+void warn_unused_layout(io::Config const& cfg, std::string const& what);
 
 int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm);
 int run_fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm);

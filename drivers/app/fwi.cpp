@@ -156,8 +156,8 @@ void check_smoothing(io::Config const& cfg, io::VelocityModel const& shape) {
 /// resampled (band-limited, io/resample.hpp) to time.dt and time.nt when theirs differ.
 io::RecordsFile read_observed(std::string const& path, io::VelocityModel const& vm, io::Config const& cfg,
                               bool values) {
-  io::RecordsFile r =
-      io::is_segy_path(path) ? io::read_records_segy(path, vm.dh, vm.ny, values) : io::read_records(path, values);
+  io::RecordsFile r = io::is_segy_path(path) ? io::read_records_segy(path, vm.dh, vm.ny, values, model_end(vm))
+                                             : io::read_records(path, values);
   double const dt = cfg.time.dt;
   int const nt = cfg.time.nt;
   if (r.nt == nt && std::abs(r.dt - dt) <= 1e-9 * dt) return r;
@@ -204,21 +204,35 @@ void check_observed(io::RecordsFile const& r, io::Config const& cfg, core::Surve
                                                  << (r.ny > 0 ? "3D model (ny = " + std::to_string(r.ny) + ")"
                                                               : std::string("2D model"))
                                                  << ", the model is " << vm.shape());
-  auto at = [&](core::Cell const& c) {
-    return "(z, " + std::string(vm.ny > 0 ? "y, " : "") + "x) = (" + std::to_string(c.z) + ", " +
-           (vm.ny > 0 ? std::to_string(c.y) + ", " : std::string()) + std::to_string(c.x) + ")";
-  };
+  // Positions in metres, to the millimetre a SEG-Y coordinate holds.
+  io::RecordsFile want;
+  set_geometry(want, s, vm.dh);
   bool const three = vm.ny > 0;
-  for (int i = 0; i < s.n_shots; ++i)
-    KSWEEP_REQUIRE(
-        static_cast<int>(r.src_z.size()) == s.n_shots && r.src_z[i] == s.sources[i].z && r.src_x[i] == s.sources[i].x &&
-            (!three || r.src_y[i] == s.sources[i].y),
-        "observed data " << path << ": source " << i << " is not at the configured position " << at(s.sources[i]));
-  for (int i = 0; i < s.n_receivers; ++i)
-    KSWEEP_REQUIRE(
-        static_cast<int>(r.rec_z.size()) == s.n_receivers && r.rec_z[i] == s.receivers[i].z &&
-            r.rec_x[i] == s.receivers[i].x && (!three || r.rec_y[i] == s.receivers[i].y),
-        "observed data " << path << ": receiver " << i << " is not at the configured position " << at(s.receivers[i]));
+  auto near = [](io::Position const& a, io::Position const& b) {
+    auto close = [](double u, double v) { return std::abs(u - v) <= 1e-3 + 1e-9 * std::abs(v); };
+    return close(a.z, b.z) && close(a.x, b.x) && close(a.y, b.y);
+  };
+  auto at = [&](io::Position const& p) {
+    std::ostringstream o;
+    o << "(z, " << (three ? "y, " : "") << "x) = (" << p.z << ", ";
+    if (three) o << p.y << ", ";
+    o << p.x << ") m";
+    return o.str();
+  };
+  for (std::size_t i = 0; i < static_cast<std::size_t>(s.n_shots); ++i) {
+    KSWEEP_REQUIRE(near(r.src_pos[i], want.src_pos[i]),
+                   "observed data " << path << ": the source of shot " << i << " is at " << at(r.src_pos[i])
+                                    << ", the survey places it at " << at(want.src_pos[i]));
+    KSWEEP_REQUIRE(r.rec_count[i] == want.rec_count[i], "observed data " << path << ": shot " << i << " has "
+                                                                         << r.rec_count[i] << " receivers, the survey "
+                                                                         << want.rec_count[i]);
+    for (int k = 0; k < want.rec_count[i]; ++k) {
+      std::size_t const j = i * static_cast<std::size_t>(s.n_receivers) + static_cast<std::size_t>(k);
+      KSWEEP_REQUIRE(near(r.rec_pos[j], want.rec_pos[j]),
+                     "observed data " << path << ": receiver " << k << " of shot " << i << " is at " << at(r.rec_pos[j])
+                                      << ", the survey places it at " << at(want.rec_pos[j]));
+    }
+  }
 }
 
 /// The optimizer against the options it cannot honour: L-BFGS needs the gradient of the loss
@@ -264,8 +278,17 @@ std::vector<RunInput> run_inputs(io::Config const& cfg, RunOptions const& opt) {
   std::error_code ec;
   if (fs::is_regular_file(cfg.model.source, ec)) in.push_back({"model.source", cfg.model.source});
   if (!cfg.fwi.observed.empty()) in.push_back({"fwi.observed", cfg.fwi.observed});
+  if (!cfg.survey.file.empty()) in.push_back({"survey.file", cfg.survey.file});
   if (!opt.resume.empty()) in.push_back({"--resume", fs::path(opt.resume) / "checkpoint.bin"});
   return in;
+}
+
+/// The shots of an inversion: [survey] file when given; else the trace headers of a SEG-Y
+/// fwi.observed; else the [shots] and [receivers] layout.
+core::Survey fwi_survey(io::Config const& cfg, io::VelocityModel const& shape) {
+  auto const& obs = cfg.fwi.observed;
+  if (!cfg.survey.file.empty() || obs.empty() || !io::is_segy_path(obs)) return acquisition(cfg, shape);
+  return survey_of(io::read_records_segy(obs, shape.dh, shape.ny, false, model_end(shape)), shape.dh);
 }
 
 /// What the checks before the first write leave for the run.
@@ -292,10 +315,10 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
   auto const& f = cfg.fwi;
   int const order = cfg.propagator.order, dim = shape.dim();
   Inputs in;
-  int const nz = shape.nz, nx = shape.nx, ny = shape.ny;
+  int const nz = shape.nz, nx = shape.nx;
   std::size_t const n = static_cast<std::size_t>(shape.rows()) * nx,
                     plane = static_cast<std::size_t>(shape.rows() / nz) * nx;
-  in.survey = make_survey(cfg, nz, nx, ny);
+  in.survey = fwi_survey(cfg, shape);
   auto const& survey = in.survey;
   KSWEEP_REQUIRE(f.batch <= survey.n_shots,
                  "fwi.batch = " << f.batch << " exceeds the number of shots shots.count = " << survey.n_shots);
@@ -385,12 +408,21 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
       check_density_bounds(cfg, in.rho0, static_cast<std::size_t>(in.water) * plane, "the starting density");
   }
   if (comm.is_root()) warn_acquisition(cfg, truth, survey, comm);
+  if (comm.is_root() && cfg.survey.file.empty() && io::is_segy_path(f.observed))
+    warn_unused_layout(cfg, "the trace headers of fwi.observed (SEG-Y) replace");
 
   // The run's identity, recorded in every checkpoint and checked on --resume; every rank must
   // hold the same one (the same configuration and model).
   in.run = {{"config", io::config_to_json(cfg)},
             {"data", {{"model_sha256", io::sha256_hex(truth.vp.data(), n * sizeof(float))}}}};
   if (variable_density(cfg)) in.run["data"]["density_sha256"] = io::sha256_hex(in.rho_true.data(), n * sizeof(float));
+  if (!cfg.survey.file.empty()) {  // the survey file's positions (in cells) and receiver counts
+    std::vector<double> g;
+    for (auto const* list : {&survey.source_points, &survey.receiver_points})
+      for (auto const& p : *list) g.insert(g.end(), {p.z, p.x, p.y});
+    for (int c : survey.receiver_count) g.push_back(c);
+    in.run["data"]["survey_sha256"] = io::sha256_hex(g.data(), g.size() * sizeof(double));
+  }
   agree_on(comm, "the configuration or the model (the run's identity)", in.run.dump());
 
   // Observed data from a file: read and checked (shape, geometry, acquisition, finite samples,

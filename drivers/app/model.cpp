@@ -59,16 +59,7 @@ io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm
   out.nz = vm.nz;
   out.nx = vm.nx;
   out.ny = vm.ny;
-  for (int s = 0; s < n_shots; ++s) {
-    out.src_z.push_back(survey.sources[s].z);
-    out.src_x.push_back(survey.sources[s].x);
-    if (vm.ny > 0) out.src_y.push_back(survey.sources[s].y);
-  }
-  for (int r = 0; r < nr; ++r) {
-    out.rec_z.push_back(survey.receivers[r].z);
-    out.rec_x.push_back(survey.receivers[r].x);
-    if (vm.ny > 0) out.rec_y.push_back(survey.receivers[r].y);
-  }
+  set_geometry(out, survey, vm.dh);
   std::vector<Real> w(static_cast<std::size_t>(n_shots) * nt), rec(static_cast<std::size_t>(n_shots) * nt * nr);
   for (int s = 0; s < n_shots; ++s)
     for (int t = 0; t < nt; ++t) w[static_cast<std::size_t>(s) * nt + t] = static_cast<Real>(wavelet[t]);
@@ -111,7 +102,7 @@ int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator c
   // folder) before the model is read: nothing is written until they all pass.
   auto const shape = on_every_rank(comm, [&] { return io::model_shape(cfg.model); });
   io::check_dimension_keys(cfg, shape.dim() == 3);
-  auto const survey = make_survey(cfg, shape.nz, shape.nx, shape.ny);
+  auto const survey = acquisition(cfg, shape);
   core::check_time(cfg.time.dt, cfg.time.nt);
   core::ModelGrid const grid = model_grid(shape);
   core::check_grid(grid, make_pml(cfg), cfg.propagator.order);
@@ -121,7 +112,8 @@ int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator c
   auto const mm = machine_memory(cfg);
   if (opt.dry_run && comm.is_root()) std::printf("%s", memory_table({est}, mm, 1).c_str());
   check_memory({est}, mm, 1);
-  std::vector<RunInput> const inputs{{"--config", cfg.source_path}, {"model.source", cfg.model.source}};
+  std::vector<RunInput> inputs{{"--config", cfg.source_path}, {"model.source", cfg.model.source}};
+  if (!cfg.survey.file.empty()) inputs.push_back({"survey.file", cfg.survey.file});
   if (comm.is_root()) check_output_folder(opt.out, opt.overwrite, false, inputs);
   auto const vm = on_every_rank(comm, [&] { return io::load_velocity(cfg.model); });
   throw_if_stopped("reading the model");

@@ -33,7 +33,7 @@ import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker as mticker  # noqa: E402
 import numpy as np  # noqa: E402
-from ksweep_figures import records_dataset, save_atomic  # noqa: E402
+from ksweep_figures import records_dataset, save_atomic, shot_geometry  # noqa: E402
 from mpl_toolkits.axes_grid1 import make_axes_locatable  # noqa: E402
 
 PROG = "plot_fwi.py"
@@ -170,38 +170,37 @@ def plot_observed(path, out):
         gathers = [np.asarray(dset[k], dtype=np.float64) for k in idx]
         dt = float(f.attrs["dt"])
         dh = float(f.attrs["dh"])
-        rec_x = np.asarray(f["rec_x"], dtype=np.float64)
-        src_x = np.asarray(f["src_x"], dtype=np.float64)
-        src_z = np.asarray(f["src_z"], dtype=np.float64) if "src_z" in f else None
-        if "rec_y" in f:  # 3D: the receiver line nearest the middle shot's source in y
-            rec_y = np.asarray(f["rec_y"])
-            src_y = np.asarray(f["src_y"])
-            ly = rec_y[np.argmin(np.abs(rec_y - src_y[idx[len(idx) // 2]]))]
-            keep = np.flatnonzero(rec_y == ly)
-            gathers = [g[:, keep] for g in gathers]
-            rec_x, nrec = rec_x[keep], len(keep)
-            line_note = f"; the line y = {ly * dh / 1000.0:.3f} km of a 3D patch"
-        else:
-            line_note = ""
-
-    x_km = rec_x * dh / 1000.0
-    clip = float(np.percentile(np.abs(np.stack(gathers)), 98)) or 1.0
+        three = "ny" in f.attrs
+        geometry = [shot_geometry(f, k) for k in idx]
+    # Each shot's receivers (their own spread), sorted along x; in 3D the receiver line nearest
+    # the middle shot's source in y.
+    panels, line_note = [], ""
+    ly = None
+    if three:
+        src, rec = geometry[len(idx) // 2]
+        ly = rec[np.argmin(np.abs(rec[:, 2] - src[2])), 2]
+        line_note = f"; the line y = {ly / 1000.0:.3f} km of a 3D patch"
+    for (src, rec), g in zip(geometry, gathers):
+        keep = np.arange(len(rec))
+        if three:
+            keep = np.flatnonzero(np.abs(rec[:, 2] - ly) <= 1e-6 * dh)
+        keep = keep[np.argsort(rec[keep, 1], kind="stable")]
+        panels.append((src, rec[keep, 1] / 1000.0, g[:, keep]))
+    nrec = max(len(p[1]) for p in panels)
+    clip = float(np.percentile(np.abs(np.concatenate([p[2].ravel() for p in panels])), 98)) or 1.0
     t_max = (nt - 1) * dt
-    order = np.argsort(x_km, kind="stable")
-    xs = x_km[order]
-    uniform = nrec == 1 or (np.all(np.diff(xs) > 0)
-                            and np.allclose(np.diff(xs), (xs[-1] - xs[0]) / (nrec - 1),
-                                            rtol=1e-3, atol=1e-9))
 
     ncol = len(idx)
     fig, axes = plt.subplots(1, ncol, figsize=(3.6 * ncol + 1.6, 6.5), sharey=True,
                              squeeze=False, layout="constrained")
     axes = axes[0]
     im = None
-    for ax, k, g in zip(axes, idx, gathers):
-        g = g[:, order]
+    for ax, k, (src, xs, g) in zip(axes, idx, panels):
+        n = len(xs)
+        uniform = n == 1 or (np.all(np.diff(xs) > 0)
+                             and np.allclose(np.diff(xs), (xs[-1] - xs[0]) / (n - 1), rtol=1e-3, atol=1e-9))
         if uniform:
-            half = 0.5 * (xs[-1] - xs[0]) / (nrec - 1) if nrec > 1 else 0.5 * dh / 1000.0
+            half = 0.5 * (xs[-1] - xs[0]) / (n - 1) if n > 1 else 0.5 * dh / 1000.0
             extent = [xs[0] - half, xs[-1] + half, t_max + 0.5 * dt, -0.5 * dt]
             im = ax.imshow(g, cmap="gray", vmin=-clip, vmax=clip, aspect="auto",
                            extent=extent, interpolation="nearest")
@@ -210,10 +209,9 @@ def plot_observed(path, out):
             im = ax.pcolormesh(xs, t, g, cmap="gray", vmin=-clip, vmax=clip,
                                shading="nearest", rasterized=True)
             ax.set_ylim(t_max, 0.0)
-        sx = src_x[k] * dh / 1000.0
+        sx = src[1] / 1000.0
         ax.axvline(sx, color="C3", lw=0.8, ls="--", alpha=0.7)
-        depth = f", z = {src_z[k] * dh / 1000.0:.3f} km" if src_z is not None else ""
-        ax.set_title(f"shot {k + 1}/{shots}: source x = {sx:.3f} km{depth}", fontsize=9)
+        ax.set_title(f"shot {k + 1}/{shots}: source x = {sx:.3f} km, z = {src[0] / 1000.0:.4f} km", fontsize=9)
         ax.set_xlabel("receiver position x (km)")
     axes[0].set_ylabel("time (s)")
     fig.suptitle(f"observed data ({nrec} receivers{line_note}, {nt} samples, dt = {dt:g} s; "

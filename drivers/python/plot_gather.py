@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from ksweep_figures import records_dataset, save_atomic  # noqa: E402
+from ksweep_figures import records_dataset, save_atomic, shot_geometry  # noqa: E402
 
 
 def main(argv=None):
@@ -33,23 +33,26 @@ def main(argv=None):
             dt = float(f.attrs["dt"])
             dh = float(f.attrs["dh"])
             order = int(f.attrs["order"])
-            rec_x = np.asarray(f["rec_x"], dtype=np.float64)
-            src_x = int(np.asarray(f["src_x"])[args.shot])
+            src, rec = shot_geometry(f, args.shot)
+            gather, nrec = gather[:, :len(rec)], len(rec)
+            rec_x, src_x = rec[:, 1], src[1]
             line = ""
-            if "rec_y" in f:  # 3D: the receiver line (along x) nearest the source in y
-                rec_y = np.asarray(f["rec_y"])
-                src_y = int(np.asarray(f["src_y"])[args.shot])
-                ly = rec_y[np.argmin(np.abs(rec_y - src_y))]
-                keep = np.flatnonzero(rec_y == ly)
+            if "ny" in f.attrs:  # 3D: the receiver line (along x) nearest the source in y
+                rec_y = rec[:, 2]
+                ly = rec_y[np.argmin(np.abs(rec_y - src[2]))]
+                keep = np.flatnonzero(np.abs(rec_y - ly) <= 1e-6 * dh)
                 keep = keep[np.argsort(rec_x[keep], kind="stable")]
                 gather, rec_x, nrec = gather[:, keep], rec_x[keep], len(keep)
-                line = (f"\nreceiver line y = {ly * dh / 1000.0:.3f} km ({nrec} of {len(rec_y)} receivers), "
-                        f"source y = {src_y * dh / 1000.0:.3f} km")
+                line = (f"\nreceiver line y = {ly / 1000.0:.3f} km ({nrec} of {len(rec_y)} receivers), "
+                        f"source y = {src[2] / 1000.0:.3f} km")
+            else:
+                order_x = np.argsort(rec_x, kind="stable")
+                gather, rec_x = gather[:, order_x], rec_x[order_x]
     except (OSError, KeyError, ValueError) as e:
         print(f"plot_gather.py: error: {e}", file=sys.stderr)
         return 1
 
-    x_km = rec_x * dh / 1000.0
+    x_km = rec_x / 1000.0
     clip = float(np.percentile(np.abs(gather), 98)) or 1.0
     t_max = (nt - 1) * dt
     if nrec > 1:
@@ -63,7 +66,7 @@ def main(argv=None):
                    interpolation="nearest")
     ax.set_xlabel("receiver position x (km)")
     ax.set_ylabel("time (s)")
-    ax.set_title(f"shot {args.shot} of {shots}: source at x = {src_x * dh / 1000.0:.3f} km, "
+    ax.set_title(f"shot {args.shot} of {shots}: source at x = {src_x / 1000.0:.3f} km, "
                  f"order {order}, dt = {dt:g} s{line}", fontsize=10)
     cbar = fig.colorbar(im, ax=ax)
     cbar.set_label("amplitude (clipped at 98th percentile of |data|)")

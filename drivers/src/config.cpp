@@ -55,8 +55,8 @@ std::string join(std::vector<std::string> const& items) {
 }
 
 std::vector<std::string> const& section_names() {
-  static std::vector<std::string> const names{"model",      "time",    "wavelet", "shots", "receivers",
-                                              "propagator", "storage", "fwi",     "output"};
+  static std::vector<std::string> const names{"model",      "time",    "wavelet", "shots",  "receivers",
+                                              "propagator", "storage", "fwi",     "output", "survey"};
   return names;
 }
 
@@ -465,6 +465,11 @@ Config build(toml::table root, std::string const& origin, std::vector<std::strin
     r.get("segy", c.output.segy);
     r.finish();
   }
+  {
+    SectionReader r(section("survey"), "survey", origins);
+    r.get("file", c.survey.file);
+    r.finish();
+  }
   for (auto const& [name, node] : root)
     if (auto const* t = node.as_table())
       for (auto const& [k, v] : *t) {
@@ -734,6 +739,7 @@ nlohmann::json config_to_json(Config const& c) {
                      {"batch", c.propagator.batch},
                      {"schedule", c.propagator.schedule}};
   if (c.model.units != "m/s") j["model"]["units"] = c.model.units;  // recorded only when set, as below
+  if (!c.survey.file.empty()) j["survey"] = {{"file", c.survey.file}};
   // Variable density's keys are recorded only with it, so that constant-density runs keep their
   // identity (summary.json, checkpoints) unchanged.
   if (c.propagator.physics != "acoustic") {

@@ -5,18 +5,44 @@
 #include <ksweep/io/atomic_file.hpp>
 #include <ksweep/io/config.hpp>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #if KSWEEP_ENABLE_HDF5
 #include <hdf5.h>
 
 #include <array>
-#include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <limits>
 #include <system_error>
 #endif
 
 namespace ksweep::io {
+
+long node_index(double metres, double dh) {
+  double const c = metres / dh;
+  double const i = std::round(c);
+  return std::abs(c - i) <= 1e-9 * std::max(1.0, std::abs(c)) && i >= 0 && i <= std::numeric_limits<int>::max()
+             ? static_cast<long>(i)
+             : -1;
+}
+
+bool RecordsFile::shared_spread() const {
+  for (int s = 0; s < shots; ++s) {
+    if (rec_count[static_cast<std::size_t>(s)] != receivers) return false;
+    for (int i = 0; i < receivers; ++i)
+      if (rec_pos[static_cast<std::size_t>(s) * receivers + i] != rec_pos[static_cast<std::size_t>(i)]) return false;
+  }
+  return true;
+}
+
+bool RecordsFile::on_grid() const {
+  for (auto const* list : {&src_pos, &rec_pos})
+    for (auto const& p : *list)
+      if (node_index(p.z, dh) < 0 || node_index(p.x, dh) < 0 || node_index(p.y, dh) < 0) return false;
+  return true;
+}
 
 #if KSWEEP_ENABLE_HDF5
 
@@ -247,21 +273,44 @@ void write_records(fs::path const& path, RecordsFile const& r) {
   std::size_t const n =
       static_cast<std::size_t>(r.shots) * static_cast<std::size_t>(r.nt) * static_cast<std::size_t>(r.receivers);
   check_size("records data", r.data.size(), n, path);
-  check_size("src_z", r.src_z.size(), static_cast<std::size_t>(r.shots), path);
-  check_size("src_x", r.src_x.size(), static_cast<std::size_t>(r.shots), path);
-  check_size("rec_z", r.rec_z.size(), static_cast<std::size_t>(r.receivers), path);
-  check_size("rec_x", r.rec_x.size(), static_cast<std::size_t>(r.receivers), path);
-  if (r.ny > 0) {
-    check_size("src_y", r.src_y.size(), static_cast<std::size_t>(r.shots), path);
-    check_size("rec_y", r.rec_y.size(), static_cast<std::size_t>(r.receivers), path);
-  }
+  check_size("src_pos", r.src_pos.size(), static_cast<std::size_t>(r.shots), path);
+  check_size("rec_pos", r.rec_pos.size(), static_cast<std::size_t>(r.shots) * r.receivers, path);
+  check_size("rec_count", r.rec_count.size(), static_cast<std::size_t>(r.shots), path);
+  auto flat = [](std::vector<Position> const& p) {
+    std::vector<double> out;
+    for (auto const& q : p) out.insert(out.end(), {q.z, q.x, q.y});
+    return out;
+  };
+  std::vector<double> const src = flat(r.src_pos), rec = flat(r.rec_pos);
+  // Cell datasets of a shared spread on grid nodes (the layout of files without the metres).
+  bool const cells = r.shared_spread() && r.on_grid();
+  auto cell = [&](std::vector<Position> const& p, std::size_t n_points, double Position::*axis) {
+    std::vector<int> out;
+    for (std::size_t i = 0; i < n_points; ++i) out.push_back(static_cast<int>(node_index(p[i].*axis, r.dh)));
+    return out;
+  };
+  std::size_t const ns = static_cast<std::size_t>(r.shots), nr = static_cast<std::size_t>(r.receivers);
   write_atomic(path, [&](hid_t file, fs::path const& where) {
     write_dataset<3>(file, where, "data", {to_hsize(r.shots), to_hsize(r.nt), to_hsize(r.receivers)}, H5T_IEEE_F32LE,
                      H5T_NATIVE_FLOAT, r.data.data());
-    write_dataset<1>(file, where, "src_z", {to_hsize(r.shots)}, H5T_STD_I32LE, H5T_NATIVE_INT, r.src_z.data());
-    write_dataset<1>(file, where, "src_x", {to_hsize(r.shots)}, H5T_STD_I32LE, H5T_NATIVE_INT, r.src_x.data());
-    write_dataset<1>(file, where, "rec_z", {to_hsize(r.receivers)}, H5T_STD_I32LE, H5T_NATIVE_INT, r.rec_z.data());
-    write_dataset<1>(file, where, "rec_x", {to_hsize(r.receivers)}, H5T_STD_I32LE, H5T_NATIVE_INT, r.rec_x.data());
+    write_dataset<2>(file, where, "src_pos", {to_hsize(r.shots), 3}, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, src.data());
+    write_dataset<3>(file, where, "rec_pos", {to_hsize(r.shots), to_hsize(r.receivers), 3}, H5T_IEEE_F64LE,
+                     H5T_NATIVE_DOUBLE, rec.data());
+    write_dataset<1>(file, where, "rec_count", {to_hsize(r.shots)}, H5T_STD_I32LE, H5T_NATIVE_INT, r.rec_count.data());
+    if (cells) {
+      auto put = [&](char const* name, std::vector<Position> const& p, std::size_t count, double Position::*axis) {
+        auto const v = cell(p, count, axis);
+        write_dataset<1>(file, where, name, {static_cast<hsize_t>(count)}, H5T_STD_I32LE, H5T_NATIVE_INT, v.data());
+      };
+      put("src_z", r.src_pos, ns, &Position::z);
+      put("src_x", r.src_pos, ns, &Position::x);
+      put("rec_z", r.rec_pos, nr, &Position::z);
+      put("rec_x", r.rec_pos, nr, &Position::x);
+      if (r.ny > 0) {
+        put("src_y", r.src_pos, ns, &Position::y);
+        put("rec_y", r.rec_pos, nr, &Position::y);
+      }
+    }
     write_double(file, where, "dt", r.dt);
     write_double(file, where, "dh", r.dh);
     write_int(file, where, "order", r.order);
@@ -269,11 +318,7 @@ void write_records(fs::path const& path, RecordsFile const& r) {
     write_double(file, where, "delay", r.delay);
     write_int(file, where, "nz", r.nz);
     write_int(file, where, "nx", r.nx);
-    if (r.ny > 0) {
-      write_dataset<1>(file, where, "src_y", {to_hsize(r.shots)}, H5T_STD_I32LE, H5T_NATIVE_INT, r.src_y.data());
-      write_dataset<1>(file, where, "rec_y", {to_hsize(r.receivers)}, H5T_STD_I32LE, H5T_NATIVE_INT, r.rec_y.data());
-      write_int(file, where, "ny", r.ny);
-    }
+    if (r.ny > 0) write_int(file, where, "ny", r.ny);
   });
 }
 
@@ -285,10 +330,6 @@ RecordsFile read_records(fs::path const& path, bool values) {
   r.shots = static_cast<int>(dims[0]);
   r.nt = static_cast<int>(dims[1]);
   r.receivers = static_cast<int>(dims[2]);
-  r.src_z = read_ints(file.get(), path, "src_z", dims[0], "one per shot");
-  r.src_x = read_ints(file.get(), path, "src_x", dims[0], "one per shot");
-  r.rec_z = read_ints(file.get(), path, "rec_z", dims[2], "one per receiver");
-  r.rec_x = read_ints(file.get(), path, "rec_x", dims[2], "one per receiver");
   r.dt = read_double(file.get(), path, "dt");
   r.dh = read_double(file.get(), path, "dh");
   r.order = read_int(file.get(), path, "order");
@@ -296,10 +337,45 @@ RecordsFile read_records(fs::path const& path, bool values) {
   r.delay = read_double(file.get(), path, "delay");
   r.nz = read_int(file.get(), path, "nz");
   r.nx = read_int(file.get(), path, "nx");
-  if (H5Aexists(file.get(), "ny") > 0) {  // 3D records
-    r.ny = read_int(file.get(), path, "ny");
-    r.src_y = read_ints(file.get(), path, "src_y", dims[0], "one per shot");
-    r.rec_y = read_ints(file.get(), path, "rec_y", dims[2], "one per receiver");
+  if (H5Aexists(file.get(), "ny") > 0) r.ny = read_int(file.get(), path, "ny");
+  std::size_t const ns = dims[0], nr = dims[2];
+  if (H5Lexists(file.get(), "rec_pos", H5P_DEFAULT) > 0) {
+    std::vector<hsize_t> d;
+    auto const src = read_dataset<double>(file.get(), path, "src_pos", 2, H5T_NATIVE_DOUBLE, d);
+    KSWEEP_REQUIRE(d[0] == ns && d[1] == 3, "dataset 'src_pos' in " << shown_path(path) << " is [" << d[0] << "]["
+                                                                    << d[1] << "], expected [" << ns
+                                                                    << "][3] (z, x, y of each shot's source)");
+    auto const rec = read_dataset<double>(file.get(), path, "rec_pos", 3, H5T_NATIVE_DOUBLE, d);
+    KSWEEP_REQUIRE(d[0] == ns && d[1] == nr && d[2] == 3,
+                   "dataset 'rec_pos' in " << shown_path(path) << " is [" << d[0] << "][" << d[1] << "][" << d[2]
+                                           << "], expected [" << ns << "][" << nr << "][3]");
+    for (std::size_t i = 0; i < ns; ++i) r.src_pos.push_back({src[3 * i], src[3 * i + 1], src[3 * i + 2]});
+    for (std::size_t i = 0; i < ns * nr; ++i) r.rec_pos.push_back({rec[3 * i], rec[3 * i + 1], rec[3 * i + 2]});
+    r.rec_count = read_ints(file.get(), path, "rec_count", ns, "one per shot");
+    for (std::size_t s = 0; s < ns; ++s)
+      KSWEEP_REQUIRE(r.rec_count[s] >= 1 && r.rec_count[s] <= r.receivers,
+                     "dataset 'rec_count' in " << shown_path(path) << " gives shot " << s << " " << r.rec_count[s]
+                                               << " receivers: it must be in [1, " << r.receivers << "]");
+    for (auto const* list : {&r.src_pos, &r.rec_pos})
+      for (auto const& p : *list)
+        KSWEEP_REQUIRE(std::isfinite(p.z) && std::isfinite(p.x) && std::isfinite(p.y),
+                       "records file " << shown_path(path) << " holds a non-finite position (" << p.z << ", " << p.x
+                                       << ", " << p.y << ") m");
+  } else {  // cells of one shared spread
+    auto const sz = read_ints(file.get(), path, "src_z", ns, "one per shot");
+    auto const sx = read_ints(file.get(), path, "src_x", ns, "one per shot");
+    auto const rz = read_ints(file.get(), path, "rec_z", nr, "one per receiver");
+    auto const rx = read_ints(file.get(), path, "rec_x", nr, "one per receiver");
+    std::vector<int> sy(ns, 0), ry(nr, 0);
+    if (r.ny > 0) {
+      sy = read_ints(file.get(), path, "src_y", ns, "one per shot");
+      ry = read_ints(file.get(), path, "rec_y", nr, "one per receiver");
+    }
+    for (std::size_t s = 0; s < ns; ++s) {
+      r.src_pos.push_back({sz[s] * r.dh, sx[s] * r.dh, sy[s] * r.dh});
+      for (std::size_t i = 0; i < nr; ++i) r.rec_pos.push_back({rz[i] * r.dh, rx[i] * r.dh, ry[i] * r.dh});
+    }
+    r.rec_count.assign(ns, r.receivers);
   }
   KSWEEP_REQUIRE(std::isfinite(r.dt) && r.dt > 0,
                  "records file " << shown_path(path) << " has dt = " << r.dt << ": it must be > 0");

@@ -420,19 +420,19 @@ void write_records_segy(fs::path const& path, RecordsFile const& r, bool little_
   bool const three = r.ny > 0;
   Writer w(path, r.nt, r.dt * 1e6, little_endian, records_text(r));
   for (int s = 0; s < r.shots; ++s) {
-    double const sx = r.src_x[s] * r.dh, sz = r.src_z[s] * r.dh, sy = three ? r.src_y[s] * r.dh : 0.0;
+    Position const& src = r.src_pos[static_cast<std::size_t>(s)];
     segy_set_field(w.header(), SEGY_TR_FIELD_RECORD, s + 1);
     segy_set_field(w.header(), SEGY_TR_ENERGY_SOURCE_POINT, s + 1);
-    segy_set_field(w.header(), SEGY_TR_SOURCE_X, scaled(sx, "source x", path));
-    segy_set_field(w.header(), SEGY_TR_SOURCE_Y, scaled(sy, "source y", path));
-    segy_set_field(w.header(), SEGY_TR_SOURCE_DEPTH, scaled(sz, "source depth", path));
-    for (int k = 0; k < r.receivers; ++k) {
-      double const gx = r.rec_x[k] * r.dh, gz = r.rec_z[k] * r.dh, gy = three ? r.rec_y[k] * r.dh : 0.0;
+    segy_set_field(w.header(), SEGY_TR_SOURCE_X, scaled(src.x, "source x", path));
+    segy_set_field(w.header(), SEGY_TR_SOURCE_Y, scaled(three ? src.y : 0.0, "source y", path));
+    segy_set_field(w.header(), SEGY_TR_SOURCE_DEPTH, scaled(src.z, "source depth", path));
+    for (int k = 0; k < r.rec_count[static_cast<std::size_t>(s)]; ++k) {
+      Position const& g = r.rec_pos[static_cast<std::size_t>(s) * r.receivers + k];
       segy_set_field(w.header(), SEGY_TR_NUMBER_ORIG_FIELD, k + 1);
-      segy_set_field(w.header(), SEGY_TR_GROUP_X, scaled(gx, "receiver x", path));
-      segy_set_field(w.header(), SEGY_TR_GROUP_Y, scaled(gy, "receiver y", path));
-      segy_set_field(w.header(), SEGY_TR_RECV_GROUP_ELEV, scaled(-gz, "receiver depth", path));
-      segy_set_field(w.header(), SEGY_TR_OFFSET, static_cast<std::int32_t>(std::lround(gx - sx)));
+      segy_set_field(w.header(), SEGY_TR_GROUP_X, scaled(g.x, "receiver x", path));
+      segy_set_field(w.header(), SEGY_TR_GROUP_Y, scaled(three ? g.y : 0.0, "receiver y", path));
+      segy_set_field(w.header(), SEGY_TR_RECV_GROUP_ELEV, scaled(-g.z, "receiver depth", path));
+      segy_set_field(w.header(), SEGY_TR_OFFSET, static_cast<std::int32_t>(std::lround(g.x - src.x)));
       w.trace(r.data.data() + static_cast<std::size_t>(s) * r.nt * r.receivers + k,
               static_cast<std::size_t>(r.receivers));
     }
@@ -440,7 +440,8 @@ void write_records_segy(fs::path const& path, RecordsFile const& r, bool little_
   w.finish();
 }
 
-RecordsFile read_records_segy(fs::path const& path, double dh, int ny, bool values) {
+RecordsFile read_records_segy(fs::path const& path, double dh, int ny, bool values,
+                              std::optional<Position> const& model_end) {
   std::string const what = "SEG-Y file";
   std::string const name = what + " " + shown_path(path);
   Opened o = open_segy(path, what);
@@ -458,78 +459,56 @@ RecordsFile read_records_segy(fs::path const& path, double dh, int ny, bool valu
     if (segy_read_textheader(o.file.get(), text) == SEGY_OK) parse_records_text(text, r);
   }
   bool const three = ny > 0;
-  // A position in metres as a grid cell; positions off the grid are not supported (yet).
-  auto cell = [&](double metres, int trace, char const* header) {
-    double const c = metres / dh;
-    long const i = std::lround(c);
-    KSWEEP_REQUIRE(std::abs(c - static_cast<double>(i)) * dh <= 1e-3,
-                   name << ": trace " << trace + 1 << ": " << header << " = " << metres
-                        << " m is not on the grid of dh = " << dh << " m (nearest node " << i * dh
-                        << " m): off-grid positions are not supported");
-    KSWEEP_REQUIRE(metres >= 0 && i <= std::numeric_limits<int>::max(),
-                   name << ": trace " << trace + 1 << ": " << header << " = " << metres
-                        << " m lies outside the model (positions are metres from its origin, >= 0)");
-    return static_cast<int>(i);
+  // A coordinate in metres, inside the model when its far corner is known.
+  auto coordinate = [&](double metres, int trace, char const* header, double end) {
+    KSWEEP_REQUIRE(metres >= 0 && (end < 0 || metres <= end * (1 + 1e-12)),
+                   name << ": trace " << trace + 1 << ": " << header << " = " << metres << " m lies outside the model "
+                        << (end < 0 ? std::string("(positions are metres from its origin, >= 0)")
+                                    : "[0, " + std::to_string(end) + "] m"));
+    return metres;
   };
-  struct Point {
-    int z, y, x;
-    bool operator==(Point const& o) const { return z == o.z && y == o.y && x == o.x; }
-  };
+  double const end_z = model_end ? model_end->z : -1, end_x = model_end ? model_end->x : -1,
+               end_y = model_end ? model_end->y : -1;
   std::vector<int> shot_of_trace(static_cast<std::size_t>(o.layout.traces));
   std::vector<std::int32_t> fldr_seen;
-  std::vector<Point> sources, spread;
+  std::vector<std::vector<Position>> spreads;
   std::vector<int> first_trace;
   char th[kTraceHeaderBytes];
-  int in_shot = 0;
   for (int i = 0; i < o.layout.traces; ++i) {
     trace_header(o, i, th, name);
     std::int32_t const f = field(th, SEGY_TR_FIELD_RECORD);
     std::int32_t const scalco = field(th, SEGY_TR_SOURCE_GROUP_SCALAR), scalel = field(th, SEGY_TR_ELEV_SCALAR);
-    Point const src{cell(apply_scalar(field(th, SEGY_TR_SOURCE_DEPTH), scalel), i, "sdepth (byte 49)"),
-                    three ? cell(apply_scalar(field(th, SEGY_TR_SOURCE_Y), scalco), i, "sy (byte 77)") : 0,
-                    cell(apply_scalar(field(th, SEGY_TR_SOURCE_X), scalco), i, "sx (byte 73)")};
-    Point const rec{cell(-apply_scalar(field(th, SEGY_TR_RECV_GROUP_ELEV), scalel), i, "-gelev (byte 41)"),
-                    three ? cell(apply_scalar(field(th, SEGY_TR_GROUP_Y), scalco), i, "gy (byte 85)") : 0,
-                    cell(apply_scalar(field(th, SEGY_TR_GROUP_X), scalco), i, "gx (byte 81)")};
+    Position const src{
+        coordinate(apply_scalar(field(th, SEGY_TR_SOURCE_DEPTH), scalel), i, "sdepth (byte 49)", end_z),
+        coordinate(apply_scalar(field(th, SEGY_TR_SOURCE_X), scalco), i, "sx (byte 73)", end_x),
+        three ? coordinate(apply_scalar(field(th, SEGY_TR_SOURCE_Y), scalco), i, "sy (byte 77)", end_y) : 0.0};
+    Position const rec{
+        coordinate(-apply_scalar(field(th, SEGY_TR_RECV_GROUP_ELEV), scalel), i, "-gelev (byte 41)", end_z),
+        coordinate(apply_scalar(field(th, SEGY_TR_GROUP_X), scalco), i, "gx (byte 81)", end_x),
+        three ? coordinate(apply_scalar(field(th, SEGY_TR_GROUP_Y), scalco), i, "gy (byte 85)", end_y) : 0.0};
     if (fldr_seen.empty() || f != fldr_seen.back()) {
       KSWEEP_REQUIRE(std::find(fldr_seen.begin(), fldr_seen.end(), f) == fldr_seen.end(),
                      name << ": trace " << i + 1 << " has fldr (byte 9) = " << f
                           << ", a shot whose traces came earlier: the traces of each shot must be consecutive");
-      KSWEEP_REQUIRE(fldr_seen.empty() || in_shot == static_cast<int>(spread.size()),
-                     name << ": shot fldr = " << fldr_seen.back() << " has " << in_shot
-                          << " traces, the first shot has " << spread.size()
-                          << ": every shot must record the same receivers");
       fldr_seen.push_back(f);
-      sources.push_back(src);
+      r.src_pos.push_back(src);
       first_trace.push_back(i);
-      in_shot = 0;
+      spreads.emplace_back();
     }
-    KSWEEP_REQUIRE(src == sources.back(), name << ": trace " << i + 1 << " (shot fldr = " << f
-                                               << ") has another source position than the shot's first trace "
-                                               << first_trace.back() + 1 << " (bytes 49, 73, 77)");
-    if (fldr_seen.size() == 1) {
-      spread.push_back(rec);
-    } else {
-      KSWEEP_REQUIRE(in_shot < static_cast<int>(spread.size()) && rec == spread[static_cast<std::size_t>(in_shot)],
-                     name << ": trace " << i + 1 << " (shot fldr = " << f << ", receiver " << in_shot + 1
-                          << ") is not at the position of the first shot's receiver " << in_shot + 1
-                          << " (bytes 41, 81, 85): ksweep inverts surveys whose shots share one receiver spread");
-    }
+    KSWEEP_REQUIRE(src == r.src_pos.back(), name << ": trace " << i + 1 << " (shot fldr = " << f
+                                                 << ") has another source position than the shot's first trace "
+                                                 << first_trace.back() + 1 << " (bytes 49, 73, 77)");
+    spreads.back().push_back(rec);
     shot_of_trace[static_cast<std::size_t>(i)] = static_cast<int>(fldr_seen.size()) - 1;
-    ++in_shot;
   }
-  KSWEEP_REQUIRE(!sources.empty() && in_shot == static_cast<int>(spread.size()),
-                 name << ": the last shot has " << in_shot << " traces, the first shot has " << spread.size()
-                      << ": every shot must record the same receivers");
-  r.shots = static_cast<int>(sources.size());
-  r.receivers = static_cast<int>(spread.size());
-  for (auto const& p : sources) {
-    r.src_z.push_back(p.z), r.src_x.push_back(p.x);
-    if (three) r.src_y.push_back(p.y);
-  }
-  for (auto const& p : spread) {
-    r.rec_z.push_back(p.z), r.rec_x.push_back(p.x);
-    if (three) r.rec_y.push_back(p.y);
+  KSWEEP_REQUIRE(!spreads.empty(), name << " holds no trace");
+  r.shots = static_cast<int>(spreads.size());
+  r.receivers = 0;
+  for (auto const& sp : spreads) r.receivers = std::max(r.receivers, static_cast<int>(sp.size()));
+  for (auto const& sp : spreads) {
+    r.rec_count.push_back(static_cast<int>(sp.size()));
+    for (int k = 0; k < r.receivers; ++k)
+      r.rec_pos.push_back(k < static_cast<int>(sp.size()) ? sp[static_cast<std::size_t>(k)] : sp.back());
   }
   if (!values) return r;
   r.data.assign(

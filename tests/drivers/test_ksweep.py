@@ -584,6 +584,64 @@ def case_segy():
     print("segy: ok")
 
 
+def case_survey():
+    """A survey from a file: a towed streamer (the spread moves with the source, fewer receivers
+    in later shots, sources 10 m and receivers 7.5 m deep, off the 25 m grid) from CSV; `ksweep
+    model` writes its geometry in metres to observed.h5 and observed.segy; `ksweep fwi` from the
+    SEG-Y alone (the survey from its trace headers) and from observed.h5 with the CSV give the same
+    bits; a position outside the model is refused naming the file's line."""
+    import segyio
+    cfg = write_config("survey.toml")
+    csv = os.path.join(WORK, "streamer.csv")
+    counts = [60 - 4 * k for k in range(6)]
+    rows = ["shot,src_x,src_z,rec_x,rec_z"]
+    for k, n in enumerate(counts):
+        sx = 400.0 + 300.0 * k
+        rows += [f"{101 + k},{sx},10,{sx + 100.0 + 12.5 * i},7.5" for i in range(n)]
+    with open(csv, "w") as f:
+        f.write("\n".join(rows) + "\n")
+    out = fresh("survey_model")
+    r = ksweep(["model", "-c", cfg, "-o", out, "--set", f'survey.file="{csv}"', "--set", "output.segy=true"])
+    if "survey.file replaces" not in r.stderr:
+        fail(f"no warning that survey.file replaces [shots] and [receivers]:\n{r.stderr}")
+    h5 = os.path.join(out, "observed.h5")
+    sgy = os.path.join(out, "observed.segy")
+    with h5py.File(h5, "r") as f:
+        data, rec_pos, src_pos = f["data"][...], f["rec_pos"][...], f["src_pos"][...]
+        rec_count = f["rec_count"][...]
+        if "rec_x" in f:
+            fail("observed.h5 of a moving spread holds the cell datasets of a shared spread")
+    if list(rec_count) != counts or data.shape[2] != max(counts):
+        fail(f"observed.h5: rec_count {list(rec_count)}, data {data.shape}; expected {counts}")
+    if not np.array_equal(src_pos[:, 0], np.full(6, 10.0)) or rec_pos[5, counts[5] - 1, 1] != 1900 + 100 + 12.5 * 39:
+        fail(f"observed.h5 geometry: sources {src_pos[:, :2]}, last receiver {rec_pos[5, counts[5] - 1]}")
+    for k, n in enumerate(counts):
+        if np.any(data[k, :, n:] != 0) or not np.any(data[k, :, :n]):
+            fail(f"shot {k}: its {n} receivers must record and its padding slots stay zero")
+    with segyio.open(sgy, ignore_geometry=True) as s:
+        if s.tracecount != sum(counts):
+            fail(f"observed.segy holds {s.tracecount} traces, expected {sum(counts)}")
+        depth = s.attributes(segyio.TraceField.SourceDepth)[:]
+        gx = s.attributes(segyio.TraceField.GroupX)[:]
+        if not np.all(depth == 10000) or gx[counts[0]] != round((700.0 + 100.0) * 1000):
+            fail(f"observed.segy headers: sdepth {depth[:3]}, gx of shot 2's first trace {gx[counts[0]]}")
+    runs = []
+    for obs, extra in ((sgy, []), (h5, ["--set", f'survey.file="{csv}"'])):
+        o = fresh("survey_fwi_" + os.path.basename(obs).replace(".", "_"))
+        ksweep(["fwi", "-c", cfg, "-o", o, "--set", f'fwi.observed="{obs}"', "--set", "fwi.iterations=2"] + extra)
+        runs.append([(it["loss"], it["rmse"]) for it in history(o)])
+    if runs[0] != runs[1]:
+        fail(f"fwi from observed.segy's headers differs from fwi from observed.h5 with the CSV: {runs}")
+    if not runs[0][1][0] < runs[0][0][0]:
+        fail(f"the loss did not decrease: {runs[0]}")
+    bad = os.path.join(WORK, "outside.csv")
+    with open(bad, "w") as f:
+        f.write("\n".join(rows[:5] + ["106,1900,10,3100,7.5"]) + "\n")
+    run_error(["model", "-c", cfg, "-o", fresh("survey_bad"), "--set", f'survey.file="{bad}"'],
+              ["outside.csv", "line 6", "rec_x = 3100 m lies outside the model"])
+    print(f"survey: ok (losses {runs[0]})")
+
+
 def case_density():
     """Variable density in the program: a density from Gardner's relation, vp and rho inverted;
     every output carries both; 2 ranks and a resumed run give the same bits; bad densities are
@@ -1254,7 +1312,7 @@ def case_memory_estimate():
 if __name__ == "__main__":
     os.makedirs(WORK, exist_ok=True)
     {"model": case_model, "ranks": case_ranks, "schedules": case_schedules, "resume": case_resume, "converges": case_converges,
-     "three_d": case_three_d, "density": case_density, "segy": case_segy,
+     "three_d": case_three_d, "density": case_density, "segy": case_segy, "survey": case_survey,
      "bad_inputs": case_bad_inputs, "outputs": case_outputs, "resume_checks": case_resume_checks,
      "numerics": case_numerics, "disk_full": case_disk_full, "disk_full_tmpfs": case_disk_full_tmpfs, "signals": case_signals,
      "memory": case_memory, "memory_estimate": case_memory_estimate}[sys.argv[4]]()

@@ -146,6 +146,13 @@ struct FwiSection {
 };
 
 /// The complete, validated configuration.
+/// [survey]: the acquisition from a file (io/survey.hpp): a CSV table of traces or a SEG-Y
+/// file's trace headers, positions in metres. Empty: the [shots] and [receivers] keys lay it out
+/// (or, for fwi, a SEG-Y fwi.observed's headers).
+struct SurveySection {
+  std::string file;
+};
+
 /// [output]: extra output formats.
 struct OutputSection {
   /// `ksweep model` writes observed.segy (SEG-Y rev 1 shot gathers, ksweep/io/segy.hpp) beside
@@ -159,6 +166,7 @@ struct Config {
   WaveletSection wavelet;
   ShotsSection shots;
   ReceiversSection receivers;
+  SurveySection survey;
   PropagatorSection propagator;
   StorageSection storage;
   FwiSection fwi;

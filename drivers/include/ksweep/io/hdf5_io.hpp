@@ -12,33 +12,48 @@
 
 namespace ksweep::io {
 
-/// Shot records with their acquisition geometry (one source per shot, one receiver line
-/// shared by all shots).
+/// A position in metres from the model's origin: z down, x along the model, y across (0 in
+/// 2D). Cell (iz, ix, iy) of a grid of spacing dh is the position (iz dh, ix dh, iy dh).
+struct Position {
+  double z = 0;
+  double x = 0;
+  double y = 0;
+  bool operator==(Position const& o) const { return z == o.z && x == o.x && y == o.y; }
+  bool operator!=(Position const& o) const { return !(*this == o); }
+};
+
+/// Shot records with their acquisition geometry: one source per shot, and each shot's own
+/// receivers (a spread shared by all shots, or one that moves from shot to shot), anywhere in the
+/// model. A shot with fewer receivers than `receivers` fills its first rec_count[s] slots; the
+/// rest are padding (zero samples, positions not read).
 struct RecordsFile {
   /// float32 [shots][nt][receivers].
   std::vector<float> data;
   int shots = 0;
   int nt = 0;
-  int receivers = 0;
+  int receivers = 0;  ///< receiver slots per shot: the most any shot has
   double dt = 0;
   double dh = 0;
   int order = 0;
-  /// Source cell per shot (size shots).
-  std::vector<int> src_z;
-  std::vector<int> src_x;
-  /// Receiver cell per receiver (size receivers).
-  std::vector<int> rec_z;
-  std::vector<int> rec_x;
+  std::vector<Position> src_pos;  ///< [shot]
+  std::vector<Position> rec_pos;  ///< [shot * receivers + i]
+  std::vector<int> rec_count;     ///< [shot]: receivers of the shot (<= receivers)
   double freq = 0;
   double delay = 0;
-  /// Size of the model grid the records were made on.
+  /// Size of the model grid the records were made on (ny: 0 for 2D records).
   int nz = 0;
   int nx = 0;
-  /// 3D: cells along y (0 for 2D records) and the y cells of the sources and receivers (empty in 2D).
   int ny = 0;
-  std::vector<int> src_y;
-  std::vector<int> rec_y;
+
+  /// Whether every shot records the same receivers (count and positions).
+  bool shared_spread() const;
+  /// Whether every position lies on a node of spacing dh (within 1e-9 dh).
+  bool on_grid() const;
 };
+
+/// A position's cell index along one axis when it lies on a node of spacing dh (within 1e-9 of
+/// a cell), else -1.
+long node_index(double metres, double dh);
 
 /// One named float32 image [n0][n1] (row-major), or a volume [n0][n1][n2] when n2 > 0.
 struct Dataset {
@@ -49,13 +64,16 @@ struct Dataset {
   int n2 = 0;
 };
 
-/// Writes dataset "data" (float32 [shots][nt][receivers]), int32 datasets src_z, src_x,
-/// rec_z, rec_x (and src_y, rec_y in 3D) and file attributes dt, dh, order, freq, delay, nz, nx
-/// (and ny in 3D).
+/// Writes dataset "data" (float32 [shots][nt][receivers]), the geometry as float64 datasets
+/// src_pos [shots][3] and rec_pos [shots][receivers][3] (metres: z, x, y) with int32 rec_count
+/// [shots], and file attributes dt, dh, order, freq, delay, nz, nx (and ny in 3D). When every shot
+/// shares one spread on grid nodes, also int32 cell datasets src_z, src_x, rec_z, rec_x (and
+/// src_y, rec_y in 3D), as files before the metre datasets held it.
 void write_records(std::filesystem::path const& path, RecordsFile const& records);
 
-/// Reads a file written by write_records, checking ranks and sizes; with `values` false, all
-/// but the samples (`data` stays empty): the shape, geometry and attributes, cheaply.
+/// Reads a file written by write_records (or one with the cell datasets alone), checking ranks
+/// and sizes; with `values` false, all but the samples (`data` stays empty): the shape, geometry
+/// and attributes, cheaply.
 RecordsFile read_records(std::filesystem::path const& path, bool values = true);
 
 /// Writes `vp` as float32 dataset `dataset` [nz][nx] ([nz][ny][nx] when ny > 0) and the file

@@ -23,6 +23,7 @@
 /// metres from the model's origin (x = ix dh, z = iz dh, y = iy dh).
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,19 +58,22 @@ VelocityModel read_segy_model(std::filesystem::path const& path, double dh, doub
 /// models, informative only). Throws ksweep::Error.
 void write_segy_model(std::filesystem::path const& path, std::vector<float> const& values, int nz, int nx, double dh);
 
-/// Writes shot records as SEG-Y gathers: for each shot, one trace per receiver, the geometry
-/// in metres (cells times records.dh) in the fields above. `little_endian` writes the
+/// Writes shot records as SEG-Y gathers: for each shot, one trace per receiver of the shot
+/// (rec_count), the geometry in metres (millimetre precision) in the fields above. `little_endian` writes the
 /// byte-swapped variant (SEG-Y rev 2 allows it; for tests of the reader). Throws ksweep::Error.
 void write_records_segy(std::filesystem::path const& path, RecordsFile const& records, bool little_endian = false);
 
 /// Reads shot gathers written as by write_records_segy (or by other programs with the same
-/// fields): traces grouped into shots by fldr, in file order; every shot must have the same
-/// receivers (a spread shared by all shots), and every position must fall on a grid node of
-/// spacing `dh` (within a millimetre). `ny` is 0 for a 2D model. The wavelet and order
-/// attributes (freq, delay, order, nz, nx) are read back from ksweep's cards of the textual header
-/// when present, else left NaN / 0 (unknown). With `values` false, `data` stays empty.
-/// Throws ksweep::Error naming the file, the trace and the header field.
-RecordsFile read_records_segy(std::filesystem::path const& path, double dh, int ny, bool values = true);
+/// fields): traces grouped into shots by fldr, in file order; each shot has its own receivers
+/// (any number, at any position: a spread shared by all shots or one that moves), positions in
+/// metres from the scaled coordinates. `ny` is 0 for a 2D model. With `model_end` (the model's
+/// far corner in metres, ((nz-1) dh, (nx-1) dh, (ny-1) dh)), a position outside the model is an
+/// error naming the trace and the header field. The wavelet and order attributes (freq, delay,
+/// order, nz, nx) are read back from ksweep's cards of the textual header when present, else left
+/// NaN / 0 (unknown). With `values` false, `data` stays empty. Throws ksweep::Error naming the
+/// file, the trace and the header field.
+RecordsFile read_records_segy(std::filesystem::path const& path, double dh, int ny, bool values = true,
+                              std::optional<Position> const& model_end = std::nullopt);
 
 /// True when `path` ends in .sgy or .segy (any case).
 bool is_segy_path(std::filesystem::path const& path);
