@@ -155,8 +155,17 @@ def test_positions_in_metres():
     amp = amplitudes(3, 1, 100, DT)
     ref = ksweep.forward(v, DH, DT, amp, src, rec)
     assert np.array_equal(ksweep.forward(v, DH, DT, amp, src * DH, rec * DH, location_units="m"), ref)
-    with pytest.raises(ValueError, match=r"source_locations\[0, 0\].*not on the grid"):
-        ksweep.forward(v, DH, DT, amp, src * DH + 3.0, rec * DH, location_units="m")
+    # Between cells: interpolated, and the adjoint stays the forward's exact transpose.
+    off_src, off_rec = src * DH + 3.0, rec * DH + np.array([1.25, -2.5])
+    v64, amp64 = v.astype(np.float64), amp.astype(np.float64)
+    d = ksweep.forward(v64, DH, DT, amp64, off_src, off_rec, location_units="m")
+    assert not np.array_equal(d, ref) and np.all(np.isfinite(d)) and np.abs(d).max() > 0
+    y = np.random.default_rng(3).standard_normal(d.shape)
+    a = ksweep.adjoint(v64, DH, DT, y, off_src, off_rec, location_units="m")
+    lhs, rhs = float(np.sum(d * y)), float(np.sum(amp64 * a))
+    assert abs(lhs - rhs) <= 1e-12 * abs(lhs), (lhs, rhs)
+    with pytest.raises(ValueError, match=r"source 0 of shot 0 at .* is outside the model grid"):
+        ksweep.forward(v, DH, DT, amp, src * DH - 50.0, rec * DH, location_units="m")
 
 
 def errors_case():

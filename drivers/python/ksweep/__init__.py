@@ -4,7 +4,8 @@ gradient by boundary saving, and full-waveform inversion, with numpy arrays in a
 Array layouts (as Deepwave's; C order, float32 or float64, one dtype per call):
   v                   [nz, nx] or [nz, ny, nx], m/s
   source_amplitudes   [shot, source, time]
-  source_locations    [shot, source, 2 or 3]   cells (or metres with location_units="m"),
+  source_locations    [shot, source, 2 or 3]   cells (or metres with location_units="m"), any
+                                               position in the model (between cells: interpolated),
   receiver_locations  [shot, receiver, 2 or 3] in the axis order of v: (z, x) or (z, y, x)
   data                [shot, receiver, time]
 ksweep's own records are time-major ([shot, time, receiver]); the functions here return the
@@ -113,24 +114,16 @@ def _locations(a, dim, dh, units, name) -> np.ndarray:
         raise ValueError(f"{name} has shape {a.shape}, expected [shot, point, {dim}] with {axes} per point")
     if units not in ("cells", "m"):
         raise ValueError(f'location_units = {units!r} is not one of "cells", "m"')
-    if a.dtype.kind in "iu":
-        if units == "m":
-            a = a.astype(np.float64)
-        else:
-            return np.ascontiguousarray(a, dtype=np.int64)
-    elif a.dtype.kind != "f":
+    if a.dtype.kind not in "iuf":
         raise TypeError(f"{name} has dtype {a.dtype}; positions are integers (cells) or floats")
-    cells = a / dh if units == "m" else a
+    cells = a.astype(np.float64) / dh if units == "m" else a.astype(np.float64)
     if not np.all(np.isfinite(cells)):
         raise ValueError(f"{name} holds non-finite positions")
+    # Within 1e-9 of a cell: that cell (metres that are whole cells up to rounding); positions
+    # between cells are interpolated (Kaiser-windowed sinc, Hicks 2002).
     rounded = np.rint(cells)
-    off = np.abs(cells - rounded) > 1e-6
-    if np.any(off):
-        s, p, _ = np.argwhere(off)[0]
-        raise ValueError(
-            f"{name}[{s}, {p}] = {tuple(a[s, p].tolist())} ({units}) is not on the grid of {dh} m cells; "
-            "positions between cells are not supported yet")
-    return np.ascontiguousarray(rounded, dtype=np.int64)
+    near = np.abs(cells - rounded) <= 1e-9 * np.maximum(1.0, np.abs(cells))
+    return np.ascontiguousarray(np.where(near, rounded, cells))
 
 
 def _data_time_major(d, dtype, shots, receivers, name) -> np.ndarray:

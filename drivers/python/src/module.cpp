@@ -242,33 +242,30 @@ T const* data_or_null(std::optional<carray<T>> const& a) {
   return a ? a->data() : nullptr;
 }
 
-/// Cells [shot][point][dim] in the model array's axis order ((z, x) or (z, y, x)).
-std::vector<core::Cell> cells_of(carray<long long> const& a, int dim, char const* what) {
+/// Positions [shot][point][dim] in cells, in the model array's axis order ((z, x) or (z, y, x)).
+std::vector<core::Point> points_of(carray<double> const& a, int dim, char const* what) {
   KSWEEP_REQUIRE(a.ndim() == 3 && a.shape(2) == dim,
                  what << " must be [shot, point, " << dim << "], got " << a.ndim() << " dimensions");
-  std::vector<core::Cell> out;
+  std::vector<core::Point> out;
   auto const* p = a.data();
   std::size_t const n = static_cast<std::size_t>(a.shape(0) * a.shape(1));
   out.reserve(n);
   for (std::size_t i = 0; i < n; ++i) {
-    long long const* c = p + i * static_cast<std::size_t>(dim);
-    core::Cell cell;
-    cell.z = static_cast<int>(c[0]);
-    cell.x = static_cast<int>(c[dim - 1]);
-    cell.y = dim == 3 ? static_cast<int>(c[1]) : 0;
-    out.push_back(cell);
+    double const* c = p + i * static_cast<std::size_t>(dim);
+    out.push_back({c[0], c[dim - 1], dim == 3 ? c[1] : 0.0});
   }
   return out;
 }
 
-/// The survey of cells [shot][source][dim] and [shot][receiver][dim].
-core::Survey make_survey(carray<long long> const& sources, carray<long long> const& receivers, int dim) {
+/// The survey of positions in cells [shot][source][dim] and [shot][receiver][dim] (positions
+/// between cells are interpolated; see core::source_taps).
+core::Survey make_survey(carray<double> const& sources, carray<double> const& receivers, int dim) {
   core::Survey s;
   s.n_shots = static_cast<int>(sources.shape(0));
   s.n_sources = static_cast<int>(sources.shape(1));
   s.n_receivers = static_cast<int>(receivers.shape(1));
-  s.sources = cells_of(sources, dim, "source_locations");
-  s.receivers = cells_of(receivers, dim, "receiver_locations");
+  s.source_points = points_of(sources, dim, "source_locations");
+  s.receiver_points = points_of(receivers, dim, "receiver_locations");
   return s;
 }
 
@@ -295,8 +292,8 @@ template <class Real>
 class PyModeling {
  public:
   PyModeling(std::vector<int> const& shape, double dh, double dt, int nt, int order, std::vector<int> const& pml_faces,
-             double pml_reflection, double pml_freq, bool free_surface, carray<long long> const& sources,
-             carray<long long> const& receivers, int batch, std::string const& schedule, std::string const& strategy,
+             double pml_reflection, double pml_freq, bool free_surface, carray<double> const& sources,
+             carray<double> const& receivers, int batch, std::string const& schedule, std::string const& strategy,
              std::string const& location, std::string const& dtype, std::string const& disk_dir,
              std::string const& physics) {
     fwi::ModelingSetup s;
@@ -420,7 +417,7 @@ template <class Real>
 void bind_modeling(py::module_& m, char const* name) {
   py::class_<PyModeling<Real>>(m, name)
       .def(py::init<std::vector<int> const&, double, double, int, int, std::vector<int> const&, double, double, bool,
-                    carray<long long> const&, carray<long long> const&, int, std::string const&, std::string const&,
+                    carray<double> const&, carray<double> const&, int, std::string const&, std::string const&,
                     std::string const&, std::string const&, std::string const&, std::string const&>(),
            py::arg("shape"), py::arg("dh"), py::arg("dt"), py::arg("nt"), py::arg("order"), py::arg("pml_faces"),
            py::arg("pml_reflection"), py::arg("pml_freq"), py::arg("free_surface"), py::arg("sources"),
@@ -440,8 +437,8 @@ void bind_modeling(py::module_& m, char const* name) {
 class PyInversion {
  public:
   PyInversion(std::vector<int> const& shape, double dh, double dt, int order, std::vector<int> const& pml_faces,
-              double pml_reflection, double pml_freq, bool free_surface, carray<long long> const& sources,
-              carray<long long> const& receivers, carray<double> const& wavelet, carray<float> const& observed,
+              double pml_reflection, double pml_freq, bool free_surface, carray<double> const& sources,
+              carray<double> const& receivers, carray<double> const& wavelet, carray<float> const& observed,
               carray<float> const& start, std::optional<carray<float>> const& truth, std::string const& method,
               int batch, std::uint64_t seed, bool loss_sum, int water_rows, double grad_smooth, bool precondition,
               double vmin, double vmax, double lr, double beta1, double beta2, double eps, int lbfgs_memory,
@@ -690,36 +687,36 @@ PYBIND11_MODULE(_ksweep, m) {
       py::arg("f"), py::arg("sigma"));
   // The same forward as ksweep.forward, from C++ alone (for the overhead benchmark,
   // scripts/bench_python.py): set-up, velocity and forward of float32 arrays, timed on the worker.
-  m.def("_cpp_forward_seconds", [](std::vector<int> const& shape, double dh, double dt, int order, int pml_width,
-                                   carray<long long> const& sources, carray<long long> const& receivers,
-                                   carray<float> const& amplitudes, carray<float> const& v) {
-    int const dim = static_cast<int>(shape.size());
-    fwi::ModelingSetup s;
-    s.grid = make_grid(shape, dh);
-    s.pml.width = pml_width;
-    s.order = order;
-    s.dt = dt;
-    s.nt = static_cast<int>(amplitudes.shape(2));
-    s.survey = make_survey(sources, receivers, dim);
-    std::vector<float> const w(amplitudes.data(), amplitudes.data() + amplitudes.size());
-    std::vector<float> const vp(v.data(), v.data() + v.size());
-    double seconds = 0;
-    on_worker([&] {
-      ensure_initialized();
-      auto const t0 = std::chrono::steady_clock::now();
-      fwi::Modeling<float> modeling(s);
-      modeling.set_velocity(vp.data());
-      std::vector<float> records(static_cast<std::size_t>(s.survey.n_shots) * s.nt * s.survey.n_receivers);
-      modeling.forward(w.data(), records.data());
-      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    });
-    return seconds;
-  });
+  m.def("_cpp_forward_seconds",
+        [](std::vector<int> const& shape, double dh, double dt, int order, int pml_width, carray<double> const& sources,
+           carray<double> const& receivers, carray<float> const& amplitudes, carray<float> const& v) {
+          int const dim = static_cast<int>(shape.size());
+          fwi::ModelingSetup s;
+          s.grid = make_grid(shape, dh);
+          s.pml.width = pml_width;
+          s.order = order;
+          s.dt = dt;
+          s.nt = static_cast<int>(amplitudes.shape(2));
+          s.survey = make_survey(sources, receivers, dim);
+          std::vector<float> const w(amplitudes.data(), amplitudes.data() + amplitudes.size());
+          std::vector<float> const vp(v.data(), v.data() + v.size());
+          double seconds = 0;
+          on_worker([&] {
+            ensure_initialized();
+            auto const t0 = std::chrono::steady_clock::now();
+            fwi::Modeling<float> modeling(s);
+            modeling.set_velocity(vp.data());
+            std::vector<float> records(static_cast<std::size_t>(s.survey.n_shots) * s.nt * s.survey.n_receivers);
+            modeling.forward(w.data(), records.data());
+            seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          });
+          return seconds;
+        });
   bind_modeling<float>(m, "Modeling32");
   bind_modeling<double>(m, "Modeling64");
   py::class_<PyInversion>(m, "Inversion")
       .def(py::init<std::vector<int> const&, double, double, int, std::vector<int> const&, double, double, bool,
-                    carray<long long> const&, carray<long long> const&, carray<double> const&, carray<float> const&,
+                    carray<double> const&, carray<double> const&, carray<double> const&, carray<float> const&,
                     carray<float> const&, std::optional<carray<float>> const&, std::string const&, int, std::uint64_t,
                     bool, int, double, bool, double, double, double, double, double, double, int, std::string const&,
                     std::string const&, std::string const&, std::string const&, std::string const&,
