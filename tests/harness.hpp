@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <vector>
 
 namespace ksweep::test {
@@ -90,6 +91,34 @@ struct GradientProblem {
     double const d = dot(synthetic, synthetic) - 2 * dot(synthetic, observed) + dot(observed, observed);
     prop.set_velocity(v0.data(), false);
     return 0.5 * d;
+  }
+};
+
+/// A random direction of multiples of 1/8 in [-1, 1] for finite differences of a loss over the
+/// model: v0 + h d stays exact in float for h = 2^-k (v ~ 2000 m/s has an ulp of 2^-13 or
+/// 2^-12), so the differences see exactly the intended perturbation.
+struct Direction {
+  std::vector<double> d;
+  Direction(std::mt19937& gen, std::size_t n) : d(n) {
+    std::uniform_int_distribution<int> dist(-8, 8);
+    for (auto& x : d) x = dist(gen) / 8.0;
+  }
+  /// <g, d>.
+  double dot(std::vector<double> const& g) const {
+    double s = 0;
+    for (std::size_t i = 0; i < d.size(); ++i) s += g[i] * d[i];
+    return s;
+  }
+  /// v0 + h d in float.
+  std::vector<float> step(std::vector<float> const& v0, double h) const {
+    std::vector<float> v(v0);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(v0[i] + h * d[i]);
+    return v;
+  }
+  /// The fourth-order central difference of `loss` (a function of a float model) along d.
+  template <class Loss>
+  double central(Loss&& loss, std::vector<float> const& v0, double h) const {
+    return (8 * (loss(step(v0, h)) - loss(step(v0, -h))) - (loss(step(v0, 2 * h)) - loss(step(v0, -2 * h)))) / (12 * h);
   }
 };
 

@@ -291,20 +291,11 @@ void finite_difference_3d(bool fs, std::string const& strategy) {
   auto g = p.gradient(storage3d(strategy), &loss);
   ASSERT_GT(loss, 0);
   std::mt19937 gen(11);
-  std::uniform_int_distribution<int> dist(-8, 8);  // multiples of 1/8: v0 + h d exact in float
-  std::vector<double> d(g.size());
-  for (auto& x : d) x = dist(gen) / 8.0;
-  double gd = 0;
-  for (std::size_t i = 0; i < g.size(); ++i) gd += g[i] * d[i];
-  auto perturbed = [&](double h) {
-    std::vector<float> v(p.v0);
-    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(p.v0[i] + h * d[i]);
-    return v;
-  };
+  test::Direction const dir(gen, g.size());  // v0 + h d exact in float
+  double const gd = dir.dot(g);
+  auto perturbed = [&](double h) { return dir.step(p.v0, h); };
   double const h = 0.125;
-  double const fd = (8 * (p.loss_at(perturbed(h)) - p.loss_at(perturbed(-h))) -
-                     (p.loss_at(perturbed(2 * h)) - p.loss_at(perturbed(-2 * h)))) /
-                    (12 * h);
+  double const fd = dir.central([&](std::vector<float> const& v) { return p.loss_at(v); }, p.v0, h);
   double const err = std::abs(fd - gd) / std::abs(gd);
   double const l0 = p.loss_at(p.v0);
   double const r1 = std::abs(p.loss_at(perturbed(16 * h)) - l0 - 16 * h * gd);

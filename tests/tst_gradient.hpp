@@ -64,25 +64,14 @@ void finite_difference_check(bool free_surface, std::string const& strategy) {
   auto g = p.gradient(storage_cfg(strategy), &loss);
   ASSERT_GT(loss, 0);
   std::mt19937 gen(7);
-  // Directions of multiples of 1/8 keep v0 + h d exact in float for h = 2^-k (v ~ 2000 m/s has
-  // an ulp of 2^-13 or 2^-12), so the finite differences see exactly the intended perturbation.
-  std::uniform_int_distribution<int> dist(-8, 8);
+  auto const loss_at = [&](std::vector<float> const& v) { return p.loss_at(v); };
   for (int trial = 0; trial < 2; ++trial) {
-    std::vector<double> d(g.size());
-    for (auto& x : d) x = dist(gen) / 8.0;
-    double gd = 0;
-    for (std::size_t i = 0; i < g.size(); ++i) gd += g[i] * d[i];
-    auto perturbed = [&](double h) {
-      std::vector<float> v(p.v0);
-      for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(p.v0[i] + h * d[i]);
-      return v;
-    };
-    // The model is float: use steps that are exact in float around ~2000 m/s.
+    test::Direction const dir(gen, g.size());  // v0 + h d exact in float (test::Direction)
+    double const gd = dir.dot(g);
+    auto perturbed = [&](double h) { return dir.step(p.v0, h); };
     // Fourth-order central difference, so truncation stays far below the tolerance.
     double const h = 0.125;
-    double const fd = (8 * (p.loss_at(perturbed(h)) - p.loss_at(perturbed(-h))) -
-                       (p.loss_at(perturbed(2 * h)) - p.loss_at(perturbed(-2 * h)))) /
-                      (12 * h);
+    double const fd = dir.central(loss_at, p.v0, h);
     double const err = std::abs(fd - gd) / std::abs(gd);
     std::printf("order %d fs %d %s: <g,d> = %.10e, central FD = %.10e, relative error %.2e\n", Order, free_surface,
                 strategy.c_str(), gd, fd, err);

@@ -238,20 +238,10 @@ KSWEEP_TEST(points_off_grid_gradient) {
     auto const full = p.gradient(test::storage_cfg("full"), &loss);
     auto const boundary = p.gradient(test::storage_cfg("boundary"));
     double const e = test::rel_l2(boundary, full);
-    // Finite differences along a direction that is exact in float (multiples of 1/8).
     std::mt19937 gen(11);
-    std::uniform_int_distribution<int> dist(-8, 8);
-    std::vector<double> d(full.size());
-    for (auto& x : d) x = dist(gen) / 8.0;
-    double gd = 0;
-    for (std::size_t i = 0; i < d.size(); ++i) gd += boundary[i] * d[i];
-    auto at = [&](double h) {
-      std::vector<float> v(p.v0);
-      for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(p.v0[i] + h * d[i]);
-      return p.loss_at(v);
-    };
-    double const h = 0.125;
-    double const fd = (8 * (at(h) - at(-h)) - (at(2 * h) - at(-2 * h))) / (12 * h);
+    test::Direction const dir(gen, full.size());
+    double const gd = dir.dot(boundary);
+    double const fd = dir.central([&](std::vector<float> const& v) { return p.loss_at(v); }, p.v0, 0.125);
     double const efd = std::abs(fd - gd) / std::abs(gd);
     std::printf("off-grid gradient (free surface %d): boundary vs full %.2e, finite differences %.2e (loss %.6e)\n", fs,
                 e, efd, loss);
