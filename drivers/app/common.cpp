@@ -49,9 +49,9 @@ core::Survey acquisition(io::Config const& cfg, io::VelocityModel const& shape) 
 }
 
 core::Survey survey_of(io::RecordsFile const& g, double dh) {
-  auto cell = [&](double metres) {
-    double const c = metres / dh, i = std::round(c);
-    return std::abs(c - i) <= 1e-9 * std::max(1.0, std::abs(c)) ? i : c;
+  auto cell = [&](double metres) {  // a node within 1e-9 of a cell is that cell (io::node_index)
+    long const i = io::node_index(metres, dh);
+    return i >= 0 ? static_cast<double>(i) : metres / dh;
   };
   auto point = [&](io::Position const& p) { return core::Point{cell(p.z), cell(p.x), cell(p.y)}; };
   core::Survey s;

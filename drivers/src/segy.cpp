@@ -3,6 +3,7 @@
 #include <ksweep/base/error.hpp>
 #include <ksweep/io/atomic_file.hpp>
 #include <ksweep/io/config.hpp>
+#include <ksweep/io/survey.hpp>
 
 #include <segyio/segy.h>
 
@@ -459,57 +460,31 @@ RecordsFile read_records_segy(fs::path const& path, double dh, int ny, bool valu
     if (segy_read_textheader(o.file.get(), text) == SEGY_OK) parse_records_text(text, r);
   }
   bool const three = ny > 0;
-  // A coordinate in metres, inside the model when its far corner is known.
-  auto coordinate = [&](double metres, int trace, char const* header, double end) {
-    KSWEEP_REQUIRE(metres >= 0 && (end < 0 || metres <= end * (1 + 1e-12)),
-                   name << ": trace " << trace + 1 << ": " << header << " = " << metres << " m lies outside the model "
-                        << (end < 0 ? std::string("(positions are metres from its origin, >= 0)")
-                                    : "[0, " + std::to_string(end) + "] m"));
-    return metres;
-  };
   double const end_z = model_end ? model_end->z : -1, end_x = model_end ? model_end->x : -1,
                end_y = model_end ? model_end->y : -1;
   std::vector<int> shot_of_trace(static_cast<std::size_t>(o.layout.traces));
-  std::vector<std::int32_t> fldr_seen;
-  std::vector<std::vector<Position>> spreads;
-  std::vector<int> first_trace;
+  std::vector<int> first_trace;  // [shot]
+  ShotGrouping shots("bytes 49, 73, 77");
   char th[kTraceHeaderBytes];
   for (int i = 0; i < o.layout.traces; ++i) {
     trace_header(o, i, th, name);
-    std::int32_t const f = field(th, SEGY_TR_FIELD_RECORD);
+    std::string const where = name + ": trace " + std::to_string(i + 1);
     std::int32_t const scalco = field(th, SEGY_TR_SOURCE_GROUP_SCALAR), scalel = field(th, SEGY_TR_ELEV_SCALAR);
-    Position const src{
-        coordinate(apply_scalar(field(th, SEGY_TR_SOURCE_DEPTH), scalel), i, "sdepth (byte 49)", end_z),
-        coordinate(apply_scalar(field(th, SEGY_TR_SOURCE_X), scalco), i, "sx (byte 73)", end_x),
-        three ? coordinate(apply_scalar(field(th, SEGY_TR_SOURCE_Y), scalco), i, "sy (byte 77)", end_y) : 0.0};
-    Position const rec{
-        coordinate(-apply_scalar(field(th, SEGY_TR_RECV_GROUP_ELEV), scalel), i, "-gelev (byte 41)", end_z),
-        coordinate(apply_scalar(field(th, SEGY_TR_GROUP_X), scalco), i, "gx (byte 81)", end_x),
-        three ? coordinate(apply_scalar(field(th, SEGY_TR_GROUP_Y), scalco), i, "gy (byte 85)", end_y) : 0.0};
-    if (fldr_seen.empty() || f != fldr_seen.back()) {
-      KSWEEP_REQUIRE(std::find(fldr_seen.begin(), fldr_seen.end(), f) == fldr_seen.end(),
-                     name << ": trace " << i + 1 << " has fldr (byte 9) = " << f
-                          << ", a shot whose traces came earlier: the traces of each shot must be consecutive");
-      fldr_seen.push_back(f);
-      r.src_pos.push_back(src);
-      first_trace.push_back(i);
-      spreads.emplace_back();
-    }
-    KSWEEP_REQUIRE(src == r.src_pos.back(), name << ": trace " << i + 1 << " (shot fldr = " << f
-                                                 << ") has another source position than the shot's first trace "
-                                                 << first_trace.back() + 1 << " (bytes 49, 73, 77)");
-    spreads.back().push_back(rec);
-    shot_of_trace[static_cast<std::size_t>(i)] = static_cast<int>(fldr_seen.size()) - 1;
+    auto at = [&](int f, std::int32_t scalar, double sign, char const* header, double end) {
+      return inside_model(sign * apply_scalar(field(th, f), scalar), end, where, header);
+    };
+    Position const src{at(SEGY_TR_SOURCE_DEPTH, scalel, 1, "sdepth (byte 49)", end_z),
+                       at(SEGY_TR_SOURCE_X, scalco, 1, "sx (byte 73)", end_x),
+                       three ? at(SEGY_TR_SOURCE_Y, scalco, 1, "sy (byte 77)", end_y) : 0.0};
+    Position const rec{at(SEGY_TR_RECV_GROUP_ELEV, scalel, -1, "-gelev (byte 41)", end_z),
+                       at(SEGY_TR_GROUP_X, scalco, 1, "gx (byte 81)", end_x),
+                       three ? at(SEGY_TR_GROUP_Y, scalco, 1, "gy (byte 85)", end_y) : 0.0};
+    shots.add(field(th, SEGY_TR_FIELD_RECORD), src, rec, where + " (fldr, byte 9)");
+    int const s = shots.current();
+    if (static_cast<int>(first_trace.size()) == s) first_trace.push_back(i);
+    shot_of_trace[static_cast<std::size_t>(i)] = s;
   }
-  KSWEEP_REQUIRE(!spreads.empty(), name << " holds no trace");
-  r.shots = static_cast<int>(spreads.size());
-  r.receivers = 0;
-  for (auto const& sp : spreads) r.receivers = std::max(r.receivers, static_cast<int>(sp.size()));
-  for (auto const& sp : spreads) {
-    r.rec_count.push_back(static_cast<int>(sp.size()));
-    for (int k = 0; k < r.receivers; ++k)
-      r.rec_pos.push_back(k < static_cast<int>(sp.size()) ? sp[static_cast<std::size_t>(k)] : sp.back());
-  }
+  shots.finish(r, name);
   if (!values) return r;
   r.data.assign(
       static_cast<std::size_t>(r.shots) * static_cast<std::size_t>(r.nt) * static_cast<std::size_t>(r.receivers), 0.0f);

@@ -17,6 +17,44 @@
 
 namespace ksweep::io {
 
+void ShotGrouping::add(long long label, Position const& src, Position const& rec, std::string const& where) {
+  if (m_labels.empty() || m_labels.back() != label) {
+    KSWEEP_REQUIRE(
+        std::find(m_labels.begin(), m_labels.end(), label) == m_labels.end(),
+        where << ": shot " << label << " continues after other shots: the traces of each shot must be consecutive");
+    m_labels.push_back(label);
+    m_sources.push_back(src);
+    m_spreads.emplace_back();
+  }
+  KSWEEP_REQUIRE(src == m_sources.back(), where << ": shot " << label
+                                                << " has another source position than on its first trace ("
+                                                << m_source_fields << ")");
+  m_spreads.back().push_back(rec);
+}
+
+void ShotGrouping::finish(RecordsFile& r, std::string const& name) const {
+  KSWEEP_REQUIRE(!m_spreads.empty(), name << " lists no trace");
+  r.shots = static_cast<int>(m_spreads.size());
+  r.receivers = 0;
+  for (auto const& sp : m_spreads) r.receivers = std::max(r.receivers, static_cast<int>(sp.size()));
+  r.src_pos = m_sources;
+  r.rec_pos.clear();
+  r.rec_count.clear();
+  for (auto const& sp : m_spreads) {
+    r.rec_count.push_back(static_cast<int>(sp.size()));
+    for (int k = 0; k < r.receivers; ++k)
+      r.rec_pos.push_back(k < static_cast<int>(sp.size()) ? sp[static_cast<std::size_t>(k)] : sp.back());
+  }
+}
+
+double inside_model(double metres, double end, std::string const& where, std::string const& field) {
+  KSWEEP_REQUIRE(metres >= 0 && (end < 0 || metres <= end * (1 + 1e-12)),
+                 where << ": " << field << " = " << metres << " m lies outside the model "
+                       << (end < 0 ? std::string("(positions are metres from its origin, >= 0)")
+                                   : "[0, " + std::to_string(end) + "] m"));
+  return metres;
+}
+
 namespace {
 
 std::string trim(std::string const& s) {
@@ -56,8 +94,7 @@ RecordsFile read_csv(std::filesystem::path const& path, double dh, bool three,
   RecordsFile r;
   r.dh = dh;
   r.ny = three ? 1 : 0;
-  std::vector<long long> labels;
-  std::vector<std::vector<Position>> spreads;
+  ShotGrouping shots(three ? "src_x, src_y, src_z" : "src_x, src_z");
   while (std::getline(in, line)) {
     ++line_no;
     std::string const t = trim(line);
@@ -91,42 +128,22 @@ RecordsFile read_csv(std::filesystem::path const& path, double dh, bool three,
     long long label = 0;
     KSWEEP_REQUIRE(parse(cells[column["shot"]], label),
                    name << ", line " << line_no << ": shot = '" << cells[column["shot"]] << "' is not an integer");
+    std::string const where = name + ", line " + std::to_string(line_no);
     auto value = [&](char const* key, double end) {
       double v = 0;
       std::string const& text = cells[column[key]];
       KSWEEP_REQUIRE(parse(text, v) && std::isfinite(v),
-                     name << ", line " << line_no << ": " << key << " = '" << text << "' is not a finite number");
-      KSWEEP_REQUIRE(v >= 0 && (end < 0 || v <= end * (1 + 1e-12)),
-                     name << ", line " << line_no << ": " << key << " = " << v << " m lies outside the model "
-                          << (end < 0 ? std::string("(positions are metres from its origin, >= 0)")
-                                      : "[0, " + std::to_string(end) + "] m"));
-      return v;
+                     where << ": " << key << " = '" << text << "' is not a finite number");
+      return inside_model(v, end, where, key);
     };
     double const ez = model_end ? model_end->z : -1, ex = model_end ? model_end->x : -1,
                  ey = model_end ? model_end->y : -1;
     Position const src{value("src_z", ez), value("src_x", ex), three ? value("src_y", ey) : 0.0};
     Position const rec{value("rec_z", ez), value("rec_x", ex), three ? value("rec_y", ey) : 0.0};
-    if (labels.empty() || labels.back() != label) {
-      KSWEEP_REQUIRE(std::find(labels.begin(), labels.end(), label) == labels.end(),
-                     name << ", line " << line_no << ": shot " << label
-                          << " continues after other shots: the rows of each shot must be consecutive");
-      labels.push_back(label);
-      r.src_pos.push_back(src);
-      spreads.emplace_back();
-    }
-    KSWEEP_REQUIRE(src == r.src_pos.back(), name << ", line " << line_no << ": shot " << label
-                                                 << " has another source position than on its first row");
-    spreads.back().push_back(rec);
+    shots.add(label, src, rec, where);
   }
   KSWEEP_REQUIRE(!in.bad(), "cannot read " << name);
-  KSWEEP_REQUIRE(!spreads.empty(), name << " lists no trace (a header line, then one row per trace)");
-  r.shots = static_cast<int>(spreads.size());
-  for (auto const& sp : spreads) r.receivers = std::max(r.receivers, static_cast<int>(sp.size()));
-  for (auto const& sp : spreads) {
-    r.rec_count.push_back(static_cast<int>(sp.size()));
-    for (int k = 0; k < r.receivers; ++k)
-      r.rec_pos.push_back(k < static_cast<int>(sp.size()) ? sp[static_cast<std::size_t>(k)] : sp.back());
-  }
+  shots.finish(r, name);
   return r;
 }
 

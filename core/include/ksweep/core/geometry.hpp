@@ -108,7 +108,8 @@ std::vector<double> sinc_weights(double x);
 /// on a cell (no weights); else (2 r)^dim taps per point, the product of the axes' sinc weights,
 /// z slowest, with a free surface's mirror images (a tap above the surface adds its weight,
 /// negated, to its image below; taps on the surface get weight 0). Silent points have weights 0.
-/// Cells may lie in the absorbing layer (check_survey keeps them in the padded grid).
+/// Cells may lie in the absorbing layer; a tap beyond it is an error naming the point (the
+/// positions must have passed check_positions).
 struct PointTaps {
   int per_point = 1;
   std::vector<Cell> cells;      ///< [point * per_point + k]
@@ -155,9 +156,11 @@ void check_density(float const* rho, long long n);
 void check_density(double const* rho, long long n);
 /// CFL: vmax dt / dh must not exceed the leapfrog limit of `order` in `dim` dimensions.
 void check_cfl(double vmax, double dt, double dh, int order, int dim = 2);
-/// The survey's sizes, and every live point inside the model grid (on a free surface: below it),
-/// with its interpolation taps inside the padded grid; errors name the shot, the point and its
-/// position in cells and metres.
+/// The survey's sizes, and every live point inside the model grid (on a free surface: below it);
+/// errors name the shot, the point and its position in cells and metres.
+void check_positions(Survey const& survey, ModelGrid const& grid, PmlConfig const& pml);
+/// check_positions, and every point's interpolation taps inside the padded grid (source_taps and
+/// receiver_taps refuse the others).
 void check_survey(Survey const& survey, ModelGrid const& grid, PmlConfig const& pml);
 
 /// A warning (empty when none) when the wavelet is under-sampled: fewer than

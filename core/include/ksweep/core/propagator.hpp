@@ -348,7 +348,7 @@ class Propagator {
 
   /// Sets the sources and receivers of the next batch (at most max_shots shots).
   void set_survey(Survey const& survey) {
-    check_survey(survey, m_grid, m_pml);
+    check_positions(survey, m_grid, m_pml);  // source_taps / receiver_taps check their reach
     KSWEEP_REQUIRE(survey.n_shots <= m_max_shots, "batch of " << survey.n_shots
                                                               << " shots exceeds the propagator's capacity of "
                                                               << m_max_shots << " shots");
