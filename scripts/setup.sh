@@ -31,7 +31,7 @@ if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates dpkg-dev
   libopenmpi-dev openmpi-bin
-  libhdf5-dev libsegyio-dev python3-segyio
+  libhdf5-dev libsegyio-dev python3-segyio libfftw3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libssl-dev
   python3 python3-numpy python3-matplotlib python3-h5py

@@ -97,7 +97,7 @@ KSWEEP_TEST(adjoint_3d_dot_product_fp32) { check_dot_products_3d<float>(1e-5); }
 // u(r, t) = f(t - r / c) / (4 pi c^2 r) for u_tt = c^2 lap u + f(t) delta(x), with
 // f(n dt) = w[n] dh^3 / dt^2 (the source spread over one cell of volume dh^3).
 // ---------------------------------------------------------------------------------------------
-KSWEEP_TEST(physics_3d_analytic_green_order8) {
+KSWEEP_LARGE_TEST(physics_3d_analytic_green_order8) {
   double const c = 2000.0, dh = 10.0, freq = 10.0, delay = 0.1, dt = 1e-3;  // Courant 0.2, 8 cells per wavelength
   int const nz = 41, ny = 41, nx = 71;
   core::Cell const src{20, 20, 20}, rec{20, 50, 20};  // r = 300 m along x
@@ -174,7 +174,7 @@ double cpml_reflection_db_3d() {
   return db;
 }
 
-KSWEEP_TEST(physics_3d_cpml_reflection) {
+KSWEEP_LARGE_TEST(physics_3d_cpml_reflection) {
   EXPECT_LE(cpml_reflection_db_3d<4>(), -40.0);
   EXPECT_LE(cpml_reflection_db_3d<8>(), -40.0);
 }
@@ -182,7 +182,7 @@ KSWEEP_TEST(physics_3d_cpml_reflection) {
 // ---------------------------------------------------------------------------------------------
 // Reciprocity (see the 2D test: traces scaled by v^2 at the source) and y symmetry.
 // ---------------------------------------------------------------------------------------------
-KSWEEP_TEST(physics_3d_reciprocity) {
+KSWEEP_LARGE_TEST(physics_3d_reciprocity) {
   int const nz = 30, ny = 26, nx = 34, nt = 350;
   double const dt = 1e-3;
   auto const grid = core::ModelGrid::volume(nz, ny, nx, 10.0);
@@ -203,7 +203,7 @@ KSWEEP_TEST(physics_3d_reciprocity) {
   EXPECT_LE(err, 1e-4);
 }
 
-KSWEEP_TEST(physics_3d_y_symmetry) {
+KSWEEP_LARGE_TEST(physics_3d_y_symmetry) {
   int const nz = 24, ny = 21, nx = 28, nt = 300, n_rec = 12;
   double const dt = 1e-3;
   for (bool fs : {false, true}) {
@@ -332,14 +332,14 @@ void boundary_equals_full_3d(bool fs) {
   }
 }
 
-KSWEEP_TEST(gradient_3d_boundary_equals_full_fp32) {
+KSWEEP_LARGE_TEST(gradient_3d_boundary_equals_full_fp32) {
   boundary_equals_full_3d<4>(false);
   boundary_equals_full_3d<8>(true);
 }
 
 // Lossy storage in 3D: relative L2 difference from fp32 storage bounded at about 10x the measured
 // values (fp16 2.1e-6, bf16 1.2e-5, int8 4.6e-5 on this case).
-KSWEEP_TEST(gradient_3d_lossy_storage_accuracy) {
+KSWEEP_LARGE_TEST(gradient_3d_lossy_storage_accuracy) {
   Problem3<float, 4> p(24, 20, 30, 300, false, 12.0);
   auto ref = p.gradient(storage3d("boundary", "device", "fp32"));
   struct Case {
@@ -388,7 +388,7 @@ KSWEEP_TEST(schedules_3d_blocks_of_y_bitwise) {
   for (std::size_t i = 1; i < runs.size(); ++i) EXPECT_EQ(test::differing(runs[0], runs[i]), 0) << "block " << i;
 }
 
-KSWEEP_TEST(schedules_3d_agree_bitwise) {
+KSWEEP_LARGE_TEST(schedules_3d_agree_bitwise) {
   for (bool fs : {false, true}) {
     Problem3<float, 8> p(16, 13, 18, 90, fs);
     p.n_shots = 2;

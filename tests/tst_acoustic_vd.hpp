@@ -26,10 +26,10 @@ using namespace ksweep;
 template <class Real, int Order, int Dim = 2>
 using VdProp = core::Propagator<Real, Order, TEST_EXECSPACE, Dim, core::AcousticVd>;
 
-// The sanitizer build (KSWEEP_TESTS_EXTREME_ORDERS) instantiates the order-parametrised checks at
+// The sanitizer build (KSWEEP_TESTS_SMALL) instantiates the order-parametrised checks at
 // orders 2 and 8 only: the smallest and the largest reach, orders 4 and 6 being the same code
 // with other constants.
-#ifdef KSWEEP_TESTS_EXTREME_ORDERS
+#ifdef KSWEEP_TESTS_SMALL
 constexpr bool all_orders = false;
 #else
 constexpr bool all_orders = true;
@@ -283,7 +283,7 @@ std::vector<double> vd_records(core::ModelGrid const& grid, core::PmlConfig cons
 // The analytic 2D Green's function of a homogeneous medium (constant rho: the same equation as
 // constant density, u_tt = v^2 lap u + f delta), as physics_analytic_green_order8 checks the
 // constant-density propagator: order 8, Courant 0.2, 8 cells per shortest wavelength.
-KSWEEP_TEST(vd_physics_analytic_green_order8) {
+KSWEEP_LARGE_TEST(vd_physics_analytic_green_order8) {
   double const c = 2000.0, dh = 10.0, freq = 10.0, delay = 0.15, dt = 0.2 * dh / c;
   int const nz = 129, nx = 141;
   core::Cell const src{64, 40}, rec{64, 100};
@@ -308,7 +308,7 @@ KSWEEP_TEST(vd_physics_analytic_green_order8) {
 // A smooth model at about 10 cells per shortest wavelength, records 600 m away: the records agree
 // to well under 1 % at orders 4 and 8 (measured: see the printout), and the difference falls with
 // the order.
-KSWEEP_TEST(vd_constant_density_matches_acoustic) {
+KSWEEP_LARGE_TEST(vd_constant_density_matches_acoustic) {
   int const nz = 90, nx = 120, nt = 700;
   double const dh = 10.0, dt = 1e-3;
   core::PmlConfig pml;
@@ -367,7 +367,7 @@ double reflection_coefficient(double rho1, double rho2) {
   return (d_first == r_first ? 1.0 : -1.0) * refl / direct;
 }
 
-KSWEEP_TEST(vd_physics_reflection_coefficient) {
+KSWEEP_LARGE_TEST(vd_physics_reflection_coefficient) {
   for (auto [r1, r2] : {std::pair{1000.0, 2500.0}, std::pair{2200.0, 1300.0}}) {
     double const exact = (r2 - r1) / (r2 + r1);
     double const r4 = reflection_coefficient<4>(r1, r2), r8 = reflection_coefficient<8>(r1, r2);

@@ -140,7 +140,7 @@ KSWEEP_TEST(gradient_lossy_storage_accuracy) {
 // large grid reach what small cases do not (many transfer intervals of the host and disk stores,
 // many codec blocks per step, a ring of 3.3k cells). Labelled `slow`; it runs in the OpenMP test
 // program only (about 20 s on 2 cores, 1.7 GiB for `full`), in CI as well.
-KSWEEP_TEST(slow_gradient_example_size) {
+KSWEEP_LARGE_TEST(slow_gradient_example_size) {
   if constexpr (!std::is_same_v<TEST_EXECSPACE, Kokkos::DefaultHostExecutionSpace>)
     GTEST_SKIP() << "run with the default host backend only";
   Problem<float, 4> p(141, 681, 2000, false, 25.0, 2e-3, 5.0);

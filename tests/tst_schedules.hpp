@@ -175,7 +175,7 @@ void compare_schedules_realistic(bool fs, std::vector<StoreCase> const& stores) 
   std::filesystem::remove_all(dir);
 }
 
-KSWEEP_TEST(schedules_agree_bitwise_realistic) {
+KSWEEP_LARGE_TEST(schedules_agree_bitwise_realistic) {
   if constexpr (!core::impl::runs_by_rows<TEST_EXECSPACE>) GTEST_SKIP() << "devices run the cells schedule only";
   compare_schedules_realistic<4, 2>(
       false,
@@ -183,7 +183,7 @@ KSWEEP_TEST(schedules_agree_bitwise_realistic) {
   compare_schedules_realistic<8, 2>(true, {{"boundary", "host", "bf16", true}});
 }
 
-KSWEEP_TEST(schedules_agree_bitwise_realistic_3d) {
+KSWEEP_LARGE_TEST(schedules_agree_bitwise_realistic_3d) {
   if constexpr (!core::impl::runs_by_rows<TEST_EXECSPACE>) GTEST_SKIP() << "devices run the cells schedule only";
   compare_schedules_realistic<8, 3>(true, {{"boundary", "device", "int8", true}, {"full", "host", "fp32", false}});
 }

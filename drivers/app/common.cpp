@@ -3,6 +3,7 @@
 #include <ksweep/base/config.hpp>
 #include <ksweep/base/error.hpp>
 #include <ksweep/io/survey.hpp>
+#include <ksweep/io/wavelet.hpp>
 
 #include <algorithm>
 #include <array>
@@ -100,8 +101,17 @@ core::PmlConfig make_pml(io::Config const& cfg) {
   return p;
 }
 
-std::vector<double> make_wavelet(io::Config const& cfg) {
+std::vector<double> ricker_wavelet(io::Config const& cfg) {
   return core::ricker(cfg.wavelet.freq, cfg.wavelet.delay, cfg.time.dt, cfg.time.nt);
+}
+
+bool wavelet_from_file(io::Config const& cfg) {
+  return cfg.wavelet.source != "ricker" && cfg.wavelet.source != "estimate";
+}
+
+std::vector<double> make_wavelet(io::Config const& cfg) {
+  if (!wavelet_from_file(cfg)) return ricker_wavelet(cfg);
+  return io::read_wavelet(cfg.wavelet.source, cfg.time.dt, cfg.time.nt);
 }
 
 namespace {
@@ -169,8 +179,21 @@ void warn_sampling(io::Config const& cfg, io::VelocityModel const& vm, comm::Com
   if (!comm.is_root()) return;
   float vmin = vm.vp.empty() ? 0.0f : vm.vp[0];
   for (float v : vm.vp) vmin = std::min(vmin, v);
-  auto const w = core::sampling_warning(vmin, cfg.wavelet.freq, vm.dh);
-  if (!w.empty()) std::fprintf(stderr, "ksweep: %s\n", w.c_str());
+  if (cfg.fwi.stages.empty() || cfg.wavelet.source == "ricker") {
+    auto const w = core::sampling_warning(vmin, cfg.wavelet.freq, vm.dh);
+    if (!w.empty()) std::fprintf(stderr, "ksweep: %s\n", w.c_str());
+    return;
+  }
+  // An estimated wavelet or one from a file, in frequency stages: the last stage's band is what
+  // the inversion propagates.
+  double top = 0;
+  for (auto const& st : cfg.fwi.stages) top = std::max(top, st.max_freq);
+  double const points = vmin / top / vm.dh;
+  if (points < 5)
+    std::fprintf(stderr,
+                 "ksweep: warning: the highest stage (max_freq = %g Hz) is under-sampled: %.3g cells per wavelength "
+                 "(vmin %g m/s / %g Hz, dh = %g m); at least 5 are advised\n",
+                 top, points, static_cast<double>(vmin), top, vm.dh);
 }
 
 void warn_unused_layout(io::Config const& cfg, std::string const& what) {

@@ -35,8 +35,18 @@ core::PmlConfig make_pml(io::Config const& cfg);
 /// The grid of a model: a volume when the model has ny > 0 (the files' convention for 3D), else a
 /// plane.
 core::ModelGrid model_grid(io::VelocityModel const& vm);
-/// Ricker wavelet of the config.
+/// The Ricker wavelet of wavelet.freq and wavelet.delay (time.nt samples of time.dt).
+std::vector<double> ricker_wavelet(io::Config const& cfg);
+/// The source wavelet of wavelet.source: the Ricker wavelet, or a wavelet file's samples on the
+/// modelling's time axis; for "estimate", the Ricker wavelet (the estimate's reference).
 std::vector<double> make_wavelet(io::Config const& cfg);
+/// Whether wavelet.source names a wavelet file.
+bool wavelet_from_file(io::Config const& cfg);
+/// The records of every shot of `survey` on the model `vm` with the source `wavelet`, in
+/// propagator.precision (model.cpp); `density` (variable density) replaces model.density's.
+io::RecordsFile model_observed(io::Config const& cfg, io::VelocityModel const& vm, core::Survey const& survey,
+                               bool verbose, std::vector<double> const& wavelet,
+                               std::vector<float> const* density = nullptr);
 /// Runs a figure script of drivers/python with /usr/bin/python3; returns false (and prints a
 /// warning) when it fails, since the data it draws is already on disk.
 bool run_figure_script(std::string const& script, std::vector<std::string> const& args);

@@ -13,6 +13,7 @@
 #include <ksweep/core/stencil.hpp>
 #include <ksweep/fwi/inversion.hpp>
 #include <ksweep/fwi/smoothing.hpp>
+#include <ksweep/fwi/spectral.hpp>
 #include <ksweep/io/atomic_file.hpp>
 #include <ksweep/io/checkpoint.hpp>
 #include <ksweep/io/hdf5_io.hpp>
@@ -31,9 +32,6 @@
 #include <utility>
 
 namespace ksweep::app {
-
-io::RecordsFile model_observed(io::Config const& cfg, io::VelocityModel const& vm, core::Survey const& survey,
-                               bool verbose);
 
 namespace {
 
@@ -189,10 +187,13 @@ void check_observed(io::RecordsFile const& r, io::Config const& cfg, core::Surve
   KSWEEP_REQUIRE(
       std::abs(r.dt - cfg.time.dt) <= 1e-9 * cfg.time.dt,
       "observed data " << path << " has dt = " << r.dt << " s, the configuration has time.dt = " << cfg.time.dt);
+  // A Ricker wavelet must be the one the data were modelled with; an estimated wavelet or one from
+  // a file is the user's statement about the data.
   for (auto const& [key, file, now] :
        {std::tuple<char const*, double, double>{"wavelet.freq", r.freq, cfg.wavelet.freq},
         std::tuple<char const*, double, double>{"wavelet.delay", r.delay, cfg.wavelet.delay}})
-    KSWEEP_REQUIRE(std::isnan(file) || std::abs(file - now) <= 1e-9 * std::max(std::abs(now), 1e-300),
+    KSWEEP_REQUIRE(cfg.wavelet.source != "ricker" || std::isnan(file) ||
+                       std::abs(file - now) <= 1e-9 * std::max(std::abs(now), 1e-300),
                    "observed data " << path << " were modelled with " << key << " = " << file
                                     << ", the configuration has " << key << " = " << now
                                     << ": the synthetic data would be made with another wavelet than the observed "
@@ -279,6 +280,7 @@ std::vector<RunInput> run_inputs(io::Config const& cfg, RunOptions const& opt) {
   if (fs::is_regular_file(cfg.model.source, ec)) in.push_back({"model.source", cfg.model.source});
   if (!cfg.fwi.observed.empty()) in.push_back({"fwi.observed", cfg.fwi.observed});
   if (!cfg.survey.file.empty()) in.push_back({"survey.file", cfg.survey.file});
+  if (wavelet_from_file(cfg)) in.push_back({"wavelet.source", cfg.wavelet.source});
   if (!opt.resume.empty()) in.push_back({"--resume", fs::path(opt.resume) / "checkpoint.bin"});
   return in;
 }
@@ -300,6 +302,8 @@ struct Inputs {
   std::vector<float> rho_true, rho0;  ///< variable density: the true and starting densities
   int water = 0;                      ///< water rows kept
   io::RecordsFile obs;                ///< observed data read from fwi.observed (rank 0)
+  std::vector<double> wavelet;        ///< the source (full band): Ricker, a file's, or the estimate
+  fwi::WaveletEstimate estimate;      ///< wavelet.source = "estimate": the estimate and its residuals
   nlohmann::json run;                 ///< the run's identity
   io::Checkpoint ck;                  ///< --resume: the checkpoint
   bool resuming = false, in_place = false;
@@ -329,6 +333,7 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
   core::check_survey(survey, grid, make_pml(cfg));
   check_smoothing(cfg, shape);
   check_method(cfg);
+  in.wavelet = on_every_rank(comm, [&] { return make_wavelet(cfg); });  // a wavelet file's errors first
   in.storage = storage::make_storage_config(cfg.storage.strategy, cfg.storage.location, cfg.storage.dtype,
                                             cfg.storage.transfer_interval, cfg.storage.disk_dir, cfg.storage.pinned);
   int const nr = survey.n_receivers;
@@ -478,6 +483,37 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
   return in;
 }
 
+/// Frequency continuation: the stage iteration `it` (0-based) belongs to, and where it starts;
+/// {-1, 0} without stages (the whole band throughout).
+struct StageAt {
+  int index = -1;
+  int first = 0;
+};
+StageAt stage_at(io::Config const& cfg, int it) {
+  int first = 0;
+  auto const& stages = cfg.fwi.stages;
+  for (std::size_t k = 0; k < stages.size(); ++k) {
+    if (it < first + stages[k].iterations || k + 1 == stages.size()) return {static_cast<int>(k), first};
+    first += stages[k].iterations;
+  }
+  return {};
+}
+
+/// The wavelet and the observed data of a stage: low-passed with zero phase below its max_freq
+/// (the whole band without stages).
+std::vector<double> stage_wavelet(io::Config const& cfg, std::vector<double> const& w, StageAt st) {
+  if (st.index < 0) return w;
+  return fwi::low_pass(w, cfg.time.dt, cfg.fwi.stages[static_cast<std::size_t>(st.index)].max_freq);
+}
+std::vector<float> stage_observed(io::Config const& cfg, std::vector<float> const& data, core::Survey const& survey,
+                                  StageAt st) {
+  std::vector<float> out = data;
+  if (st.index < 0 || out.empty()) return out;
+  fwi::low_pass_records(out, survey.n_shots, cfg.time.nt, survey.n_receivers, cfg.time.dt,
+                        cfg.fwi.stages[static_cast<std::size_t>(st.index)].max_freq);
+  return out;
+}
+
 /// The library's problem and options from the configuration and the checked inputs.
 std::pair<fwi::Problem, fwi::Options> inversion_setup(io::Config const& cfg, Inputs& in) {
   auto const& f = cfg.fwi;
@@ -489,8 +525,11 @@ std::pair<fwi::Problem, fwi::Options> inversion_setup(io::Config const& cfg, Inp
   pb.dt = cfg.time.dt;
   pb.nt = cfg.time.nt;
   pb.survey = in.survey;
-  pb.wavelet = make_wavelet(cfg);
-  pb.observed = std::move(in.obs.data);
+  // The data of the stage the run starts in (set_stage() switches later stages).
+  int const it = in.resuming ? in.ck.iteration : 0;
+  pb.wavelet = stage_wavelet(cfg, in.wavelet, stage_at(cfg, it));
+  pb.observed = stage_observed(cfg, in.obs.data, in.survey, stage_at(cfg, it));
+  if (f.stages.empty()) std::vector<float>().swap(in.obs.data);  // the inversion holds the one copy
   pb.start = in.v0;
   pb.truth = truth.vp;
   pb.physics = fwi::parse_physics(cfg.propagator.physics);
@@ -540,6 +579,17 @@ void write_models(fs::path const& path, io::VelocityModel const& truth, std::vec
     return;
   }
   io::write_datasets(path, {dataset(truth, "vp", vp), dataset(truth, "rho", rho)}, truth.dh);
+}
+
+/// wavelet.h5: the run's source wavelet over the whole band ("wavelet"), the Ricker reference of
+/// an estimate ("reference"), and each stage's low-passed wavelet ("stage_1", ...).
+void write_wavelet_file(fs::path const& path, io::Config const& cfg, Inputs const& in) {
+  std::vector<io::NamedTrace> traces{{"wavelet", in.wavelet}};
+  if (cfg.wavelet.source == "estimate") traces.push_back({"reference", ricker_wavelet(cfg)});
+  for (std::size_t k = 0; k < cfg.fwi.stages.size(); ++k)
+    traces.push_back(
+        {"stage_" + std::to_string(k + 1), fwi::low_pass(in.wavelet, cfg.time.dt, cfg.fwi.stages[k].max_freq)});
+  io::write_wavelets(path, traces, cfg.time.dt);
 }
 
 /// The outputs of iteration `r` (rank 0): progress line, models, figures' data, summary and
@@ -650,10 +700,34 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     std::printf("modelling observed data (%d shots)\n", in.survey.n_shots);
     std::fflush(stdout);
     try {
-      in.obs = model_observed(cfg, in.truth, in.survey, false);
+      in.obs = model_observed(cfg, in.truth, in.survey, false, in.wavelet);
       silent = silent_data(in.obs.data, "the observed data modelled on the true model", cfg);
     } catch (Interrupted const&) {
       interrupted = true;
+    }
+  }
+  // The wavelet estimated by rank 0 from the observed data and the starting model's response to
+  // the Ricker reference (the same bits on a resumed run: the same inputs).
+  if (comm.is_root() && cfg.wavelet.source == "estimate" && !interrupted && silent.empty()) {
+    std::printf("estimating the wavelet: modelling %d shots on the starting model\n", in.survey.n_shots);
+    std::fflush(stdout);
+    try {
+      io::VelocityModel start = in.truth;
+      start.vp = in.v0;
+      auto const reference = ricker_wavelet(cfg);
+      auto const syn =
+          model_observed(cfg, start, in.survey, false, reference, variable_density(cfg) ? &in.rho0 : nullptr);
+      in.estimate = fwi::estimate_wavelet(in.obs.data, syn.data, reference, in.survey.n_shots, cfg.time.nt,
+                                          in.survey.n_receivers, cfg.time.dt, cfg.wavelet.stabilisation);
+      in.wavelet = in.estimate.wavelet;
+      std::printf(
+          "wavelet estimated: unexplained data %.4f with it, %.4f with the Ricker reference (on the starting "
+          "model)\n",
+          in.estimate.residual, in.estimate.residual_reference);
+    } catch (Interrupted const&) {
+      interrupted = true;
+    } catch (Error const& e) {
+      silent = std::string("wavelet.source = \"estimate\": ") + e.what();
     }
   }
   if (int const sig = agree_stop(comm, interrupted))
@@ -664,11 +738,28 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
                           (in.resuming ? "; continue with:\n  " + resume_command(opt.argv, opt.resume, comm.size())
                                        : std::string("")));
   settle(comm, silent);
+  comm.broadcast(in.wavelet);
+  // A stage's low-pass spreads the wavelet before t = 0, where no source acts: the filtered data
+  // keep what the filtered wavelet loses.
+  if (comm.is_root())
+    for (std::size_t k = 0; k < f.stages.size(); ++k) {
+      double outside = 0;
+      (void)fwi::low_pass(in.wavelet, cfg.time.dt, f.stages[k].max_freq, &outside);
+      if (outside > 0.01)
+        std::fprintf(stderr,
+                     "ksweep: warning: stage %zu's wavelet (low-passed below %g Hz) has %.1f %% of its energy before "
+                     "t = 0 or past the record, which the modelling cannot inject while the data low-passed alike "
+                     "keep it; a source that starts at least 1 / max_freq = %g s after t = 0 avoids this (or "
+                     "raise the stage's max_freq)\n",
+                     k + 1, f.stages[k].max_freq, 100 * outside, 1 / f.stages[k].max_freq);
+    }
 
   // First writes (the result folders are made when their first file is written).
   if (comm.is_root()) {
     folder->claim();
     if (!in.in_place || !fs::exists(out / "observed.h5")) io::write_records(out / "observed.h5", in.obs);
+    // A run resumed in place computes the same wavelet: the file stays as it is.
+    if (!in.in_place || !fs::exists(out / "wavelet.h5")) write_wavelet_file(out / "wavelet.h5", cfg, in);
   }
   comm.broadcast(in.obs.data);
 
@@ -678,7 +769,10 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     auto const n = static_cast<std::ptrdiff_t>(in.ck.model.size() / static_cast<std::size_t>(in.ck.parameters));
     std::vector<float> vp(in.ck.model.begin(), in.ck.model.begin() + n),
         rho(in.ck.model.begin() + n, in.ck.model.end());
-    inv.restore({in.ck.iteration, in.ck.rng, std::move(vp), std::move(rho), in.ck.m, in.ck.v});
+    // Adam counts its steps from the start of the stage (restart_optimizer()).
+    StageAt const st = stage_at(cfg, in.ck.iteration);
+    inv.restore({in.ck.iteration, in.ck.rng, std::move(vp), std::move(rho), in.ck.m, in.ck.v,
+                 st.index >= 0 ? in.ck.iteration - st.first : -1});
   }
   auto const& truth = in.truth;
   if (comm.is_root() && !in.in_place) {
@@ -700,13 +794,19 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   };
   double const rmse0 = inv.rmse(in.v0);
   double const rmse0_rho = variable_density(cfg) ? inv.rmse_density(in.rho0) : 0.0;
-  auto const wavelet = make_wavelet(cfg);
   o.summary["config"] = io::config_to_json(cfg);
   o.summary["model"] = {
       {"nz", truth.nz},        {"nx", truth.nx}, {"ny", truth.ny}, {"dh", truth.dh}, {"description", truth.description},
       {"water_rows", in.water}};
-  o.summary["wavelet"] = {
-      {"dt", cfg.time.dt}, {"freq", cfg.wavelet.freq}, {"delay", cfg.wavelet.delay}, {"samples", wavelet}};
+  o.summary["wavelet"] = {{"source", cfg.wavelet.source},
+                          {"dt", cfg.time.dt},
+                          {"freq", cfg.wavelet.freq},
+                          {"delay", cfg.wavelet.delay},
+                          {"samples", in.wavelet}};
+  if (cfg.wavelet.source == "estimate")
+    o.summary["wavelet"]["estimate"] = {{"stabilisation", cfg.wavelet.stabilisation},
+                                        {"residual", in.estimate.residual},
+                                        {"residual_reference", in.estimate.residual_reference}};
   o.summary["ranks"] = comm.size();
   o.summary["backend"] = core::default_backend();
   o.summary["threads"] = core::default_concurrency();
@@ -733,8 +833,23 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     std::fflush(stdout);
   }
 
+  StageAt stage = stage_at(cfg, start);
   while (inv.iteration() < f.iterations) {
     int const it = inv.iteration();
+    // Frequency continuation: a stage's data and wavelet from its first iteration on, the
+    // optimizer started afresh (a run resumed inside a stage has them from the start).
+    if (StageAt const now = stage_at(cfg, it); now.index != stage.index || (now.index >= 0 && it == now.first)) {
+      if (now.index != stage.index)
+        inv.set_data(stage_wavelet(cfg, in.wavelet, now), stage_observed(cfg, in.obs.data, in.survey, now));
+      inv.restart_optimizer();
+      stage = now;
+    }
+    if (stage.index >= 0 && it == stage.first && comm.is_root()) {
+      auto const& st = f.stages[static_cast<std::size_t>(stage.index)];
+      std::printf("stage %d/%zu: data and wavelet low-passed below %g Hz, iterations %d-%d\n", stage.index + 1,
+                  f.stages.size(), st.max_freq, it + 1, it + st.iterations);
+      std::fflush(stdout);
+    }
     // SIGINT / SIGTERM: every rank agrees at the iteration boundary, then unwinds (removing the
     // disk scratch folder) and exits with 128 + the signal.
     if (int const sig = agree_stop(comm))
@@ -753,6 +868,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     nlohmann::json entry = {
         {"iteration", r.iteration}, {"loss", r.loss}, {"rmse", r.rmse}, {"seconds", r.seconds}, {"shots", r.shots}};
     if (options.method == fwi::Method::lbfgs) entry["evaluations"] = r.evaluations;
+    if (stage.index >= 0) entry["stage"] = stage.index + 1;
     if (variable_density(cfg)) entry["rmse_rho"] = r.rmse_density;
     o.history.push_back(entry);
 

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 
 namespace ksweep::app {
 
@@ -22,7 +23,7 @@ namespace {
 
 template <class Real>
 io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm, core::Survey const& survey,
-                              bool verbose) {
+                              bool verbose, std::vector<double> const& wavelet, std::vector<float> const* density) {
   int const nt = cfg.time.nt, nr = survey.n_receivers, n_shots = survey.n_shots;
   fwi::ModelingSetup setup;
   setup.grid = model_grid(vm);
@@ -39,14 +40,13 @@ io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm
     core::ScopedRegion region("ksweep::model::model");
     std::vector<Real> const vp(vm.vp.begin(), vm.vp.end());
     if (setup.physics == fwi::Physics::acoustic_vd) {
-      auto const density = io::load_density(cfg.model, vm);
-      std::vector<Real> const rho(density.begin(), density.end());
+      auto const rho_model = density ? *density : io::load_density(cfg.model, vm);
+      std::vector<Real> const rho(rho_model.begin(), rho_model.end());
       modeling.set_model(vp.data(), rho.data());
     } else {
       modeling.set_velocity(vp.data());
     }
   }
-  auto const wavelet = make_wavelet(cfg);
   io::RecordsFile out;
   out.shots = n_shots;
   out.nt = nt;
@@ -54,8 +54,10 @@ io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm
   out.dt = cfg.time.dt;
   out.dh = vm.dh;
   out.order = cfg.propagator.order;
-  out.freq = cfg.wavelet.freq;
-  out.delay = cfg.wavelet.delay;
+  // The Ricker wavelet's parameters; NaN for another wavelet (what ksweep fwi then checks nothing of).
+  bool const ricker = cfg.wavelet.source == "ricker";
+  out.freq = ricker ? cfg.wavelet.freq : std::numeric_limits<double>::quiet_NaN();
+  out.delay = ricker ? cfg.wavelet.delay : std::numeric_limits<double>::quiet_NaN();
   out.nz = vm.nz;
   out.nx = vm.nx;
   out.ny = vm.ny;
@@ -92,9 +94,9 @@ io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm
 }  // namespace
 
 io::RecordsFile model_observed(io::Config const& cfg, io::VelocityModel const& vm, core::Survey const& survey,
-                               bool verbose) {
-  return cfg.propagator.precision == "fp64" ? model_records<double>(cfg, vm, survey, verbose)
-                                            : model_records<float>(cfg, vm, survey, verbose);
+                               bool verbose, std::vector<double> const& wavelet, std::vector<float> const* density) {
+  return cfg.propagator.precision == "fp64" ? model_records<double>(cfg, vm, survey, verbose, wavelet, density)
+                                            : model_records<float>(cfg, vm, survey, verbose, wavelet, density);
 }
 
 int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm) {
@@ -102,6 +104,11 @@ int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator c
   // folder) before the model is read: nothing is written until they all pass.
   auto const shape = on_every_rank(comm, [&] { return io::model_shape(cfg.model); });
   io::check_dimension_keys(cfg, shape.dim() == 3);
+  KSWEEP_REQUIRE(cfg.wavelet.source != "estimate",
+                 "wavelet.source = \"estimate\" estimates the wavelet from observed data (ksweep fwi with "
+                 "fwi.observed); ksweep model makes data and needs a source: set wavelet.source = \"ricker\" or a "
+                 "wavelet file (.h5, .sgy/.segy or text)");
+  auto const wavelet = on_every_rank(comm, [&] { return make_wavelet(cfg); });  // a file's errors before any write
   auto const survey = acquisition(cfg, shape);
   core::check_time(cfg.time.dt, cfg.time.nt);
   core::ModelGrid const grid = model_grid(shape);
@@ -132,7 +139,7 @@ int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator c
               shown(vm.description).c_str(), vm.shape().c_str(), vm.dh, survey.n_shots, survey.n_receivers, cfg.time.nt,
               cfg.time.dt, cfg.propagator.order, cfg.propagator.precision.c_str(),
               cfg.propagator.physics == "acoustic" ? "" : (", " + cfg.propagator.physics).c_str());
-  auto const rec = model_observed(cfg, vm, survey, true);
+  auto const rec = model_observed(cfg, vm, survey, true, wavelet);
   if (auto const silent = silent_data(rec.data, "the modelled data", cfg); !silent.empty())
     throw Error(silent + "; nothing was written");
   folder.claim();

@@ -154,6 +154,69 @@ def plot_ricker(summary, out):
     return True
 
 
+# --------------------------------------------------------------------------- wavelet.h5
+
+def plot_wavelets(summary, path, out):
+    """wavelet.h5 of a run whose wavelet is estimated or read from a file: the source over the
+    whole band, the Ricker reference of an estimate, and each frequency stage's low-passed
+    wavelet, in time and as amplitude spectra."""
+    with h5py.File(path, "r") as f:
+        dt = float(f.attrs["dt"])
+        names = ["wavelet"] + (["reference"] if "reference" in f else []) + sorted(
+            (k for k in f if k.startswith("stage_")), key=lambda k: int(k.split("_")[1]))
+        traces = {k: np.asarray(f[k], dtype=np.float64) for k in names}
+    wav = summary.get("wavelet") if isinstance(summary.get("wavelet"), dict) else {}
+    source = wav.get("source", "?")
+    stages = ((summary.get("config") or {}).get("fwi") or {}).get("stages") or []
+    w = traces["wavelet"]
+    n = w.size
+    t = np.arange(n) * dt
+    peak = np.max(np.abs(w))
+    sig = np.nonzero(np.abs(w) > 1e-2 * peak)[0] if peak > 0 else np.array([0, n - 1])
+    i1 = min(n - 1, sig[-1] + max(5, (sig[-1] - sig[0]) // 3))
+    nfft = max(4096, 1 << int(np.ceil(np.log2(max(n, 1)))) + 1)
+    f = np.fft.rfftfreq(nfft, dt)
+    spectra = {k: np.abs(np.fft.rfft(v, nfft)) * dt for k, v in traces.items()}
+    top = max(s.max() for s in spectra.values())
+    above = np.nonzero(spectra["wavelet"] > 1e-2 * spectra["wavelet"].max())[0]
+    f_max = min(f[-1], 1.3 * f[above[-1]]) if above.size else f[-1]
+
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 4.2))
+    label = {"wavelet": "estimated" if source == "estimate" else "source (file)",
+             "reference": f"Ricker reference ({fmt_num(wav.get('freq'), 'g')} Hz)"}
+    for k, st in zip([k for k in names if k.startswith("stage_")], stages):
+        label[k] = f"stage {k.split('_')[1]}: below {st.get('max_freq'):g} Hz"
+    style = {"wavelet": dict(color="k", lw=1.8), "reference": dict(color="C3", lw=1.2, ls="--")}
+    stage_colors = ["C0", "C2", "C1", "C4", "C5", "C6", "C8", "C9"]
+    for i, k in enumerate(names):
+        kw = style.get(k, dict(color=stage_colors[i % len(stage_colors)], lw=1.0))
+        ax0.plot(t[:i1 + 1], traces[k][:i1 + 1], label=label.get(k, k), **kw)
+        ax1.plot(f, spectra[k], label=label.get(k, k), **kw)
+    ax0.axhline(0.0, color="0.6", lw=0.8)
+    ax0.set_xlim(0.0, t[i1])
+    ax0.set_xlabel("time (s)")
+    ax0.set_ylabel("amplitude")
+    ax0.set_title(f"wavelets (dt = {dt:g} s, first {t[i1]:.3g} s of {(n - 1) * dt:.3g} s)", fontsize=10)
+    ax0.grid(alpha=0.3)
+    ax0.legend(fontsize=8, loc="upper right")
+    ax1.set_xlim(0.0, f_max)
+    ax1.set_ylim(0.0, 1.08 * top)
+    ax1.set_xlabel("frequency (Hz)")
+    ax1.set_ylabel("|W(f)| (amplitude x s)")
+    ax1.set_title("amplitude spectra", fontsize=10)
+    ax1.grid(alpha=0.3)
+    est = wav.get("estimate") if isinstance(wav.get("estimate"), dict) else None
+    title = "source wavelet " + ("estimated from the observed data" if source == "estimate" else "from " + str(source))
+    if est:
+        title += (f": unexplained data {fmt_num(est.get('residual'), '.3f')} "
+                  f"(Ricker reference {fmt_num(est.get('residual_reference'), '.3f')}) on the starting model")
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    save_atomic(fig, out, DPI)
+    plt.close(fig)
+    return True
+
+
 # --------------------------------------------------------------------------- observed
 
 def plot_observed(path, out):
@@ -282,6 +345,20 @@ def plot_loss(summary, out):
             ax2.plot(it, rmse_rho, marker=marker, ms=4, color="C2")
             ax2.set_ylabel("density RMSE (kg/m^3)", color="C2")
             ax.set_ylabel("velocity RMSE (m/s)", color="C1")
+    # Frequency stages: a line where each begins (each stage fits other data, so the loss jumps).
+    stages = ((summary.get("config") or {}).get("fwi") or {}).get("stages") or []
+    starts, prev = [], None
+    for r in its:
+        if isinstance(r, dict) and r.get("stage") is not None and r.get("stage") != prev:
+            starts.append((int(r["iteration"]), int(r["stage"])))
+            prev = r.get("stage")
+    for first, k in starts:
+        freq = stages[k - 1].get("max_freq") if 0 < k <= len(stages) else None
+        for i, ax in enumerate(axes):
+            ax.axvline(first - 0.5, color="0.5", ls="--", lw=0.8)
+            if i == 0:
+                ax.text(first - 0.3, 1.0, f" stage {k}" + (f": < {freq:g} Hz" if freq is not None else ""),
+                        transform=ax.get_xaxis_transform(), va="top", ha="left", fontsize=8, color="0.3")
     for ax in axes:
         ax.xaxis.get_major_locator().set_params(integer=True)
     last = rows[-1]
@@ -647,7 +724,12 @@ def main(argv=None):
             print(f"{PROG}: error: {name}: {e}", file=sys.stderr)
             failed = True
 
-    attempt("ricker.png", plot_ricker, summary)
+    wav = summary.get("wavelet") if isinstance(summary.get("wavelet"), dict) else {}
+    wavelet_h5 = os.path.join(outdir, "wavelet.h5")
+    if wav.get("source", "ricker") != "ricker" and os.path.isfile(wavelet_h5):
+        attempt("wavelet.png", plot_wavelets, summary, wavelet_h5)
+    else:
+        attempt("ricker.png", plot_ricker, summary)
     attempt("observed_data.png", plot_observed, os.path.join(outdir, "observed.h5"))
     attempt("loss.png", plot_loss, summary)
 

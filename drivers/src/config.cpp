@@ -152,6 +152,51 @@ class SectionReader {
     out = std::move(v);
   }
 
+  /// An array of tables {max_freq = Hz, iterations = n} (fwi.stages).
+  void get(char const* key, std::vector<FwiSection::Stage>& out) {
+    toml::node const* node = find(key);
+    if (node == nullptr) return;
+    auto const* arr = node->as_array();
+    if (arr == nullptr) type_error(key, *node, "array of tables {max_freq = Hz, iterations = n}");
+    std::vector<FwiSection::Stage> v;
+    for (std::size_t i = 0; i < arr->size(); ++i) {
+      std::string const element = dotted(key) + "[" + std::to_string(i) + "]";
+      auto const* t = arr->get(i)->as_table();
+      KSWEEP_REQUIRE(t != nullptr, "wrong type for " << element << " in " << where(key) << ": got "
+                                                     << type_name(arr->get(i)->type())
+                                                     << ", expected a table {max_freq = Hz, iterations = n}");
+      FwiSection::Stage st;
+      bool has_freq = false, has_iterations = false;
+      for (auto const& [k, e] : *t) {
+        std::string const name(k.str());
+        if (name == "max_freq" && (e.is_floating_point() || e.is_integer())) {
+          st.max_freq = e.is_integer() ? static_cast<double>(e.as_integer()->get()) : e.as_floating_point()->get();
+          has_freq = true;
+        } else if (name == "iterations" && e.is_integer()) {
+          std::int64_t const n = e.as_integer()->get();
+          KSWEEP_REQUIRE(n >= 1 && n <= std::numeric_limits<int>::max(),
+                         element << ".iterations = " << n << " in " << where(key) << " must be in [1, "
+                                 << std::numeric_limits<int>::max() << "]");
+          st.iterations = static_cast<int>(n);
+          has_iterations = true;
+        } else {
+          KSWEEP_REQUIRE(
+              false, element << "." << shown(name) << " in " << where(key)
+                             << (name == "max_freq" || name == "iterations"
+                                     ? std::string(" has the wrong type: got ") + type_name(e.type()) +
+                                           (name == "max_freq" ? ", expected a number (Hz)" : ", expected an integer")
+                                     : std::string(" is not a key of a stage (allowed: max_freq, "
+                                                   "iterations)")));
+        }
+      }
+      KSWEEP_REQUIRE(has_freq && has_iterations, element << " in " << where(key) << " lacks "
+                                                         << (has_freq ? "iterations" : "max_freq")
+                                                         << ": a stage is {max_freq = Hz, iterations = n}");
+      v.push_back(st);
+    }
+    out = std::move(v);
+  }
+
   /// A string, or a number kept as its text (a key that takes a name, a path or a value).
   void get_text_or_number(char const* key, std::string& out) {
     toml::node const* node = m_table == nullptr ? nullptr : m_table->get(key);
@@ -390,6 +435,8 @@ Config build(toml::table root, std::string const& origin, std::vector<std::strin
     SectionReader r(section("wavelet"), "wavelet", origins);
     r.get("freq", c.wavelet.freq);
     r.get("delay", c.wavelet.delay);
+    r.get("source", c.wavelet.source);
+    r.get("stabilisation", c.wavelet.stabilisation);
     r.finish();
   }
   {
@@ -458,6 +505,7 @@ Config build(toml::table root, std::string const& origin, std::vector<std::strin
     r.get("rho_min", c.fwi.rho_min);
     r.get("rho_max", c.fwi.rho_max);
     r.get("lr_rho", c.fwi.lr_rho);
+    r.get("stages", c.fwi.stages);
     r.finish();
   }
   {
@@ -477,6 +525,12 @@ Config build(toml::table root, std::string const& origin, std::vector<std::strin
         c.given.push_back(std::string(name.str()) + "." + std::string(k.str()));
       }
   std::sort(c.given.begin(), c.given.end());
+  // With stages, fwi.iterations is their sum (validate() refuses a given one that differs).
+  if (!c.fwi.stages.empty() && !c.is_given("fwi.iterations")) {
+    long long sum = 0;
+    for (auto const& st : c.fwi.stages) sum += st.iterations;
+    c.fwi.iterations = static_cast<int>(std::min<long long>(sum, std::numeric_limits<int>::max()));
+  }
   validate(c);
   return c;
 }
@@ -682,6 +736,35 @@ void validate(Config const& c) {
                  "fwi.lbfgs_memory = " << f.lbfgs_memory << " correction pairs must be in [1, 100]");
   KSWEEP_REQUIRE(f.grad_smooth >= 0, "fwi.grad_smooth = " << f.grad_smooth << " must be >= 0");
   KSWEEP_REQUIRE(f.figures_every >= 0, "fwi.figures_every = " << f.figures_every << " must be >= 0 (0 = never)");
+  if (!f.stages.empty()) {
+    long long sum = 0;
+    for (std::size_t i = 0; i < f.stages.size(); ++i) {
+      auto const& st = f.stages[i];
+      std::string const key = "fwi.stages[" + std::to_string(i) + "]";
+      require_finite(key + ".max_freq", st.max_freq);
+      double const nyquist = 0.5 / c.time.dt;
+      KSWEEP_REQUIRE(st.max_freq > 0 && st.max_freq < nyquist,
+                     key << ".max_freq = " << st.max_freq << " Hz must be in (0, " << nyquist
+                         << ") Hz, below the Nyquist frequency of time.dt = " << c.time.dt << " s");
+      KSWEEP_REQUIRE(st.iterations >= 1, key << ".iterations = " << st.iterations << " must be >= 1");
+      sum += st.iterations;
+    }
+    KSWEEP_REQUIRE(f.iterations <= sum,
+                   "fwi.iterations = " << f.iterations << " but fwi.stages add up to " << sum
+                                       << " iterations: the stages plan no more; remove fwi.iterations (it is then "
+                                          "their sum), or lower it to stop early");
+  }
+  auto const& w = c.wavelet;
+  KSWEEP_REQUIRE(!w.source.empty(),
+                 "wavelet.source is empty (allowed: \"ricker\", \"estimate\" or a path to a "
+                 "wavelet file: .h5, .sgy/.segy or text)");
+  require_finite("wavelet.stabilisation", w.stabilisation);
+  KSWEEP_REQUIRE(w.stabilisation > 0 && w.stabilisation < 1,
+                 "wavelet.stabilisation = " << w.stabilisation << " must be in (0, 1) (typical: 1e-3)");
+  KSWEEP_REQUIRE(w.source == "estimate" || !c.is_given("wavelet.stabilisation"),
+                 "wavelet.stabilisation is set, but wavelet.source = \"" << shown(w.source)
+                                                                         << "\" estimates nothing: set wavelet.source "
+                                                                            "= \"estimate\", or remove it");
 }
 
 Config load_config(std::filesystem::path const& file, std::vector<std::string> const& overrides) {
@@ -721,6 +804,9 @@ nlohmann::json config_to_json(Config const& c) {
                 {"crop_y", crop_json(c.model.crop_y)}};
   j["time"] = {{"dt", c.time.dt}, {"nt", c.time.nt}};
   j["wavelet"] = {{"freq", c.wavelet.freq}, {"delay", c.wavelet.delay}};
+  // Recorded only when set, so that runs with the Ricker wavelet keep their identity.
+  if (c.wavelet.source != "ricker") j["wavelet"]["source"] = c.wavelet.source;
+  if (c.wavelet.source == "estimate") j["wavelet"]["stabilisation"] = c.wavelet.stabilisation;
   j["shots"] = {{"count", c.shots.count},
                 {"z", c.shots.z},
                 {"x_range", {c.shots.x_range[0], c.shots.x_range[1]}},
@@ -774,6 +860,11 @@ nlohmann::json config_to_json(Config const& c) {
     j["fwi"]["rho_min"] = c.fwi.rho_min;
     j["fwi"]["rho_max"] = c.fwi.rho_max;
     j["fwi"]["lr_rho"] = c.fwi.lr_rho;
+  }
+  if (!c.fwi.stages.empty()) {
+    j["fwi"]["stages"] = nlohmann::json::array();
+    for (auto const& st : c.fwi.stages)
+      j["fwi"]["stages"].push_back({{"max_freq", st.max_freq}, {"iterations", st.iterations}});
   }
   j["source_path"] = c.source_path;
   return j;

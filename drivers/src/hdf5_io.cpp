@@ -463,6 +463,30 @@ void write_datasets(fs::path const& path, std::vector<Dataset> const& datasets, 
   });
 }
 
+void write_wavelets(fs::path const& path, std::vector<NamedTrace> const& traces, double dt) {
+  KSWEEP_REQUIRE(!traces.empty() && dt > 0 && std::isfinite(dt),
+                 "cannot write " << shown_path(path) << ": " << traces.size() << " traces of dt = " << dt << " s");
+  for (auto const& t : traces)
+    KSWEEP_REQUIRE(!t.name.empty() && !t.samples.empty() && t.samples.size() == traces[0].samples.size() &&
+                       t.samples.size() <= static_cast<std::size_t>(std::numeric_limits<int>::max()),
+                   "cannot write " << shown_path(path) << ": trace '" << t.name << "' has " << t.samples.size()
+                                   << " samples, the first " << traces[0].samples.size());
+  write_atomic(path, [&](hid_t file, fs::path const& where) {
+    for (auto const& t : traces)
+      write_dataset<1>(file, where, t.name, {static_cast<hsize_t>(t.samples.size())}, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE,
+                       t.samples.data());
+    write_double(file, where, "dt", dt);
+  });
+}
+
+std::vector<double> read_wavelet_h5(fs::path const& path, double& dt) {
+  Handle file = open_for_reading(path);
+  std::vector<hsize_t> dims;
+  auto w = read_dataset<double>(file.get(), path, "wavelet", 1, H5T_NATIVE_DOUBLE, dims);
+  dt = read_double(file.get(), path, "dt");
+  return w;
+}
+
 #else
 
 namespace {
@@ -481,6 +505,8 @@ void write_model(std::filesystem::path const& path, std::vector<float> const&, i
 VelocityModel read_model(std::filesystem::path const& path, std::string const&) { no_hdf5(path); }
 VelocityModel read_model_shape(std::filesystem::path const& path, std::string const&) { no_hdf5(path); }
 void write_datasets(std::filesystem::path const& path, std::vector<Dataset> const&, double) { no_hdf5(path); }
+void write_wavelets(std::filesystem::path const& path, std::vector<NamedTrace> const&, double) { no_hdf5(path); }
+std::vector<double> read_wavelet_h5(std::filesystem::path const& path, double&) { no_hdf5(path); }
 
 #endif
 

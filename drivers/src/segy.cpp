@@ -365,6 +365,18 @@ bool is_segy_path(fs::path const& path) {
 
 SegyLayout segy_layout(fs::path const& path, std::string const& what) { return open_segy(path, what).layout; }
 
+std::vector<double> read_segy_trace(fs::path const& path, double& dt, std::string const& what) {
+  Opened o = open_segy(path, what);
+  std::string const name = label(what, path);
+  char th[kTraceHeaderBytes];
+  std::vector<unsigned char> raw;
+  std::vector<double> v;
+  trace_header(o, 0, th, name);
+  trace_values(o, 0, raw, v, name);
+  dt = o.layout.dt;
+  return v;
+}
+
 VelocityModel read_segy_model(fs::path const& path, double dh, double scale, std::string const& what) {
   Opened o = open_segy(path, what);
   std::string const name = label(what, path);

@@ -462,6 +462,23 @@ def case_bad_inputs():
     expect_error(["fwi", "-c", cfg, "-o", out, "--set", "fwi.learning_rate=3"], "learning_rate", out=out)
     expect_error(["fwi", "-c", cfg, "-o", out, "--set", "time.dt=0.01"], "CFL", out=out)
     expect_error(["fwi", "-c", cfg, "-o", out, "--set", "storage.dtype=fp8"], "fp8", out=out)
+    # Wavelets and stages: a missing or malformed wavelet file, an estimate without data to
+    # estimate from, stages above the Nyquist frequency or fewer iterations than asked for.
+    expect_error(["fwi", "-c", cfg, "-o", out, "--set", 'wavelet.source="/nonexistent/w.txt"'],
+                 "wavelet.source = \"/nonexistent/w.txt\"", out=out)
+    bad_w = os.path.join(WORK, "bad_wavelet.txt")
+    with open(bad_w, "w") as f:
+        f.write("0 0.0\n0.001 1.0\n0.003 0.5\n")
+    expect_error(["fwi", "-c", cfg, "-o", out, "--set", f'wavelet.source="{bad_w}"'], "sample 3 is at 0.003 s",
+                 out=out)
+    expect_error(["model", "-c", cfg, "-o", out, "--set", 'wavelet.source="estimate"'], "ksweep model makes data",
+                 out=out)
+    expect_error(["fwi", "-c", cfg, "-o", out, "--set", "fwi.stages=[{max_freq=200, iterations=2}]"],
+                 "fwi.stages[0].max_freq = 200", out=out)
+    expect_error(["fwi", "-c", cfg, "-o", out, "--set", "fwi.stages=[{max_freq=4, iterations=2}]", "--set",
+                  "fwi.iterations=3"], "fwi.stages add up to 2", out=out)
+    expect_error(["fwi", "-c", cfg, "-o", out, "--set", "fwi.stages=[{max_freq=4, iters=2}]"],
+                 "allowed: max_freq, iterations", out=out)
     # With several ranks a failure on rank 0 ends every rank (no hang).
     t0 = time.time()
     expect_error(["fwi", "-c", cfg, "-o", out, "--set", f'fwi.observed="{corrupt}"'], "corrupt.h5", ranks=2, out=out)
@@ -1327,10 +1344,80 @@ def case_memory_estimate():
     print("memory_estimate: ok")
 
 
+def gabor(t, freq=6.0, delay=0.3, width=0.12):
+    """A 90-degree-rotated Gabor pulse: not a Ricker wavelet."""
+    tau = t - delay
+    return np.sin(2 * np.pi * freq * tau) * np.exp(-(tau / width) ** 2)
+
+
+def case_wavelet():
+    """Data made with a wavelet from a text file (at another interval than the modelling's) give
+    the wavelet back when ksweep fwi estimates it from them; frequency stages low-pass the data
+    and the wavelet, and a run stopped at a stage's first iteration or inside a stage resumes to
+    the bits of the uninterrupted run."""
+    # The wavelet at 1 ms (the modelling runs at 3 ms: the program resamples it).
+    t = np.arange(1500) * 0.001
+    wfile = os.path.join(WORK, "gabor.txt")
+    with open(wfile, "w") as f:
+        f.write("# time (s), amplitude\n")
+        for ti, wi in zip(t, gabor(t)):
+            f.write(f"{ti:.6f}, {wi:.9e}\n")
+    made = fresh("wavelet_data")
+    ksweep(["model", "-c", write_config("wavelet_model.toml", BASE.replace(
+        "[wavelet]", f'[wavelet]\nsource = "{wfile}"')), "-o", made])
+    with h5py.File(os.path.join(made, "observed.h5"), "r") as f:
+        if not np.isnan(f.attrs["freq"]):
+            fail(f"observed.h5 of a wavelet file records a Ricker frequency {f.attrs['freq']}")
+    text = BASE.replace("[wavelet]", '[wavelet]\nsource = "estimate"').replace(
+        "iterations = 3", "stages = [{max_freq = 4, iterations = 2}, {max_freq = 8, iterations = 2}]")
+    text += f'observed = "{os.path.join(made, "observed.h5")}"\n'
+    cfg = write_config("wavelet_fwi.toml", text)
+    ref = fresh("wavelet_ref")
+    r = ksweep(["fwi", "-c", cfg, "-o", ref])
+    for needle in ("wavelet estimated", "stage 1/2: data and wavelet low-passed below 4 Hz, iterations 1-2",
+                   "stage 2/2: data and wavelet low-passed below 8 Hz, iterations 3-4"):
+        if needle not in r.stdout:
+            fail(f"'{needle}' not in the output:\n{r.stdout}")
+    with h5py.File(os.path.join(ref, "wavelet.h5"), "r") as f:
+        dt = f.attrs["dt"]
+        est, reference, st1 = f["wavelet"][...], f["reference"][...], f["stage_1"][...]
+    truth = gabor(np.arange(est.size) * dt)
+    err = np.linalg.norm(est - truth) / np.linalg.norm(truth)
+    err_ref = np.linalg.norm(reference - truth) / np.linalg.norm(truth)
+    print(f"wavelet: estimate's relative error {err:.3f} (the Ricker reference's {err_ref:.3f})")
+    if not err < 0.1:
+        fail(f"the estimated wavelet is {err:.3f} (relative L2) from the one the data were made with")
+    # The first stage's wavelet is the estimate through the stated zero-phase gain,
+    # 1 / (1 + (f / 4 Hz)^12), on a zero-padded axis.
+    n = 2 * est.size
+    gain = 1 / (1 + (np.fft.rfftfreq(n, dt) / 4.0) ** 12)
+    want = np.fft.irfft(np.fft.rfft(est, n) * gain, n)[:est.size]
+    if not np.abs(st1 - want).max() < 1e-6 * np.abs(want).max():
+        fail(f"stage 1's wavelet differs from the low-passed estimate by {np.abs(st1 - want).max():.3e}")
+    with open(os.path.join(ref, "summary.json")) as f:
+        s = json.load(f)
+    if [h["stage"] for h in s["iterations"]] != [1, 1, 2, 2]:
+        fail(f"stages of the iterations: {[h.get('stage') for h in s['iterations']]}")
+    if not s["wavelet"]["estimate"]["residual"] < s["wavelet"]["estimate"]["residual_reference"]:
+        fail(f"the estimate explains less of the data than the Ricker reference: {s['wavelet']['estimate']}")
+    # Stopped after iteration 2 (the end of stage 1) and after 3 (inside stage 2), then resumed.
+    for stop in (2, 3):
+        out = fresh(f"wavelet_stop{stop}")
+        ksweep(["fwi", "-c", cfg, "-o", out, "--set", f"fwi.iterations={stop}"])
+        ksweep(["fwi", "-c", cfg, "-o", out, "--resume", out])
+        if model_bytes(out) != model_bytes(ref):
+            fail(f"stopped after iteration {stop} and resumed: the model differs from the uninterrupted run's")
+        if [h["loss"] for h in history(out)] != [h["loss"] for h in history(ref)]:
+            fail(f"stopped after {stop}: losses {[h['loss'] for h in history(out)]} vs "
+                 f"{[h['loss'] for h in history(ref)]}")
+    print("wavelet: estimated, staged, resumed across and inside a stage with the same bits")
+
+
 if __name__ == "__main__":
     os.makedirs(WORK, exist_ok=True)
     {"model": case_model, "ranks": case_ranks, "schedules": case_schedules, "resume": case_resume, "converges": case_converges,
      "three_d": case_three_d, "density": case_density, "segy": case_segy, "survey": case_survey,
+     "wavelet": case_wavelet,
      "bad_inputs": case_bad_inputs, "outputs": case_outputs, "resume_checks": case_resume_checks,
      "numerics": case_numerics, "disk_full": case_disk_full, "disk_full_tmpfs": case_disk_full_tmpfs, "signals": case_signals,
      "memory": case_memory, "memory_estimate": case_memory_estimate}[sys.argv[4]]()

@@ -22,6 +22,10 @@ Inversion::Inversion(Problem problem, Options options, comm::Communicator const&
 Inversion::~Inversion() = default;
 
 void Inversion::restore(State const& s) { m_impl->restore(s); }
+void Inversion::set_data(std::vector<double> wavelet, std::vector<float> observed) {
+  m_impl->set_data(std::move(wavelet), std::move(observed));
+}
+void Inversion::restart_optimizer() { m_impl->restart_optimizer(); }
 Report Inversion::step() { return m_impl->step(); }
 int Inversion::iteration() const { return m_impl->iteration(); }
 State Inversion::state() const { return m_impl->state(); }

@@ -127,7 +127,7 @@ class Run final : public Inversion::Impl {
     for (auto const& name : m_opt.invert) m_inverted.push_back(parameter_index(m_pb.physics, name));
     std::size_t const nv = m_inverted.size() * m_n;
     m_model = vec(view_alloc(m_space, WithoutInitializing, std::string("ksweep::fwi::model")), nv);
-    Box box;
+    Box& box = m_box;
     box.cells = m_inverted.size() > 1 ? m_n : 0;
     box.fixed = m_fixed;
     for (int p = 0; p < n_params; ++p) {
@@ -144,8 +144,7 @@ class Run final : public Inversion::Impl {
     if (!m_pb.truth.empty()) m_truth[0] = upload(m_pb.truth, "ksweep::fwi::true");
     if (!m_pb.truth_density.empty()) m_truth[1] = upload(m_pb.truth_density, "ksweep::fwi::true_rho");
     m_grad = vec(view_alloc(m_space, WithoutInitializing, std::string("ksweep::fwi::grad")), nv);
-    if (m_opt.method == Method::adam) m_adam.emplace(m_space, nv, m_opt.adam, box);
-    else m_lbfgs.emplace(m_space, nv, m_opt.lbfgs, box);
+    restart_optimizer();
     m_cap = (m_opt.batch + comm.size() - 1) / comm.size();
     m_prop = std::make_unique<P>(m_space, g, m_pb.pml, m_pb.dt, m_cap);
     m_prop->set_schedule(m_opt.schedule);
@@ -153,13 +152,7 @@ class Run final : public Inversion::Impl {
     m_img = typename E::images_type(m_space, m_rows, m_nx, n_params);
     m_w = typename P::wavelet_view(view_alloc(m_space, WithoutInitializing, std::string("ksweep::fwi::wavelets")),
                                    m_cap, 1, m_pb.nt);
-    {
-      auto wh = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_w);
-      for (int s = 0; s < m_cap; ++s)
-        for (int t = 0; t < m_pb.nt; ++t) wh(s, 0, t) = static_cast<Real>(m_pb.wavelet[static_cast<std::size_t>(t)]);
-      Kokkos::deep_copy(m_space, m_w, wh);
-      m_space.fence();
-    }
+    upload_wavelet();
     m_scale = m_opt.loss_sum ? 1.0 : 1.0 / (static_cast<double>(m_opt.batch) * m_pb.nt * m_nr);
     m_rng.seed(m_opt.seed);
     m_row_sums = Kokkos::View<double*, ExecSpace::memory_space>(
@@ -168,6 +161,38 @@ class Run final : public Inversion::Impl {
       v->clear();
       v->shrink_to_fit();
     }
+  }
+
+  /// Every slot of the batch's wavelets from m_pb.wavelet.
+  void upload_wavelet() {
+    auto wh = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_w);
+    for (int s = 0; s < m_cap; ++s)
+      for (int t = 0; t < m_pb.nt; ++t) wh(s, 0, t) = static_cast<Real>(m_pb.wavelet[static_cast<std::size_t>(t)]);
+    Kokkos::deep_copy(m_space, m_w, wh);
+    m_space.fence();
+  }
+
+  void restart_optimizer() override {
+    std::size_t const nv = m_model.extent(0);
+    m_adam.reset();
+    m_lbfgs.reset();
+    if (m_opt.method == Method::adam) m_adam.emplace(m_space, nv, m_opt.adam, m_box);
+    else m_lbfgs.emplace(m_space, nv, m_opt.lbfgs, m_box);
+    m_space.fence();
+  }
+
+  void set_data(std::vector<double> wavelet, std::vector<float> observed) override {
+    KSWEEP_REQUIRE(
+        wavelet.size() == static_cast<std::size_t>(m_pb.nt),
+        "ksweep::fwi::Inversion::set_data: a wavelet of " << wavelet.size() << " samples for nt = " << m_pb.nt);
+    auto const samples = static_cast<std::size_t>(m_shots) * m_pb.nt * m_nr;
+    KSWEEP_REQUIRE(observed.size() == samples,
+                   "ksweep::fwi::Inversion::set_data: " << observed.size() << " observed samples, the survey has "
+                                                        << samples << " ([shots, nt, receivers] = [" << m_shots << ", "
+                                                        << m_pb.nt << ", " << m_nr << "])");
+    m_pb.wavelet = std::move(wavelet);
+    m_pb.observed = std::move(observed);
+    upload_wavelet();
   }
 
   /// The position of parameter p in the optimizer's vector (-1: held fixed).
@@ -205,8 +230,8 @@ class Run final : public Inversion::Impl {
                                                                         << s.first.size() << " and " << s.second.size()
                                                                         << " values for " << m_inverted.size()
                                                                         << " parameter(s) of " << m_n << " cells");
-      m_adam->restore(m_space, s.iteration, upload(s.first, "ksweep::fwi::adam_m"),
-                      upload(s.second, "ksweep::fwi::adam_v"));
+      m_adam->restore(m_space, s.optimizer_steps >= 0 ? s.optimizer_steps : s.iteration,
+                      upload(s.first, "ksweep::fwi::adam_m"), upload(s.second, "ksweep::fwi::adam_v"));
     }
     std::istringstream is(s.rng);
     is >> m_rng;
@@ -272,6 +297,7 @@ class Run final : public Inversion::Impl {
     s.rng = os.str();
     s.model = model();
     s.density = density();
+    s.optimizer_steps = m_adam ? m_adam->steps() : -1;
     if (m_adam) {
       s.first = to_host_floats(m_space, m_adam->first_moment());
       s.second = to_host_floats(m_space, m_adam->second_moment());
@@ -517,6 +543,7 @@ class Run final : public Inversion::Impl {
   vec m_model, m_grad;          // the inverted parameters stacked, and their gradient
   vec m_held[2], m_truth[2];    // per parameter (vp, rho): held values, true values
   std::vector<int> m_inverted;  // the parameters in m_model, in order
+  Box m_box;                    // the optimizer's bounds and fixed cells
   std::optional<Adam<Real, ExecSpace>> m_adam;
   std::optional<Lbfgs<Real, ExecSpace>> m_lbfgs;
   std::unique_ptr<P> m_prop;

@@ -12,6 +12,8 @@ namespace ksweep::fwi {
 struct Inversion::Impl {
   virtual ~Impl() = default;
   virtual void restore(State const& s) = 0;
+  virtual void set_data(std::vector<double> wavelet, std::vector<float> observed) = 0;
+  virtual void restart_optimizer() = 0;
   virtual Report step() = 0;
   virtual int iteration() const = 0;
   virtual State state() const = 0;

@@ -34,6 +34,7 @@ from . import _ksweep  # noqa: E402
 
 __all__ = [
     "initialize", "info", "ricker", "load_model", "gaussian_smooth", "forward", "adjoint", "gradient", "Gradient", "Inversion",
+    "low_pass", "estimate_wavelet",
 ]
 __version__ = _ksweep.__version__
 
@@ -134,6 +135,37 @@ def _data_time_major(d, dtype, shots, receivers, name) -> np.ndarray:
     if d.ndim != 3 or d.shape[0] != shots or d.shape[1] != receivers:
         raise ValueError(f"{name} has shape {d.shape}, expected [shot, receiver, time] = [{shots}, {receivers}, nt]")
     return np.ascontiguousarray(d.transpose(0, 2, 1))  # no copy for a view of time-major records
+
+
+def low_pass(data, dt: float, max_freq: float) -> np.ndarray:
+    """`data` low-passed with zero phase below `max_freq` (Hz) along its last axis (time):
+    gain 1 / (1 + (f / max_freq)^12), the frequency continuation of `ksweep fwi` (fwi.stages).
+    A 1D trace comes back as float64; data [shot, receiver, time] as float32."""
+    d = np.asarray(data)
+    if d.ndim == 1:
+        return _ksweep.low_pass(np.ascontiguousarray(d, dtype=np.float64), float(dt), float(max_freq))
+    if d.ndim != 3:
+        raise ValueError(f"data has shape {d.shape}: a trace [time] or records [shot, receiver, time]")
+    tm = np.ascontiguousarray(d.astype(np.float32, copy=False).transpose(0, 2, 1))
+    return _ksweep.low_pass_records(tm, float(dt), float(max_freq)).transpose(0, 2, 1)
+
+
+def estimate_wavelet(observed_data, synthetic_data, reference, dt: float, stabilisation: float = 1e-3):
+    """The source wavelet that explains `observed_data` [shot, receiver, time], given
+    `synthetic_data` of the same survey modelled with the wavelet `reference` (nt samples):
+    W = R sum conj(S) D / (sum |S|^2 + eps), eps = stabilisation x the peak of sum |S|^2, sums over
+    every trace. Returns (wavelet, residual, residual_reference): the estimate (float64, nt), and
+    the part of the data it leaves unexplained, and the reference leaves."""
+    obs = np.asarray(observed_data, dtype=np.float32)
+    syn = np.asarray(synthetic_data, dtype=np.float32)
+    if obs.ndim != 3 or syn.shape != obs.shape:
+        raise ValueError(f"observed_data {obs.shape} and synthetic_data {syn.shape} must be the same "
+                         "[shot, receiver, time]")
+    w, res, res_ref = _ksweep.estimate_wavelet(np.ascontiguousarray(obs.transpose(0, 2, 1)),
+                                               np.ascontiguousarray(syn.transpose(0, 2, 1)),
+                                               np.ascontiguousarray(reference, dtype=np.float64), float(dt),
+                                               float(stabilisation))
+    return w, res, res_ref
 
 
 def _pml_faces(pml_width, free_surface) -> list:
@@ -395,3 +427,17 @@ class Inversion:
     def restore(self, state: dict) -> None:
         """Continues from `state` (from state()), replacing the model."""
         self._inv.restore(state)
+
+    def set_data(self, wavelet, observed_data) -> None:
+        """A new stage (frequency continuation): `wavelet` (nt samples) and `observed_data`
+        [shot, receiver, time] replace the inversion's from the next step on. The optimizer's
+        state is kept; call restart_optimizer() as well when the stage begins."""
+        w = np.ascontiguousarray(np.asarray(wavelet, dtype=np.float64))
+        obs = np.asarray(observed_data).astype(np.float32, copy=False)
+        if obs.ndim != 3:
+            raise ValueError(f"observed_data has shape {obs.shape}, expected [shot, receiver, time]")
+        self._inv.set_data(w, np.ascontiguousarray(obs.transpose(0, 2, 1)))
+
+    def restart_optimizer(self) -> None:
+        """The optimizer starts afresh: Adam's moments and step count, or L-BFGS's memory."""
+        self._inv.restart_optimizer()

@@ -17,6 +17,7 @@
 #include <ksweep/core/schedule.hpp>
 #include <ksweep/core/wavelet.hpp>
 #include <ksweep/fwi/inversion.hpp>
+#include <ksweep/fwi/spectral.hpp>
 #include <ksweep/fwi/modeling.hpp>
 #include <ksweep/fwi/smoothing.hpp>
 #include <ksweep/io/velocity.hpp>
@@ -555,7 +556,17 @@ class PyInversion {
     if (!s.density.empty()) d["density"] = shaped(s.density);
     d["first"] = py::array_t<float>(static_cast<py::ssize_t>(s.first.size()), s.first.data());
     d["second"] = py::array_t<float>(static_cast<py::ssize_t>(s.second.size()), s.second.data());
+    d["optimizer_steps"] = s.optimizer_steps;
     return d;
+  }
+
+  void set_data(carray<double> const& wavelet, carray<float> const& observed) {
+    std::vector<double> w(wavelet.data(), wavelet.data() + wavelet.size());
+    std::vector<float> o(observed.data(), observed.data() + observed.size());
+    on_worker([&] { m_inv->set_data(std::move(w), std::move(o)); });
+  }
+  void restart_optimizer() {
+    on_worker([&] { m_inv->restart_optimizer(); });
   }
 
   void restore(py::dict const& d) {
@@ -570,6 +581,7 @@ class PyInversion {
     if (d.contains("density")) s.density = vec(d["density"]);
     s.first = vec(d["first"]);
     s.second = vec(d["second"]);
+    if (d.contains("optimizer_steps")) s.optimizer_steps = d["optimizer_steps"].cast<int>();
     on_worker([&] { m_inv->restore(s); });
   }
 
@@ -685,6 +697,55 @@ PYBIND11_MODULE(_ksweep, m) {
         return a;
       },
       py::arg("f"), py::arg("sigma"));
+  m.def(
+      "low_pass",
+      [](carray<double> const& trace, double dt, double max_freq) {
+        KSWEEP_REQUIRE(trace.ndim() == 1, "low_pass: a 1D trace, got " << trace.ndim() << "D");
+        std::vector<double> const in(trace.data(), trace.data() + trace.size());
+        std::vector<double> out;
+        {
+          py::gil_scoped_release nogil;
+          out = fwi::low_pass(in, dt, max_freq);
+        }
+        return py::array_t<double>(static_cast<py::ssize_t>(out.size()), out.data());
+      },
+      py::arg("trace"), py::arg("dt"), py::arg("max_freq"));
+  m.def(
+      "low_pass_records",
+      [](carray<float> const& records, double dt, double max_freq) {
+        KSWEEP_REQUIRE(records.ndim() == 3,
+                       "low_pass_records: [shot][nt][receiver] records, got " << records.ndim() << "D");
+        std::vector<float> v(records.data(), records.data() + records.size());
+        {
+          py::gil_scoped_release nogil;
+          fwi::low_pass_records(v, static_cast<int>(records.shape(0)), static_cast<int>(records.shape(1)),
+                                static_cast<int>(records.shape(2)), dt, max_freq);
+        }
+        py::array_t<float> a(std::vector<py::ssize_t>(records.shape(), records.shape() + 3));
+        std::copy(v.begin(), v.end(), a.mutable_data());
+        return a;
+      },
+      py::arg("records"), py::arg("dt"), py::arg("max_freq"));
+  m.def(
+      "estimate_wavelet",
+      [](carray<float> const& observed, carray<float> const& synthetic, carray<double> const& reference, double dt,
+         double stabilisation) {
+        KSWEEP_REQUIRE(observed.ndim() == 3,
+                       "estimate_wavelet: [shot][nt][receiver] observed records, got " << observed.ndim() << "D");
+        int const shots = static_cast<int>(observed.shape(0)), nt = static_cast<int>(observed.shape(1)),
+                  nr = static_cast<int>(observed.shape(2));
+        std::vector<float> const o(observed.data(), observed.data() + observed.size()),
+            syn(synthetic.data(), synthetic.data() + synthetic.size());
+        std::vector<double> const r(reference.data(), reference.data() + reference.size());
+        fwi::WaveletEstimate e;
+        {
+          py::gil_scoped_release nogil;
+          e = fwi::estimate_wavelet(o, syn, r, shots, nt, nr, dt, stabilisation);
+        }
+        return py::make_tuple(py::array_t<double>(static_cast<py::ssize_t>(e.wavelet.size()), e.wavelet.data()),
+                              e.residual, e.residual_reference);
+      },
+      py::arg("observed"), py::arg("synthetic"), py::arg("reference"), py::arg("dt"), py::arg("stabilisation"));
   // The same forward as ksweep.forward, from C++ alone (for the overhead benchmark,
   // scripts/bench_python.py): set-up, velocity and forward of float32 arrays, timed on the worker.
   m.def("_cpp_forward_seconds",
@@ -730,5 +791,7 @@ PYBIND11_MODULE(_ksweep, m) {
       .def("iteration", &PyInversion::iteration)
       .def("rmse", &PyInversion::rmse)
       .def("state", &PyInversion::state)
-      .def("restore", &PyInversion::restore);
+      .def("restore", &PyInversion::restore)
+      .def("set_data", &PyInversion::set_data)
+      .def("restart_optimizer", &PyInversion::restart_optimizer);
 }

@@ -46,10 +46,18 @@ struct TimeSection {
   int nt = 2000;
 };
 
-/// [wavelet]: Ricker source wavelet.
+/// [wavelet]: the source wavelet.
 struct WaveletSection {
+  /// The Ricker wavelet's peak frequency (Hz) and delay (s): the source with source = "ricker",
+  /// the reference of the estimate with "estimate".
   double freq = 5.0;
   double delay = 0.2;
+  /// "ricker"; "estimate" (ksweep fwi: from the observed data by frequency-domain least squares
+  /// against the starting model's Green's functions, ksweep/fwi/spectral.hpp); or a path to a
+  /// wavelet file (.h5, .sgy/.segy or text: ksweep/io/wavelet.hpp).
+  std::string source = "ricker";
+  /// The estimate's stabilisation, relative to the peak power of the synthetic data.
+  double stabilisation = 1e-3;
 };
 
 /// [shots]: source positions.
@@ -143,6 +151,16 @@ struct FwiSection {
   double rho_max = 3000.0;
   /// Adam's step for the density in kg/m^3 per iteration (0: fwi.lr).
   double lr_rho = 0.0;
+  /// Frequency continuation: stages of `iterations` iterations each, the observed data and the
+  /// wavelet low-passed with zero phase below `max_freq` (Hz; ksweep/fwi/spectral.hpp), the
+  /// optimizer restarted at each stage. Empty: one stage of the whole band. With stages,
+  /// fwi.iterations is their sum unless given (a smaller value stops the run early; --resume
+  /// continues it).
+  struct Stage {
+    double max_freq = 0;
+    int iterations = 0;
+  };
+  std::vector<Stage> stages;
 };
 
 /// The complete, validated configuration.

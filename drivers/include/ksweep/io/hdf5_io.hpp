@@ -90,4 +90,18 @@ VelocityModel read_model_shape(std::filesystem::path const& path, std::string co
 /// Writes each image as a float32 dataset [n0][n1] ([n0][n1][n2]) and the file attribute "dh".
 void write_datasets(std::filesystem::path const& path, std::vector<Dataset> const& datasets, double dh);
 
+/// A trace of a wavelet file: its name and samples.
+struct NamedTrace {
+  std::string name;
+  std::vector<double> samples;
+};
+
+/// Writes traces of one time axis (nt samples of dt seconds) as float64 datasets [nt] with the
+/// file attribute "dt": a wavelet file (the first trace named "wavelet" is what read_wavelet_h5
+/// reads).
+void write_wavelets(std::filesystem::path const& path, std::vector<NamedTrace> const& traces, double dt);
+
+/// Dataset "wavelet" ([n], float or integer) and the attribute "dt" of a wavelet file.
+std::vector<double> read_wavelet_h5(std::filesystem::path const& path, double& dt);
+
 }  // namespace ksweep::io

@@ -78,4 +78,8 @@ RecordsFile read_records_segy(std::filesystem::path const& path, double dh, int 
 /// True when `path` ends in .sgy or .segy (any case).
 bool is_segy_path(std::filesystem::path const& path);
 
+/// The first trace of a SEG-Y file (a wavelet) decoded exactly, and its sample interval `dt`
+/// (seconds; 0 when the headers do not state it). Throws ksweep::Error.
+std::vector<double> read_segy_trace(std::filesystem::path const& path, double& dt, std::string const& what);
+
 }  // namespace ksweep::io

@@ -88,6 +88,9 @@ struct State {
   std::vector<float> density;  ///< acoustic_vd: the current density (kg/m^3; empty otherwise)
   /// Adam's moments m and v (empty for L-BFGS), [parameter][cell] over Options::invert.
   std::vector<float> first, second;
+  /// Adam's steps since the optimizer (re)started (restart_optimizer(), a stage of frequency
+  /// continuation), which its bias correction counts; -1 in a state given to restore(): `iteration`.
+  int optimizer_steps = -1;
 };
 
 /// What one iteration did.
@@ -125,6 +128,14 @@ class Inversion {
 
   /// Continues from `s` (a checkpoint's state); the problem's starting model is replaced.
   void restore(State const& s);
+  /// A new stage of the data (frequency continuation): the wavelet (nt samples) and the observed
+  /// data ([shot][nt][receiver], the same on every rank) replace the problem's from the next
+  /// iteration on (collective). The optimizer's state is kept: call restart_optimizer() as well
+  /// when the stage begins (a run resumed in a stage's middle restores it instead).
+  void set_data(std::vector<double> wavelet, std::vector<float> observed);
+  /// The optimizer starts afresh: Adam's moments zero and its step count 0, L-BFGS's memory
+  /// empty (the loss it remembers is of other data once set_data() changed them).
+  void restart_optimizer();
   /// One iteration (collective). Throws IterationError on non-finite numbers.
   Report step();
   /// Iterations done.
