@@ -7,5 +7,6 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${KSWEEP_BUILD_DIR:-$repo/build}
 bash "$repo/scripts/build.sh"
-# One test at a time: each OpenMP test uses both cores.
-ctest --test-dir "$build" --output-on-failure --timeout 900 "$@"
+# Tests that use both cores (the OpenMP unit tests, Python, multi-rank runs) declare PROCESSORS 2
+# and run alone; ctest runs two one-thread end-to-end cases side by side.
+ctest --test-dir "$build" --output-on-failure --timeout 900 -j "$(nproc)" "$@"

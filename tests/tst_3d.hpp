@@ -81,8 +81,11 @@ double dot_product_error_3d(bool fs) {
 template <class Real>
 void check_dot_products_3d(double tol) {
   for (bool fs : {false, true}) {
-    double const e[4] = {dot_product_error_3d<Real, 2>(fs), dot_product_error_3d<Real, 4>(fs),
-                         dot_product_error_3d<Real, 6>(fs), dot_product_error_3d<Real, 8>(fs)};
+    double e[4] = {dot_product_error_3d<Real, 2>(fs), 0, 0, dot_product_error_3d<Real, 8>(fs)};
+    if constexpr (test::all_orders) {  // orders 2 and 8 only in the sanitizer build
+      e[1] = dot_product_error_3d<Real, 4>(fs);
+      e[2] = dot_product_error_3d<Real, 6>(fs);
+    }
     for (int i = 0; i < 4; ++i) EXPECT_LE(e[i], tol) << "order " << 2 * (i + 1) << ", free surface " << fs;
     std::printf("3D dot-product relative error (%s, free surface %d): o2 %.2e o4 %.2e o6 %.2e o8 %.2e\n",
                 sizeof(Real) == 8 ? "fp64" : "fp32", fs, e[0], e[1], e[2], e[3]);

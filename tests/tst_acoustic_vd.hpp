@@ -26,14 +26,7 @@ using namespace ksweep;
 template <class Real, int Order, int Dim = 2>
 using VdProp = core::Propagator<Real, Order, TEST_EXECSPACE, Dim, core::AcousticVd>;
 
-// The sanitizer build (KSWEEP_TESTS_SMALL) instantiates the order-parametrised checks at
-// orders 2 and 8 only: the smallest and the largest reach, orders 4 and 6 being the same code
-// with other constants.
-#ifdef KSWEEP_TESTS_SMALL
-constexpr bool all_orders = false;
-#else
-constexpr bool all_orders = true;
-#endif
+using test::all_orders;  // orders 2 and 8 only in the sanitizer build
 
 /// A density model with a smooth trend, a sharp step and lateral variation (kg/m^3), [rows][nx].
 std::vector<float> density_model(int rows, int nx, int step_row) {

@@ -152,10 +152,11 @@ void check_smoothing(io::Config const& cfg, io::VelocityModel const& shape) {
 
 /// fwi.observed: ksweep's HDF5 records, or SEG-Y shot gathers (.sgy, .segy) on the model's grid,
 /// resampled (band-limited, io/resample.hpp) to time.dt and time.nt when theirs differ.
-io::RecordsFile read_observed(std::string const& path, io::VelocityModel const& vm, io::Config const& cfg,
-                              bool values) {
+io::RecordsFile read_observed(std::string const& path, io::VelocityModel const& vm, io::Config const& cfg, bool values,
+                              std::pair<double, int>* own_axis = nullptr) {
   io::RecordsFile r = io::is_segy_path(path) ? io::read_records_segy(path, vm.dh, vm.ny, values, model_end(vm))
                                              : io::read_records(path, values);
+  if (own_axis) *own_axis = {r.dt, r.nt};
   double const dt = cfg.time.dt;
   int const nt = cfg.time.nt;
   if (r.nt == nt && std::abs(r.dt - dt) <= 1e-9 * dt) return r;
@@ -298,14 +299,15 @@ struct Inputs {
   core::Survey survey;
   storage::StorageConfig storage;
   io::VelocityModel truth;
-  std::vector<float> v0;              ///< the starting model
-  std::vector<float> rho_true, rho0;  ///< variable density: the true and starting densities
-  int water = 0;                      ///< water rows kept
-  io::RecordsFile obs;                ///< observed data read from fwi.observed (rank 0)
-  std::vector<double> wavelet;        ///< the source (full band): Ricker, a file's, or the estimate
-  fwi::WaveletEstimate estimate;      ///< wavelet.source = "estimate": the estimate and its residuals
-  nlohmann::json run;                 ///< the run's identity
-  io::Checkpoint ck;                  ///< --resume: the checkpoint
+  std::vector<float> v0;                  ///< the starting model
+  std::vector<float> rho_true, rho0;      ///< variable density: the true and starting densities
+  int water = 0;                          ///< water rows kept
+  io::RecordsFile obs;                    ///< observed data read from fwi.observed (rank 0)
+  std::pair<double, int> obs_axis{0, 0};  ///< the observed file's own dt and nt (rank 0; 0: modelled)
+  std::vector<double> wavelet;            ///< the source (full band): Ricker, a file's, or the estimate
+  fwi::WaveletEstimate estimate;          ///< wavelet.source = "estimate": the estimate and its residuals
+  nlohmann::json run;                     ///< the run's identity
+  io::Checkpoint ck;                      ///< --resume: the checkpoint
   bool resuming = false, in_place = false;
 };
 
@@ -436,7 +438,7 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
       comm,
       [&] {
         if (!comm.is_root() || f.observed.empty()) return;
-        in.obs = read_observed(f.observed, shape, cfg, true);
+        in.obs = read_observed(f.observed, shape, cfg, true, &in.obs_axis);
         check_observed(in.obs, cfg, survey, shape, io::shown_path(f.observed));
         if (auto const silent = silent_data(in.obs.data, "the observed data", cfg); !silent.empty())
           throw Error(silent);
@@ -677,6 +679,24 @@ struct Outputs {
   }
 };
 
+/// synthetic.h5 (and synthetic.segy beside a SEG-Y fwi.observed): the data of the final model
+/// with the run's wavelet over the whole band, at the observed data's own sampling interval and
+/// length (resampled back from time.dt, band-limited), with the survey's geometry: what a
+/// geophysicist compares with the field data (rank 0).
+void write_synthetic(io::Config const& cfg, Inputs const& in, fwi::Inversion const& inv, fs::path const& out) {
+  std::printf("modelling the final model's data (%d shots)\n", in.survey.n_shots);
+  std::fflush(stdout);
+  io::VelocityModel final_model = in.truth;
+  final_model.vp = inv.model();
+  std::vector<float> const rho = inv.density();
+  auto syn = model_observed(cfg, final_model, in.survey, false, in.wavelet, rho.empty() ? nullptr : &rho);
+  auto const [dt, nt] = in.obs_axis;
+  if (nt > 0 && (nt != syn.nt || std::abs(dt - syn.dt) > 1e-9 * dt)) syn = io::resample_records(syn, nt, dt);
+  io::write_records(out / "synthetic.h5", syn);
+  if (io::is_segy_path(cfg.fwi.observed)) io::write_records_segy(out / "synthetic.segy", syn);
+  std::printf("wrote %s (%d samples of %g s)\n", io::shown_path(out / "synthetic.h5").c_str(), syn.nt, syn.dt);
+}
+
 int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm, io::VelocityModel const& shape) {
   auto const& f = cfg.fwi;
   auto const t_start = std::chrono::steady_clock::now();
@@ -889,6 +909,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   if (comm.is_root()) try {
       core::ScopedRegion region("ksweep::fwi::output");
       write_models(out / "model_final.h5", truth, inv.model(), inv.density());
+      write_synthetic(cfg, in, inv, out);
       o.summary["seconds_total"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
       o.summary["iterations"] = o.history;
       io::write_json_atomic(out / "summary.json", o.summary);

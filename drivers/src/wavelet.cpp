@@ -77,7 +77,12 @@ std::vector<double> read_wavelet(fs::path const& path, double dt, int nt, std::s
   r.shots = 1, r.receivers = 1, r.nt = static_cast<int>(w.size()), r.dt = file_dt;
   r.data.assign(w.begin(), w.end());
   r = resample_records(r, nt, dt);
-  return {r.data.begin(), r.data.end()};
+  // Samples are amplitudes added once per time step: the same source at dt adds (dt / file_dt)^2
+  // as much per step.
+  double const scale = (dt / file_dt) * (dt / file_dt);
+  std::vector<double> out(r.data.size());
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = scale * r.data[i];
+  return out;
 }
 
 }  // namespace ksweep::io

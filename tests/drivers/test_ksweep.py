@@ -1362,9 +1362,10 @@ def case_wavelet():
         f.write("# time (s), amplitude\n")
         for ti, wi in zip(t, gabor(t)):
             f.write(f"{ti:.6f}, {wi:.9e}\n")
-    made = fresh("wavelet_data")
+    made = fresh("wavelet_data")  # the data at 1.5 ms (the inversion runs at 3 ms)
     ksweep(["model", "-c", write_config("wavelet_model.toml", BASE.replace(
-        "[wavelet]", f'[wavelet]\nsource = "{wfile}"')), "-o", made])
+        "[wavelet]", f'[wavelet]\nsource = "{wfile}"').replace("dt = 0.003\nnt = 500", "dt = 0.0015\nnt = 999")),
+        "-o", made])
     with h5py.File(os.path.join(made, "observed.h5"), "r") as f:
         if not np.isnan(f.attrs["freq"]):
             fail(f"observed.h5 of a wavelet file records a Ricker frequency {f.attrs['freq']}")
@@ -1381,7 +1382,9 @@ def case_wavelet():
     with h5py.File(os.path.join(ref, "wavelet.h5"), "r") as f:
         dt = f.attrs["dt"]
         est, reference, st1 = f["wavelet"][...], f["reference"][...], f["stage_1"][...]
-    truth = gabor(np.arange(est.size) * dt)
+    # Samples are amplitudes per time step: the file's 1 ms source is (3 ms / 1 ms)^2 = 9 times as
+    # large per step at the inversion's 3 ms (and the data at 1.5 ms were made with 2.25 times it).
+    truth = 9.0 * gabor(np.arange(est.size) * dt)
     err = np.linalg.norm(est - truth) / np.linalg.norm(truth)
     err_ref = np.linalg.norm(reference - truth) / np.linalg.norm(truth)
     print(f"wavelet: estimate's relative error {err:.3f} (the Ricker reference's {err_ref:.3f})")
@@ -1400,6 +1403,17 @@ def case_wavelet():
         fail(f"stages of the iterations: {[h.get('stage') for h in s['iterations']]}")
     if not s["wavelet"]["estimate"]["residual"] < s["wavelet"]["estimate"]["residual_reference"]:
         fail(f"the estimate explains less of the data than the Ricker reference: {s['wavelet']['estimate']}")
+    # The final model's data at the observed data's own interval and length.
+    with h5py.File(os.path.join(made, "observed.h5"), "r") as f:
+        obs = f["data"][...]
+    with h5py.File(os.path.join(ref, "synthetic.h5"), "r") as f:
+        syn, syn_dt = f["data"][...], f.attrs["dt"]
+    if syn.shape != obs.shape or abs(syn_dt - 0.0015) > 1e-12:
+        fail(f"synthetic.h5 has shape {syn.shape} at dt {syn_dt}, the observed data {obs.shape} at 0.0015 s")
+    misfit = np.linalg.norm(syn - obs) / np.linalg.norm(obs)
+    print(f"wavelet: synthetic data of the final model at 1.5 ms, relative misfit {misfit:.3f}")
+    if not misfit < 0.5:
+        fail(f"the final model's synthetic data are {misfit:.3f} (relative L2) from the observed data")
     # Stopped after iteration 2 (the end of stage 1) and after 3 (inside stage 2), then resumed.
     for stop in (2, 3):
         out = fresh(f"wavelet_stop{stop}")
