@@ -11,6 +11,7 @@
 #include <ksweep/io/segy.hpp>
 #include <ksweep/io/survey.hpp>
 #include <ksweep/io/velocity.hpp>
+#include <ksweep/io/wavelet.hpp>
 
 #include <gtest/gtest.h>
 #include <segyio/segy.h>
@@ -537,6 +538,73 @@ std::string be32(std::int32_t v) {
 }
 
 }  // namespace
+
+// A wavelet from a file (wavelet.source = PATH): HDF5 (as ksweep fwi writes wavelet.h5), the
+// first trace of a SEG-Y file, or "time amplitude" text; on its own axis the samples come back
+// as written; on another they are resampled (band-limited) and scaled by (dt / its dt)^2, the
+// per-step amplitude of the same source. Bad files are refused naming the file and the line.
+TEST(io, wavelet_files_in_three_formats) {
+  TempDir t;
+  int const nt = 400;
+  double const dt = 0.002;
+  auto gabor = [](double time) {
+    double const tau = time - 0.3;
+    return std::sin(2 * M_PI * 8.0 * tau) * std::exp(-(tau / 0.08) * (tau / 0.08));
+  };
+  std::vector<double> w(nt);
+  for (int i = 0; i < nt; ++i) w[static_cast<std::size_t>(i)] = gabor(i * dt);
+  fs::path const h5 = t.path / "wavelet.h5";
+  write_wavelets(h5, {{"wavelet", w}, {"reference", std::vector<double>(nt, 1.0)}}, dt);
+  EXPECT_EQ(read_wavelet(h5, dt, nt), w);
+  fs::path const txt = t.path / "wavelet.txt";
+  {
+    std::ofstream f(txt);
+    f << "# time, amplitude\n";
+    f.precision(17);
+    for (int i = 0; i < nt; ++i) f << i * dt << ", " << w[static_cast<std::size_t>(i)] << "\n";
+  }
+  auto const from_text = read_wavelet(txt, dt, nt);
+  for (int i = 0; i < nt; ++i) EXPECT_DOUBLE_EQ(from_text[static_cast<std::size_t>(i)], w[static_cast<std::size_t>(i)]);
+  RecordsFile r;
+  r.shots = 1, r.receivers = 1, r.nt = nt, r.dt = dt, r.dh = 10.0, r.order = 4;
+  r.src_pos = {{0.0, 100.0, 0.0}};
+  r.rec_pos = {{0.0, 100.0, 0.0}};
+  r.rec_count = {1};
+  r.data.assign(w.begin(), w.end());
+  fs::path const sgy = t.path / "wavelet.sgy";
+  write_records_segy(sgy, r);
+  auto const from_segy = read_wavelet(sgy, dt, nt);
+  for (int i = 0; i < nt; ++i)
+    EXPECT_EQ(from_segy[static_cast<std::size_t>(i)],
+              static_cast<double>(static_cast<float>(w[static_cast<std::size_t>(i)])));
+  // At half the interval: the analytic wavelet, a quarter per step (float rounding and the
+  // kernel's stop band: 1e-4 of the peak).
+  auto const fine = read_wavelet(h5, dt / 2, 2 * nt - 1);
+  for (int i = 100; i < 2 * nt - 100; ++i)
+    EXPECT_NEAR(fine[static_cast<std::size_t>(i)], 0.25 * gabor(i * dt / 2), 1e-4) << i;
+  // Bad files.
+  auto refused = [&](fs::path const& p, std::string const& needle) {
+    try {
+      (void)read_wavelet(p, dt, nt);
+      ADD_FAILURE() << p << " was accepted";
+    } catch (ksweep::Error const& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  {
+    std::ofstream(t.path / "one.txt") << "0 1.0\n";
+    std::ofstream(t.path / "word.txt") << "0 1.0\n0.002 one\n";
+    std::ofstream(t.path / "late.txt") << "0.1 1.0\n0.2 0.5\n";
+    std::ofstream(t.path / "silent.txt") << "0 0\n0.002 0\n";
+  }
+  refused(t.path / "one.txt", "has 1 samples");
+  refused(t.path / "word.txt", "line 2: \"0.002 one\" is not two finite numbers");
+  refused(t.path / "late.txt", "must start at 0");
+  refused(t.path / "silent.txt", "every sample is 0");
+  refused(t.path / "missing.txt", "file not found");
+  write_model(t.path / "model.h5", std::vector<float>(6, 1.f), 2, 3, 10.0);
+  refused(t.path / "model.h5", "has no dataset 'wavelet'");
+}
 
 TEST(io, segy_records_round_trip_both_byte_orders_2d_and_3d) {
   TempDir t;
