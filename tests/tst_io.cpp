@@ -606,6 +606,45 @@ TEST(io, wavelet_files_in_three_formats) {
   refused(t.path / "model.h5", "has no dataset 'wavelet'");
 }
 
+// model.density from a file: raw, HDF5 or SEG-Y, always in kg/m^3 (model.units is the
+// velocity's: a km/s velocity does not scale the density), a file in g/cm^3 refused.
+TEST(io, density_files_are_kg_per_m3_whatever_the_velocity_units) {
+  TempDir t;
+  int const nz = 4, nx = 5;
+  std::vector<float> vp(nz * nx), rho(nz * nx);
+  for (int i = 0; i < nz * nx; ++i)
+    vp[static_cast<std::size_t>(i)] = 1.5f + 0.01f * i, rho[static_cast<std::size_t>(i)] = 1000.f + i;
+  auto raw = [&](fs::path const& p, std::vector<float> const& v) {
+    std::ofstream f(p, std::ios::binary);
+    f.write(reinterpret_cast<char const*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+  };
+  raw(t.path / "vp.f32", vp);
+  raw(t.path / "rho.f32", rho);
+  write_segy_model(t.path / "rho.sgy", rho, nz, nx, 10.0);
+  std::vector<float> grams(rho);
+  for (auto& g : grams) g /= 1000.f;
+  raw(t.path / "rho_g.f32", grams);
+  for (char const* file : {"rho.f32", "rho.sgy"}) {
+    Config const c = config_from_string(
+        "", {"model.source=\"" + (t.path / "vp.f32").string() + "\"", "model.nz=4", "model.nx=5", "model.dh=10.0",
+             "model.decimate=1", "model.units=\"km/s\"", "propagator.physics=\"acoustic_vd\"",
+             "model.density=\"" + (t.path / file).string() + "\""});
+    VelocityModel const v = load_velocity(c.model);
+    EXPECT_FLOAT_EQ(v.vp[3], 1000.f * vp[3]);  // km/s
+    EXPECT_EQ(load_density(c.model, v), rho) << file;
+  }
+  Config const c = config_from_string(
+      "", {"model.source=\"" + (t.path / "vp.f32").string() + "\"", "model.nz=4", "model.nx=5", "model.dh=10.0",
+           "model.decimate=1", "model.units=\"km/s\"", "propagator.physics=\"acoustic_vd\"",
+           "model.density=\"" + (t.path / "rho_g.f32").string() + "\""});
+  try {
+    (void)load_density(c.model, load_velocity(c.model));
+    ADD_FAILURE() << "a density in g/cm^3 was accepted";
+  } catch (ksweep::Error const& e) {
+    EXPECT_NE(std::string(e.what()).find("is the file in g/cm^3?"), std::string::npos) << e.what();
+  }
+}
+
 TEST(io, segy_records_round_trip_both_byte_orders_2d_and_3d) {
   TempDir t;
   for (int ny : {0, 6})

@@ -666,13 +666,14 @@ void validate(Config const& c) {
                                                << key);
   if (vd) {
     auto const& d = c.model.density;
-    if (!d.empty() && d != "gardner" && !is_raw_path(d) && std::filesystem::path(d).extension() != ".h5") {
+    if (!d.empty() && d != "gardner" && !is_raw_path(d) && std::filesystem::path(d).extension() != ".h5" &&
+        !is_segy_path(d)) {
       double rho = 0;
       std::istringstream is(d);
       is >> rho;
       KSWEEP_REQUIRE(!is.fail() && is.eof(), "model.density = \""
                                                  << shown(d)
-                                                 << "\" is not \"gardner\", a number (kg/m^3) or a .f32/.bin/.h5 file");
+                                                 << "\" is not \"gardner\", a number (kg/m^3) or a .f32/.bin/.h5/.sgy/.segy file");
       KSWEEP_REQUIRE(std::isfinite(rho) && rho > 0,
                      "model.density = " << d << " kg/m^3: a density must be finite and > 0 (water: 1000)");
     }

@@ -393,7 +393,7 @@ VelocityModel load_velocity(ModelSection const& s, std::string const& dataset) {
   if (from_file && !is_segy_path(s.source) && units_scale(s) != 1.0)
     for (auto& v : m.vp) v = static_cast<float>(static_cast<double>(v) * units_scale(s));
   check_values(m, m.description);
-  if (from_file) {
+  if (from_file && dataset != "rho") {  // a density's plausibility is load_density's
     float const vmax = *std::max_element(m.vp.begin(), m.vp.end());
     KSWEEP_REQUIRE(vmax >= 100.0f, "model.source = " << shown_path(s.source) << ": its largest velocity is " << vmax
                                                      << " m/s, below any rock's (100 m/s): are its values in km/s? "
@@ -435,13 +435,14 @@ std::vector<float> load_density(ModelSection const& model, VelocityModel const& 
     return rho;
   }
   auto const ext = std::filesystem::path(d).extension().string();
-  if (ext != ".f32" && ext != ".bin" && ext != ".h5") {
+  if (ext != ".f32" && ext != ".bin" && ext != ".h5" && !is_segy_path(d)) {
     float const value = static_cast<float>(std::stod(d));  // validated by the configuration
     std::fill(rho.begin(), rho.end(), value);
     return rho;
   }
   ModelSection m = model;
   m.source = d;
+  m.units = "m/s";  // model.units is the velocity's: a density file holds kg/m^3
   if (m.nz == 0) {  // a named model's raw sizes (a raw density file of its shape)
     for (auto const& nm : named_models())
       if (nm.name == model.source) m.nz = nm.nz, m.nx = nm.nx, m.dh = nm.dh;
@@ -460,6 +461,10 @@ std::vector<float> load_density(ModelSection const& model, VelocityModel const& 
     KSWEEP_REQUIRE(std::isfinite(f.vp[i]) && f.vp[i] > 0,
                    "model.density = " << shown_path(d) << ": the density at cell " << i << " is " << f.vp[i]
                                       << " kg/m^3: densities must be finite and > 0");
+  float const top = *std::max_element(f.vp.begin(), f.vp.end());
+  KSWEEP_REQUIRE(top >= 100.0f, "model.density = " << shown_path(d) << ": its largest density is " << top
+                                                   << " kg/m^3, below any rock's or water's (1000): is the file in "
+                                                      "g/cm^3? ksweep reads densities in kg/m^3 (g/cm^3 x 1000)");
   return std::move(f.vp);
 }
 

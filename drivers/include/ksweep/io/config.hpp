@@ -33,7 +33,8 @@ struct ModelSection {
   /// Variable density (propagator.physics = "acoustic_vd"): "gardner" (rho = 310 vp^0.25, SI
   /// units; the default), a constant in kg/m^3 (written as a number in the file, kept here as its
   /// text), or a raw .f32/.bin or .h5 file of the model's shape before decimation and cropping
-  /// (decimated and cropped as model.source is).
+  /// (decimated and cropped as model.source is); a SEG-Y file too. Files hold kg/m^3 whatever
+  /// model.units says (the velocity's unit).
   std::string density;
   /// The unit of the values in a model file (raw, HDF5 or SEG-Y): "m/s" (the default) or
   /// "km/s" (multiplied by 1000 in double, rounded once to float32).
