@@ -645,6 +645,43 @@ TEST(io, density_files_are_kg_per_m3_whatever_the_velocity_units) {
   }
 }
 
+// SEG-Y models in 3D: inlines along y, crosslines along x (trace header bytes 189, 193), read
+// through model.source as any model (shape from the headers, values exact); a repeated
+// (inline, crossline) is refused naming both traces.
+TEST(io, segy_models_3d_by_inline_and_crossline) {
+  TempDir t;
+  int const nz = 3, ny = 4, nx = 5;
+  std::vector<float> v(static_cast<std::size_t>(nz * ny * nx));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 1500.f + 7.f * static_cast<float>(i);
+  fs::path const p = t.path / "model3d.sgy";
+  write_segy_model(p, v, nz, nx, 12.5, ny);
+  Config const c = config_from_string("", {"model.source=\"" + p.string() + "\"", "model.dh=12.5", "model.decimate=1"});
+  VelocityModel const shape = model_shape(c.model);
+  EXPECT_EQ(shape.nz, nz);
+  EXPECT_EQ(shape.ny, ny);
+  EXPECT_EQ(shape.nx, nx);
+  VelocityModel const m = load_velocity(c.model);
+  EXPECT_EQ(m.vp, v);
+  // 2D files stay 2D: one trace per x.
+  write_segy_model(t.path / "model2d.sgy", std::vector<float>(v.begin(), v.begin() + nz * nx), nz, nx, 12.5);
+  EXPECT_EQ(segy_model_shape(t.path / "model2d.sgy", "test").ny, 0);
+  // Trace 2 given trace 1's crossline (bytes 193-196, big-endian).
+  {
+    std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(3600 + (240 + 4 * nz) + 192);
+    char const one[4] = {0, 0, 0, 1};
+    f.write(one, 4);
+  }
+  try {
+    (void)load_velocity(c.model);
+    ADD_FAILURE() << "a repeated (inline, crossline) was accepted";
+  } catch (ksweep::Error const& e) {
+    EXPECT_NE(std::string(e.what()).find("trace 2 has (inline, crossline) = (1, 1) (bytes 189, 193), as trace 1 has"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(io, segy_records_round_trip_both_byte_orders_2d_and_3d) {
   TempDir t;
   for (int ny : {0, 6})

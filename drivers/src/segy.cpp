@@ -377,44 +377,122 @@ std::vector<double> read_segy_trace(fs::path const& path, double& dt, std::strin
   return v;
 }
 
+namespace {
+
+/// Where each trace of a model goes: 2D (one trace per x position, in file order) unless the
+/// traces span more than one inline (byte 189) and more than one crossline (byte 193); then 3D,
+/// inlines along y and crosslines along x, each (inline, crossline) exactly once.
+struct ModelTraces {
+  int ny = 0, nx = 0;
+  std::vector<std::size_t> column;  ///< [trace]: iy nx + ix
+};
+
+ModelTraces model_traces(Opened& o, std::string const& name) {
+  int const n = o.layout.traces;
+  std::vector<std::int32_t> il(static_cast<std::size_t>(n)), xl(static_cast<std::size_t>(n));
+  char th[kTraceHeaderBytes];
+  for (int i = 0; i < n; ++i) {
+    trace_header(o, i, th, name);
+    il[static_cast<std::size_t>(i)] = field(th, SEGY_TR_INLINE);
+    xl[static_cast<std::size_t>(i)] = field(th, SEGY_TR_CROSSLINE);
+  }
+  auto distinct = [](std::vector<std::int32_t> v) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    return v;
+  };
+  auto const ils = distinct(il), xls = distinct(xl);
+  ModelTraces t;
+  if (ils.size() < 2 || xls.size() < 2) {  // 2D
+    t.nx = n;
+    t.column.resize(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) t.column[static_cast<std::size_t>(i)] = static_cast<std::size_t>(i);
+    return t;
+  }
+  t.ny = static_cast<int>(ils.size());
+  t.nx = static_cast<int>(xls.size());
+  KSWEEP_REQUIRE(static_cast<long long>(t.ny) * t.nx == n,
+                 name << " has " << n << " traces over " << t.ny << " inlines (byte 189: " << ils.front() << " to "
+                      << ils.back() << ") and " << t.nx << " crosslines (byte 193: " << xls.front() << " to "
+                      << xls.back() << "): a 3D model needs one trace at every (inline, crossline), " << t.ny * t.nx
+                      << " in all");
+  std::vector<int> seen(static_cast<std::size_t>(n), -1);
+  t.column.resize(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    auto const iy = static_cast<std::size_t>(std::lower_bound(ils.begin(), ils.end(), il[static_cast<std::size_t>(i)]) -
+                                             ils.begin());
+    auto const ix = static_cast<std::size_t>(std::lower_bound(xls.begin(), xls.end(), xl[static_cast<std::size_t>(i)]) -
+                                             xls.begin());
+    std::size_t const c = iy * static_cast<std::size_t>(t.nx) + ix;
+    KSWEEP_REQUIRE(seen[c] < 0, name << ": trace " << i + 1 << " has (inline, crossline) = ("
+                                     << il[static_cast<std::size_t>(i)] << ", " << xl[static_cast<std::size_t>(i)]
+                                     << ") (bytes 189, 193), as trace " << seen[c] + 1
+                                     << " has: a 3D model needs each once");
+    seen[c] = i;
+    t.column[static_cast<std::size_t>(i)] = c;
+  }
+  return t;
+}
+
+}  // namespace
+
+SegyModelShape segy_model_shape(fs::path const& path, std::string const& what) {
+  Opened o = open_segy(path, what);
+  auto const t = model_traces(o, label(what, path));
+  return {o.layout.samples, t.ny, t.nx};
+}
+
 VelocityModel read_segy_model(fs::path const& path, double dh, double scale, std::string const& what) {
   Opened o = open_segy(path, what);
   std::string const name = label(what, path);
+  auto const t = model_traces(o, name);
   VelocityModel m;
   m.nz = o.layout.samples;
-  m.nx = o.layout.traces;
+  m.ny = t.ny;
+  m.nx = t.nx;
   m.dh = dh;
   m.description = path.string();
-  m.vp.resize(static_cast<std::size_t>(m.nz) * static_cast<std::size_t>(m.nx));
-  char th[kTraceHeaderBytes];
+  std::size_t const plane = static_cast<std::size_t>(m.ny > 0 ? m.ny : 1) * static_cast<std::size_t>(m.nx);
+  m.vp.resize(static_cast<std::size_t>(m.nz) * plane);
   std::vector<unsigned char> raw;
   std::vector<double> v;
-  for (int ix = 0; ix < m.nx; ++ix) {
-    trace_header(o, ix, th, name);
-    trace_values(o, ix, raw, v, name);
+  for (int i = 0; i < o.layout.traces; ++i) {
+    trace_values(o, i, raw, v, name);
+    std::size_t const c = t.column[static_cast<std::size_t>(i)];
     for (int iz = 0; iz < m.nz; ++iz)
-      m.vp[static_cast<std::size_t>(iz) * static_cast<std::size_t>(m.nx) + static_cast<std::size_t>(ix)] =
-          static_cast<float>(v[static_cast<std::size_t>(iz)] * scale);
+      m.vp[static_cast<std::size_t>(iz) * plane + c] = static_cast<float>(v[static_cast<std::size_t>(iz)] * scale);
   }
   return m;
 }
 
-void write_segy_model(fs::path const& path, std::vector<float> const& values, int nz, int nx, double dh) {
-  KSWEEP_REQUIRE(nz >= 1 && nx >= 1 && values.size() == static_cast<std::size_t>(nz) * static_cast<std::size_t>(nx),
+void write_segy_model(fs::path const& path, std::vector<float> const& values, int nz, int nx, double dh, int ny) {
+  std::size_t const plane = static_cast<std::size_t>(ny > 0 ? ny : 1) * static_cast<std::size_t>(nx);
+  KSWEEP_REQUIRE(nz >= 1 && nx >= 1 && ny >= 0 && values.size() == static_cast<std::size_t>(nz) * plane,
                  "cannot write " << shown_path(path) << ": a model of " << values.size() << " values is not " << nz
-                                 << " x " << nx);
+                                 << (ny > 0 ? " x " + std::to_string(ny) : std::string()) << " x " << nx);
   std::ostringstream text;
-  text << "ksweep model (SEG-Y rev 1, IEEE float): one trace per x position, samples along depth\n"
-       << "ksweep model nz=" << nz << " nx=" << nx << " dh=" << dh << " (cdp x (181) and gx (81) in mm)\n";
+  text << "ksweep model (SEG-Y rev 1, IEEE float): one trace per "
+       << (ny > 0 ? "(y, x) column, inline (189) = iy + 1, crossline (193) = ix + 1" : "x position")
+       << ", samples along depth\n"
+       << "ksweep model nz=" << nz << (ny > 0 ? " ny=" + std::to_string(ny) : std::string()) << " nx=" << nx
+       << " dh=" << dh << " (cdp x (181), cdp y (185) and gx (81) in mm)\n";
   Writer w(path, nz, dh * 1000.0, false, text.str());
-  for (int ix = 0; ix < nx; ++ix) {
-    std::int32_t const x = scaled(ix * dh, "x", path);
-    segy_set_field(w.header(), SEGY_TR_CDP_X, x);
-    segy_set_field(w.header(), SEGY_TR_GROUP_X, x);
-    segy_set_field(w.header(), SEGY_TR_SOURCE_X, x);
-    segy_set_field(w.header(), SEGY_TR_ENSEMBLE, ix + 1);
-    w.trace(values.data() + ix, static_cast<std::size_t>(nx));
-  }
+  for (int iy = 0; iy < (ny > 0 ? ny : 1); ++iy)
+    for (int ix = 0; ix < nx; ++ix) {
+      std::int32_t const x = scaled(ix * dh, "x", path);
+      segy_set_field(w.header(), SEGY_TR_CDP_X, x);
+      segy_set_field(w.header(), SEGY_TR_GROUP_X, x);
+      segy_set_field(w.header(), SEGY_TR_SOURCE_X, x);
+      segy_set_field(w.header(), SEGY_TR_ENSEMBLE, iy * nx + ix + 1);
+      if (ny > 0) {
+        segy_set_field(w.header(), SEGY_TR_CDP_Y, scaled(iy * dh, "y", path));
+        segy_set_field(w.header(), SEGY_TR_INLINE, iy + 1);
+        segy_set_field(w.header(), SEGY_TR_CROSSLINE, ix + 1);
+      }
+      w.trace(
+          values.data() + static_cast<std::size_t>(iy) * static_cast<std::size_t>(nx) + static_cast<std::size_t>(ix),
+          plane);
+    }
   w.finish();
 }
 

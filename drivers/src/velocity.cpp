@@ -325,8 +325,8 @@ VelocityModel model_shape(ModelSection const& s, std::string const& dataset) {
                                                  << " is a SEG-Y model, whose headers do not state the grid spacing "
                                                     "reliably: set model.dh (metres between traces and between "
                                                     "samples)");
-      SegyLayout const l = segy_layout(s.source, "model.source");
-      m.nz = l.samples, m.nx = l.traces, m.dh = s.dh;
+      SegyModelShape const l = segy_model_shape(s.source, "model.source");
+      m.nz = l.nz, m.ny = l.ny, m.nx = l.nx, m.dh = s.dh;
     } else {
       KSWEEP_REQUIRE(s.nz > 0 && s.nx > 0 && s.dh > 0,
                      "model.source = " << shown_path(s.source) << " is a raw float32 file, so model.nz, "

@@ -47,16 +47,28 @@ struct SegyLayout {
 /// "model.source"). Throws ksweep::Error naming the file, the header and the value.
 SegyLayout segy_layout(std::filesystem::path const& path, std::string const& what);
 
-/// A 2D velocity model from a SEG-Y file: trace ix is the column x = ix dh, sample iz the depth
-/// z = iz dh. Values are decoded exactly (IBM via double) and multiplied by `scale` (1000 for
-/// km/s) in double, rounded once to float32. `dh` is the grid spacing (SEG-Y headers do not
-/// state it reliably). Throws ksweep::Error.
+/// A velocity model from a SEG-Y file, sample iz at depth z = iz dh. 2D: trace ix is the column
+/// x = ix dh. 3D, when the traces span more than one inline (trace header byte 189) and more
+/// than one crossline (byte 193): inlines along y and crosslines along x, in increasing order,
+/// one trace at every (inline, crossline) (a missing or repeated one is an error naming the
+/// trace). Values are decoded exactly (IBM via double) and multiplied by `scale` (1000 for km/s)
+/// in double, rounded once to float32. `dh` is the grid spacing (SEG-Y headers do not state it
+/// reliably). Throws ksweep::Error.
 VelocityModel read_segy_model(std::filesystem::path const& path, double dh, double scale, std::string const& what);
 
-/// Writes a 2D model [nz][nx] as SEG-Y: one trace per x position (cdp x in bytes 181 and gx),
-/// the depth step dh in millimetres in the sample-interval fields (a convention of depth
-/// models, informative only). Throws ksweep::Error.
-void write_segy_model(std::filesystem::path const& path, std::vector<float> const& values, int nz, int nx, double dh);
+/// The cells of a SEG-Y model (nz samples, ny inlines or 0 for 2D, nx traces or crosslines),
+/// from its headers alone.
+struct SegyModelShape {
+  int nz = 0, ny = 0, nx = 0;
+};
+SegyModelShape segy_model_shape(std::filesystem::path const& path, std::string const& what);
+
+/// Writes a model [nz][nx] ([nz][ny][nx] when ny > 0) as SEG-Y: one trace per column (cdp x in
+/// bytes 181 and gx; in 3D cdp y in 185, inline iy + 1 in 189, crossline ix + 1 in 193, inlines
+/// in order), the depth step dh in millimetres in the sample-interval fields (a convention of
+/// depth models, informative only). Throws ksweep::Error.
+void write_segy_model(std::filesystem::path const& path, std::vector<float> const& values, int nz, int nx, double dh,
+                      int ny = 0);
 
 /// Writes shot records as SEG-Y gathers: for each shot, one trace per receiver of the shot
 /// (rec_count), the geometry in metres (millimetre precision) in the fields above. `little_endian` writes the
