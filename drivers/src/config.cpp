@@ -671,9 +671,9 @@ void validate(Config const& c) {
       double rho = 0;
       std::istringstream is(d);
       is >> rho;
-      KSWEEP_REQUIRE(!is.fail() && is.eof(), "model.density = \""
-                                                 << shown(d)
-                                                 << "\" is not \"gardner\", a number (kg/m^3) or a .f32/.bin/.h5/.sgy/.segy file");
+      KSWEEP_REQUIRE(!is.fail() && is.eof(),
+                     "model.density = \""
+                         << shown(d) << "\" is not \"gardner\", a number (kg/m^3) or a .f32/.bin/.h5/.sgy/.segy file");
       KSWEEP_REQUIRE(std::isfinite(rho) && rho > 0,
                      "model.density = " << d << " kg/m^3: a density must be finite and > 0 (water: 1000)");
     }
