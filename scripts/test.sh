@@ -7,6 +7,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${KSWEEP_BUILD_DIR:-$repo/build}
 bash "$repo/scripts/build.sh"
-# Tests that use both cores (the OpenMP unit tests, Python, multi-rank runs) declare PROCESSORS 2
-# and run alone; ctest runs two one-thread end-to-end cases side by side.
-ctest --test-dir "$build" --output-on-failure --timeout 900 -j "$(nproc)" "$@"
+# One test at a time (each OpenMP test uses both cores), then the one-thread end-to-end cases
+# labelled `pairs` two at a time.
+ctest --test-dir "$build" --output-on-failure --timeout 900 -LE pairs "$@"
+ctest --test-dir "$build" --output-on-failure --timeout 900 -L pairs -j 2 "$@"
