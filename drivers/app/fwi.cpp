@@ -305,9 +305,13 @@ struct Inputs {
   io::RecordsFile obs;                    ///< observed data read from fwi.observed (rank 0)
   std::pair<double, int> obs_axis{0, 0};  ///< the observed file's own dt and nt (rank 0; 0: modelled)
   std::vector<double> wavelet;            ///< the source (full band): Ricker, a file's, or the estimate
-  fwi::WaveletEstimate estimate;          ///< wavelet.source = "estimate": the estimate and its residuals
-  nlohmann::json run;                     ///< the run's identity
-  io::Checkpoint ck;                      ///< --resume: the checkpoint
+  /// Each stage's wavelet (low-passed once, on every rank) and the share of its energy the
+  /// low-pass spread outside the record (fwi::low_pass's `outside`).
+  std::vector<std::vector<double>> stage_wavelets;
+  std::vector<double> stage_outside;
+  fwi::WaveletEstimate estimate;  ///< wavelet.source = "estimate": the estimate and its residuals
+  nlohmann::json run;             ///< the run's identity
+  io::Checkpoint ck;              ///< --resume: the checkpoint
   bool resuming = false, in_place = false;
 };
 
@@ -501,11 +505,19 @@ StageAt stage_at(io::Config const& cfg, int it) {
   return {};
 }
 
+/// Low-passes the run's wavelet once for every stage (Inputs::stage_wavelets).
+void filter_stage_wavelets(io::Config const& cfg, Inputs& in) {
+  for (auto const& st : cfg.fwi.stages) {
+    double outside = 0;
+    in.stage_wavelets.push_back(fwi::low_pass(in.wavelet, cfg.time.dt, st.max_freq, &outside));
+    in.stage_outside.push_back(outside);
+  }
+}
+
 /// The wavelet and the observed data of a stage: low-passed with zero phase below its max_freq
 /// (the whole band without stages).
-std::vector<double> stage_wavelet(io::Config const& cfg, std::vector<double> const& w, StageAt st) {
-  if (st.index < 0) return w;
-  return fwi::low_pass(w, cfg.time.dt, cfg.fwi.stages[static_cast<std::size_t>(st.index)].max_freq);
+std::vector<double> const& stage_wavelet(Inputs const& in, StageAt st) {
+  return st.index < 0 ? in.wavelet : in.stage_wavelets[static_cast<std::size_t>(st.index)];
 }
 std::vector<float> stage_observed(io::Config const& cfg, std::vector<float> const& data, core::Survey const& survey,
                                   StageAt st) {
@@ -529,7 +541,7 @@ std::pair<fwi::Problem, fwi::Options> inversion_setup(io::Config const& cfg, Inp
   pb.survey = in.survey;
   // The data of the stage the run starts in (set_stage() switches later stages).
   int const it = in.resuming ? in.ck.iteration : 0;
-  pb.wavelet = stage_wavelet(cfg, in.wavelet, stage_at(cfg, it));
+  pb.wavelet = stage_wavelet(in, stage_at(cfg, it));
   pb.observed = stage_observed(cfg, in.obs.data, in.survey, stage_at(cfg, it));
   if (f.stages.empty()) std::vector<float>().swap(in.obs.data);  // the inversion holds the one copy
   pb.start = in.v0;
@@ -588,9 +600,8 @@ void write_models(fs::path const& path, io::VelocityModel const& truth, std::vec
 void write_wavelet_file(fs::path const& path, io::Config const& cfg, Inputs const& in) {
   std::vector<io::NamedTrace> traces{{"wavelet", in.wavelet}};
   if (cfg.wavelet.source == "estimate") traces.push_back({"reference", ricker_wavelet(cfg)});
-  for (std::size_t k = 0; k < cfg.fwi.stages.size(); ++k)
-    traces.push_back(
-        {"stage_" + std::to_string(k + 1), fwi::low_pass(in.wavelet, cfg.time.dt, cfg.fwi.stages[k].max_freq)});
+  for (std::size_t k = 0; k < in.stage_wavelets.size(); ++k)
+    traces.push_back({"stage_" + std::to_string(k + 1), in.stage_wavelets[k]});
   io::write_wavelets(path, traces, cfg.time.dt);
 }
 
@@ -759,12 +770,12 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
                                        : std::string("")));
   settle(comm, silent);
   comm.broadcast(in.wavelet);
+  filter_stage_wavelets(cfg, in);
   // A stage's low-pass spreads the wavelet before t = 0, where no source acts: the filtered data
   // keep what the filtered wavelet loses.
   if (comm.is_root())
     for (std::size_t k = 0; k < f.stages.size(); ++k) {
-      double outside = 0;
-      (void)fwi::low_pass(in.wavelet, cfg.time.dt, f.stages[k].max_freq, &outside);
+      double const outside = in.stage_outside[k];
       if (outside > 0.01)
         std::fprintf(stderr,
                      "ksweep: warning: stage %zu's wavelet (low-passed below %g Hz) has %.1f %% of its energy before "
@@ -857,10 +868,11 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   while (inv.iteration() < f.iterations) {
     int const it = inv.iteration();
     // Frequency continuation: a stage's data and wavelet from its first iteration on, the
-    // optimizer started afresh (a run resumed inside a stage has them from the start).
-    if (StageAt const now = stage_at(cfg, it); now.index != stage.index || (now.index >= 0 && it == now.first)) {
+    // optimizer started afresh there (a run resumed inside a stage has them from the start; the
+    // first stage's optimizer is the inversion's new one).
+    if (StageAt const now = stage_at(cfg, it); now.index >= 0 && it == now.first && it > 0) {
       if (now.index != stage.index)
-        inv.set_data(stage_wavelet(cfg, in.wavelet, now), stage_observed(cfg, in.obs.data, in.survey, now));
+        inv.set_data(stage_wavelet(in, now), stage_observed(cfg, in.obs.data, in.survey, now));
       inv.restart_optimizer();
       stage = now;
     }

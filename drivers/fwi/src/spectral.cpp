@@ -63,19 +63,22 @@ class Transform {
     spectrum.resize(static_cast<std::size_t>(m_nf));
     for (int k = 0; k < m_nf; ++k) spectrum[static_cast<std::size_t>(k)] = {m_freq[k][0], m_freq[k][1]};
   }
-  /// The first `nt` samples of the inverse of `spectrum`, scaled by 1/n, passed to `put(t, value)`;
-  /// returns the share of the inverse's energy outside them (before t = 0 or past nt - 1).
+  /// The first `nt` samples of the inverse of `spectrum`, scaled by 1/n, passed to `put(t, value)`.
   template <class Put>
-  double inverse(std::vector<cplx> const& spectrum, int nt, Put put) {
+  void inverse(std::vector<cplx> const& spectrum, int nt, Put put) {
     for (int k = 0; k < m_nf; ++k) {
       m_freq[k][0] = spectrum[static_cast<std::size_t>(k)].real();
       m_freq[k][1] = spectrum[static_cast<std::size_t>(k)].imag();
     }
     fftw_execute(m_inverse);
-    double inside = 0, outside = 0;
-    for (int t = 0; t < m_n; ++t) (t < nt ? inside : outside) += m_time[t] * m_time[t];
     for (int t = 0; t < nt; ++t) put(t, m_time[t] / m_n);
-    return inside + outside > 0 ? outside / (inside + outside) : 0.0;
+  }
+  /// After inverse(): the share of its energy outside the first `nt` samples (before t = 0 or
+  /// past nt - 1).
+  double outside(int nt) const {
+    double inside = 0, out = 0;
+    for (int t = 0; t < m_n; ++t) (t < nt ? inside : out) += m_time[t] * m_time[t];
+    return inside + out > 0 ? out / (inside + out) : 0.0;
   }
 
  private:
@@ -111,8 +114,8 @@ std::vector<double> low_pass(std::vector<double> const& trace, double dt, double
       nt, [&](int t) { return trace[static_cast<std::size_t>(t)]; }, spec);
   for (int k = 0; k < tr.bins(); ++k) spec[static_cast<std::size_t>(k)] *= low_pass_gain(tr.frequency(k, dt), max_freq);
   std::vector<double> out(trace.size());
-  double const cut = tr.inverse(spec, nt, [&](int t, double v) { out[static_cast<std::size_t>(t)] = v; });
-  if (outside) *outside = cut;
+  tr.inverse(spec, nt, [&](int t, double v) { out[static_cast<std::size_t>(t)] = v; });
+  if (outside) *outside = tr.outside(nt);
   return out;
 }
 
