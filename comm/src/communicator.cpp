@@ -1,5 +1,6 @@
 #include <ksweep/comm/communicator.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -25,6 +26,23 @@ void check(int rc, char const* what) {
 }
 constexpr std::size_t chunk = static_cast<std::size_t>(std::numeric_limits<int>::max() / 8);
 }  // namespace
+#endif
+
+#if KSWEEP_ENABLE_MPI
+struct Communicator::Handle {
+  MPI_Comm comm = MPI_COMM_NULL;
+  Handle() = default;
+  Handle(Handle const&) = delete;
+  Handle& operator=(Handle const&) = delete;
+  ~Handle() {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin && comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+  }
+};
+#define KSWEEP_COMM (m_handle ? m_handle->comm : MPI_COMM_WORLD)
+#else
+struct Communicator::Handle {};
 #endif
 
 Environment::Environment(int& argc, char**& argv) {
@@ -69,7 +87,7 @@ Communicator::Communicator() {
 
 void Communicator::barrier() const {
 #if KSWEEP_ENABLE_MPI
-  if (m_size > 1) check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+  if (m_size > 1) check(MPI_Barrier(KSWEEP_COMM), "MPI_Barrier");
 #endif
 }
 
@@ -79,7 +97,7 @@ void Communicator::broadcast_bytes(void* data, std::size_t bytes, int root) cons
   auto* p = static_cast<char*>(data);
   for (std::size_t off = 0; off < bytes; off += chunk) {
     int const n = static_cast<int>(std::min(chunk, bytes - off));
-    check(MPI_Bcast(p + off, n, MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+    check(MPI_Bcast(p + off, n, MPI_BYTE, root, KSWEEP_COMM), "MPI_Bcast");
   }
 #else
   (void)data;
@@ -89,31 +107,81 @@ void Communicator::broadcast_bytes(void* data, std::size_t bytes, int root) cons
 }
 
 namespace {
-template <class T>
-void allreduce_in_place(T* data, std::size_t n, int size) {
 #if KSWEEP_ENABLE_MPI
+template <class T>
+void allreduce_in_place(T* data, std::size_t n, int size, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
   if (size == 1) return;
-  MPI_Datatype const type = std::is_same_v<T, double> ? MPI_DOUBLE : MPI_FLOAT;
   for (std::size_t off = 0; off < n; off += chunk) {
     int const c = static_cast<int>(std::min(chunk, n - off));
-    check(MPI_Allreduce(MPI_IN_PLACE, data + off, c, type, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+    check(MPI_Allreduce(MPI_IN_PLACE, data + off, c, type, op, comm), "MPI_Allreduce");
   }
-#else
-  (void)data;
-  (void)n;
-  (void)size;
-#endif
 }
+#endif
 }  // namespace
 
-void Communicator::allreduce_sum(double* data, std::size_t n) const { allreduce_in_place(data, n, m_size); }
-void Communicator::allreduce_sum(float* data, std::size_t n) const { allreduce_in_place(data, n, m_size); }
+void Communicator::allreduce_sum(double* data, std::size_t n) const {
+#if KSWEEP_ENABLE_MPI
+  allreduce_in_place(data, n, m_size, MPI_DOUBLE, MPI_SUM, KSWEEP_COMM);
+#else
+  (void)data, (void)n;
+#endif
+}
+void Communicator::allreduce_sum(float* data, std::size_t n) const {
+#if KSWEEP_ENABLE_MPI
+  allreduce_in_place(data, n, m_size, MPI_FLOAT, MPI_SUM, KSWEEP_COMM);
+#else
+  (void)data, (void)n;
+#endif
+}
+void Communicator::allreduce_bor(void* data, std::size_t bytes) const {
+#if KSWEEP_ENABLE_MPI
+  allreduce_in_place(static_cast<unsigned char*>(data), bytes, m_size, MPI_BYTE, MPI_BOR, KSWEEP_COMM);
+#else
+  (void)data, (void)bytes;
+#endif
+}
+
+void Communicator::sendrecv_bytes(void const* send, std::size_t send_bytes, int dest, void* recv,
+                                  std::size_t recv_bytes, int source) const {
+#if KSWEEP_ENABLE_MPI
+  auto const* sp = static_cast<char const*>(send);
+  auto* rp = static_cast<char*>(recv);
+  int const to = dest < 0 ? MPI_PROC_NULL : dest, from = source < 0 ? MPI_PROC_NULL : source;
+  std::size_t const sb = dest < 0 ? 0 : send_bytes, rb = source < 0 ? 0 : recv_bytes;
+  for (std::size_t off = 0; off < std::max(sb, rb); off += chunk) {
+    int const ns = static_cast<int>(off < sb ? std::min(chunk, sb - off) : 0);
+    int const nr = static_cast<int>(off < rb ? std::min(chunk, rb - off) : 0);
+    check(MPI_Sendrecv(ns ? sp + off : sp, ns, MPI_BYTE, to, 23, nr ? rp + off : rp, nr, MPI_BYTE, from, 23,
+                       KSWEEP_COMM, MPI_STATUS_IGNORE),
+          "MPI_Sendrecv");
+  }
+#else
+  KSWEEP_REQUIRE(dest < 0 && source < 0, "ksweep::comm::Communicator::sendrecv_bytes to rank "
+                                             << dest << " / from rank " << source << " without MPI");
+  (void)send, (void)send_bytes, (void)recv, (void)recv_bytes;
+#endif
+}
+
+Communicator Communicator::split(int color, int key) const {
+  Communicator c = *this;
+#if KSWEEP_ENABLE_MPI
+  if (m_size == 1 && !m_handle) return c;
+  auto h = std::make_shared<Handle>();
+  check(MPI_Comm_split(KSWEEP_COMM, color, key, &h->comm), "MPI_Comm_split");
+  MPI_Comm_rank(h->comm, &c.m_rank);
+  MPI_Comm_size(h->comm, &c.m_size);
+  c.m_handle = std::move(h);
+#else
+  (void)color, (void)key;
+#endif
+  return c;
+}
 
 void Communicator::send(double const* data, std::size_t n, int peer) const {
 #if KSWEEP_ENABLE_MPI
   for (std::size_t off = 0; off < n; off += chunk) {
     int const c = static_cast<int>(std::min(chunk, n - off));
-    check(MPI_Send(data + off, c, MPI_DOUBLE, peer, 17, MPI_COMM_WORLD), "MPI_Send");
+    check(MPI_Send(data + off, c, MPI_DOUBLE, peer, 17, KSWEEP_COMM), "MPI_Send");
   }
 #else
   (void)data;
@@ -126,7 +194,7 @@ void Communicator::recv(double* data, std::size_t n, int peer) const {
 #if KSWEEP_ENABLE_MPI
   for (std::size_t off = 0; off < n; off += chunk) {
     int const c = static_cast<int>(std::min(chunk, n - off));
-    check(MPI_Recv(data + off, c, MPI_DOUBLE, peer, 17, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv");
+    check(MPI_Recv(data + off, c, MPI_DOUBLE, peer, 17, KSWEEP_COMM, MPI_STATUS_IGNORE), "MPI_Recv");
   }
 #else
   (void)data;
@@ -143,7 +211,9 @@ void Communicator::abort(std::string const& message, int code) const {
   int init = 0, fin = 0;
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
-  if (init && !fin && m_size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+  int world = 1;
+  if (init && !fin) MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (init && !fin && world > 1) MPI_Abort(MPI_COMM_WORLD, code);
 #endif
   std::exit(code);
 }

@@ -25,6 +25,8 @@ Survey Survey::select(std::vector<int> const& shots) const {
     copy(source_points, out.source_points, s, n_sources);
     copy(receiver_points, out.receiver_points, s, n_receivers);
     copy(receiver_count, out.receiver_count, s, 1);
+    copy(away_sources, out.away_sources, s, n_sources);
+    copy(away_receivers, out.away_receivers, s, n_receivers);
   }
   return out;
 }
@@ -76,7 +78,9 @@ PointTaps taps(Survey const& survey, bool receivers, ModelGrid const& grid, PmlC
   int const n = receivers ? survey.n_receivers : survey.n_sources, dim = grid.dim(), r = interpolation_radius;
   std::size_t const total = std::size_t(survey.n_shots) * n;
   auto const pos = [&](std::size_t k) { return receivers ? survey.receiver_at(k) : survey.source_at(k); };
-  auto const live = [&](std::size_t k) { return !receivers || survey.live(int(k / n), int(k % n)); };
+  auto const live = [&](std::size_t k) {
+    return receivers ? survey.live(int(k / n), int(k % n)) : survey.source_live(int(k / n), int(k % n));
+  };
   bool on_grid = true, silent = false;
   for (std::size_t k = 0; k < total; ++k) {
     if (!live(k)) {
@@ -199,8 +203,11 @@ void check_grid(ModelGrid const& grid, PmlConfig const& pml, int order, int radi
                  "model grid of " << grid.cells() << " cells exceeds the limit of 2^31 - 1 cells");
   char const* const face_names[6] = {"top", "bottom", "front", "back", "left", "right"};
   for (int f = 0; f < 6; ++f) {
+    KSWEEP_REQUIRE(!pml.cut[f] || (f != PmlConfig::top && f != PmlConfig::bottom && (three || f >= PmlConfig::left)),
+                   "ksweep::core: the " << face_names[f] << " face of a " << grid.dim()
+                                        << "D grid cannot be cut (domains split x, and y in 3D)");
     if ((f == PmlConfig::front || f == PmlConfig::back) && !three) continue;
-    if (f == PmlConfig::top && pml.free_surface) continue;
+    if ((f == PmlConfig::top && pml.free_surface) || pml.cut[f]) continue;
     int const w = pml.face(f);
     std::string const what =
         pml.faces[f] >= 0 ? std::string("propagator.pml_") + face_names[f] : std::string("propagator.pml_width");
@@ -211,6 +218,8 @@ void check_grid(ModelGrid const& grid, PmlConfig const& pml, int order, int radi
   KSWEEP_REQUIRE(std::isfinite(pml.reflection) && pml.reflection > 0 && pml.reflection < 1,
                  "propagator.pml_reflection = " << pml.reflection << " must be in (0, 1)");
   KSWEEP_REQUIRE(std::isfinite(pml.freq) && pml.freq >= 0, "propagator.pml_freq = " << pml.freq << " must be >= 0");
+  KSWEEP_REQUIRE(std::isfinite(pml.profile_velocity) && pml.profile_velocity >= 0,
+                 "ksweep::core: the damping profiles' velocity " << pml.profile_velocity << " m/s must be >= 0");
   if (pml.free_surface) {
     KSWEEP_REQUIRE(grid.nz >= 2 * m + 2, "model grid nz = " << grid.nz << " is too small for a free surface at order "
                                                             << order << ": it must be >= " << 2 * m + 2);
@@ -289,7 +298,9 @@ void check_positions(Survey const& survey, ModelGrid const& grid, PmlConfig cons
                      << (!three && p.y != 0 ? " (y must be 0 on a 2D grid)" : "")
                      << (pml.free_surface && p.z == 0 ? " (z = 0 is the free surface, where pressure is zero)" : ""));
   };
-  for (std::size_t k = 0; k < shots * survey.n_sources; ++k) check(survey.source_at(k), "source", k, survey.n_sources);
+  for (std::size_t k = 0; k < shots * survey.n_sources; ++k)
+    if (survey.source_live(int(k / survey.n_sources), int(k % survey.n_sources)))
+      check(survey.source_at(k), "source", k, survey.n_sources);
   for (std::size_t k = 0; k < shots * survey.n_receivers; ++k)
     if (survey.live(int(k / survey.n_receivers), int(k % survey.n_receivers)))
       check(survey.receiver_at(k), "receiver", k, survey.n_receivers);

@@ -34,8 +34,10 @@ sz coefficient_values(Layout const& l) {
 
 long long ring_cells(Layout const& l, bool full) {
   long long const M = l.radius;
-  long long const rows = (l.free_surface ? 0 : M) + l.nz + M, cols = l.nx + 2 * M;
-  long long const box = rows * cols * (l.dim == 3 ? l.ny + 2 * M : 1);
+  // M cells beyond the model on each side with a layer (none at a free surface or a cut).
+  auto const span = [M](int n, int before, int after) { return n + (before > 0 ? M : 0) + (after > 0 ? M : 0); };
+  long long const rows = span(l.nz, l.top, l.bottom), cols = span(l.nx, l.left, l.right);
+  long long const box = rows * cols * (l.dim == 3 ? span(l.ny, l.front, l.back) : 1);
   return full ? box : box - static_cast<long long>(l.model_rows()) * l.nx;
 }
 

@@ -10,6 +10,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -29,10 +30,13 @@ class Environment {
   bool m_owns = false;
 };
 
-/// The world communicator (one rank without MPI).
+/// The world communicator (one rank without MPI), or a part of it (split()).
 class Communicator {
  public:
   Communicator();
+  /// The ranks of the same `color`, ranked by `key` (then by their rank here): a collective
+  /// call on every rank of this communicator. Without MPI, this communicator again.
+  Communicator split(int color, int key) const;
   int rank() const { return m_rank; }
   int size() const { return m_size; }
   bool is_root() const { return m_rank == 0; }
@@ -74,6 +78,13 @@ class Communicator {
       space.fence();
     }
   }
+  /// Bitwise or over ranks of `bytes` bytes, in place: parts that each rank fills alone (zeros
+  /// elsewhere) put together bit for bit.
+  void allreduce_bor(void* data, std::size_t bytes) const;
+  /// Sends `send_bytes` to rank `dest` and receives `recv_bytes` from rank `source` at once
+  /// (-1: no such rank, nothing sent or received).
+  void sendrecv_bytes(void const* send, std::size_t send_bytes, int dest, void* recv, std::size_t recv_bytes,
+                      int source) const;
   /// Point to point: `n` doubles to / from rank `peer`.
   void send(double const* data, std::size_t n, int peer) const;
   void recv(double* data, std::size_t n, int peer) const;
@@ -123,6 +134,8 @@ class Communicator {
     }
   }
 
+  struct Handle;  // the MPI communicator of a split (none: the world)
+  std::shared_ptr<Handle> m_handle;
   int m_rank = 0, m_size = 1;
   int m_local_size = 1;
 };

@@ -116,8 +116,15 @@ struct GridAxis {
   int n = 0, lo = 0, N = 0;
   /// The cell is in the absorbing layer (forward layer terms).
   KOKKOS_INLINE_FUNCTION bool in_layer(int i) const { return i < lo || i >= lo + n; }
-  /// The cell's stencil of radius m reaches the layer (adjoint layer terms).
-  KOKKOS_INLINE_FUNCTION bool near_layer(int i, int m) const { return (lo > 0 && i < lo + m) || i >= lo + n - m; }
+  /// The cell's stencil of radius m reaches the layer (adjoint layer terms); a side without
+  /// layer (a free surface, a cut between subdomains) has none.
+  KOKKOS_INLINE_FUNCTION bool near_layer(int i, int m) const {
+    return (lo > 0 && i < lo + m) || (lo + n < N && i >= lo + n - m);
+  }
+  /// The end of the cells before the model that run with layer terms on host schedules (the
+  /// layer and m model cells; none without a layer), and the start of those after it.
+  KOKKOS_INLINE_FUNCTION int layer_end(int m) const { return lo > 0 ? lo + m : 0; }
+  KOKKOS_INLINE_FUNCTION int layer_start(int m) const { return lo + n < N ? lo + n - m : N; }
   /// Strip of the layer memories holding cell i: 0 before the model, 1 after it.
   KOKKOS_INLINE_FUNCTION int side(int i) const { return i < lo + n / 2 ? 0 : 1; }
   /// Index of cell i inside its strip (a strip has 2 m cells of zeros on each side).
@@ -168,8 +175,9 @@ std::vector<int> saved_cells(std::array<GridAxis, Dim> const& axes, int m, bool 
   int lo[Dim], hi[Dim], i[Dim];
   long long stride[Dim];
   for (std::size_t a = Dim; a-- > 0;) {
-    lo[a] = a == 0 && free_surface ? 0 : axes[a].lo - m;
-    hi[a] = axes[a].lo + axes[a].n + m;
+    // No ring on a side without layer: a free surface, a cut between subdomains.
+    lo[a] = (a == 0 && free_surface) || axes[a].lo == 0 ? axes[a].lo : axes[a].lo - m;
+    hi[a] = axes[a].lo + axes[a].n + (axes[a].lo + axes[a].n < axes[a].N ? m : 0);
     stride[a] = a + 1 == Dim ? 1 : stride[a + 1] * (axes[a + 1].N + 2 * m);
     i[a] = lo[a];
   }
@@ -644,9 +652,10 @@ struct PhysicsStep {
     int const f = row_flags<Tag>(iz, iy), lx = 1 << X;
     int const m = std::is_same_v<Tag, ForwardTag> ? Body::forward_reach : Body::adjoint_reach;
     GridAxis const& ax = m_axis[X];
-    run_flags<Tag>(f | lx, s, iz, iy, 0, 0, ax.lo + m);
-    run_flags<Tag>(f, s, iz, iy, 0, ax.lo + m, ax.lo + ax.n - m);
-    run_flags<Tag>(f | lx, s, iz, iy, 1, ax.lo + ax.n - m, ax.N);
+    int const x0 = ax.layer_end(m), x1 = ax.layer_start(m);
+    if (x0 > 0) run_flags<Tag>(f | lx, s, iz, iy, 0, 0, x0);
+    run_flags<Tag>(f, s, iz, iy, 0, x0, x1);
+    if (x1 < ax.N) run_flags<Tag>(f | lx, s, iz, iy, 1, x1, ax.N);
   }
 
   /// Device schedules (and `cells` on hosts): cell ix of row r.

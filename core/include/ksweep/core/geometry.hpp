@@ -46,9 +46,17 @@ struct PmlConfig {
   bool free_surface = false;  ///< pressure-free top edge (image method) instead of a top layer
   /// Layer cells per face, in the order of `Face`; a negative entry takes `width`.
   std::array<int, 6> faces = {-1, -1, -1, -1, -1, -1};
+  /// Faces where a subdomain meets its neighbour (domain decomposition, domain.hpp): no layer
+  /// and no saved ring there; the fields' halo beyond them holds the neighbour's cells, filled
+  /// by a halo exchange after every step. Only the y and x faces (front, back, left, right) can
+  /// be cut.
+  std::array<bool, 6> cut = {false, false, false, false, false, false};
+  /// The velocity (m/s) of the damping profiles; 0: the model's maximum. The subdomains of a
+  /// split model take the whole model's maximum, so that their layers damp as one model's.
+  double profile_velocity = 0.0;
   enum Face { top, bottom, front, back, left, right };  ///< z low, z high, y low, y high, x low, x high
-  /// Layer cells of face f (the top face of a free surface has none).
-  int face(int f) const { return f == top && free_surface ? 0 : (faces[f] >= 0 ? faces[f] : width); }
+  /// Layer cells of face f (the top face of a free surface and cut faces have none).
+  int face(int f) const { return (f == top && free_surface) || cut[f] ? 0 : (faces[f] >= 0 ? faces[f] : width); }
 };
 
 /// A grid cell (integer indices on the model grid: z down, x right, y across; y = 0 in 2D).
@@ -83,6 +91,9 @@ struct Survey {
   /// i >= receiver_count[s] of shot s are silent, at no position: they record zeros and inject
   /// nothing. Empty: every receiver is in use.
   std::vector<int> receiver_count;
+  /// Points another subdomain holds (domain decomposition, optional, [shot * n + i], 1: away):
+  /// silent here, like the receivers beyond receiver_count. Empty: every point is here.
+  std::vector<unsigned char> away_sources, away_receivers;
 
   /// The shots `shots` (indices into this survey), in that order.
   Survey select(std::vector<int> const& shots) const;
@@ -90,7 +101,14 @@ struct Survey {
   Point source_at(std::size_t k) const;
   Point receiver_at(std::size_t k) const;
   /// Whether receiver i of shot s is in use.
-  bool live(int s, int i) const { return receiver_count.empty() || i < receiver_count[static_cast<std::size_t>(s)]; }
+  bool live(int s, int i) const {
+    return (receiver_count.empty() || i < receiver_count[static_cast<std::size_t>(s)]) &&
+           (away_receivers.empty() || !away_receivers[static_cast<std::size_t>(s) * n_receivers + i]);
+  }
+  /// Whether source i of shot s injects here (not away).
+  bool source_live(int s, int i) const {
+    return away_sources.empty() || !away_sources[static_cast<std::size_t>(s) * n_sources + i];
+  }
 };
 
 /// Interpolation of positions between cells: Kaiser-windowed sinc (Hicks 2002, Geophysics 67(1)),

@@ -146,6 +146,7 @@ class GradientEngine {
       }
     }
     p.forward_finish(synthetic);
+    p.gather_records(synthetic);
     m_store->finish_writes();
     p.space().fence();
     m_peak = std::max(m_peak, core::peak_memory_bytes());
@@ -395,6 +396,7 @@ class GradientEngine {
           auto const sink = ring_values(previous);
           m_store->with_decoder(m_store->fetch(n - 1), sink,
                                 [&](auto const& dec) { launch_fused(adj, core::NoWork{}, 0, dec, n_ring); });
+          p.exchange(previous);  // a split model: the halo of u^n at the cuts
           imaging(previous, newest, p.adjoint_newest(), false, S);
         } else {
           core::launch_points(space, "ksweep::core::adjoint_points", adj.f, adj.count);
@@ -414,6 +416,7 @@ class GradientEngine {
                        n_ring);  // u^0 = 0
         }
         imaging(previous, newest, p.adjoint_newest(), true, S);
+        p.exchange(newest);  // a split model: the halo of the rebuilt u^{n-1} at the cuts
         p.step_back_forward();
       } else {
         core::launch_points(space, "ksweep::core::adjoint_points", adj.f, adj.count);

@@ -7,6 +7,7 @@
 #include <ksweep/core/physics.hpp>
 #include <ksweep/base/error.hpp>
 #include <ksweep/core/geometry.hpp>
+#include <ksweep/core/halo.hpp>
 #include <ksweep/core/schedule.hpp>
 #include <ksweep/core/sizes.hpp>
 
@@ -77,6 +78,9 @@ class Propagator {
       : m_space(space), m_grid(grid), m_pml(pml), m_dt(dt), m_max_shots(max_shots) {
     check_grid(grid, pml, Order, R);
     if constexpr (std::is_same_v<Physics, AcousticVd>) {
+      KSWEEP_REQUIRE(std::none_of(pml.cut.begin(), pml.cut.end(), [](bool c) { return c; }),
+                     "variable density does not run on a model split into domains yet (parallel.domains): its "
+                     "buoyancy at a cut needs the neighbour's density");
       char const* const face_names[6] = {"top", "bottom", "front", "back", "left", "right"};
       for (int f = 0; f < 6; ++f) {
         if (((f == PmlConfig::front || f == PmlConfig::back) && Dim == 2) || (f == PmlConfig::top && pml.free_surface))
@@ -109,7 +113,32 @@ class Propagator {
   double vmin() const { return m_vmin; }
 
   /// The schedule of the next runs (default: automatic; see schedule.hpp).
-  void set_schedule(Schedule s) { m_schedule = s; }
+  void set_schedule(Schedule s) {
+    KSWEEP_REQUIRE(s != Schedule::shots || !m_link,
+                   "the shots schedule runs each shot's time loop in one launch and "
+                   "cannot exchange halos between steps: use batched or cells "
+                   "with domains");
+    m_schedule = s;
+  }
+
+  /// Domain decomposition: the link of this subdomain to its neighbours (see halo.hpp), called
+  /// after every step and for the records; set before set_survey(). The grid's cut faces
+  /// (PmlConfig::cut) are the ones the link fills.
+  void set_halo_link(HaloLink<Real, memory_space> link) {
+    KSWEEP_REQUIRE(!link || m_schedule != Schedule::shots,
+                   "the shots schedule cannot exchange halos between steps: use batched or cells with domains");
+    m_link = std::move(link);
+  }
+  bool linked() const { return static_cast<bool>(m_link); }
+  /// Fills the cut faces' halo of a level of the current batch (nothing without a link).
+  void exchange(field3 const& u) const {
+    if (m_link) m_link.exchange(u, m_survey.n_shots);
+  }
+  /// With a link: every subdomain's receivers into `records` [shot][nt][receiver] (the slots
+  /// of the receivers held elsewhere are zeroed here first, then combined bit for bit).
+  void gather_records(record_view const& records) const { gather_points(records, m_rec_live, true); }
+  /// With a link: every subdomain's sources into a wavelet gradient [shot][source][nt].
+  void gather_wavelets(wavelet_view const& w) const { gather_points(w, m_src_live, false); }
   Schedule schedule() const { return m_schedule; }
   /// Whether launches run cell by cell (devices, and the `cells` schedule on hosts).
   bool runs_cells() const { return !impl::runs_by_rows<ExecSpace> || m_schedule == Schedule::cells; }
@@ -118,6 +147,7 @@ class Propagator {
     if constexpr (!impl::runs_by_rows<ExecSpace>) {
       return false;
     } else {
+      if (m_link) return false;  // whole time loops per shot: no halo exchange between steps
       if (m_schedule == Schedule::automatic) return shots_schedule_pays(m_survey.n_shots, m_space.concurrency());
       return m_schedule == Schedule::shots;
     }
@@ -371,6 +401,12 @@ class Propagator {
     }
     if (outside) m_removal = to_device(src, survey.n_sources, "ksweep::core::src_removal");
     m_receivers = to_device(receiver_taps(survey, m_grid, m_pml), survey.n_receivers, "ksweep::core::rec");
+    if (m_link) {
+      m_rec_live = live_mask(
+          survey.n_receivers, [&](int s, int i) { return survey.live(s, i); }, "rec");
+      m_src_live = live_mask(
+          survey.n_sources, [&](int s, int i) { return survey.source_live(s, i); }, "src");
+    }
     m_space.fence();
   }
 
@@ -457,6 +493,7 @@ class Propagator {
       for (int n = 0; n < nt; ++n) forward_step(n, wavelets, records);
     }
     forward_finish(records);
+    gather_records(records);
     m_space.fence();
   }
 
@@ -480,6 +517,7 @@ class Propagator {
     InjectPoints<Real, memory_space> inject{st.u[st.cur], residual, m_receivers, nt - 1,
                                             true,         Real(1),  m_c};  // mu = c lambda
     launch_points(m_space, "ksweep::core::inject_residuals", inject, m_survey.n_shots * inject.count());
+    exchange(st.u[st.cur]);
   }
 
   /// Reverse step n (after adjoint_start, n = nt-1 down to 0): wavelet_grad[n] = lambda^{n+1}
@@ -505,6 +543,7 @@ class Propagator {
     } else {
       for (int n = nt - 1; n >= 0; --n) adjoint_step(n, residual, wavelet_grad);
     }
+    gather_wavelets(wavelet_grad);
     m_space.fence();
   }
 
@@ -684,6 +723,36 @@ class Propagator {
     auto const& l = m_layout;
     launch_grid<Tag>(m_space, label, bind(st), m_survey.n_shots * l.rows(), l.NX, runs_cells());
     rotate(st);
+    exchange(st.u[st.cur]);
+  }
+
+  // [shot][point] 1 where the point is held here (links only).
+  template <class Live>
+  Kokkos::View<unsigned char**, Kokkos::LayoutRight, memory_space> live_mask(int n, Live const& live,
+                                                                             std::string const& what) const {
+    int const ns = m_survey.n_shots;
+    Kokkos::View<unsigned char**, Kokkos::LayoutRight, memory_space> d(
+        Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, "ksweep::core::" + what + "_live"), ns, n);
+    auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), d);
+    for (int s = 0; s < ns; ++s)
+      for (int i = 0; i < n; ++i) h(s, i) = live(s, i) ? 1 : 0;
+    Kokkos::deep_copy(m_space, d, h);
+    m_space.fence();
+    return d;
+  }
+
+  // Zeroes the slots of the points held elsewhere ([shot][time][point] when time_major, else
+  // [shot][point][time]), then combines the subdomains' values (links only).
+  void gather_points(record_view const& v, Kokkos::View<unsigned char**, Kokkos::LayoutRight, memory_space> const& live,
+                     bool time_major) const {
+    if (!m_link || v.extent(0) == 0) return;
+    int const ns = m_survey.n_shots;
+    int const n1 = static_cast<int>(v.extent(1)), n2 = static_cast<int>(v.extent(2));
+    launch_for("ksweep::core::zero_points_elsewhere",
+               Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(
+                   m_space, {0, 0, 0}, {ns, n1, n2}),
+               ZeroElsewhere<Real, memory_space>{v, live, time_major});
+    m_link.gather_records(v, ns);
   }
 
   // One step on: the level written becomes the newest, and so do the layer memories written.
@@ -808,10 +877,11 @@ class Propagator {
 
   void build_profiles() {
     auto const& l = m_layout;
+    double const vmax = m_pml.profile_velocity > 0 ? m_pml.profile_velocity : m_vmax;
     // Variable density: the damping starts M + 1/2 cells into the layer (see cpml_profile).
     double const inset = std::is_same_v<Physics, AcousticVd> ? M + 0.5 : 0.0;
-    auto px = cpml_profile(l.nx, l.left, l.right, R, m_grid.dh, m_dt, m_vmax, m_pml, false, inset);
-    auto pz = cpml_profile(l.nz, l.top, l.bottom, R, m_grid.dh, m_dt, m_vmax, m_pml, false, inset);
+    auto px = cpml_profile(l.nx, l.left, l.right, R, m_grid.dh, m_dt, vmax, m_pml, false, inset);
+    auto pz = cpml_profile(l.nz, l.top, l.bottom, R, m_grid.dh, m_dt, vmax, m_pml, false, inset);
     auto upload = [&](std::vector<double> const& h, field1& d, char const* label) {
       d = field1(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(label)), h.size());
       auto m = Kokkos::create_mirror_view(Kokkos::HostSpace(), d);
@@ -825,7 +895,7 @@ class Propagator {
     upload(px.b, m_prof_b[Dim - 1], "ksweep::core::bx");
     upload(px.mask, m_prof_mask[Dim - 1], "ksweep::core::mx");
     if constexpr (Dim == 3) {
-      auto py = cpml_profile(l.ny, l.front, l.back, R, m_grid.dh, m_dt, m_vmax, m_pml, false, inset);
+      auto py = cpml_profile(l.ny, l.front, l.back, R, m_grid.dh, m_dt, vmax, m_pml, false, inset);
       upload(py.a, m_prof_a[1], "ksweep::core::ay");
       upload(py.b, m_prof_b[1], "ksweep::core::by");
       upload(py.mask, m_prof_mask[1], "ksweep::core::my");
@@ -834,7 +904,7 @@ class Propagator {
       int const n[3] = {l.nz, l.ny, l.nx}, lo[3] = {l.top, l.front, l.left}, hi[3] = {l.bottom, l.back, l.right};
       for (int a = 0; a < Dim; ++a) {
         int const g = Dim == 3 ? a : 2 * a;  // z, (y,) x
-        auto h = cpml_profile(n[g], lo[g], hi[g], R, m_grid.dh, m_dt, m_vmax, m_pml, true, inset);
+        auto h = cpml_profile(n[g], lo[g], hi[g], R, m_grid.dh, m_dt, vmax, m_pml, true, inset);
         upload(h.a, m_half_a[a], "ksweep::core::half_a");
         upload(h.b, m_half_b[a], "ksweep::core::half_b");
       }
@@ -859,6 +929,8 @@ class Propagator {
   PointSet m_removal;  // the sources' taps in the model (source_removal)
   State m_fwd, m_adj;
   Schedule m_schedule = default_schedule();
+  HaloLink<Real, memory_space> m_link;                                                      // domain decomposition
+  Kokkos::View<unsigned char**, Kokkos::LayoutRight, memory_space> m_rec_live, m_src_live;  // [shot][point], links
   int m_block_y = 0;  // 0: automatic (host_block_y)
 };
 

@@ -1,0 +1,192 @@
+#pragma once
+/// \file halo_exchange.hpp
+/// The halo exchange of a model split into domains (core/domain.hpp): each subdomain's fields
+/// are rows of NX + 2R cells, [shot][field row][NX + 2R] (field rows (NZ + 2R) in 2D,
+/// (NZ + 2R)(NY + 2R) in 3D, z slowest); after every step the R cells beyond each cut face are
+/// copied from the neighbour's first R cells on its side. Faces are packed and unpacked by
+/// kernels on the execution space and travel through MPI, from host mirrors unless the build
+/// enables GPU-aware MPI. The x faces go first, then the y faces with their x halo, so that the
+/// corners hold the diagonal neighbours' cells too.
+
+#include <ksweep/base/launch.hpp>
+#include <ksweep/comm/communicator.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <type_traits>
+
+namespace ksweep::comm {
+
+/// A subdomain's padded grid (no halo), the reach R of its stencil, and its neighbours' ranks
+/// in the domain communicator per cut face (-1: no neighbour, the face is the model's edge).
+struct HaloGeometry {
+  int dim = 2, radius = 0;
+  int NZ = 0, NY = 1, NX = 0;
+  int left = -1, right = -1, front = -1, back = -1;
+  int field_rows() const { return (NZ + 2 * radius) * (dim == 3 ? NY + 2 * radius : 1); }
+  int row_cells() const { return NX + 2 * radius; }
+};
+
+namespace impl {
+// Columns [c0, c0 + R) of every field row of the first shots, to or from buf [shot][row][R].
+template <class Real, class MemorySpace>
+struct PackColumns {
+  Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace> u, buf;
+  int c0;
+  bool unpack;
+  KOKKOS_INLINE_FUNCTION void operator()(int s, int r, int k) const {
+    if (unpack) u(s, r, c0 + k) = buf(s, r, k);
+    else buf(s, r, k) = u(s, r, c0 + k);
+  }
+};
+// Field rows of y index [y0, y0 + R) of every z (whole rows, halo included), to or from
+// buf [shot][z * R + k][cell] (3D).
+template <class Real, class MemorySpace>
+struct PackRows {
+  Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace> u, buf;
+  int y0, R, rows_y;  // rows_y = NY + 2R
+  bool unpack;
+  KOKKOS_INLINE_FUNCTION void operator()(int s, int zr, int x) const {
+    int const z = zr / R, k = zr - z * R, fr = z * rows_y + y0 + k;
+    if (unpack) u(s, fr, x) = buf(s, zr, x);
+    else buf(s, zr, x) = u(s, fr, x);
+  }
+};
+}  // namespace impl
+
+template <class Real, class ExecSpace>
+class HaloExchange {
+ public:
+  using memory_space = typename ExecSpace::memory_space;
+  using field3 = Kokkos::View<Real***, Kokkos::LayoutRight, memory_space>;
+
+  HaloExchange(Communicator domain, HaloGeometry const& g, ExecSpace const& space, int max_shots)
+      : m_comm(std::move(domain)), m_g(g), m_space(space), m_max_shots(max_shots) {
+    int const R = g.radius;
+    auto alloc = [&](char const* label, int a, int b) {
+      return field3(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string(label)), max_shots, a, b);
+    };
+    if (g.left >= 0 || g.right >= 0)
+      for (int i = 0; i < 4; ++i) m_xbuf[i] = alloc("ksweep::comm::halo_x", g.field_rows(), R);
+    if (g.dim == 3 && (g.front >= 0 || g.back >= 0))
+      for (int i = 0; i < 4; ++i) m_ybuf[i] = alloc("ksweep::comm::halo_y", (g.NZ + 2 * R) * R, g.row_cells());
+  }
+
+  HaloGeometry const& geometry() const { return m_g; }
+  Communicator const& communicator() const { return m_comm; }
+
+  /// Fills the halo beyond the cut faces of the first `shots` shots of `u`; fences `space`
+  /// first (the level's cells must be final) and before it returns.
+  void exchange(field3 const& u, int shots) {
+    auto const t0 = std::chrono::steady_clock::now();
+    auto const& g = m_g;
+    int const R = g.radius;
+    using policy3 = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>;
+    if (g.left >= 0 || g.right >= 0) {
+      int const rows = g.field_rows();
+      // [0] to the left: cells [R, 2R); [1] to the right: cells [NX, NX + R); [2] from the left
+      // into [0, R); [3] from the right into [NX + R, NX + 2R).
+      int const cols[4] = {R, g.NX, 0, g.NX + R};
+      for (int i = 0; i < 2; ++i)
+        if ((i == 0 ? g.left : g.right) >= 0)
+          launch_for("ksweep::comm::pack_x", policy3(m_space, {0, 0, 0}, {shots, rows, R}),
+                     impl::PackColumns<Real, memory_space>{u, m_xbuf[i], cols[i], false});
+      swap(m_xbuf, shots, g.left, g.right);
+      for (int i = 2; i < 4; ++i)
+        if ((i == 2 ? g.left : g.right) >= 0)
+          launch_for("ksweep::comm::unpack_x", policy3(m_space, {0, 0, 0}, {shots, rows, R}),
+                     impl::PackColumns<Real, memory_space>{u, m_xbuf[i], cols[i], true});
+    }
+    if (g.dim == 3 && (g.front >= 0 || g.back >= 0)) {
+      int const zr = (g.NZ + 2 * R) * R, rows_y = g.NY + 2 * R;
+      int const y0[4] = {R, g.NY, 0, g.NY + R};
+      for (int i = 0; i < 2; ++i)
+        if ((i == 0 ? g.front : g.back) >= 0)
+          launch_for("ksweep::comm::pack_y", policy3(m_space, {0, 0, 0}, {shots, zr, g.row_cells()}),
+                     impl::PackRows<Real, memory_space>{u, m_ybuf[i], y0[i], R, rows_y, false});
+      swap(m_ybuf, shots, g.front, g.back);
+      for (int i = 2; i < 4; ++i)
+        if ((i == 2 ? g.front : g.back) >= 0)
+          launch_for("ksweep::comm::unpack_y", policy3(m_space, {0, 0, 0}, {shots, zr, g.row_cells()}),
+                     impl::PackRows<Real, memory_space>{u, m_ybuf[i], y0[i], R, rows_y, true});
+    }
+    m_space.fence();
+    m_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++m_exchanges;
+  }
+
+  /// The first `shots` shots of `v` put together over the domain communicator by bitwise or:
+  /// each subdomain holds its own points' values and +0 elsewhere.
+  void gather(field3 const& v, int shots) {
+    m_space.fence();
+    if (m_comm.size() == 1 || shots == 0) return;
+    auto part = Kokkos::subview(v, Kokkos::make_pair(0, shots), Kokkos::ALL, Kokkos::ALL);
+    std::size_t const bytes = part.span() * sizeof(Real);
+    with_host(part, true, true, [&](Real* p) { m_comm.allreduce_bor(p, bytes); });
+  }
+
+  /// Bytes sent per exchange of `shots` shots (all faces), and the exchanges and seconds so far.
+  std::size_t bytes_per_exchange(int shots) const {
+    std::size_t b = 0;
+    int const R = m_g.radius;
+    std::size_t const x = static_cast<std::size_t>(shots) * m_g.field_rows() * R * sizeof(Real);
+    std::size_t const y = static_cast<std::size_t>(shots) * (m_g.NZ + 2 * R) * R * m_g.row_cells() * sizeof(Real);
+    b += (m_g.left >= 0 ? x : 0) + (m_g.right >= 0 ? x : 0);
+    if (m_g.dim == 3) b += (m_g.front >= 0 ? y : 0) + (m_g.back >= 0 ? y : 0);
+    return b;
+  }
+  long long exchanges() const { return m_exchanges; }
+  double seconds() const { return m_seconds; }
+
+ private:
+  // buf[0] to `low` and buf[1] to `high`; buf[2] from `low` and buf[3] from `high`.
+  void swap(field3 (&buf)[4], int shots, int low, int high) {
+    m_space.fence();
+    std::size_t const bytes = static_cast<std::size_t>(shots) * buf[0].extent(1) * buf[0].extent(2) * sizeof(Real);
+    auto part = [&](int i) { return Kokkos::subview(buf[i], Kokkos::make_pair(0, shots), Kokkos::ALL, Kokkos::ALL); };
+    with_host(part(0), true, false, [&](Real* s0) {
+      with_host(part(1), true, false, [&](Real* s1) {
+        with_host(part(2), false, true, [&](Real* r2) {
+          with_host(part(3), false, true, [&](Real* r3) {
+            m_comm.sendrecv_bytes(s0, bytes, low, r3, bytes, high);  // left-going
+            m_comm.sendrecv_bytes(s1, bytes, high, r2, bytes, low);  // right-going
+          });
+        });
+      });
+    });
+  }
+
+  // f(pointer) on host-accessible data of the contiguous view v (a host mirror of device
+  // views without GPU-aware MPI, filled from v when `reads`, copied back when `writes`).
+  template <class View, class F>
+  void with_host(View const& v, bool reads, bool writes, F&& f) {
+    using host_accessible = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename View::memory_space>;
+    if constexpr (host_accessible::accessible || KSWEEP_ENABLE_GPU_AWARE_MPI) {
+      (void)reads, (void)writes;
+      f(v.data());
+    } else {
+      auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), v);
+      if (reads) {
+        Kokkos::deep_copy(m_space, h, v);
+        m_space.fence();
+      }
+      f(h.data());
+      if (writes) {
+        Kokkos::deep_copy(m_space, v, h);
+        m_space.fence();
+      }
+    }
+  }
+
+  Communicator m_comm;
+  HaloGeometry m_g;
+  ExecSpace m_space;
+  int m_max_shots;
+  field3 m_xbuf[4], m_ybuf[4];
+  long long m_exchanges = 0;
+  double m_seconds = 0;
+};
+
+}  // namespace ksweep::comm

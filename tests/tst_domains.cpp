@@ -1,0 +1,349 @@
+// A model split into domains on real MPI ranks (run by ctest with 1 to 4 ranks): every split
+// the ranks allow (1 to 4 domains along x, uneven included; 2 x 2 in 3D; one or two shot groups)
+// gives the records, misfits, gradients and illuminations of one domain on one rank, bit for
+// bit, with CPML and a free surface, sources and receivers on every subdomain and on the cells
+// next to every cut, boundary saving in every location and in the dtypes whose codes do not
+// depend on their neighbours (fp32, bf16), full storage, and the batched and cells schedules.
+// Bad splits are refused with one message before anything is allocated.
+
+#include <ksweep/comm/communicator.hpp>
+#include <ksweep/core/domain.hpp>
+#include <ksweep/core/gradient.hpp>
+#include <ksweep/core/propagator.hpp>
+#include <ksweep/core/runtime.hpp>
+#include <ksweep/core/wavelet.hpp>
+#include <ksweep/fwi/domains.hpp>
+
+#include <Kokkos_Core.hpp>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace ksweep;
+using Space = Kokkos::DefaultExecutionSpace;
+using Real = float;
+
+comm::Communicator const& world() {
+  static comm::Communicator c;
+  return c;
+}
+
+/// A layered, faulted model with lateral variation along x and y, [nz][ny][nx].
+std::vector<float> model(core::ModelGrid const& g, double shift) {
+  std::vector<float> v(static_cast<std::size_t>(g.cells()));
+  for (int z = 0; z < g.nz; ++z)
+    for (int y = 0; y < g.ny; ++y)
+      for (int x = 0; x < g.nx; ++x) {
+        double const fault = x > g.nx / 2 ? 0.15 * g.nz : 0.0;
+        double const depth = z + 0.2 * x * std::sin(0.05 * x) + 0.1 * y - fault + shift;
+        double const layer = std::floor(depth / (g.nz / 5.0));
+        v[(static_cast<std::size_t>(z) * g.ny + y) * g.nx + x] = static_cast<float>(
+            z < 3 ? 1500.0 : 1800.0 + 220.0 * layer + 60.0 * std::sin(0.7 * layer + 0.1 * x + 0.13 * y));
+      }
+  return v;
+}
+
+struct Problem {
+  core::ModelGrid grid;
+  core::PmlConfig pml;
+  double dt = 1e-3;
+  int nt = 0;
+  core::Survey survey;
+  std::vector<float> v_true, v0;
+  std::vector<double> wavelet;
+};
+
+/// 2D: 40 x 93 cells, 3 shots, a receiver on every cell of row 3 (so on both sides of every cut).
+Problem problem_2d(bool free_surface) {
+  Problem p;
+  p.grid = core::ModelGrid(40, 93, 10.0);
+  p.pml.width = 10;
+  p.pml.free_surface = free_surface;
+  p.nt = 260;
+  p.survey.n_shots = 3;
+  p.survey.n_sources = 1;
+  p.survey.n_receivers = p.grid.nx;
+  for (int x : {5, 46, 70}) p.survey.sources.push_back({2, x, 0});
+  for (int s = 0; s < 3; ++s)
+    for (int x = 0; x < p.grid.nx; ++x) p.survey.receivers.push_back({3, x, 0});
+  p.v_true = model(p.grid, 0.0);
+  p.v0 = model(p.grid, 1.5);
+  p.wavelet = core::ricker(15.0, 0.08, p.dt, p.nt);
+  return p;
+}
+
+/// 3D: 20 x 26 x 27 cells (z, y, x), 2 shots, receivers every other cell of plane z = 3.
+Problem problem_3d() {
+  Problem p;
+  p.grid = core::ModelGrid::volume(20, 26, 27, 10.0);
+  p.pml.width = 6;
+  p.pml.free_surface = true;
+  p.nt = 140;
+  p.survey.n_shots = 2;
+  p.survey.n_sources = 1;
+  for (auto [y, x] : {std::pair{6, 7}, std::pair{13, 14}}) p.survey.sources.push_back({2, x, y});
+  for (int s = 0; s < 2; ++s)
+    for (int y = 0; y < p.grid.ny; y += 2)
+      for (int x = 0; x < p.grid.nx; x += 2) p.survey.receivers.push_back({3, x, y});
+  p.survey.n_receivers = static_cast<int>(p.survey.receivers.size()) / 2;
+  p.v_true = model(p.grid, 0.0);
+  p.v0 = model(p.grid, 1.5);
+  p.wavelet = core::ricker(15.0, 0.08, p.dt, p.nt);
+  return p;
+}
+
+/// What a gradient run gives, for the whole model and every shot (host arrays).
+struct Result {
+  std::vector<float> records;  // [shot][nt][receiver]
+  std::vector<double> losses;  // [shot]
+  std::vector<double> grad, illum_src, illum_rec;
+  double halo_bytes = 0;  // per exchange, this rank
+};
+
+template <class View>
+std::vector<typename View::non_const_value_type> to_host(View const& v) {
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+  return std::vector<typename View::non_const_value_type>(h.data(), h.data() + h.span());
+}
+
+template <class T>
+void bor(comm::Communicator const& c, std::vector<T>& v) {
+  c.allreduce_bor(v.data(), v.size() * sizeof(T));
+}
+
+/// The observed records of every shot in the true model, on one domain (every rank alike).
+template <int Order, int Dim>
+std::vector<float> observed(Problem const& p) {
+  Space space;
+  core::Propagator<Real, Order, Space, Dim> prop(space, p.grid, p.pml, p.dt, p.survey.n_shots);
+  prop.set_velocity(p.v_true.data());
+  prop.set_survey(p.survey);
+  int const S = p.survey.n_shots;
+  typename decltype(prop)::wavelet_view w("w", S, 1, p.nt);
+  auto wh = Kokkos::create_mirror_view(w);
+  for (int s = 0; s < S; ++s)
+    for (int t = 0; t < p.nt; ++t) wh(s, 0, t) = static_cast<Real>(p.wavelet[t]);
+  Kokkos::deep_copy(w, wh);
+  typename decltype(prop)::record_view r("r", S, p.nt, p.survey.n_receivers);
+  prop.forward(w, r);
+  return to_host(r);
+}
+
+/// The gradient of every shot over `split` (the world's ranks in shot groups of split.count()),
+/// gathered on every rank; split {1, 1} on a one-rank communicator is the reference.
+template <int Order, int Dim>
+Result gradient(Problem const& p, std::vector<float> const& obs, core::DomainSplit const& split,
+                storage::StorageConfig const& cfg, comm::Communicator const& ranks, core::Schedule schedule) {
+  using Prop = core::Propagator<Real, Order, Space, Dim>;
+  using Engine = core::GradientEngine<Real, Order, Space, Dim>;
+  Space space;
+  auto const dec = fwi::decompose(ranks, split, p.grid, Order / 2);
+  double const vmax = *std::max_element(p.v0.begin(), p.v0.end());
+  auto const sub = core::subdomain(p.grid, p.pml, split, dec.domain_index, vmax);
+  auto const shots = comm::slice_of(p.survey.n_shots, dec.group_index, dec.groups);
+  Prop prop(space, sub.grid, sub.pml, p.dt, std::max(shots.count, 1));
+  prop.set_schedule(schedule);
+  auto const halo = fwi::link(prop, dec, sub);
+  auto const part = core::extract(p.v0.data(), p.grid, sub);
+  prop.set_velocity(part.data());
+  std::vector<int> ids;
+  for (int s = shots.first; s < shots.first + shots.count; ++s) ids.push_back(s);
+  if (!ids.empty()) prop.set_survey(core::local_survey(p.survey.select(ids), p.grid, split, sub));
+  int const S = shots.count, nr = p.survey.n_receivers, nt = p.nt;
+  typename Prop::wavelet_view w("w", S, 1, nt);
+  typename Prop::record_view o("o", S, nt, nr), syn("syn", S, nt, nr);
+  auto wh = Kokkos::create_mirror_view(w);
+  auto oh = Kokkos::create_mirror_view(o);
+  for (int s = 0; s < S; ++s) {
+    for (int t = 0; t < nt; ++t) wh(s, 0, t) = static_cast<Real>(p.wavelet[t]);
+    for (int t = 0; t < nt; ++t)
+      for (int r = 0; r < nr; ++r) oh(s, t, r) = obs[(static_cast<std::size_t>(shots.first + s) * nt + t) * nr + r];
+  }
+  Kokkos::deep_copy(w, wh);
+  Kokkos::deep_copy(o, oh);
+  Engine eng(prop, cfg);
+  typename Engine::images_type img(space, sub.grid.nz * sub.grid.ny, sub.grid.nx);
+  if (S > 0) eng.compute(w, o, 0.5, syn);
+  // Images summed over the shot groups in group order: the shots' order of one rank.
+  dec.group.sum_in_rank_order(
+      space,
+      [&] {
+        if (S > 0) eng.accumulate(img);
+      },
+      img.grads, img.illum_src, img.illum_rec);
+  Result res;
+  std::size_t const cells = static_cast<std::size_t>(p.grid.cells());
+  auto whole = [&](auto const& view) {
+    std::vector<double> out(cells, 0.0);
+    auto const h = to_host(view);
+    core::insert(h.data(), p.grid, sub, out.data());
+    bor(dec.domain, out);
+    return out;
+  };
+  res.grad = whole(img.grad);
+  res.illum_src = whole(img.illum_src);
+  res.illum_rec = whole(img.illum_rec);
+  // Records and misfits of the group's shots into every shot's place, then over the groups.
+  res.records.assign(static_cast<std::size_t>(p.survey.n_shots) * nt * nr, 0.0f);
+  res.losses.assign(p.survey.n_shots, 0.0);
+  if (S > 0) {
+    auto const rh = to_host(syn);
+    std::copy(rh.begin(), rh.end(), res.records.begin() + static_cast<std::ptrdiff_t>(shots.first) * nt * nr);
+    for (int s = 0; s < S; ++s) res.losses[shots.first + s] = eng.shot_losses()[s];
+  }
+  bor(dec.group, res.records);
+  bor(dec.group, res.losses);
+  res.halo_bytes = static_cast<double>(halo->bytes_per_exchange(std::max(S, 1)));
+  return res;
+}
+
+template <class T>
+long differing(std::vector<T> const& a, std::vector<T> const& b) {
+  if (a.size() != b.size()) return -1;
+  long n = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) n += std::memcmp(&a[i], &b[i], sizeof(T)) != 0;
+  return n;
+}
+
+/// The splits of the world's ranks: every split of the model into d domains (d dividing the
+/// ranks), in 2D along x, in 3D along y, x and both.
+std::vector<core::DomainSplit> splits(int dim, int ranks) {
+  std::vector<core::DomainSplit> out;
+  for (int d = 1; d <= ranks; ++d) {
+    if (ranks % d != 0) continue;
+    out.push_back({1, d});
+    if (dim == 3 && d > 1) out.push_back({d, 1});
+    if (dim == 3 && d == 4) out.push_back({2, 2});
+  }
+  return out;
+}
+
+template <int Order, int Dim>
+void same_bits(Problem const& p, std::vector<storage::StorageConfig> const& cfgs) {
+  auto const obs = observed<Order, Dim>(p);
+  comm::Communicator const one = world().split(world().rank(), 0);  // this rank alone
+  for (auto const& cfg : cfgs) {
+    auto const ref = gradient<Order, Dim>(p, obs, {1, 1}, cfg, one, core::Schedule::automatic);
+    double norm = 0;
+    for (double g : ref.grad) norm += g * g;
+    ASSERT_GT(norm, 0) << "the reference gradient is zero";
+    for (auto const& split : splits(Dim, world().size()))
+      for (auto schedule : {core::Schedule::automatic, core::Schedule::cells}) {
+        auto const got = gradient<Order, Dim>(p, obs, split, cfg, world(), schedule);
+        std::string const what = "order " + std::to_string(Order) + ", " + std::to_string(Dim) + "D, domains " +
+                                 core::describe(split, Dim) + ", " + std::to_string(world().size() / split.count()) +
+                                 " shot group(s), " + storage::to_string(cfg.location) + " " +
+                                 storage::to_string(cfg.dtype) + " " + storage::to_string(cfg.strategy) + ", " +
+                                 core::to_string(schedule) + ", rank " + std::to_string(world().rank());
+        EXPECT_EQ(differing(got.records, ref.records), 0) << "records: " << what;
+        EXPECT_EQ(differing(got.losses, ref.losses), 0) << "misfits: " << what;
+        EXPECT_EQ(differing(got.grad, ref.grad), 0) << "gradient: " << what;
+        EXPECT_EQ(differing(got.illum_src, ref.illum_src), 0) << "source illumination: " << what;
+        EXPECT_EQ(differing(got.illum_rec, ref.illum_rec), 0) << "receiver illumination: " << what;
+        if (world().is_root())
+          std::printf("%s: the same bits as one domain (halo %.0f B per exchange on rank 0)\n", what.c_str(),
+                      got.halo_bytes);
+      }
+  }
+}
+
+storage::StorageConfig cfg(char const* strategy, char const* location, char const* dtype) {
+  return storage::make_storage_config(strategy, location, dtype, 16, "", true);
+}
+
+TEST(domains, split_2d_same_bits_as_one_domain_order_8) {
+  same_bits<8, 2>(problem_2d(false),
+                  {cfg("boundary", "device", "fp32"), cfg("boundary", "host", "bf16"), cfg("full", "disk", "fp32")});
+}
+
+TEST(domains, split_2d_free_surface_same_bits_order_4) {
+  same_bits<4, 2>(problem_2d(true), {cfg("boundary", "device", "fp32")});
+}
+
+TEST(domains, split_3d_same_bits_as_one_domain_order_4) {
+  same_bits<4, 3>(problem_3d(), {cfg("boundary", "device", "fp32")});
+}
+
+// Codecs with a scale per block of 256 ring values (fp16, int8) code each subdomain's own ring:
+// the gradient is that of the same lossy storage, not the same bits; it stays within the codec's
+// error of one domain's.
+TEST(domains, split_with_block_codecs_stays_within_their_error) {
+  auto const p = problem_2d(false);
+  auto const obs = observed<8, 2>(p);
+  comm::Communicator const one = world().split(world().rank(), 0);
+  for (char const* dtype : {"fp16", "int8"}) {
+    auto const c = cfg("boundary", "device", dtype);
+    auto const ref = gradient<8, 2>(p, obs, {1, 1}, c, one, core::Schedule::automatic);
+    auto const got = gradient<8, 2>(p, obs, {1, world().size()}, c, world(), core::Schedule::automatic);
+    EXPECT_EQ(differing(got.records, ref.records), 0) << dtype;  // the forward pass is exact
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < ref.grad.size(); ++i) {
+      num += (got.grad[i] - ref.grad[i]) * (got.grad[i] - ref.grad[i]);
+      den += ref.grad[i] * ref.grad[i];
+    }
+    double const rel = std::sqrt(num / den);
+    if (world().is_root())
+      std::printf("%s over %d domains: gradient within %.2e of one domain's\n", dtype, world().size(), rel);
+    EXPECT_LT(rel, std::string(dtype) == "int8" ? 2e-2 : 2e-3) << dtype;
+  }
+}
+
+TEST(domains, bad_splits_are_refused_with_the_limit) {
+  core::ModelGrid const g(40, 93, 10.0);
+  auto message = [&](core::ModelGrid const& grid, core::DomainSplit s, int ranks) {
+    try {
+      core::check_split(grid, s, 4, ranks);
+    } catch (Error const& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(message(g, {1, 11}, 11).find("parts of 8 cells along x"), std::string::npos) << message(g, {1, 11}, 11);
+  EXPECT_NE(message(g, {1, 11}, 11).find("at most 10 parts"), std::string::npos);
+  EXPECT_NE(message(g, {1, 4}, 2).find("more than the 2 MPI ranks"), std::string::npos) << message(g, {1, 4}, 2);
+  EXPECT_NE(message(g, {1, 2}, 3).find("do not divide into shot groups"), std::string::npos) << message(g, {1, 2}, 3);
+  EXPECT_NE(message(g, {2, 1}, 2).find("a 2D model is split along x only"), std::string::npos);
+  EXPECT_NE(message(g, {1, 0}, 2).find("at least 1 part"), std::string::npos);
+  auto const v = core::ModelGrid::volume(20, 26, 27, 10.0);
+  EXPECT_NE(message(v, {4, 1}, 4).find("parts of 6 cells along y"), std::string::npos) << message(v, {4, 1}, 4);
+  EXPECT_EQ(message(v, {2, 2}, 8), "");
+}
+
+TEST(domains, off_grid_taps_across_a_cut_are_refused_by_name) {
+  auto p = problem_2d(false);
+  core::DomainSplit const split{1, 2};  // the cut at x = 47
+  auto const sub = core::subdomain(p.grid, p.pml, split, 0, 3000.0);
+  p.survey.receiver_points.clear();
+  for (std::size_t k = 0; k < p.survey.receivers.size(); ++k)
+    p.survey.receiver_points.push_back({3.0, static_cast<double>(p.survey.receivers[k].x), 0.0});
+  p.survey.receiver_points[45].x = 45.5;  // taps x = 42 ... 49
+  try {
+    (void)core::local_survey(p.survey, p.grid, split, sub);
+    FAIL() << "no error for taps across the cut";
+  } catch (Error const& e) {
+    std::string const m = e.what();
+    EXPECT_NE(m.find("receiver 45 of shot 0 at x = 45.5 cells"), std::string::npos) << m;
+    EXPECT_NE(m.find("x = 42 ... 49 reach across the cut at x = 47"), std::string::npos) << m;
+  }
+  p.survey.receiver_points[45].x = 40.5;  // taps 37 ... 44: held by the first domain
+  auto const local = core::local_survey(p.survey, p.grid, split, sub);
+  EXPECT_FALSE(local.away_receivers[45]);
+  EXPECT_TRUE(local.away_receivers[50]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  comm::Environment env(argc, argv);
+  ::setenv("OMP_PROC_BIND", "false", 0);
+  ksweep::core::KokkosSession kokkos(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
