@@ -536,6 +536,27 @@ def main():
     else:
         md += ["No all-reduce runs given (`mpirun -n N ksweep_bench_mpi`, see scripts/run_benchmarks.sh).", ""]
 
+    md += ["## A model split into domains (halo exchange and split forward step)", "",
+           "`mpirun -n N ksweep_bench_domains` (one thread per rank, one subdomain per rank): `halo_exchange` times "
+           "the exchange of a wavefield level alone, `forward_split` a whole forward step with its exchange; "
+           "strong scaling keeps the model, weak scaling widens it with the ranks. Times are each step's mean over "
+           "the ranks (see ../PERFORMANCE.md, \"A model split into domains\").", ""]
+    dom = [r for f in ("halo_exchange_2d", "forward_split_2d_strong", "forward_split_2d_weak", "halo_exchange_3d",
+                       "forward_split_3d_strong") for lab, rs in series(runs, f).items() for r in rs]
+    if dom:
+        rows = []
+        for r in sorted(dom, key=lambda r: (r["family"], r["params"].get("ranks", 0))):
+            p = r["params"]
+            secs = r["seconds"]
+            halo = r.get("halo_seconds_per_step", 0.0)
+            rows.append([r["family"], p.get("ranks", ""), ", ".join("%s=%s" % kv for kv in sorted(p.items()) if kv[0] != "ranks"),
+                         "%.1f" % (secs * 1e6), fmt_bytes(r.get("halo_bytes_per_step_rank0", 0)), "%.1f" % (halo * 1e6),
+                         ("%.1f %%" % (100 * halo / secs)) if secs > 0 and "forward" in r["family"] else ""])
+        md += [table(["benchmark", "ranks", "parameters", "us per step", "halo per step (rank 0)", "us of exchange",
+                      "exchange share"], rows), ""]
+    else:
+        md += ["No domain runs given (`mpirun -n N ksweep_bench_domains`, see scripts/run_benchmarks.sh).", ""]
+
     md += ["## Peer comparison: the Marmousi batch, same run", "",
            "8 shots of 141 x 681 at 25 m, 20-cell absorbing layer, 200 receivers, nt 2000, dt 2 ms, 5 Hz Ricker, fp32; "
            "ksweep: `marmousi` benchmarks (forward = `Propagator::forward`, gradient = `loss_and_gradient`, boundary "

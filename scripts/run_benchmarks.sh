@@ -74,6 +74,18 @@ if [ -x "$build/bench/ksweep_bench_mpi" ] || cmake --build "$build" --target ksw
   done
 fi
 
+# A model split into domains: the halo exchange and the split forward step on 1, 2 and 4 ranks
+# (one thread per rank; 4 ranks oversubscribe a 2-core machine).
+if [ -x "$build/bench/ksweep_bench_domains" ] || cmake --build "$build" --target ksweep_bench_domains >/dev/null 2>&1; then
+  for n in 1 2 4; do
+    json=$out/$host-domains-$n.json
+    OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+      mpirun -n "$n" --oversubscribe "$build/bench/ksweep_bench_domains" \
+      --benchmark_out="$json" --benchmark_out_format=json >/dev/null
+    jsons+=("$json")
+  done
+fi
+
 # Deepwave on the same cases, in the same run, with the same thread counts (when importable).
 for t in $(printf '%s\n' "$OMP_NUM_THREADS" 1 | sort -u); do
   peer=$out/$host-deepwave-${t}thread.json

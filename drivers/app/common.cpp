@@ -92,6 +92,13 @@ core::ModelGrid model_grid(io::VelocityModel const& vm) {
   return vm.ny > 0 ? core::ModelGrid::volume(vm.nz, vm.ny, vm.nx, vm.dh) : core::ModelGrid(vm.nz, vm.nx, vm.dh);
 }
 
+core::DomainSplit domain_split(io::Config const& cfg) {
+  auto const& d = cfg.parallel.domains;
+  if (d.empty()) return {1, 1};
+  if (d.size() == 2) return {d[0], d[1]};
+  return {1, d[0]};
+}
+
 core::PmlConfig make_pml(io::Config const& cfg) {
   core::PmlConfig p;
   p.width = cfg.propagator.pml_width;

@@ -3,6 +3,7 @@
 // scripts, progress output.
 
 #include <ksweep/comm/communicator.hpp>
+#include <ksweep/core/domain.hpp>
 #include <ksweep/core/geometry.hpp>
 #include <ksweep/core/wavelet.hpp>
 #include <ksweep/io/config.hpp>
@@ -35,6 +36,9 @@ core::PmlConfig make_pml(io::Config const& cfg);
 /// The grid of a model: a volume when the model has ny > 0 (the files' convention for 3D), else a
 /// plane.
 core::ModelGrid model_grid(io::VelocityModel const& vm);
+
+/// The split of parallel.domains: [nx_parts] or [ny_parts, nx_parts] ({1, 1}: one domain).
+core::DomainSplit domain_split(io::Config const& cfg);
 /// The Ricker wavelet of wavelet.freq and wavelet.delay (time.nt samples of time.dt).
 std::vector<double> ricker_wavelet(io::Config const& cfg);
 /// The source wavelet of wavelet.source: the Ricker wavelet, or a wavelet file's samples on the

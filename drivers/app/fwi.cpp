@@ -344,16 +344,27 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
                                             cfg.storage.transfer_interval, cfg.storage.disk_dir, cfg.storage.pinned);
   int const nr = survey.n_receivers;
   int const batch = f.optimizer == "lbfgs" ? survey.n_shots : f.batch;
-  int const shots_per_rank = (batch + comm.size() - 1) / comm.size();
+  // parallel.domains: shot groups of one rank per subdomain (the same message on every rank).
+  auto const split = domain_split(cfg);
+  if (split.split()) collectively(comm, [&] { core::check_split(grid, split, order / 2, comm.size()); });
+  int const groups = comm.size() / split.count();
+  int const shots_per_rank = (batch + groups - 1) / groups;
 
-  // Memory: estimated from the layout before anything large is allocated.
+  // Memory: estimated from the layout before anything large is allocated; a run that does not
+  // fit is told the smallest split of the model that would.
   {
-    std::vector<MemoryEstimate> phases{estimate_fwi(cfg, shape, survey.n_shots, nr, shots_per_rank)};
+    std::vector<MemoryEstimate> phases{estimate_fwi(cfg, shape, survey.n_shots, nr, shots_per_rank, split)};
     if (f.observed.empty())
       phases.insert(phases.begin(), estimate_model(cfg, shape, survey.n_shots, nr, false, cfg.propagator.batch));
     auto const mm = machine_memory(cfg);
     if (opt.dry_run && comm.is_root()) std::printf("%s", memory_table(phases, mm, comm.local_size()).c_str());
-    check_memory(phases, mm, comm.local_size());
+    collectively(comm, [&] {
+      try {
+        check_memory(phases, mm, comm.local_size());
+      } catch (Error const& e) {
+        throw Error(std::string(e.what()) + smallest_split(cfg, shape, survey.n_shots, nr, batch, mm, split));
+      }
+    });
   }
 
   // Resume: the checkpoint's header (its size against this model's) before it is read whole.
@@ -569,6 +580,7 @@ std::pair<fwi::Problem, fwi::Options> inversion_setup(io::Config const& cfg, Inp
   o.lbfgs.memory = f.lbfgs_memory;
   o.storage = in.storage;
   o.schedule = core::parse_schedule(cfg.propagator.schedule);
+  o.domains = domain_split(cfg);
   if (variable_density(cfg)) {
     o.invert = f.invert;
     o.rho_min = f.rho_min;

@@ -38,12 +38,29 @@ struct Padded {
   core::Layout l;
   sz n;
   bool vd;  ///< variable density: the stencil reaches 2M - 1 cells, buoyancy per axis
-  Padded(io::Config const& cfg, io::VelocityModel const& vm)
-      : l(model_grid(vm), make_pml(cfg), cfg.propagator.order,
+  Padded(io::Config const& cfg, io::VelocityModel const& vm) : Padded(cfg, model_grid(vm), make_pml(cfg)) {}
+  Padded(io::Config const& cfg, core::ModelGrid const& grid, core::PmlConfig const& pml)
+      : l(grid, pml, cfg.propagator.order,
           cfg.propagator.physics == "acoustic_vd" ? 2 * (cfg.propagator.order / 2) - 1 : -1),
-        n(static_cast<sz>(vm.rows()) * static_cast<sz>(vm.nx)),
+        n(static_cast<sz>(grid.cells())),
         vd(cfg.propagator.physics == "acoustic_vd") {}
 };
+
+/// The largest subdomain of `split` (the most padded cells): what one rank of the split holds.
+Padded largest_part(io::Config const& cfg, io::VelocityModel const& vm, core::DomainSplit const& split) {
+  core::ModelGrid const grid = model_grid(vm);
+  Padded best(cfg, vm);
+  long long most = -1;
+  for (int i = 0; i < split.count(); ++i) {
+    auto const d = core::subdomain(grid, make_pml(cfg), split, i, 1.0);
+    Padded const p(cfg, d.grid, d.pml);
+    if (p.l.padded_cells() > most) {
+      most = p.l.padded_cells();
+      best = p;
+    }
+  }
+  return best;
+}
 
 /// Variable density: its buoyancy coefficients (one field per axis) on the device, and the
 /// padded vp and rho (double) with the coefficients' mirrors that set_model builds on the host.
@@ -74,12 +91,21 @@ std::size_t MemoryEstimate::total(Place p) const {
 }
 
 MemoryEstimate estimate_fwi(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers,
-                            int shots_per_rank) {
-  Padded const L(cfg, vm);
-  sz const S = static_cast<sz>(std::max(shots_per_rank, 1)), R = sizeof(float), n = L.n;
+                            int shots_per_rank, core::DomainSplit const& split) {
+  // A split model: the propagation on the largest subdomain, the optimizer on the whole model.
+  Padded const L = split.split() ? largest_part(cfg, vm, split) : Padded(cfg, vm);
+  sz const S = static_cast<sz>(std::max(shots_per_rank, 1)), R = sizeof(float),
+           n = static_cast<sz>(vm.rows()) * static_cast<sz>(vm.nx);
   sz const nt = static_cast<sz>(cfg.time.nt), nr = static_cast<sz>(n_receivers);
   MemoryEstimate e;
-  e.phase = "inversion (per rank, " + std::to_string(S) + " shot(s) per launch)";
+  e.phase = "inversion (per rank, " + std::to_string(S) + " shot(s) per launch";
+  if (split.split()) {
+    std::string const cells =
+        L.l.dim == 3 ? std::to_string(L.l.nz) + " x " + std::to_string(L.l.ny) + " x " + std::to_string(L.l.nx)
+                     : std::to_string(L.l.nz) + " x " + std::to_string(L.l.nx);
+    e.phase += ", parallel.domains " + core::describe(split, L.l.dim) + ": subdomains up to " + cells + " cells";
+  }
+  e.phase += ")";
   auto add = [&](std::string w, Place p, sz b) { e.items.push_back({std::move(w), p, b}); };
   int const shots = static_cast<int>(S);
   sz const levels = 2 * 2 * core::level_values(L.l, shots) * R;
@@ -110,7 +136,7 @@ MemoryEstimate estimate_fwi(io::Config const& cfg, io::VelocityModel const& vm, 
       3 * S * nt * nr * R + S * nt * R);
   add("observed data of every shot", Place::host, static_cast<sz>(n_shots) * nt * nr * R + S * nt * nr * R);
   add("gradient and illumination images (per shot and summed)", Place::device,
-      core::image_bytes(L.l, shots) + 3 * n * sizeof(double));
+      core::image_bytes(L.l, shots) + (split.split() ? 6 : 3) * n * sizeof(double));
   sz const params = L.vd ? 2 : 1;
   add("models and Adam moments", Place::device, params * 6 * n * R);
   add("host copies of models and images", Place::host, params * 8 * n * sizeof(double));
@@ -195,7 +221,10 @@ MachineMemory machine_memory(io::Config const& cfg) {
       std::getline(in, key);
     }
     sz const left = static_cast<sz>(rl.rlim_cur) > used ? static_cast<sz>(rl.rlim_cur) - used : 0;
-    if (mm.host_available == 0 || left < mm.host_available) mm.host_available = left;
+    if (mm.host_available == 0 || left < mm.host_available) {
+      mm.host_available = left;
+      mm.per_process = true;
+    }
   }
   if (cfg.storage.location == "disk") {
     std::error_code ec;
@@ -230,7 +259,8 @@ std::string memory_table(std::vector<MemoryEstimate> const& phases, MachineMemor
     }
   }
   os << "available: host memory " << (mm.host_available ? mib(mm.host_available) : std::string("unknown"));
-  if (local_ranks > 1) os << " for " << local_ranks << " ranks on this node";
+  if (mm.per_process) os << " per rank (its address-space limit)";
+  else if (local_ranks > 1) os << " for " << local_ranks << " ranks on this node";
   if (mm.device_is_host) os << " (the device is the host)";
   else if (mm.device_available) os << "; device memory " << mib(mm.device_available);
   else os << "; device memory unknown (not checked)";
@@ -241,7 +271,7 @@ std::string memory_table(std::vector<MemoryEstimate> const& phases, MachineMemor
 
 void check_memory(std::vector<MemoryEstimate> const& phases, MachineMemory const& mm, int local_ranks) {
   for (auto const& ph : phases) {
-    sz const ranks = static_cast<sz>(std::max(local_ranks, 1));
+    sz const ranks = mm.per_process ? 1 : static_cast<sz>(std::max(local_ranks, 1));
     sz const host = (ph.total(Place::host) + (mm.device_is_host ? ph.total(Place::device) : 0)) * ranks;
     if (mm.host_available > 0 && host > mm.host_available) {
       std::ostringstream os;
@@ -263,7 +293,7 @@ void check_memory(std::vector<MemoryEstimate> const& phases, MachineMemory const
          << memory_table(phases, mm, local_ranks);
       throw Error(os.str());
     }
-    sz const disk = ph.total(Place::disk) * ranks;
+    sz const disk = ph.total(Place::disk) * static_cast<sz>(std::max(local_ranks, 1));  // one disk per node
     if (mm.disk_available > 0 && disk > mm.disk_available) {
       std::ostringstream os;
       os << "the saved steps do not fit on the disk: " << ph.phase << " needs about " << disk / (1024 * 1024)
@@ -273,6 +303,43 @@ void check_memory(std::vector<MemoryEstimate> const& phases, MachineMemory const
       throw Error(os.str());
     }
   }
+}
+
+std::string smallest_split(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers, int batch,
+                           MachineMemory const& mm, core::DomainSplit const& tried) {
+  core::ModelGrid const grid = model_grid(vm);
+  int const radius = cfg.propagator.order / 2, dim = grid.dim();
+  auto fits = [&](core::DomainSplit const& s) {
+    try {
+      core::check_split(grid, s, radius, s.count());
+      check_memory({estimate_fwi(cfg, vm, n_shots, n_receivers, batch, s)}, mm, s.count());
+      return true;
+    } catch (Error const&) {
+      return false;
+    }
+  };
+  // The fewest subdomains first; in 3D the squarest split of a count first.
+  for (int count = std::max(2, tried.count() + 1); count <= 256; ++count) {
+    std::vector<core::DomainSplit> candidates;
+    if (dim == 2) {
+      candidates.push_back({1, count});
+    } else {
+      for (int ny = 1; ny <= count; ++ny)
+        if (count % ny == 0) candidates.push_back({ny, count / ny});
+      std::sort(candidates.begin(), candidates.end(), [](auto const& a, auto const& b) {
+        return std::abs(a.ny_parts - a.nx_parts) < std::abs(b.ny_parts - b.nx_parts);
+      });
+    }
+    for (auto const& s : candidates)
+      if (fits(s)) {
+        std::string const list = dim == 3 ? "[" + std::to_string(s.ny_parts) + ", " + std::to_string(s.nx_parts) + "]"
+                                          : "[" + std::to_string(s.nx_parts) + "]";
+        return "the smallest split of the model whose inversion fits: parallel.domains = " + list + " on " +
+               std::to_string(s.count()) + " ranks (one shot group; with " + std::to_string(s.count()) +
+               " ranks per node the node's memory is shared: see the table)\n";
+      }
+  }
+  return "no split of the model into up to 256 domains fits\n";
 }
 
 }  // namespace ksweep::app

@@ -3,6 +3,7 @@
 // anything is allocated, and checked against what the machine has.
 
 #include <ksweep/comm/communicator.hpp>
+#include <ksweep/core/domain.hpp>
 #include <ksweep/io/config.hpp>
 #include <ksweep/io/velocity.hpp>
 
@@ -30,8 +31,10 @@ struct MemoryEstimate {
 
 /// Memory of one rank of `ksweep fwi` (the inversion, `shots_per_rank` shots per launch) on the
 /// model `vm` (2D or 3D; its size is what counts).
+/// With a split model (`split`), the propagation's part is that of the largest subdomain and
+/// the optimizer's (models, moments, summed images) the whole model's.
 MemoryEstimate estimate_fwi(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers,
-                            int shots_per_rank);
+                            int shots_per_rank, core::DomainSplit const& split = {});
 /// Memory of the forward modelling of every shot (`ksweep model`, and the observed data of
 /// `ksweep fwi` on rank 0).
 MemoryEstimate estimate_model(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers,
@@ -45,6 +48,9 @@ struct MachineMemory {
   bool device_is_host = true;
   std::size_t device_available = 0;  // free device memory (CUDA); 0 = unknown or the host
   std::size_t disk_available = 0;    // free bytes in storage.disk_dir (0 = unknown or unused)
+  /// host_available is this process's address-space limit (ulimit -v), not the node's memory:
+  /// each rank has its own.
+  bool per_process = false;
 };
 MachineMemory machine_memory(io::Config const& cfg);
 
@@ -54,5 +60,11 @@ std::string memory_table(std::vector<MemoryEstimate> const& phases, MachineMemor
 /// Throws ksweep::Error with the table when a phase does not fit (host memory, with
 /// `local_ranks` ranks on the node; disk space for disk storage).
 void check_memory(std::vector<MemoryEstimate> const& phases, MachineMemory const& mm, int local_ranks);
+
+/// For a run that does not fit (check_memory threw): the smallest split of the model (fewest
+/// subdomains beyond `tried`, parallel.domains) whose inversion phase fits each rank with one
+/// shot group of `batch` shots per rank, as a line for the error message.
+std::string smallest_split(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers, int batch,
+                           MachineMemory const& mm, core::DomainSplit const& tried);
 
 }  // namespace ksweep::app

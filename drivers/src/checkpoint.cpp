@@ -271,7 +271,7 @@ std::vector<std::string> const& resume_mutable_keys() {
   static std::vector<std::string> const keys{"fwi.iterations",      "fwi.checkpoint_every", "fwi.figures_every",
                                              "fwi.save_models",     "storage.location",     "storage.transfer_interval",
                                              "storage.disk_dir",    "storage.pinned",       "propagator.batch",
-                                             "propagator.schedule", "source_path"};
+                                             "propagator.schedule", "parallel.domains",     "source_path"};
   return keys;
 }
 

@@ -55,8 +55,8 @@ std::string join(std::vector<std::string> const& items) {
 }
 
 std::vector<std::string> const& section_names() {
-  static std::vector<std::string> const names{"model",      "time",    "wavelet", "shots",  "receivers",
-                                              "propagator", "storage", "fwi",     "output", "survey"};
+  static std::vector<std::string> const names{"model",   "time", "wavelet", "shots",  "receivers", "propagator",
+                                              "storage", "fwi",  "output",  "survey", "parallel"};
   return names;
 }
 
@@ -148,6 +148,25 @@ class SectionReader {
                                                              << ": got " << type_name(arr->get(i)->type())
                                                              << ", expected string");
       v.push_back(e->get());
+    }
+    out = std::move(v);
+  }
+
+  void get(char const* key, std::vector<int>& out) {
+    toml::node const* node = find(key);
+    if (node == nullptr) return;
+    auto const* arr = node->as_array();
+    if (arr == nullptr) type_error(key, *node, "array of integers");
+    std::vector<int> v;
+    for (std::size_t i = 0; i < arr->size(); ++i) {
+      auto const* e = arr->get(i)->as_integer();
+      KSWEEP_REQUIRE(e != nullptr, "wrong type for element " << i << " of '" << dotted(key) << "' in " << where(key)
+                                                             << ": got " << type_name(arr->get(i)->type())
+                                                             << ", expected integer");
+      KSWEEP_REQUIRE(e->get() >= -(1LL << 30) && e->get() <= (1LL << 30),
+                     "element " << i << " of '" << dotted(key) << "' = " << e->get() << " in " << where(key)
+                                << " is out of range");
+      v.push_back(static_cast<int>(e->get()));
     }
     out = std::move(v);
   }
@@ -518,6 +537,11 @@ Config build(toml::table root, std::string const& origin, std::vector<std::strin
     r.get("file", c.survey.file);
     r.finish();
   }
+  {
+    SectionReader r(section("parallel"), "parallel", origins);
+    r.get("domains", c.parallel.domains);
+    r.finish();
+  }
   for (auto const& [name, node] : root)
     if (auto const* t = node.as_table())
       for (auto const& [k, v] : *t) {
@@ -659,6 +683,24 @@ void validate(Config const& c) {
   names::schedule.parse(p.schedule);
   require_one_of("propagator.physics", p.physics, {"acoustic", "acoustic_vd"});
   bool const vd = p.physics == "acoustic_vd";
+  auto const& dom = c.parallel.domains;
+  if (c.is_given("parallel.domains")) {
+    std::string text = "[";
+    for (std::size_t i = 0; i < dom.size(); ++i) text += (i ? ", " : "") + std::to_string(dom[i]);
+    text += "]";
+    KSWEEP_REQUIRE(dom.size() == 1 || dom.size() == 2,
+                   "parallel.domains = " << text << " must be [nx_parts] (2D) or [ny_parts, nx_parts] (3D)");
+    for (int d : dom)
+      KSWEEP_REQUIRE(d >= 1 && d <= 4096, "parallel.domains = " << text << ": each part count must be in [1, 4096]");
+    long long const n = dom.size() == 2 ? 1LL * dom[0] * dom[1] : dom[0];
+    KSWEEP_REQUIRE(!vd || n == 1, "parallel.domains = " << text
+                                                        << " splits the model, but variable density (propagator."
+                                                           "physics = \"acoustic_vd\") does not run split yet");
+    KSWEEP_REQUIRE(n == 1 || p.schedule != "shots",
+                   "parallel.domains = " << text << " splits the model, and propagator.schedule = \"shots\" runs "
+                                         << "each shot's time loop alone, with no halo exchange between steps: use "
+                                            "\"auto\", \"batched\" or \"cells\"");
+  }
   for (char const* key : {"model.density", "fwi.invert", "fwi.rho_min", "fwi.rho_max", "fwi.lr_rho"})
     KSWEEP_REQUIRE(vd || !c.is_given(key), key << " is set, but propagator.physics = \"" << p.physics
                                                << "\" has no density: set propagator.physics = \"acoustic_vd\" "
@@ -867,6 +909,7 @@ nlohmann::json config_to_json(Config const& c) {
     for (auto const& st : c.fwi.stages)
       j["fwi"]["stages"].push_back({{"max_freq", st.max_freq}, {"iterations", st.iterations}});
   }
+  if (!c.parallel.domains.empty()) j["parallel"] = {{"domains", c.parallel.domains}};
   j["source_path"] = c.source_path;
   return j;
 }
@@ -882,6 +925,10 @@ void check_dimension_keys(Config const& c, bool three_d) {
   std::string found;
   for (auto const& k : keys)
     if (c.is_given(k)) found += (found.empty() ? "" : ", ") + k;
+  if (c.parallel.domains.size() == 2)
+    found += (found.empty() ? "" : ", ") + std::string("parallel.domains = [") + std::to_string(c.parallel.domains[0]) +
+             ", " + std::to_string(c.parallel.domains[1]) + "] (use [" + std::to_string(c.parallel.domains[1]) +
+             "] to split x)";
   if (c.model.ny > 0) found += (found.empty() ? "" : ", ") + std::string("model.ny = ") + std::to_string(c.model.ny);
   KSWEEP_REQUIRE(found.empty(), found << " set, but model.source = \"" << shown(c.model.source)
                                       << "\" is a 2D model: these keys place shots, receivers or cells along y and "

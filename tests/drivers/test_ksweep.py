@@ -1427,6 +1427,72 @@ def case_wavelet():
     print("wavelet: estimated, staged, resumed across and inside a stage with the same bits")
 
 
+def case_domains():
+    """The model split into domains over real ranks (parallel.domains): the same bits as one rank
+    for 2, 3 and 4 domains and for 2 domains x 2 shot groups; a resume that changes the split;
+    bad splits refused before anything is allocated, with one message."""
+    if MPIEXEC == "none":
+        print("domains: a build without MPI (one rank): nothing to split")
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    cfg = os.path.join(here, "..", "..", "share", "examples", "marmousi_25m.toml")
+    base = ["fwi", "-c", cfg]
+    for x in ["time.nt=500", "shots.count=6", "fwi.batch=4", "model.crop_x=[200,400]", "fwi.figures_every=0",
+              "fwi.save_models=false", "fwi.checkpoint_every=1"]:
+        base += ["--set", x]
+
+    def run(name, sets, ranks=1, extra=()):
+        out = fresh(name)
+        args = list(base)
+        for x in sets:
+            args += ["--set", x]
+        r = ksweep(args + ["-o", out] + list(extra), ranks=ranks)
+        return out, r
+
+    def same(a, b, what):
+        x, y = np.frombuffer(model_bytes(a), np.float32), np.frombuffer(model_bytes(b), np.float32)
+        if x.tobytes() != y.tobytes():
+            fail(f"{what}: model_final.h5 differs in {int(np.count_nonzero(x != y))} cells "
+                 f"(max |dv| {np.abs(x.astype(np.float64) - y).max():.3e} m/s)")
+        ha, hb = history(a), history(b)
+        for p, q in zip(ha, hb):
+            if (p["loss"], p["rmse"], p["shots"]) != (q["loss"], q["rmse"], q["shots"]):
+                fail(f"{what}: iteration {p['iteration']}: loss {p['loss']!r} rmse {p['rmse']!r} shots {p['shots']} "
+                     f"vs {q['loss']!r} {q['rmse']!r} {q['shots']}")
+        if len(ha) != len(hb):
+            fail(f"{what}: {len(ha)} iterations vs {len(hb)}")
+        print(f"{what}: the same bits")
+
+    ref, _ = run("dom_ref", ["fwi.iterations=3"])
+    for ranks, parts in ((2, 2), (3, 3), (4, 2), (4, 4)):
+        out, r = run(f"dom_{ranks}_{parts}", ["fwi.iterations=3", f"parallel.domains=[{parts}]"], ranks=ranks)
+        same(ref, out, f"{ranks} ranks, parallel.domains = [{parts}] ({ranks // parts} shot group(s)) vs 1 rank")
+    # A resume that changes the split: 2 iterations on 2 domains, the third on 3.
+    half, _ = run("dom_resume", ["fwi.iterations=2", "parallel.domains=[2]"], ranks=2)
+    ksweep(base + ["--set", "fwi.iterations=3", "--set", "parallel.domains=[3]", "-o", half, "--resume", half],
+           ranks=3)
+    same(ref, half, "2 iterations on 2 domains, resumed on 3 domains for the third, vs 1 rank")
+    # --dry-run shows the split in the memory table.
+    out = fresh("dom_dry")
+    r = ksweep(base + ["--set", "parallel.domains=[2]", "-o", out, "--dry-run"], ranks=2)
+    if "parallel.domains 2: subdomains up to" not in r.stdout:
+        fail(f"--dry-run does not show the split:\n{r.stdout}")
+    # Bad splits: refused before anything is allocated or written, one message on rank 0.
+    for ranks, parts, needle in ((3, 2, "do not divide into shot groups of 2"),
+                                 (2, 4, "more than the 2 MPI ranks"),
+                                 (2, 60, "each needs at least 5 cells")):
+        out = fresh("dom_bad")
+        r = ksweep(base + ["--set", f"parallel.domains=[{parts}]", "-o", out], ranks=ranks, check=False)
+        if r.returncode == 0 or needle not in r.stderr:
+            fail(f"parallel.domains = [{parts}] on {ranks} ranks: exit {r.returncode}, expected {needle!r}:\n"
+                 f"{r.stderr}")
+        if r.stderr.count("parallel.domains") != 1:
+            fail(f"parallel.domains = [{parts}] on {ranks} ranks: not one message:\n{r.stderr}")
+        if os.path.exists(out):
+            fail(f"a refused split wrote {out}")
+    print("domains: ok")
+
+
 if __name__ == "__main__":
     os.makedirs(WORK, exist_ok=True)
     {"model": case_model, "ranks": case_ranks, "schedules": case_schedules, "resume": case_resume, "converges": case_converges,
@@ -1434,4 +1500,4 @@ if __name__ == "__main__":
      "wavelet": case_wavelet,
      "bad_inputs": case_bad_inputs, "outputs": case_outputs, "resume_checks": case_resume_checks,
      "numerics": case_numerics, "disk_full": case_disk_full, "disk_full_tmpfs": case_disk_full_tmpfs, "signals": case_signals,
-     "memory": case_memory, "memory_estimate": case_memory_estimate}[sys.argv[4]]()
+     "memory": case_memory, "memory_estimate": case_memory_estimate, "domains": case_domains}[sys.argv[4]]()

@@ -6,11 +6,13 @@
 #include <ksweep/base/launch.hpp>
 #include <ksweep/comm/communicator.hpp>
 #include <ksweep/core/batches.hpp>
+#include <ksweep/core/domain.hpp>
 #include <ksweep/core/gradient.hpp>
 #include <ksweep/core/physics.hpp>
 #include <ksweep/core/profiling.hpp>
 #include <ksweep/core/propagator.hpp>
 #include "inversion_run.hpp"
+#include <ksweep/fwi/domains.hpp>
 #include <ksweep/fwi/inversion.hpp>
 #include <ksweep/fwi/lbfgs.hpp>
 #include <ksweep/fwi/optimizer.hpp>
@@ -18,6 +20,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -121,6 +124,18 @@ class Run final : public Inversion::Impl {
     m_nr = m_pb.survey.n_receivers;
     if (m_opt.method == Method::lbfgs) m_opt.batch = m_shots;  // full batch
     check();
+    // A split model: shot groups of one rank per subdomain (checked before any allocation).
+    m_split = m_opt.domains.split();
+    if (m_split) {
+      KSWEEP_REQUIRE(!variable_density, "parallel.domains = " << core::describe(m_opt.domains, Dim)
+                                                              << ": variable density (physics \"acoustic_vd\") does "
+                                                                 "not run on a split model yet");
+      m_dec = decompose(comm, m_opt.domains, g, P::R);
+      m_sub = core::subdomain(g, m_pb.pml, m_opt.domains, m_dec.domain_index,
+                              *std::max_element(m_pb.start.begin(), m_pb.start.end()));
+    }
+    m_groups = m_split ? m_dec.groups : comm.size();
+    m_group = m_split ? m_dec.group_index : comm.rank();
     m_fixed = static_cast<std::size_t>(m_opt.water_rows) * m_plane;
     // The inverted parameters in the optimizer's vector; the others held.
     std::vector<float> const* values[2] = {&m_pb.start, &m_pb.density};
@@ -145,11 +160,18 @@ class Run final : public Inversion::Impl {
     if (!m_pb.truth_density.empty()) m_truth[1] = upload(m_pb.truth_density, "ksweep::fwi::true_rho");
     m_grad = vec(view_alloc(m_space, WithoutInitializing, std::string("ksweep::fwi::grad")), nv);
     restart_optimizer();
-    m_cap = (m_opt.batch + comm.size() - 1) / comm.size();
-    m_prop = std::make_unique<P>(m_space, g, m_pb.pml, m_pb.dt, m_cap);
+    m_cap = (m_opt.batch + m_groups - 1) / m_groups;
+    m_prop = std::make_unique<P>(m_space, m_split ? m_sub.grid : g, m_split ? m_sub.pml : m_pb.pml, m_pb.dt, m_cap);
     m_prop->set_schedule(m_opt.schedule);
+    if (m_split) {
+      m_halo = link_halo(*m_prop, m_dec, m_sub);
+      m_part = vec(view_alloc(m_space, WithoutInitializing, std::string("ksweep::fwi::model_part")),
+                   static_cast<std::size_t>(m_sub.cells()));
+    }
     m_engine = std::make_unique<E>(*m_prop, m_opt.storage);
     m_img = typename E::images_type(m_space, m_rows, m_nx, n_params);
+    if (m_split)
+      m_img_part = typename E::images_type(m_space, static_cast<int>(m_sub.grid.rows()), m_sub.grid.nx, n_params);
     m_w = typename P::wavelet_view(view_alloc(m_space, WithoutInitializing, std::string("ksweep::fwi::wavelets")),
                                    m_cap, 1, m_pb.nt);
     upload_wavelet();
@@ -412,9 +434,27 @@ class Run final : public Inversion::Impl {
     return std::sqrt(squared_distance(m_space, x, m_truth[p], m_row_sums, m_nx) / static_cast<double>(m_n));
   }
 
+  // A split model: this subdomain's cells of `x`, with the damping of the whole model's maximum
+  // velocity (constant density).
+  void set_part(vec const& x) {
+    if (!m_split) return;
+    // This subdomain's cells, with the damping of the whole model's maximum velocity.
+    auto const v = parameter(x, 0);
+    Real vmax = 0;
+    launch_reduce(
+        "ksweep::fwi::model_max", Kokkos::RangePolicy<ExecSpace>(m_space, 0, m_n),
+        KOKKOS_LAMBDA(std::size_t i, Real & mx) { mx = v(i) > mx ? v(i) : mx; }, Kokkos::Max<Real>(vmax));
+    launch_for("ksweep::fwi::model_part", Kokkos::RangePolicy<ExecSpace>(m_space, 0, m_part.extent(0)),
+               subdomain_copy(m_part, v, m_pb.grid, m_sub, false));
+    m_prop->set_profile_velocity(static_cast<double>(vmax));
+    m_prop->set_velocity(typename P::velocity_view(m_part.data(), static_cast<int>(m_sub.grid.rows()), m_sub.grid.nx));
+  }
+
   // The propagator's model from the vector `x`: vp (and rho) on the device; variable density
   // builds its coefficients on the host (set_model), so the two travel there.
   void set_model(vec const& x) {
+    if constexpr (!variable_density) set_part(x);
+    if (m_split) return;
     if constexpr (variable_density) {
       auto const vp = to_host_floats(m_space, parameter(x, 0));
       auto const rho = to_host_floats(m_space, parameter(x, 1));
@@ -430,7 +470,7 @@ class Run final : public Inversion::Impl {
     using Kokkos::view_alloc;
     using Kokkos::WithoutInitializing;
     int const nt = m_pb.nt, nr = m_nr;
-    auto const slice = comm::slice_of(static_cast<int>(shots.size()), m_comm.rank(), m_comm.size());
+    auto const slice = comm::slice_of(static_cast<int>(shots.size()), m_group, m_groups);
     std::vector<double> shot_loss(shots.size(), 0.0);  // this rank's slots only
     typename P::record_view ob, syn;
     {
@@ -438,9 +478,15 @@ class Run final : public Inversion::Impl {
       Kokkos::deep_copy(m_space, m_img.grads, 0.0);
       Kokkos::deep_copy(m_space, m_img.illum_src, 0.0);
       Kokkos::deep_copy(m_space, m_img.illum_rec, 0.0);
+      if (m_split) {
+        Kokkos::deep_copy(m_space, m_img_part.grads, 0.0);
+        Kokkos::deep_copy(m_space, m_img_part.illum_src, 0.0);
+        Kokkos::deep_copy(m_space, m_img_part.illum_rec, 0.0);
+      }
       if (slice.count > 0) {
         std::vector<int> const mine(shots.begin() + slice.first, shots.begin() + slice.first + slice.count);
-        m_prop->set_survey(m_pb.survey.select(mine));
+        auto const batch = m_pb.survey.select(mine);
+        m_prop->set_survey(m_split ? core::local_survey(batch, m_pb.grid, m_opt.domains, m_sub) : batch);
         try {
           set_model(x);
         } catch (Error const& e) {
@@ -478,12 +524,26 @@ class Run final : public Inversion::Impl {
     double loss = 0;
     {
       core::ScopedRegion region("ksweep::fwi::reduction");
-      m_comm.sum_in_rank_order(
-          m_space,
-          [&] {
-            if (slice.count > 0) m_engine->accumulate(m_img);
-          },
-          m_img.grads, m_img.illum_src, m_img.illum_rec);
+      if (!m_split) {
+        m_comm.sum_in_rank_order(
+            m_space,
+            [&] {
+              if (slice.count > 0) m_engine->accumulate(m_img);
+            },
+            m_img.grads, m_img.illum_src, m_img.illum_rec);
+      } else {
+        // A split model: over the shot groups in group order on this subdomain, then the
+        // subdomains' parts into the whole images (each cell from one rank: exact).
+        m_dec.group.sum_in_rank_order(
+            m_space,
+            [&] {
+              if (slice.count > 0) m_engine->accumulate(m_img_part);
+            },
+            m_img_part.grads, m_img_part.illum_src, m_img_part.illum_rec);
+        gather_images();
+        // Every rank of a shot group holds its shots' misfits: one rank per group adds them.
+        if (m_dec.domain_index != 0) std::fill(shot_loss.begin(), shot_loss.end(), 0.0);
+      }
       m_comm.allreduce_sum(shot_loss.data(), shot_loss.size());
       for (double v : shot_loss) loss += v;
     }
@@ -533,6 +593,22 @@ class Run final : public Inversion::Impl {
     return loss;
   }
 
+  // The subdomain's images into the whole images (zero elsewhere), then over the subdomains.
+  void gather_images() {
+    std::size_t const part = static_cast<std::size_t>(m_sub.cells());
+    auto put = [&](auto const& from, auto const& to) {
+      using V = Kokkos::View<double*, ExecSpace::memory_space, Kokkos::MemoryUnmanaged>;
+      launch_for("ksweep::fwi::gather_images", Kokkos::RangePolicy<ExecSpace>(m_space, 0, part),
+                 subdomain_copy(V(from.data(), part), V(to.data(), m_n), m_pb.grid, m_sub, true));
+    };
+    for (int p = 0; p < n_params; ++p) put(m_img_part.gradient(p), m_img.gradient(p));
+    put(m_img_part.illum_src, m_img.illum_src);
+    put(m_img_part.illum_rec, m_img.illum_rec);
+    bitwise_or(m_space, m_dec.domain, m_img.grads);
+    bitwise_or(m_space, m_dec.domain, m_img.illum_src);
+    bitwise_or(m_space, m_dec.domain, m_img.illum_rec);
+  }
+
   Problem m_pb;
   Options m_opt;
   comm::Communicator const m_comm;  // a copy: the caller's may be a temporary
@@ -553,6 +629,15 @@ class Run final : public Inversion::Impl {
   std::mt19937_64 m_rng;
   Kokkos::View<double*, ExecSpace::memory_space> m_row_sums;
   core::MemoryReport m_memory;
+  // A split model (Options::domains): the communicators, this rank's subdomain, its halo
+  // exchange, its images and its part of the model.
+  bool m_split = false;
+  int m_groups = 1, m_group = 0;
+  Decomposition m_dec;
+  core::Subdomain m_sub;
+  std::shared_ptr<comm::HaloExchange<Real, ExecSpace>> m_halo;
+  typename E::images_type m_img_part;
+  vec m_part;
 };
 
 }  // namespace impl

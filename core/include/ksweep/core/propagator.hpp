@@ -130,6 +130,12 @@ class Propagator {
     m_link = std::move(link);
   }
   bool linked() const { return static_cast<bool>(m_link); }
+  /// The velocity (m/s) of the damping profiles the next set_velocity / set_model builds (0: the
+  /// model's maximum; a subdomain takes the whole model's, see PmlConfig::profile_velocity).
+  void set_profile_velocity(double v) {
+    KSWEEP_REQUIRE(std::isfinite(v) && v >= 0, "ksweep::core::Propagator: profile velocity " << v << " m/s");
+    m_pml.profile_velocity = v;
+  }
   /// Fills the cut faces' halo of a level of the current batch (nothing without a link).
   void exchange(field3 const& u) const {
     if (m_link) m_link.exchange(u, m_survey.n_shots);

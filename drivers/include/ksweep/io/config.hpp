@@ -172,6 +172,13 @@ struct SurveySection {
   std::string file;
 };
 
+/// [parallel]: how the ranks share the work.
+struct ParallelSection {
+  /// The model split into domains (ksweep/core/domain.hpp): [nx_parts] in 2D, [ny_parts,
+  /// nx_parts] in 3D; the ranks form shot groups of their product. Empty: one domain.
+  std::vector<int> domains;
+};
+
 /// [output]: extra output formats.
 struct OutputSection {
   /// `ksweep model` writes observed.segy (SEG-Y rev 1 shot gathers, ksweep/io/segy.hpp) beside
@@ -189,6 +196,7 @@ struct Config {
   PropagatorSection propagator;
   StorageSection storage;
   FwiSection fwi;
+  ParallelSection parallel;
   OutputSection output;
   /// The TOML file this was read from (empty when read from a string).
   std::string source_path;

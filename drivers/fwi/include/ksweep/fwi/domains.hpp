@@ -43,7 +43,7 @@ inline Decomposition decompose(comm::Communicator const& world, core::DomainSpli
 /// Links a subdomain's propagator to its neighbours through MPI (comm::HaloExchange); the
 /// returned exchange holds the buffers and the timings and must outlive the propagator's runs.
 template <class Propagator>
-std::shared_ptr<comm::HaloExchange<typename Propagator::real_type, typename Propagator::execution_space>> link(
+std::shared_ptr<comm::HaloExchange<typename Propagator::real_type, typename Propagator::execution_space>> link_halo(
     Propagator& prop, Decomposition const& dec, core::Subdomain const& sub) {
   using Real = typename Propagator::real_type;
   using Exchange = comm::HaloExchange<Real, typename Propagator::execution_space>;
@@ -67,6 +67,54 @@ std::shared_ptr<comm::HaloExchange<typename Propagator::real_type, typename Prop
   }
   prop.set_halo_link(hl);
   return ex;
+}
+
+/// Puts the parts of a contiguous view together over `c`, bit for bit: each rank holds its
+/// part and +0 elsewhere (bitwise or; through a host mirror for device views without GPU-aware
+/// MPI). Fences `space`.
+template <class ExecSpace, class View>
+void bitwise_or(ExecSpace const& space, comm::Communicator const& c, View const& v) {
+  space.fence();
+  if (c.size() == 1) return;
+  std::size_t const bytes = v.span() * sizeof(typename View::value_type);
+  using host_accessible = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename View::memory_space>;
+  if constexpr (host_accessible::accessible || KSWEEP_ENABLE_GPU_AWARE_MPI) {
+    c.allreduce_bor(v.data(), bytes);
+  } else {
+    auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), v);
+    Kokkos::deep_copy(space, h, v);
+    space.fence();
+    c.allreduce_bor(h.data(), bytes);
+    Kokkos::deep_copy(space, v, h);
+    space.fence();
+  }
+}
+
+/// Copies between a subdomain's cells (part, [nz][ny][nx] of the subdomain) and the whole
+/// model's (whole, [nz][NY][NX]), one cell per index of the part: `to_whole` writes the whole.
+template <class PartView, class WholeView>
+struct SubdomainCopy {
+  PartView part;
+  WholeView whole;
+  int ny, nx, NY, NX, y0, x0;
+  bool to_whole;
+  KOKKOS_INLINE_FUNCTION void operator()(std::size_t i) const {
+    std::size_t const row = i / static_cast<std::size_t>(nx);
+    int const x = static_cast<int>(i - row * static_cast<std::size_t>(nx));
+    std::size_t const z = row / static_cast<std::size_t>(ny);
+    int const y = static_cast<int>(row - z * static_cast<std::size_t>(ny));
+    std::size_t const w = (z * static_cast<std::size_t>(NY) + static_cast<std::size_t>(y0 + y)) * NX + x0 + x;
+    if (to_whole) whole(w) = part(i);
+    else part(i) = whole(w);
+  }
+};
+
+/// The copy functor between subdomain `d`'s cells and the whole model `grid`'s.
+template <class PartView, class WholeView>
+SubdomainCopy<PartView, WholeView> subdomain_copy(PartView const& part, WholeView const& whole,
+                                                  core::ModelGrid const& grid, core::Subdomain const& d,
+                                                  bool to_whole) {
+  return {part, whole, d.ny, d.nx, grid.ny, grid.nx, d.y0, d.x0, to_whole};
 }
 
 }  // namespace ksweep::fwi

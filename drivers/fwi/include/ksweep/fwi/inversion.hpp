@@ -5,7 +5,8 @@
 /// inverted) on the default execution space, over the ranks of a communicator.
 ///
 /// One iteration (step()): the batch of shots is drawn on rank 0 and broadcast (Adam; L-BFGS
-/// takes every shot), each rank models its contiguous slice of the batch and computes its
+/// takes every shot), each rank (each shot group of Options::domains ranks when the model is
+/// split) models its contiguous slice of the batch and computes its
 /// gradient by boundary saving, the images and losses are summed over the ranks in batch order
 /// (so the model is the same bits on any number of ranks), the gradient is conditioned (water
 /// rows fixed, Gaussian smoothing, illumination preconditioning), and the optimizer updates the
@@ -21,6 +22,7 @@
 /// fence the inversion's execution space instance before they return.
 
 #include <ksweep/comm/communicator.hpp>
+#include <ksweep/core/domain.hpp>
 #include <ksweep/core/geometry.hpp>
 #include <ksweep/core/memory_report.hpp>
 #include <ksweep/core/schedule.hpp>
@@ -72,6 +74,11 @@ struct Options {
   LbfgsParameters lbfgs;           ///< memory, Wolfe constants, evaluations (bounds: vmin, vmax)
   storage::StorageConfig storage;  ///< where and how the saved steps live
   core::Schedule schedule = core::Schedule::automatic;
+  /// The model split into domains (core/domain.hpp; constant density): the communicator's ranks
+  /// form shot groups of domains.count() ranks, one subdomain each; the images are summed over
+  /// the groups in batch order and gathered whole on every rank, where the optimizer runs on
+  /// the whole model (the same bits for any split).
+  core::DomainSplit domains;
   /// The parameters inverted, a non-empty subset of the physics' (parameter_names()) without
   /// repeats; the others are held fixed. The optimizer's vector stacks them in this order.
   std::vector<std::string> invert{"vp"};
