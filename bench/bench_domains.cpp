@@ -145,14 +145,19 @@ int main(int argc, char** argv) {
       [=](benchmark::State& st) { run<2>(st, strong2, false); });
   reg("forward_split_2d_weak" + tag + "/nz:" + std::to_string(nz) + "/nx_per_domain:" + std::to_string(wx),
       [=](benchmark::State& st) { run<2>(st, weak2, false); });
-  // 3D: 96^3 cells, 1 shot, split along x (and y on 4 ranks: 2 x 2).
+  // 3D: 96^3 cells, 1 shot, split along x, along y, and (4 ranks) both. A cut along x packs R
+  // cells of every row (a cache line per 4 values read), one along y whole rows.
   int const c3 = smoke ? 24 : 96;
-  core::DomainSplit const s3 = ranks == 4 ? core::DomainSplit{2, 2} : core::DomainSplit{1, ranks};
-  Split const strong3{core::ModelGrid::volume(c3, c3, c3, 10.0), s3, 1};
-  std::string const n3 =
-      "/n:" + std::to_string(c3) + "/domains:" + std::to_string(s3.ny_parts) + "x" + std::to_string(s3.nx_parts);
-  reg("halo_exchange_3d" + tag + n3, [=](benchmark::State& st) { run<3>(st, strong3, true); });
-  reg("forward_split_3d_strong" + tag + n3, [=](benchmark::State& st) { run<3>(st, strong3, false); });
+  std::vector<core::DomainSplit> s3{{1, ranks}};
+  if (ranks > 1) s3.push_back({ranks, 1});
+  if (ranks == 4) s3.push_back({2, 2});
+  for (auto const& sp : s3) {
+    Split const strong3{core::ModelGrid::volume(c3, c3, c3, 10.0), sp, 1};
+    std::string const n3 =
+        "/n:" + std::to_string(c3) + "/domains:" + std::to_string(sp.ny_parts) + "x" + std::to_string(sp.nx_parts);
+    reg("halo_exchange_3d" + tag + n3, [=](benchmark::State& st) { run<3>(st, strong3, true); });
+    reg("forward_split_3d_strong" + tag + n3, [=](benchmark::State& st) { run<3>(st, strong3, false); });
+  }
   benchmark::AddCustomContext("ksweep_git_revision", KSWEEP_GIT_REVISION);
   benchmark::AddCustomContext("mpi_ranks", std::to_string(ranks));
   benchmark::AddCustomContext("cpu_model", bench::cpu_model());

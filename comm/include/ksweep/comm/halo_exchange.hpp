@@ -30,15 +30,38 @@ struct HaloGeometry {
 };
 
 namespace impl {
+// Faces are packed into and unpacked from contiguous buffers by one flat launch: on hosts one
+// index per line of the face (a row's R cells at a cut along x, a whole row at a cut along y),
+// looped over inside; on devices one index per value.
+template <class MemorySpace>
+inline constexpr bool per_line = Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible;
+
 // Columns [c0, c0 + R) of every field row of the first shots, to or from buf [shot][row][R].
 template <class Real, class MemorySpace>
 struct PackColumns {
   Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace> u, buf;
-  int c0;
+  int c0, R;
   bool unpack;
-  KOKKOS_INLINE_FUNCTION void operator()(int s, int r, int k) const {
-    if (unpack) u(s, r, c0 + k) = buf(s, r, k);
-    else buf(s, r, k) = u(s, r, c0 + k);
+  KOKKOS_INLINE_FUNCTION void line(std::size_t l, int k0, int k1) const {
+    std::size_t const rows = buf.extent(1);
+    int const s = static_cast<int>(l / rows), r = static_cast<int>(l - static_cast<std::size_t>(s) * rows);
+    Real* b = buf.data() + l * static_cast<std::size_t>(R);
+    for (int k = k0; k < k1; ++k) {
+      if (unpack) u(s, r, c0 + k) = b[k];
+      else b[k] = u(s, r, c0 + k);
+    }
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(std::size_t i) const {
+    if constexpr (per_line<MemorySpace>) {
+      line(i, 0, R);
+    } else {
+      std::size_t const l = i / static_cast<std::size_t>(R);
+      int const k = static_cast<int>(i - l * static_cast<std::size_t>(R));
+      line(l, k, k + 1);
+    }
+  }
+  std::size_t range(int shots) const {
+    return static_cast<std::size_t>(shots) * buf.extent(1) * (per_line<MemorySpace> ? 1 : static_cast<std::size_t>(R));
   }
 };
 // Field rows of y index [y0, y0 + R) of every z (whole rows, halo included), to or from
@@ -48,10 +71,28 @@ struct PackRows {
   Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace> u, buf;
   int y0, R, rows_y;  // rows_y = NY + 2R
   bool unpack;
-  KOKKOS_INLINE_FUNCTION void operator()(int s, int zr, int x) const {
+  KOKKOS_INLINE_FUNCTION void line(std::size_t l, int x0, int x1) const {
+    std::size_t const zrs = buf.extent(1);
+    int const s = static_cast<int>(l / zrs), zr = static_cast<int>(l - static_cast<std::size_t>(s) * zrs);
     int const z = zr / R, k = zr - z * R, fr = z * rows_y + y0 + k;
-    if (unpack) u(s, fr, x) = buf(s, zr, x);
-    else buf(s, zr, x) = u(s, fr, x);
+    Real* b = buf.data() + l * buf.extent(2);
+    Real* f = &u(s, fr, 0);
+    for (int x = x0; x < x1; ++x) {
+      if (unpack) f[x] = b[x];
+      else b[x] = f[x];
+    }
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(std::size_t i) const {
+    if constexpr (per_line<MemorySpace>) {
+      line(i, 0, static_cast<int>(buf.extent(2)));
+    } else {
+      std::size_t const l = i / buf.extent(2);
+      int const x = static_cast<int>(i - l * buf.extent(2));
+      line(l, x, x + 1);
+    }
+  }
+  std::size_t range(int shots) const {
+    return static_cast<std::size_t>(shots) * buf.extent(1) * (per_line<MemorySpace> ? 1 : buf.extent(2));
   }
 };
 }  // namespace impl
@@ -83,34 +124,30 @@ class HaloExchange {
     auto const t0 = std::chrono::steady_clock::now();
     auto const& g = m_g;
     int const R = g.radius;
-    using policy3 = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>;
     if (g.left >= 0 || g.right >= 0) {
-      int const rows = g.field_rows();
       // [0] to the left: cells [R, 2R); [1] to the right: cells [NX, NX + R); [2] from the left
       // into [0, R); [3] from the right into [NX + R, NX + 2R).
       int const cols[4] = {R, g.NX, 0, g.NX + R};
       for (int i = 0; i < 2; ++i)
         if ((i == 0 ? g.left : g.right) >= 0)
-          launch_for("ksweep::comm::pack_x", policy3(m_space, {0, 0, 0}, {shots, rows, R}),
-                     impl::PackColumns<Real, memory_space>{u, m_xbuf[i], cols[i], false});
+          pack(impl::PackColumns<Real, memory_space>{u, m_xbuf[i], cols[i], R, false}, shots, "ksweep::comm::pack_x");
       swap(m_xbuf, shots, g.left, g.right);
       for (int i = 2; i < 4; ++i)
         if ((i == 2 ? g.left : g.right) >= 0)
-          launch_for("ksweep::comm::unpack_x", policy3(m_space, {0, 0, 0}, {shots, rows, R}),
-                     impl::PackColumns<Real, memory_space>{u, m_xbuf[i], cols[i], true});
+          pack(impl::PackColumns<Real, memory_space>{u, m_xbuf[i], cols[i], R, true}, shots, "ksweep::comm::unpack_x");
     }
     if (g.dim == 3 && (g.front >= 0 || g.back >= 0)) {
-      int const zr = (g.NZ + 2 * R) * R, rows_y = g.NY + 2 * R;
+      int const rows_y = g.NY + 2 * R;
       int const y0[4] = {R, g.NY, 0, g.NY + R};
       for (int i = 0; i < 2; ++i)
         if ((i == 0 ? g.front : g.back) >= 0)
-          launch_for("ksweep::comm::pack_y", policy3(m_space, {0, 0, 0}, {shots, zr, g.row_cells()}),
-                     impl::PackRows<Real, memory_space>{u, m_ybuf[i], y0[i], R, rows_y, false});
+          pack(impl::PackRows<Real, memory_space>{u, m_ybuf[i], y0[i], R, rows_y, false}, shots,
+               "ksweep::comm::pack_y");
       swap(m_ybuf, shots, g.front, g.back);
       for (int i = 2; i < 4; ++i)
         if ((i == 2 ? g.front : g.back) >= 0)
-          launch_for("ksweep::comm::unpack_y", policy3(m_space, {0, 0, 0}, {shots, zr, g.row_cells()}),
-                     impl::PackRows<Real, memory_space>{u, m_ybuf[i], y0[i], R, rows_y, true});
+          pack(impl::PackRows<Real, memory_space>{u, m_ybuf[i], y0[i], R, rows_y, true}, shots,
+               "ksweep::comm::unpack_y");
     }
     m_space.fence();
     m_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -141,6 +178,11 @@ class HaloExchange {
   double seconds() const { return m_seconds; }
 
  private:
+  template <class Pack>
+  void pack(Pack const& p, int shots, char const* label) {
+    launch_for(label, Kokkos::RangePolicy<ExecSpace>(m_space, 0, p.range(shots)), p);
+  }
+
   // buf[0] to `low` and buf[1] to `high`; buf[2] from `low` and buf[3] from `high`.
   void swap(field3 (&buf)[4], int shots, int low, int high) {
     m_space.fence();
