@@ -4,7 +4,7 @@
 // domain per rank, one shot group; rank 0 reports the mean over ranks of each step's time.
 //   mpirun -n 2 ksweep_bench_domains --benchmark_out=domains-2.json --benchmark_out_format=json
 
-#include "bench_context.hpp"
+#include "bench_mpi_run.hpp"
 
 #include <ksweep/base/config.hpp>
 #include <ksweep/comm/communicator.hpp>
@@ -111,12 +111,6 @@ void run(benchmark::State& state, Split const& s, bool halo_only) {
       benchmark::Counter(cells, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-class Silent : public benchmark::BenchmarkReporter {
- public:
-  bool ReportContext(Context const&) override { return true; }
-  void ReportRuns(std::vector<Run> const&) override {}
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -158,25 +152,6 @@ int main(int argc, char** argv) {
     reg("halo_exchange_3d" + tag + n3, [=](benchmark::State& st) { run<3>(st, strong3, true); });
     reg("forward_split_3d_strong" + tag + n3, [=](benchmark::State& st) { run<3>(st, strong3, false); });
   }
-  benchmark::AddCustomContext("ksweep_git_revision", KSWEEP_GIT_REVISION);
-  benchmark::AddCustomContext("mpi_ranks", std::to_string(ranks));
-  benchmark::AddCustomContext("cpu_model", bench::cpu_model());
-  benchmark::AddCustomContext("hostname", bench::host_name());
-  benchmark::AddCustomContext("omp_num_threads", std::to_string(Space{}.concurrency()));
-  std::vector<char*> args;
-  for (int i = 0; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--smoke") == 0) continue;
-    if (!world().is_root() && std::strncmp(argv[i], "--benchmark_out", 15) == 0) continue;  // rank 0 writes
-    args.push_back(argv[i]);
-  }
-  int n = static_cast<int>(args.size());
-  benchmark::Initialize(&n, args.data());
-  if (world().is_root()) {
-    benchmark::RunSpecifiedBenchmarks();
-  } else {
-    Silent silent;
-    benchmark::RunSpecifiedBenchmarks(&silent);
-  }
-  benchmark::Shutdown();
+  bench::run_on_ranks(argc, argv, world().rank(), ranks, Space{}.concurrency());
   return 0;
 }

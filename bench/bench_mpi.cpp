@@ -2,7 +2,7 @@
 // ksweep::comm::Communicator. Run with mpirun -n 1..4; rank 0 reports.
 //   mpirun -n 4 ksweep_bench_mpi --benchmark_out=allreduce-4.json --benchmark_out_format=json
 
-#include "bench_context.hpp"
+#include "bench_mpi_run.hpp"
 
 #include <ksweep/comm/communicator.hpp>
 #include <ksweep/base/config.hpp>
@@ -36,12 +36,6 @@ void allreduce(benchmark::State& state) {
                                                           benchmark::Counter::kIsIterationInvariantRate);
 }
 
-class Silent : public benchmark::BenchmarkReporter {
- public:
-  bool ReportContext(Context const&) override { return true; }
-  void ReportRuns(std::vector<Run> const&) override {}
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -69,26 +63,6 @@ int main(int argc, char** argv) {
     reg(281, 1361);
     reg(561, 2721);
   }
-  benchmark::AddCustomContext("ksweep_git_revision", KSWEEP_GIT_REVISION);
-  benchmark::AddCustomContext("mpi_ranks", ranks);
-  benchmark::AddCustomContext("cpu_model", ksweep::bench::cpu_model());
-  benchmark::AddCustomContext("hostname", ksweep::bench::host_name());
-  benchmark::AddCustomContext("omp_num_threads", std::to_string(Kokkos::DefaultExecutionSpace{}.concurrency()));
-  std::vector<char*> args;
-  for (int i = 0; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--smoke") == 0) continue;
-    // Only rank 0 writes the output file.
-    if (!comm.is_root() && std::strncmp(argv[i], "--benchmark_out", 15) == 0) continue;
-    args.push_back(argv[i]);
-  }
-  int n = static_cast<int>(args.size());
-  benchmark::Initialize(&n, args.data());
-  if (comm.is_root()) {
-    benchmark::RunSpecifiedBenchmarks();
-  } else {
-    Silent silent;
-    benchmark::RunSpecifiedBenchmarks(&silent);
-  }
-  benchmark::Shutdown();
+  ksweep::bench::run_on_ranks(argc, argv, comm.rank(), comm.size(), Kokkos::DefaultExecutionSpace{}.concurrency());
   return 0;
 }
