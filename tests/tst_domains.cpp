@@ -80,6 +80,22 @@ Problem problem_2d(bool free_surface) {
   return p;
 }
 
+/// problem_2d with points between cells: receivers half a cell off the grid wherever their
+/// interpolation taps stay clear of every cut of 2, 3 and 4 domains (x = 24, 31, 47, 62, 70),
+/// on cells elsewhere, and a source between cells.
+Problem problem_2d_off_grid() {
+  Problem p = problem_2d(false);
+  std::vector<int> const cuts{24, 31, 47, 62, 70};
+  for (std::size_t k = 0; k < p.survey.receivers.size(); ++k) {
+    auto const& c = p.survey.receivers[k];
+    bool clear = c.x + 1 < p.grid.nx;
+    for (int cut : cuts) clear = clear && (c.x + 4 < cut || c.x - 3 >= cut);
+    p.survey.receiver_points.push_back({3.0, c.x + (clear ? 0.5 : 0.0), 0.0});
+  }
+  for (auto const& c : p.survey.sources) p.survey.source_points.push_back({2.25, c.x + (c.x == 5 ? 0.5 : 0.0), 0.0});
+  return p;
+}
+
 /// 3D: 20 x 26 x 27 cells (z, y, x), 2 shots, receivers every other cell of plane z = 3.
 Problem problem_3d() {
   Problem p;
@@ -266,6 +282,10 @@ TEST(domains, split_2d_same_bits_as_one_domain_order_8) {
 
 TEST(domains, split_2d_free_surface_same_bits_order_4) {
   same_bits<4, 2>(problem_2d(true), {cfg("boundary", "device", "fp32")});
+}
+
+TEST(domains, split_2d_points_between_cells_same_bits) {
+  same_bits<8, 2>(problem_2d_off_grid(), {cfg("boundary", "device", "fp32")});
 }
 
 TEST(domains, split_3d_same_bits_as_one_domain_order_4) {
