@@ -1479,6 +1479,25 @@ def case_domains():
     r = ksweep(base + ["--set", "parallel.domains=[2]", "-o", out, "--dry-run"], ranks=2)
     if "parallel.domains 2: subdomains up to" not in r.stdout:
         fail(f"--dry-run does not show the split:\n{r.stdout}")
+    # A 3D run that does not fit one rank under an address-space limit of 1000 MiB (about 807 MiB
+    # of inversion besides the program's own) is refused with the smallest split that fits, and
+    # passes every check on 4 ranks split 2 x 2 under the same limit (about 274 MiB per rank).
+    if not on_device():  # CUDA reserves far more address space than the limit leaves
+        limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (1000 << 20, 1000 << 20))  # noqa: E731
+        three = os.path.join(here, "..", "..", "share", "examples", "layered3d.toml")
+        sets3 = []
+        for x in ["storage.dtype=fp32", "fwi.batch=12", "fwi.iterations=1", "time.nt=300"]:
+            sets3 += ["--set", x]
+        out = fresh("dom_3d")
+        r = ksweep(["fwi", "-c", three, "-o", out, "--dry-run"] + sets3, check=False, preexec_fn=limit)
+        if r.returncode == 0 or "does not fit in memory" not in r.stderr or \
+                "smallest split of the model whose inversion fits: parallel.domains = [1, 2]" not in r.stderr:
+            fail(f"3D on one rank under 1000 MiB: exit {r.returncode}, expected the smallest split:\n{r.stderr}")
+        r = ksweep(["fwi", "-c", three, "-o", out, "--dry-run", "--set", "parallel.domains=[2,2]"] + sets3, ranks=4,
+                   preexec_fn=limit)
+        if "parallel.domains 2 x 2" not in r.stdout:
+            fail(f"3D on 4 ranks, 2 x 2, under 1000 MiB: no split in the table:\n{r.stdout}")
+        print("3D under an address-space limit: refused on 1 rank (naming [1, 2]), passes on 4 ranks split 2 x 2")
     # Bad splits: refused before anything is allocated or written, one message on rank 0.
     for ranks, parts, needle in ((3, 2, "do not divide into shot groups of 2"),
                                  (2, 4, "more than the 2 MPI ranks"),
