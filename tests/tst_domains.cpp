@@ -246,13 +246,15 @@ template <int Order, int Dim>
 void same_bits(Problem const& p, std::vector<storage::StorageConfig> const& cfgs) {
   auto const obs = observed<Order, Dim>(p);
   comm::Communicator const one = world().split(world().rank(), 0);  // this rank alone
-  for (auto const& cfg : cfgs) {
+  for (std::size_t c = 0; c < cfgs.size(); ++c) {
+    auto const& cfg = cfgs[c];
     auto const ref = gradient<Order, Dim>(p, obs, {1, 1}, cfg, one, core::Schedule::automatic);
     double norm = 0;
     for (double g : ref.grad) norm += g * g;
     ASSERT_GT(norm, 0) << "the reference gradient is zero";
     for (auto const& split : splits(Dim, world().size()))
       for (auto schedule : {core::Schedule::automatic, core::Schedule::cells}) {
+        if (c > 0 && schedule == core::Schedule::cells) continue;  // the cells schedule with the first storage
         auto const got = gradient<Order, Dim>(p, obs, split, cfg, world(), schedule);
         std::string const what = "order " + std::to_string(Order) + ", " + std::to_string(Dim) + "D, domains " +
                                  core::describe(split, Dim) + ", " + std::to_string(world().size() / split.count()) +
