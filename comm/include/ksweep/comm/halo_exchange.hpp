@@ -110,9 +110,15 @@ class HaloExchange {
       return field3(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string(label)), max_shots, a, b);
     };
     if (g.left >= 0 || g.right >= 0)
-      for (int i = 0; i < 4; ++i) m_xbuf[i] = alloc("ksweep::comm::halo_x", g.field_rows(), R);
+      for (int i = 0; i < 4; ++i) {
+        m_xbuf[i] = alloc("ksweep::comm::halo_x", g.field_rows(), R);
+        m_xhost[i] = host_side(m_xbuf[i]);
+      }
     if (g.dim == 3 && (g.front >= 0 || g.back >= 0))
-      for (int i = 0; i < 4; ++i) m_ybuf[i] = alloc("ksweep::comm::halo_y", (g.NZ + 2 * R) * R, g.row_cells());
+      for (int i = 0; i < 4; ++i) {
+        m_ybuf[i] = alloc("ksweep::comm::halo_y", (g.NZ + 2 * R) * R, g.row_cells());
+        m_yhost[i] = host_side(m_ybuf[i]);
+      }
   }
 
   HaloGeometry const& geometry() const { return m_g; }
@@ -131,7 +137,7 @@ class HaloExchange {
       for (int i = 0; i < 2; ++i)
         if ((i == 0 ? g.left : g.right) >= 0)
           pack(impl::PackColumns<Real, memory_space>{u, m_xbuf[i], cols[i], R, false}, shots, "ksweep::comm::pack_x");
-      swap(m_xbuf, shots, g.left, g.right);
+      swap(m_xbuf, m_xhost, shots, g.left, g.right);
       for (int i = 2; i < 4; ++i)
         if ((i == 2 ? g.left : g.right) >= 0)
           pack(impl::PackColumns<Real, memory_space>{u, m_xbuf[i], cols[i], R, true}, shots, "ksweep::comm::unpack_x");
@@ -143,7 +149,7 @@ class HaloExchange {
         if ((i == 0 ? g.front : g.back) >= 0)
           pack(impl::PackRows<Real, memory_space>{u, m_ybuf[i], y0[i], R, rows_y, false}, shots,
                "ksweep::comm::pack_y");
-      swap(m_ybuf, shots, g.front, g.back);
+      swap(m_ybuf, m_yhost, shots, g.front, g.back);
       for (int i = 2; i < 4; ++i)
         if ((i == 2 ? g.front : g.back) >= 0)
           pack(impl::PackRows<Real, memory_space>{u, m_ybuf[i], y0[i], R, rows_y, true}, shots,
@@ -184,20 +190,35 @@ class HaloExchange {
   }
 
   // buf[0] to `low` and buf[1] to `high`; buf[2] from `low` and buf[3] from `high`.
-  void swap(field3 (&buf)[4], int shots, int low, int high) {
+  void swap(field3 (&buf)[4], typename field3::HostMirror (&host)[4], int shots, int low, int high) {
     m_space.fence();
     std::size_t const bytes = static_cast<std::size_t>(shots) * buf[0].extent(1) * buf[0].extent(2) * sizeof(Real);
-    auto part = [&](int i) { return Kokkos::subview(buf[i], Kokkos::make_pair(0, shots), Kokkos::ALL, Kokkos::ALL); };
-    with_host(part(0), true, false, [&](Real* s0) {
-      with_host(part(1), true, false, [&](Real* s1) {
-        with_host(part(2), false, true, [&](Real* r2) {
-          with_host(part(3), false, true, [&](Real* r3) {
-            m_comm.sendrecv_bytes(s0, bytes, low, r3, bytes, high);  // left-going
-            m_comm.sendrecv_bytes(s1, bytes, high, r2, bytes, low);  // right-going
-          });
-        });
-      });
-    });
+    auto part = [&](auto const& v) {
+      return Kokkos::subview(v, Kokkos::make_pair(0, shots), Kokkos::ALL, Kokkos::ALL);
+    };
+    // Through the host mirrors made once (the buffers themselves where MPI reads them).
+    bool const staged = host[0].data() != buf[0].data();
+    if (staged) {
+      for (int i = 0; i < 2; ++i) Kokkos::deep_copy(m_space, part(host[i]), part(buf[i]));
+      m_space.fence();
+    }
+    m_comm.sendrecv_bytes(host[0].data(), bytes, low, host[3].data(), bytes, high);  // low-going
+    m_comm.sendrecv_bytes(host[1].data(), bytes, high, host[2].data(), bytes, low);  // high-going
+    if (staged) {
+      for (int i = 2; i < 4; ++i) Kokkos::deep_copy(m_space, part(buf[i]), part(host[i]));
+      m_space.fence();
+    }
+  }
+
+  // What MPI reads and writes for a buffer: the buffer where the host (or GPU-aware MPI) can
+  // reach it, else a host mirror.
+  static typename field3::HostMirror host_side(field3 const& b) {
+    if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, memory_space>::accessible ||
+                  KSWEEP_ENABLE_GPU_AWARE_MPI) {
+      return typename field3::HostMirror(b.data(), b.extent(0), b.extent(1), b.extent(2));
+    } else {
+      return Kokkos::create_mirror_view(Kokkos::HostSpace(), b);
+    }
   }
 
   // f(pointer) on host-accessible data of the contiguous view v (a host mirror of device
@@ -227,6 +248,7 @@ class HaloExchange {
   ExecSpace m_space;
   int m_max_shots;
   field3 m_xbuf[4], m_ybuf[4];
+  typename field3::HostMirror m_xhost[4], m_yhost[4];  // the buffers themselves unless staged
   long long m_exchanges = 0;
   double m_seconds = 0;
 };
