@@ -50,9 +50,11 @@ struct Split {
 };
 
 // Forward steps of `shots` shots on this rank's subdomain of `s`; with `halo_only`, only the
-// exchange of the newest level per step. Manual time: each step's mean over ranks.
+// exchange of the newest level per step; `overlap`: the steps send their cut faces while their
+// inner cells run (else whole step, then exchange). Manual time: each step's mean over ranks;
+// halo_seconds_per_step: the time spent in the exchange's calls (what the overlap leaves exposed).
 template <int Dim>
-void run(benchmark::State& state, Split const& s, bool halo_only) {
+void run(benchmark::State& state, Split const& s, bool halo_only, bool overlap = true) {
   using Prop = core::Propagator<float, Order, Space, Dim>;
   Space space;
   auto const dec = fwi::decompose(world(), s.split, s.grid, Order / 2);
@@ -62,6 +64,7 @@ void run(benchmark::State& state, Split const& s, bool halo_only) {
   auto const sub = core::subdomain(s.grid, pml, s.split, dec.domain_index, 3500.0);
   Prop prop(space, sub.grid, sub.pml, 1e-3, s.shots);
   auto const halo = fwi::link_halo(prop, dec, sub);
+  prop.set_overlap(overlap);
   auto const part = core::extract(v.data(), s.grid, sub);
   prop.set_velocity(part.data());
   core::Survey survey;
@@ -135,10 +138,14 @@ int main(int argc, char** argv) {
   Split const weak2{core::ModelGrid(nz, wx * ranks, 12.5), {1, ranks}, 4};
   reg("halo_exchange_2d" + tag + "/nz:" + std::to_string(nz) + "/nx:" + std::to_string(nx),
       [=](benchmark::State& st) { run<2>(st, strong2, true); });
-  reg("forward_split_2d_strong" + tag + "/nz:" + std::to_string(nz) + "/nx:" + std::to_string(nx),
-      [=](benchmark::State& st) { run<2>(st, strong2, false); });
-  reg("forward_split_2d_weak" + tag + "/nz:" + std::to_string(nz) + "/nx_per_domain:" + std::to_string(wx),
-      [=](benchmark::State& st) { run<2>(st, weak2, false); });
+  // The split steps with and without overlap, side by side (/overlap:1, /overlap:0).
+  auto both = [&](std::string const& name, auto f) {
+    for (int o : {1, 0}) reg(name + "/overlap:" + std::to_string(o), [=](benchmark::State& st) { f(st, o == 1); });
+  };
+  both("forward_split_2d_strong" + tag + "/nz:" + std::to_string(nz) + "/nx:" + std::to_string(nx),
+       [=](benchmark::State& st, bool o) { run<2>(st, strong2, false, o); });
+  both("forward_split_2d_weak" + tag + "/nz:" + std::to_string(nz) + "/nx_per_domain:" + std::to_string(wx),
+       [=](benchmark::State& st, bool o) { run<2>(st, weak2, false, o); });
   // 3D: 96^3 cells, 1 shot, split along x, along y, and (4 ranks) both. A cut along x packs R
   // cells of every row (a cache line per 4 values read), one along y whole rows.
   int const c3 = smoke ? 24 : 96;
@@ -150,7 +157,7 @@ int main(int argc, char** argv) {
     std::string const n3 =
         "/n:" + std::to_string(c3) + "/domains:" + std::to_string(sp.ny_parts) + "x" + std::to_string(sp.nx_parts);
     reg("halo_exchange_3d" + tag + n3, [=](benchmark::State& st) { run<3>(st, strong3, true); });
-    reg("forward_split_3d_strong" + tag + n3, [=](benchmark::State& st) { run<3>(st, strong3, false); });
+    both("forward_split_3d_strong" + tag + n3, [=](benchmark::State& st, bool o) { run<3>(st, strong3, false, o); });
   }
   bench::run_on_ranks(argc, argv, world().rank(), ranks, Space{}.concurrency());
   return 0;

@@ -81,7 +81,7 @@ void check_all_orders_2d(double tol) {
   for (bool fs : {false, true}) {
     for (int w : {8, 12}) {
       double e[4] = {dot_product_error_2d<Real, 2>(fs, w), 0, 0, dot_product_error_2d<Real, 8>(fs, w)};
-      if constexpr (all_orders) {
+      if constexpr (all_orders && sizeof(Real) == 8) {  // see test::all_orders
         e[1] = dot_product_error_2d<Real, 4>(fs, w);
         e[2] = dot_product_error_2d<Real, 6>(fs, w);
       }
@@ -132,7 +132,7 @@ template <class Real>
 void check_all_orders_3d(double tol) {
   for (bool fs : {false, true}) {
     double e[4] = {dot_product_error_3d<Real, 2>(fs), 0, 0, dot_product_error_3d<Real, 8>(fs)};
-    if constexpr (all_orders) {
+    if constexpr (all_orders && sizeof(Real) == 8) {  // see test::all_orders
       e[1] = dot_product_error_3d<Real, 4>(fs);
       e[2] = dot_product_error_3d<Real, 6>(fs);
     }

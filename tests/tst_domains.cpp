@@ -157,7 +157,8 @@ std::vector<float> observed(Problem const& p) {
 /// gathered on every rank; split {1, 1} on a one-rank communicator is the reference.
 template <int Order, int Dim>
 Result gradient(Problem const& p, std::vector<float> const& obs, core::DomainSplit const& split,
-                storage::StorageConfig const& cfg, comm::Communicator const& ranks, core::Schedule schedule) {
+                storage::StorageConfig const& cfg, comm::Communicator const& ranks, core::Schedule schedule,
+                bool overlap = true) {
   using Prop = core::Propagator<Real, Order, Space, Dim>;
   using Engine = core::GradientEngine<Real, Order, Space, Dim>;
   Space space;
@@ -167,6 +168,7 @@ Result gradient(Problem const& p, std::vector<float> const& obs, core::DomainSpl
   auto const shots = comm::slice_of(p.survey.n_shots, dec.group_index, dec.groups);
   Prop prop(space, sub.grid, sub.pml, p.dt, std::max(shots.count, 1));
   prop.set_schedule(schedule);
+  prop.set_overlap(overlap);
   auto const halo = fwi::link_halo(prop, dec, sub);
   auto const part = core::extract(p.v0.data(), p.grid, sub);
   prop.set_velocity(part.data());
@@ -252,15 +254,24 @@ void same_bits(Problem const& p, std::vector<storage::StorageConfig> const& cfgs
     double norm = 0;
     for (double g : ref.grad) norm += g * g;
     ASSERT_GT(norm, 0) << "the reference gradient is zero";
+    // The steps overlap their exchange with the inner cells (the default); the first storage
+    // also without overlap, and with the cells schedule.
+    struct Run {
+      core::Schedule schedule;
+      bool overlap;
+    };
     for (auto const& split : splits(Dim, world().size()))
-      for (auto schedule : {core::Schedule::automatic, core::Schedule::cells}) {
-        if (c > 0 && schedule == core::Schedule::cells) continue;  // the cells schedule with the first storage
-        auto const got = gradient<Order, Dim>(p, obs, split, cfg, world(), schedule);
+      for (auto run : {Run{core::Schedule::automatic, true}, Run{core::Schedule::automatic, false},
+                       Run{core::Schedule::cells, true}}) {
+        if (c > 0 && (run.schedule == core::Schedule::cells || !run.overlap)) continue;
+        auto const schedule = run.schedule;
+        auto const got = gradient<Order, Dim>(p, obs, split, cfg, world(), schedule, run.overlap);
         std::string const what = "order " + std::to_string(Order) + ", " + std::to_string(Dim) + "D, domains " +
                                  core::describe(split, Dim) + ", " + std::to_string(world().size() / split.count()) +
                                  " shot group(s), " + storage::to_string(cfg.location) + " " +
                                  storage::to_string(cfg.dtype) + " " + storage::to_string(cfg.strategy) + ", " +
-                                 core::to_string(schedule) + ", rank " + std::to_string(world().rank());
+                                 core::to_string(schedule) + (run.overlap ? ", overlapped" : ", not overlapped") +
+                                 ", rank " + std::to_string(world().rank());
         EXPECT_EQ(differing(got.records, ref.records), 0) << "records: " << what;
         EXPECT_EQ(differing(got.losses, ref.losses), 0) << "misfits: " << what;
         EXPECT_EQ(differing(got.grad, ref.grad), 0) << "gradient: " << what;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #if KSWEEP_ENABLE_MPI
 #define OMPI_SKIP_MPICXX 1  // the C API only
@@ -159,6 +160,72 @@ void Communicator::sendrecv_bytes(void const* send, std::size_t send_bytes, int 
   KSWEEP_REQUIRE(dest < 0 && source < 0, "ksweep::comm::Communicator::sendrecv_bytes to rank "
                                              << dest << " / from rank " << source << " without MPI");
   (void)send, (void)send_bytes, (void)recv, (void)recv_bytes;
+#endif
+}
+
+#if KSWEEP_ENABLE_MPI
+struct Requests::Impl {
+  std::vector<MPI_Request> pending;
+};
+#else
+struct Requests::Impl {
+  std::vector<int> pending;
+};
+#endif
+
+Requests::Requests() : m_impl(std::make_unique<Impl>()) {}
+Requests::~Requests() {
+#if KSWEEP_ENABLE_MPI
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin)
+    for (auto& q : m_impl->pending)
+      if (q != MPI_REQUEST_NULL) MPI_Request_free(&q);
+#endif
+}
+bool Requests::empty() const { return m_impl->pending.empty(); }
+void Requests::wait_all() {
+#if KSWEEP_ENABLE_MPI
+  auto& p = m_impl->pending;
+  if (!p.empty()) check(MPI_Waitall(static_cast<int>(p.size()), p.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+#endif
+  m_impl->pending.clear();
+}
+
+// Messages longer than `chunk` go as several with the same tag (received in order).
+void Communicator::isend_bytes(void const* data, std::size_t bytes, int dest, int tag, Requests& r) const {
+#if KSWEEP_ENABLE_MPI
+  if (dest < 0) return;
+  auto const* p = static_cast<char const*>(data);
+  std::size_t off = 0;
+  do {
+    int const n = static_cast<int>(std::min(chunk, bytes - off));
+    MPI_Request q = MPI_REQUEST_NULL;
+    check(MPI_Isend(p + off, n, MPI_BYTE, dest, tag, KSWEEP_COMM, &q), "MPI_Isend");
+    r.m_impl->pending.push_back(q);
+    off += static_cast<std::size_t>(n);
+  } while (off < bytes);
+#else
+  KSWEEP_REQUIRE(dest < 0, "ksweep::comm::Communicator::isend_bytes to rank " << dest << " without MPI");
+  (void)data, (void)bytes, (void)tag, (void)r;
+#endif
+}
+
+void Communicator::irecv_bytes(void* data, std::size_t bytes, int source, int tag, Requests& r) const {
+#if KSWEEP_ENABLE_MPI
+  if (source < 0) return;
+  auto* p = static_cast<char*>(data);
+  std::size_t off = 0;
+  do {
+    int const n = static_cast<int>(std::min(chunk, bytes - off));
+    MPI_Request q = MPI_REQUEST_NULL;
+    check(MPI_Irecv(p + off, n, MPI_BYTE, source, tag, KSWEEP_COMM, &q), "MPI_Irecv");
+    r.m_impl->pending.push_back(q);
+    off += static_cast<std::size_t>(n);
+  } while (off < bytes);
+#else
+  KSWEEP_REQUIRE(source < 0, "ksweep::comm::Communicator::irecv_bytes from rank " << source << " without MPI");
+  (void)data, (void)bytes, (void)tag, (void)r;
 #endif
 }
 

@@ -30,6 +30,25 @@ class Environment {
   bool m_owns = false;
 };
 
+/// Point-to-point transfers in flight (Communicator::isend_bytes, irecv_bytes), completed by
+/// wait_all(). Their buffers must outlive them; on destruction, transfers still in flight are
+/// released unfinished (an error path: the process is ending).
+class Requests {
+ public:
+  Requests();
+  ~Requests();
+  Requests(Requests const&) = delete;
+  Requests& operator=(Requests const&) = delete;
+  /// Waits for every transfer in flight.
+  void wait_all();
+  bool empty() const;
+
+ private:
+  friend class Communicator;
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
+
 /// The world communicator (one rank without MPI), or a part of it (split()).
 class Communicator {
  public:
@@ -85,6 +104,10 @@ class Communicator {
   /// (-1: no such rank, nothing sent or received).
   void sendrecv_bytes(void const* send, std::size_t send_bytes, int dest, void* recv, std::size_t recv_bytes,
                       int source) const;
+  /// Starts sending `bytes` to rank `dest` with `tag` (-1: nothing), completed by `r`.
+  void isend_bytes(void const* data, std::size_t bytes, int dest, int tag, Requests& r) const;
+  /// Starts receiving `bytes` from rank `source` with `tag` (-1: nothing), completed by `r`.
+  void irecv_bytes(void* data, std::size_t bytes, int source, int tag, Requests& r) const;
   /// Point to point: `n` doubles to / from rank `peer`.
   void send(double const* data, std::size_t n, int peer) const;
   void recv(double* data, std::size_t n, int peer) const;

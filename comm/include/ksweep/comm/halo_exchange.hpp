@@ -4,9 +4,11 @@
 /// are rows of NX + 2R cells, [shot][field row][NX + 2R] (field rows (NZ + 2R) in 2D,
 /// (NZ + 2R)(NY + 2R) in 3D, z slowest); after every step the R cells beyond each cut face are
 /// copied from the neighbour's first R cells on its side. Faces are packed and unpacked by
-/// kernels on the execution space and travel through MPI, from host mirrors unless the build
-/// enables GPU-aware MPI. The x faces go first, then the y faces with their x halo, so that the
-/// corners hold the diagonal neighbours' cells too.
+/// kernels on the execution space and travel through nonblocking MPI, from host mirrors unless
+/// the build enables GPU-aware MPI; begin() sends, finish() receives, so that a propagator runs
+/// its inner cells in between. Every face travels at once: the corners of the halo (beyond an x
+/// and a y cut at once) are not exchanged, and no stencil reads them (the stencils are stars, and
+/// off-grid taps across a cut are refused).
 
 #include <ksweep/base/launch.hpp>
 #include <ksweep/comm/communicator.hpp>
@@ -64,8 +66,8 @@ struct PackColumns {
     return static_cast<std::size_t>(shots) * buf.extent(1) * (per_line<MemorySpace> ? 1 : static_cast<std::size_t>(R));
   }
 };
-// Field rows of y index [y0, y0 + R) of every z (whole rows, halo included), to or from
-// buf [shot][z * R + k][cell] (3D).
+// Field rows of y index [y0, y0 + R) of every z, cells [R, R + NX) (the subdomain's own x
+// range), to or from buf [shot][z * R + k][NX] (3D).
 template <class Real, class MemorySpace>
 struct PackRows {
   Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace> u, buf;
@@ -76,7 +78,7 @@ struct PackRows {
     int const s = static_cast<int>(l / zrs), zr = static_cast<int>(l - static_cast<std::size_t>(s) * zrs);
     int const z = zr / R, k = zr - z * R, fr = z * rows_y + y0 + k;
     Real* b = buf.data() + l * buf.extent(2);
-    Real* f = &u(s, fr, 0);
+    Real* f = &u(s, fr, R);
     for (int x = x0; x < x1; ++x) {
       if (unpack) f[x] = b[x];
       else b[x] = f[x];
@@ -106,6 +108,8 @@ class HaloExchange {
   HaloExchange(Communicator domain, HaloGeometry const& g, ExecSpace const& space, int max_shots)
       : m_comm(std::move(domain)), m_g(g), m_space(space), m_max_shots(max_shots) {
     int const R = g.radius;
+    int const xc[4] = {R, g.NX, 0, g.NX + R}, yr[4] = {R, g.NY, 0, g.NY + R};
+    for (int i = 0; i < 4; ++i) m_xcols[i] = xc[i], m_yrows[i] = yr[i];
     auto alloc = [&](char const* label, int a, int b) {
       return field3(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string(label)), max_shots, a, b);
     };
@@ -116,7 +120,7 @@ class HaloExchange {
       }
     if (g.dim == 3 && (g.front >= 0 || g.back >= 0))
       for (int i = 0; i < 4; ++i) {
-        m_ybuf[i] = alloc("ksweep::comm::halo_y", (g.NZ + 2 * R) * R, g.row_cells());
+        m_ybuf[i] = alloc("ksweep::comm::halo_y", (g.NZ + 2 * R) * R, g.NX);
         m_yhost[i] = host_side(m_ybuf[i]);
       }
   }
@@ -124,35 +128,59 @@ class HaloExchange {
   HaloGeometry const& geometry() const { return m_g; }
   Communicator const& communicator() const { return m_comm; }
 
-  /// Fills the halo beyond the cut faces of the first `shots` shots of `u`; fences `space`
-  /// first (the level's cells must be final) and before it returns.
+  /// Fills the halo beyond the cut faces of the first `shots` shots of `u`: begin() then
+  /// finish().
   void exchange(field3 const& u, int shots) {
+    begin(u, shots);
+    finish(u, shots);
+  }
+
+  /// Packs the R cells next to each cut face of the first `shots` shots of `u` (fencing `space`
+  /// first: they must be final) and starts sending them and receiving the neighbours'. Launches
+  /// on `space` may run until finish(), as long as they write no cell within R of a cut face.
+  void begin(field3 const& u, int shots) {
     auto const t0 = std::chrono::steady_clock::now();
+    KSWEEP_REQUIRE(m_requests.empty(), "ksweep::comm::HaloExchange::begin: the previous exchange is not finished");
+    auto const& g = m_g;
+    int const R = g.radius;
+    bool const x = g.left >= 0 || g.right >= 0, y = g.dim == 3 && (g.front >= 0 || g.back >= 0);
+    // x: [0] to the left: cells [R, 2R); [1] to the right: cells [NX, NX + R); [2] from the left
+    // into [0, R); [3] from the right into [NX + R, NX + 2R). y likewise with rows of y.
+    if (x)
+      for (int i = 0; i < 2; ++i)
+        if ((i == 0 ? g.left : g.right) >= 0)
+          pack(impl::PackColumns<Real, memory_space>{u, m_xbuf[i], m_xcols[i], R, false}, shots,
+               "ksweep::comm::pack_x");
+    if (y)
+      for (int i = 0; i < 2; ++i)
+        if ((i == 0 ? g.front : g.back) >= 0)
+          pack(impl::PackRows<Real, memory_space>{u, m_ybuf[i], m_yrows[i], R, g.NY + 2 * R, false}, shots,
+               "ksweep::comm::pack_y");
+    m_space.fence();
+    if (x) post(m_xbuf, m_xhost, shots, g.left, g.right, 0);
+    if (y) post(m_ybuf, m_yhost, shots, g.front, g.back, 2);
+    m_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  /// Completes the exchange begin() started: waits for the neighbours' faces, unpacks them into
+  /// the halo of `u`, and fences `space`.
+  void finish(field3 const& u, int shots) {
+    auto const t0 = std::chrono::steady_clock::now();
+    m_requests.wait_all();
     auto const& g = m_g;
     int const R = g.radius;
     if (g.left >= 0 || g.right >= 0) {
-      // [0] to the left: cells [R, 2R); [1] to the right: cells [NX, NX + R); [2] from the left
-      // into [0, R); [3] from the right into [NX + R, NX + 2R).
-      int const cols[4] = {R, g.NX, 0, g.NX + R};
-      for (int i = 0; i < 2; ++i)
-        if ((i == 0 ? g.left : g.right) >= 0)
-          pack(impl::PackColumns<Real, memory_space>{u, m_xbuf[i], cols[i], R, false}, shots, "ksweep::comm::pack_x");
-      swap(m_xbuf, m_xhost, shots, g.left, g.right);
+      if (staged(m_xbuf, m_xhost)) copy_in(m_xbuf, m_xhost, shots, g.left, g.right);
       for (int i = 2; i < 4; ++i)
         if ((i == 2 ? g.left : g.right) >= 0)
-          pack(impl::PackColumns<Real, memory_space>{u, m_xbuf[i], cols[i], R, true}, shots, "ksweep::comm::unpack_x");
+          pack(impl::PackColumns<Real, memory_space>{u, m_xbuf[i], m_xcols[i], R, true}, shots,
+               "ksweep::comm::unpack_x");
     }
     if (g.dim == 3 && (g.front >= 0 || g.back >= 0)) {
-      int const rows_y = g.NY + 2 * R;
-      int const y0[4] = {R, g.NY, 0, g.NY + R};
-      for (int i = 0; i < 2; ++i)
-        if ((i == 0 ? g.front : g.back) >= 0)
-          pack(impl::PackRows<Real, memory_space>{u, m_ybuf[i], y0[i], R, rows_y, false}, shots,
-               "ksweep::comm::pack_y");
-      swap(m_ybuf, m_yhost, shots, g.front, g.back);
+      if (staged(m_ybuf, m_yhost)) copy_in(m_ybuf, m_yhost, shots, g.front, g.back);
       for (int i = 2; i < 4; ++i)
         if ((i == 2 ? g.front : g.back) >= 0)
-          pack(impl::PackRows<Real, memory_space>{u, m_ybuf[i], y0[i], R, rows_y, true}, shots,
+          pack(impl::PackRows<Real, memory_space>{u, m_ybuf[i], m_yrows[i], R, g.NY + 2 * R, true}, shots,
                "ksweep::comm::unpack_y");
     }
     m_space.fence();
@@ -175,7 +203,7 @@ class HaloExchange {
     std::size_t b = 0;
     int const R = m_g.radius;
     std::size_t const x = static_cast<std::size_t>(shots) * m_g.field_rows() * R * sizeof(Real);
-    std::size_t const y = static_cast<std::size_t>(shots) * (m_g.NZ + 2 * R) * R * m_g.row_cells() * sizeof(Real);
+    std::size_t const y = static_cast<std::size_t>(shots) * (m_g.NZ + 2 * R) * R * m_g.NX * sizeof(Real);
     b += (m_g.left >= 0 ? x : 0) + (m_g.right >= 0 ? x : 0);
     if (m_g.dim == 3) b += (m_g.front >= 0 ? y : 0) + (m_g.back >= 0 ? y : 0);
     return b;
@@ -189,25 +217,35 @@ class HaloExchange {
     launch_for(label, Kokkos::RangePolicy<ExecSpace>(m_space, 0, p.range(shots)), p);
   }
 
-  // buf[0] to `low` and buf[1] to `high`; buf[2] from `low` and buf[3] from `high`.
-  void swap(field3 (&buf)[4], typename field3::HostMirror (&host)[4], int shots, int low, int high) {
-    m_space.fence();
+  template <class View>
+  static auto part(View const& v, int shots) {
+    return Kokkos::subview(v, Kokkos::make_pair(0, shots), Kokkos::ALL, Kokkos::ALL);
+  }
+  // Whether MPI works on host mirrors of the buffers (else on the buffers themselves).
+  static bool staged(field3 const (&buf)[4], typename field3::HostMirror const (&host)[4]) {
+    return host[0].data() != buf[0].data();
+  }
+
+  // Starts buf[0] to `low` and buf[1] to `high`, buf[2] from `low` and buf[3] from `high`
+  // (through the host mirrors made once when staged). Tags: tag0 low-going, tag0 + 1
+  // high-going (x faces 0, y faces 2: a rank may be two faces' neighbour).
+  void post(field3 const (&buf)[4], typename field3::HostMirror const (&host)[4], int shots, int low, int high,
+            int tag0) {
     std::size_t const bytes = static_cast<std::size_t>(shots) * buf[0].extent(1) * buf[0].extent(2) * sizeof(Real);
-    auto part = [&](auto const& v) {
-      return Kokkos::subview(v, Kokkos::make_pair(0, shots), Kokkos::ALL, Kokkos::ALL);
-    };
-    // Through the host mirrors made once (the buffers themselves where MPI reads them).
-    bool const staged = host[0].data() != buf[0].data();
-    if (staged) {
-      for (int i = 0; i < 2; ++i) Kokkos::deep_copy(m_space, part(host[i]), part(buf[i]));
+    if (staged(buf, host)) {
+      for (int i = 0; i < 2; ++i)
+        if ((i == 0 ? low : high) >= 0) Kokkos::deep_copy(m_space, part(host[i], shots), part(buf[i], shots));
       m_space.fence();
     }
-    m_comm.sendrecv_bytes(host[0].data(), bytes, low, host[3].data(), bytes, high);  // low-going
-    m_comm.sendrecv_bytes(host[1].data(), bytes, high, host[2].data(), bytes, low);  // high-going
-    if (staged) {
-      for (int i = 2; i < 4; ++i) Kokkos::deep_copy(m_space, part(buf[i]), part(host[i]));
-      m_space.fence();
-    }
+    m_comm.irecv_bytes(host[2].data(), bytes, low, tag_base + tag0 + 1, m_requests);
+    m_comm.irecv_bytes(host[3].data(), bytes, high, tag_base + tag0, m_requests);
+    m_comm.isend_bytes(host[0].data(), bytes, low, tag_base + tag0, m_requests);
+    m_comm.isend_bytes(host[1].data(), bytes, high, tag_base + tag0 + 1, m_requests);
+  }
+  // The received faces from the host mirrors into the buffers (ordered before the unpacking).
+  void copy_in(field3 const (&buf)[4], typename field3::HostMirror const (&host)[4], int shots, int low, int high) {
+    for (int i = 2; i < 4; ++i)
+      if ((i == 2 ? low : high) >= 0) Kokkos::deep_copy(m_space, part(buf[i], shots), part(host[i], shots));
   }
 
   // What MPI reads and writes for a buffer: the buffer where the host (or GPU-aware MPI) can
@@ -249,6 +287,9 @@ class HaloExchange {
   int m_max_shots;
   field3 m_xbuf[4], m_ybuf[4];
   typename field3::HostMirror m_xhost[4], m_yhost[4];  // the buffers themselves unless staged
+  int m_xcols[4] = {}, m_yrows[4] = {};                // first column / row of y of each buffer's cells
+  Requests m_requests;                                 // the transfers begin() started
+  static constexpr int tag_base = 40;
   long long m_exchanges = 0;
   double m_seconds = 0;
 };

@@ -478,7 +478,9 @@ void launch_grid(ExecSpace const& space, char const* label, Functor const& f, in
     (void)by_cells;
     using policy = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>,
                                          impl::CellTag<Tag>>;
-    launch_for(label, policy(space, {0, 0}, {rows, cols}, {4, 64}), f);
+    // Tiles of 256 cells, 64 along x unless the launch is narrower (the cells next to a cut).
+    int const tx = cols >= 64 ? 64 : (cols >= 16 ? 16 : 4);
+    launch_for(label, policy(space, {0, 0}, {rows, cols}, {256 / tx, tx}), f);
   }
 }
 
@@ -521,17 +523,37 @@ struct PhysicsStep {
   Rows<Dim> m_rows;
   int m_strip_y = 0;  // Sy: rows of a y strip per z (3D)
   int m_block_y = 1;  // 3D: rows of y per block of the launch order (see decode)
+  // The launch's window of the padded grid: cells [m_x0, m_x1) of x and rows [m_y0, m_y1) of y
+  // (3D; 2D: 0, 1) of every z (see window()).
+  int m_x0 = 0, m_x1 = 0, m_y0 = 0, m_y1 = 1;
   bool m_free_surface = false;
 
   PhysicsStep() = default;
   explicit PhysicsStep(Layout const& l) : m_rows(l), m_free_surface(l.free_surface) {
     auto const axes = grid_axes<Dim>(l);
     for (int a = 0; a < Dim; ++a) m_axis[a] = axes[a];
+    m_x1 = m_axis[X].N;
     if constexpr (Dim == 3) {
       m_strip_y = std::max(l.front, l.back) + 4 * R;
       m_block_y = l.NY;
+      m_y1 = l.NY;
     }
   }
+
+  /// The same step over the cells [x0, x1) of x and [y0, y1) of y (3D; 2D takes 0, 1) of every
+  /// z and shot: launch window_rows() rows of x1 - x0 cells. A model split into domains runs the
+  /// cells next to its cut faces and the others in separate launches (to send the first while
+  /// the second run); each cell's arithmetic is the same in any window.
+  PhysicsStep window(int x0, int x1, int y0, int y1) const {
+    PhysicsStep k = *this;
+    k.m_x0 = x0, k.m_x1 = x1;
+    if constexpr (Dim == 3) k.m_y0 = y0, k.m_y1 = y1;
+    else (void)y0, (void)y1;
+    return k;
+  }
+  /// Rows per shot of the window: NZ (y1 - y0).
+  int window_rows() const { return m_axis[0].N * (m_y1 - m_y0); }
+  int window_cols() const { return m_x1 - m_x0; }
 
   /// 3D: the launch order of the rows of a shot: blocks of `by` rows of y, each swept over z
   /// (by = NY: plain z planes). A smaller block keeps the 2M + 1 planes of a stencil's window
@@ -627,13 +649,14 @@ struct PhysicsStep {
 
   // Shot, z and y of row r of a launch: in 3D, block b of m_block_y rows of y (the last one
   // shorter), then z, then y within the block.
+  // Rows of y of the window only (see window()).
   KOKKOS_INLINE_FUNCTION void decode(int r, int& s, int& iz, int& iy) const {
-    int const n = rows();
+    int const n = m_axis[0].N * (m_y1 - m_y0);
     s = r / n;
     int const q = r - s * n;
     if constexpr (Dim == 3) {
-      int const by = m_block_y, NZ = m_axis[0].N, b = q / (NZ * by), y0 = b * by;
-      int const ny = m_axis[1].N - y0 < by ? m_axis[1].N - y0 : by, rem = q - b * NZ * by;
+      int const by = m_block_y < m_y1 - m_y0 ? m_block_y : m_y1 - m_y0, NZ = m_axis[0].N, b = q / (NZ * by);
+      int const y0 = m_y0 + b * by, ny = m_y1 - y0 < by ? m_y1 - y0 : by, rem = q - b * NZ * by;
       iz = rem / ny;
       iy = y0 + rem - iz * ny;
     } else {
@@ -652,15 +675,18 @@ struct PhysicsStep {
     int const f = row_flags<Tag>(iz, iy), lx = 1 << X;
     int const m = std::is_same_v<Tag, ForwardTag> ? Body::forward_reach : Body::adjoint_reach;
     GridAxis const& ax = m_axis[X];
-    int const x0 = ax.layer_end(m), x1 = ax.layer_start(m);
-    if (x0 > 0) run_flags<Tag>(f | lx, s, iz, iy, 0, 0, x0);
-    run_flags<Tag>(f, s, iz, iy, 0, x0, x1);
-    if (x1 < ax.N) run_flags<Tag>(f | lx, s, iz, iy, 1, x1, ax.N);
+    int const w0 = m_x0, w1 = m_x1;
+    int const x0 = clamp(ax.layer_end(m), w0, w1), x1 = clamp(ax.layer_start(m), w0, w1);
+    if (x0 > w0) run_flags<Tag>(f | lx, s, iz, iy, 0, w0, x0);
+    if (x1 > x0) run_flags<Tag>(f, s, iz, iy, 0, x0, x1);
+    if (x1 < w1) run_flags<Tag>(f | lx, s, iz, iy, 1, x1, w1);
   }
+  KOKKOS_INLINE_FUNCTION static int clamp(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
-  /// Device schedules (and `cells` on hosts): cell ix of row r.
+  /// Device schedules (and `cells` on hosts): cell m_x0 + col of row r.
   template <class Tag>
-  KOKKOS_INLINE_FUNCTION void operator()(impl::CellTag<Tag>, int r, int ix) const {
+  KOKKOS_INLINE_FUNCTION void operator()(impl::CellTag<Tag>, int r, int col) const {
+    int const ix = m_x0 + col;
     int s, iz, iy;
     decode(r, s, iz, iy);
     if (m_free_surface && iz == 0) return;

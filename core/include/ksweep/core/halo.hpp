@@ -21,6 +21,10 @@ struct HaloLink {
   /// writes the level's cells, after the launches of the propagator's instance (which it
   /// fences or orders itself after).
   std::function<void(field3 const&, int shots)> exchange;
+  /// The same exchange in two halves (optional): begin() once the cells within R of the cut
+  /// faces are final (it fences the propagator's instance, then sends them), finish() after the
+  /// launches that may run meanwhile (it receives and fills the halo, and fences).
+  std::function<void(field3 const&, int shots)> begin, finish;
   /// Records [shot][time][receiver] of the first `shots` shots: every subdomain's receivers
   /// into every subdomain's records, bit for bit (each receiver is held by one subdomain).
   std::function<void(record_view const&, int shots)> gather_records;

@@ -130,6 +130,20 @@ class Propagator {
     m_link = std::move(link);
   }
   bool linked() const { return static_cast<bool>(m_link); }
+  /// With a link whose exchange can start and finish apart (HaloLink::begin, finish): whether
+  /// each step runs the cells next to its cut faces first and sends them while its other cells
+  /// run, or runs the whole step and then exchanges. The results are the same bits either way.
+  /// Default (automatic): on devices, where the inner cells run while the host drives MPI; on
+  /// hosts only for splits without a cut along x: their launches block (MPI moves the faces in
+  /// the wait either way), and the strips of R cells along a cut in x, run as separate short
+  /// rows, cost more than the exchange they hide (see docs/PERFORMANCE.md, "A model split into
+  /// domains").
+  void set_overlap(bool on) { m_overlap = on ? 1 : 0; }
+  bool overlap() const {
+    if (m_overlap >= 0) return m_overlap == 1;
+    if constexpr (!impl::runs_by_rows<ExecSpace>) return true;
+    return !m_pml.cut[PmlConfig::left] && !m_pml.cut[PmlConfig::right];
+  }
   /// The velocity (m/s) of the damping profiles the next set_velocity / set_model builds (0: the
   /// model's maximum; a subdomain takes the whole model's, see PmlConfig::profile_velocity).
   void set_profile_velocity(double v) {
@@ -727,9 +741,57 @@ class Propagator {
   template <class Tag>
   void step(State& st, char const* label) {
     auto const& l = m_layout;
-    launch_grid<Tag>(m_space, label, bind(st), m_survey.n_shots * l.rows(), l.NX, runs_cells());
+    kernel_type const k = bind(st);
+    if (!overlaps()) {
+      launch_grid<Tag>(m_space, label, k, m_survey.n_shots * l.rows(), l.NX, runs_cells());
+      rotate(st);
+      exchange(st.u[st.cur]);
+      return;
+    }
+    // The cells within R of a cut face first: they read the halo (filled after the step before)
+    // and are what the neighbours' halo takes; their faces travel while the other cells run.
+    char const* const edge =
+        std::is_same_v<Tag, ForwardTag> ? "ksweep::core::forward_cut_cells" : "ksweep::core::adjoint_cut_cells";
+    auto const w = windows();
+    for (int i = 0; i < w.n_cut; ++i) launch_window<Tag>(edge, k, w.cut[i]);
     rotate(st);
-    exchange(st.u[st.cur]);
+    m_link.begin(st.u[st.cur], m_survey.n_shots);
+    launch_window<Tag>(label, k, w.inner);
+    m_link.finish(st.u[st.cur], m_survey.n_shots);
+  }
+
+  // Whether steps overlap their halo exchange with the inner cells.
+  bool overlaps() const { return m_link && m_link.begin && overlap(); }
+
+  // Windows of the padded grid [x0, x1) x [y0, y1): the strips of R cells next to each cut face
+  // (y faces whole along x, then x faces between them) and the inner cells.
+  struct Window {
+    int x0, x1, y0, y1;
+  };
+  struct Windows {
+    Window cut[4];
+    int n_cut = 0;
+    Window inner;
+  };
+  Windows windows() const {
+    auto const& l = m_layout;
+    int const NY = Dim == 3 ? l.NY : 1;
+    auto const& c = m_pml.cut;
+    bool const lo_x = c[PmlConfig::left], hi_x = c[PmlConfig::right];
+    bool const lo_y = Dim == 3 && c[PmlConfig::front], hi_y = Dim == 3 && c[PmlConfig::back];
+    Windows w;
+    int const y0 = lo_y ? R : 0, y1 = hi_y ? NY - R : NY, x0 = lo_x ? R : 0, x1 = hi_x ? l.NX - R : l.NX;
+    if (lo_y) w.cut[w.n_cut++] = {0, l.NX, 0, R};
+    if (hi_y) w.cut[w.n_cut++] = {0, l.NX, NY - R, NY};
+    if (lo_x) w.cut[w.n_cut++] = {0, R, y0, y1};
+    if (hi_x) w.cut[w.n_cut++] = {l.NX - R, l.NX, y0, y1};
+    w.inner = {x0, x1, y0, y1};
+    return w;
+  }
+  template <class Tag>
+  void launch_window(char const* label, kernel_type const& k, Window const& w) const {
+    kernel_type const kw = k.window(w.x0, w.x1, w.y0, w.y1);
+    launch_grid<Tag>(m_space, label, kw, m_survey.n_shots * kw.window_rows(), kw.window_cols(), runs_cells());
   }
 
   // [shot][point] 1 where the point is held here (links only).
@@ -937,7 +999,8 @@ class Propagator {
   Schedule m_schedule = default_schedule();
   HaloLink<Real, memory_space> m_link;                                                      // domain decomposition
   Kokkos::View<unsigned char**, Kokkos::LayoutRight, memory_space> m_rec_live, m_src_live;  // [shot][point], links
-  int m_block_y = 0;  // 0: automatic (host_block_y)
+  int m_block_y = 0;   // 0: automatic (host_block_y)
+  int m_overlap = -1;  // see set_overlap (-1: automatic)
 };
 
 }  // namespace ksweep::core
