@@ -314,6 +314,20 @@ def gradient(v, dh: float, dt: float, source_amplitudes, source_locations, recei
 # Inversion
 # ------------------------------------------------------------------------------------------
 
+def _domains(domains, ndim):
+    """The model split of `Inversion(domains=...)`: [] (one domain), [nx] in 2D, [ny, nx] in 3D."""
+    if domains is None:
+        return []
+    want = "[nx_parts]" if ndim == 2 else "[ny_parts, nx_parts]"
+    try:
+        parts = [int(d) for d in domains]
+    except (TypeError, ValueError):
+        raise ValueError(f"domains = {domains!r}: a {ndim}D model takes {want} (whole numbers)") from None
+    if len(parts) != ndim - 1 or any(p < 1 or p != d for p, d in zip(parts, domains)):
+        raise ValueError(f"domains = {list(domains)!r}: a {ndim}D model takes {want}, each >= 1")
+    return parts
+
+
 class Inversion:
     """Full-waveform inversion of the velocity over ksweep's library (float32).
 
@@ -326,7 +340,12 @@ class Inversion:
     With `density` (kg/m^3, the shape of v) the physics is variable-density acoustics:
     `invert` names the parameters inverted ("vp", "rho"; the others held), `rho_min` and
     `rho_max` bound the density, `lr_rho` is Adam's step for it (0: lr), `true_density` gives
-    the density RMSE."""
+    the density RMSE.
+
+    `domains` splits the model over MPI ranks ([nx_parts] in 2D, [ny_parts, nx_parts] in 3D,
+    constant density): run the script with `mpirun -n N`; the ranks form N / parts shot groups,
+    each rank propagates its subdomain, and every rank holds the same whole model after each
+    step, the same bits as one rank. Without MPI (or with one rank) only one domain fits."""
 
     def __init__(self, v, dh: float, dt: float, wavelet, source_locations, receiver_locations, observed_data, *,
                  true_model=None, optimizer: str = "adam", batch: int = 1, seed: int = 0, loss: str = "mean",
@@ -336,7 +355,8 @@ class Inversion:
                  storage_dtype: str = "fp32", disk_dir: str = "", order: int = 4, pml_width=20,
                  pml_reflection: float = 1e-3, pml_freq: float = 25.0, free_surface: bool = False,
                  schedule: str = "auto", location_units: str = "cells", density=None, true_density=None,
-                 invert=("vp",), rho_min: float = 1000.0, rho_max: float = 3000.0, lr_rho: float = 0.0):
+                 invert=("vp",), rho_min: float = 1000.0, rho_max: float = 3000.0, lr_rho: float = 0.0,
+                 domains=None):
         v = np.asarray(v)
         if v.dtype not in _FLOATS:
             raise TypeError(f"v has dtype {v.dtype}; ksweep computes in float32 or float64")
@@ -370,6 +390,7 @@ class Inversion:
                     raise ValueError(f"true_density has shape {true_rho.shape}, v {s.v.shape}")
         elif true_density is not None or tuple(invert) != ("vp",):
             raise ValueError("true_density and invert other than ('vp',) need a density (variable density)")
+        split = _domains(domains, s.v.ndim)
         self.shape = s.v.shape
         self._inv = _ksweep.Inversion(
             list(s.v.shape), float(dh), float(dt), int(order), _pml_faces(pml_width, free_surface),
@@ -377,7 +398,8 @@ class Inversion:
             str(optimizer), int(batch), int(seed), loss == "sum", int(water_rows), float(grad_smooth),
             bool(precondition), float(vmin), float(vmax), float(lr), float(betas[0]), float(betas[1]), float(eps),
             int(lbfgs_memory), str(schedule), str(storage), str(storage_location), str(storage_dtype),
-            str(disk_dir), rho, true_rho, [str(p) for p in invert], float(rho_min), float(rho_max), float(lr_rho))
+            str(disk_dir), rho, true_rho, [str(p) for p in invert], float(rho_min), float(rho_max), float(lr_rho),
+            split)
 
     def step(self) -> dict:
         """One iteration: {'iteration', 'loss', 'rmse', 'seconds', 'shots', 'evaluations'}."""

@@ -175,10 +175,30 @@ bool g_we_initialized = false;
 int g_live = 0;
 bool g_exit_requested = false;
 
+// MPI, started by this module (on the worker, before Kokkos) when the process was launched by
+// an MPI launcher and nothing (mpi4py) started it; finalized after Kokkos at exit.
+std::unique_ptr<comm::Environment> g_mpi;
+
+bool launched_by_mpi() {
+  for (char const* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+
+void start_mpi_if_launched() {
+  if (g_mpi || !KSWEEP_ENABLE_MPI || !launched_by_mpi()) return;
+  static char name[] = "ksweep";
+  static char* args[] = {name, nullptr};
+  int argc = 1;
+  char** argv = args;
+  g_mpi = std::make_unique<comm::Environment>(argc, argv);
+}
+
 void finalize_when_done() {
   if (g_exit_requested && g_live == 0 && g_we_initialized)
     on_worker([] {
       if (Kokkos::is_initialized()) Kokkos::finalize();
+      g_mpi.reset();
     });
 }
 
@@ -216,6 +236,7 @@ void initialize(int threads, int device) {
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   int argc = static_cast<int>(args.size());
+  start_mpi_if_launched();
   try {
     Kokkos::initialize(argc, argv.data());
   } catch (std::exception const& e) {
@@ -433,8 +454,8 @@ void bind_modeling(py::module_& m, char const* name) {
       .def("vjp", &PyModeling<Real>::vjp);
 }
 
-/// The library inversion over this process's ranks (one rank unless MPI was started, e.g. by
-/// mpi4py, before the first inversion).
+/// The library inversion over this process's ranks: one rank, unless the process was started by
+/// an MPI launcher (mpirun: this module then starts MPI) or MPI was started before (mpi4py).
 class PyInversion {
  public:
   PyInversion(std::vector<int> const& shape, double dh, double dt, int order, std::vector<int> const& pml_faces,
@@ -446,7 +467,7 @@ class PyInversion {
               std::string const& schedule, std::string const& strategy, std::string const& location,
               std::string const& dtype, std::string const& disk_dir, std::optional<carray<float>> const& density,
               std::optional<carray<float>> const& truth_density, std::vector<std::string> const& invert, double rho_min,
-              double rho_max, double lr_rho) {
+              double rho_max, double lr_rho, std::vector<int> const& domains) {
     fwi::Problem pb;
     if (density) {
       pb.physics = fwi::Physics::acoustic_vd;
@@ -490,6 +511,9 @@ class PyInversion {
     o.rho_min = rho_min;
     o.rho_max = rho_max;
     o.lr_rho = lr_rho;
+    // [nx parts] (2D) or [ny parts, nx parts] (3D), checked by the package.
+    if (domains.size() == 1) o.domains = {1, domains[0]};
+    if (domains.size() == 2) o.domains = {domains[0], domains[1]};
     m_shape = shape;
     on_worker([&] {
       ensure_initialized();
@@ -782,7 +806,7 @@ PYBIND11_MODULE(_ksweep, m) {
                     bool, int, double, bool, double, double, double, double, double, double, int, std::string const&,
                     std::string const&, std::string const&, std::string const&, std::string const&,
                     std::optional<carray<float>> const&, std::optional<carray<float>> const&,
-                    std::vector<std::string> const&, double, double, double>())
+                    std::vector<std::string> const&, double, double, double, std::vector<int> const&>())
       .def("step", &PyInversion::step)
       .def("model", &PyInversion::model)
       .def("density", &PyInversion::density)
