@@ -14,6 +14,7 @@
 #include <ksweep/core/wavelet.hpp>
 #include <ksweep/fwi/domains.hpp>
 #include <ksweep/fwi/inversion.hpp>
+#include <ksweep/fwi/modeling.hpp>
 
 #include <Kokkos_Core.hpp>
 #include <gtest/gtest.h>
@@ -383,6 +384,50 @@ TEST(domains, inversion_on_a_split_model_same_bits) {
     if (world().is_root())
       std::printf("inversion, %s: 3 iterations, the same bits as one rank (RMSE %.6f m/s)\n", what.c_str(), inv.rmse());
   }
+}
+
+// fwi::Modeling with domains (the program's `ksweep model`, and fwi's observed and final data):
+// every shot group models its shots on its subdomains; every rank gets every shot's records, the
+// same bits as one rank, for every split the ranks allow (1 shot per launch, so that groups
+// hold different numbers of batches; 2D order 8 with a free surface, 3D order 4).
+template <int Dim>
+void modeling_same_records(Problem const& p, int order) {
+  auto records = [&](core::DomainSplit const& split, comm::Communicator const& ranks) {
+    fwi::ModelingSetup s;
+    s.grid = p.grid;
+    s.pml = p.pml;
+    s.order = order;
+    s.dt = p.dt;
+    s.nt = p.nt;
+    s.survey = p.survey;
+    s.batch = 1;
+    s.domains = split;
+    s.ranks = ranks;
+    fwi::Modeling<float> m(s);
+    m.set_velocity(p.v_true.data());
+    std::vector<float> w(static_cast<std::size_t>(p.survey.n_shots) * p.nt), r(w.size() * p.survey.n_receivers, -1.f);
+    for (int sh = 0; sh < p.survey.n_shots; ++sh)
+      for (int t = 0; t < p.nt; ++t) w[static_cast<std::size_t>(sh) * p.nt + t] = static_cast<float>(p.wavelet[t]);
+    m.set_after_batch([](int, int) {});
+    m.forward(w.data(), r.data());
+    return r;
+  };
+  comm::Communicator const one = world().split(world().rank(), 0);
+  auto const ref = records({1, 1}, one);
+  for (auto const& split : splits(Dim, world().size())) {
+    if (!split.split()) continue;
+    auto const got = records(split, world());
+    EXPECT_EQ(differing(got, ref), 0) << Dim << "D, domains " << core::describe(split, Dim) << ", rank "
+                                      << world().rank();
+    if (world().is_root())
+      std::printf("modelling, %dD, domains %s, %d shot group(s): the same records as one rank\n", Dim,
+                  core::describe(split, Dim).c_str(), world().size() / split.count());
+  }
+}
+
+TEST(domains, modeling_split_gives_one_rank_s_records) {
+  modeling_same_records<2>(problem_2d(true), 8);
+  modeling_same_records<3>(problem_3d(), 4);
 }
 
 TEST(domains, bad_splits_are_refused_with_the_limit) {

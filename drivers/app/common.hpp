@@ -48,9 +48,13 @@ std::vector<double> make_wavelet(io::Config const& cfg);
 bool wavelet_from_file(io::Config const& cfg);
 /// The records of every shot of `survey` on the model `vm` with the source `wavelet`, in
 /// propagator.precision (model.cpp); `density` (variable density) replaces model.density's.
+/// With `ranks` and parallel.domains, the modelling is split (collective over `ranks`: each
+/// shot group models its shots on its subdomains) and every rank gets every shot's records.
 io::RecordsFile model_observed(io::Config const& cfg, io::VelocityModel const& vm, core::Survey const& survey,
                                bool verbose, std::vector<double> const& wavelet,
-                               std::vector<float> const* density = nullptr);
+                               std::vector<float> const* density = nullptr, comm::Communicator const* ranks = nullptr);
+/// Whether parallel.domains splits the model (then every rank takes part in model_observed).
+bool models_split(io::Config const& cfg);
 /// Runs a figure script of drivers/python with /usr/bin/python3; returns false (and prints a
 /// warning) when it fails, since the data it draws is already on disk.
 bool run_figure_script(std::string const& script, std::vector<std::string> const& args);

@@ -353,9 +353,10 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
   // Memory: estimated from the layout before anything large is allocated; a run that does not
   // fit is told the smallest split of the model that would.
   {
-    std::vector<MemoryEstimate> phases{estimate_fwi(cfg, shape, survey.n_shots, nr, shots_per_rank, split)};
-    if (f.observed.empty())
-      phases.insert(phases.begin(), estimate_model(cfg, shape, survey.n_shots, nr, false, cfg.propagator.batch));
+    // The modelling of the observed data (when modelled) and of the final model's data.
+    std::vector<MemoryEstimate> phases{
+        estimate_model(cfg, shape, survey.n_shots, nr, false, cfg.propagator.batch, split),
+        estimate_fwi(cfg, shape, survey.n_shots, nr, shots_per_rank, split)};
     auto const mm = machine_memory(cfg);
     if (opt.dry_run && comm.is_root()) std::printf("%s", memory_table(phases, mm, comm.local_size()).c_str());
     collectively(comm, [&] {
@@ -706,15 +707,21 @@ struct Outputs {
 /// with the run's wavelet over the whole band, at the observed data's own sampling interval and
 /// length (resampled back from time.dt, band-limited), with the survey's geometry: what a
 /// geophysicist compares with the field data (rank 0).
-void write_synthetic(io::Config const& cfg, Inputs const& in, fwi::Inversion const& inv, fs::path const& out) {
-  std::printf("modelling the final model's data (%d shots)\n", in.survey.n_shots);
+/// The final model's data (rank 0, or every rank of `ranks` for a split model).
+io::RecordsFile final_synthetic(io::Config const& cfg, Inputs const& in, fwi::Inversion const& inv,
+                                comm::Communicator const* ranks, bool root) {
+  if (root) std::printf("modelling the final model's data (%d shots)\n", in.survey.n_shots);
   std::fflush(stdout);
   io::VelocityModel final_model = in.truth;
   final_model.vp = inv.model();
   std::vector<float> const rho = inv.density();
-  auto syn = model_observed(cfg, final_model, in.survey, false, in.wavelet, rho.empty() ? nullptr : &rho);
+  auto syn = model_observed(cfg, final_model, in.survey, false, in.wavelet, rho.empty() ? nullptr : &rho, ranks);
   auto const [dt, nt] = in.obs_axis;
   if (nt > 0 && (nt != syn.nt || std::abs(dt - syn.dt) > 1e-9 * dt)) syn = io::resample_records(syn, nt, dt);
+  return syn;
+}
+
+void write_synthetic(io::Config const& cfg, io::RecordsFile const& syn, fs::path const& out) {
   io::write_records(out / "synthetic.h5", syn);
   if (io::is_segy_path(cfg.fwi.observed)) io::write_records_segy(out / "synthetic.segy", syn);
   std::printf("wrote %s (%d samples of %g s)\n", io::shown_path(out / "synthetic.h5").c_str(), syn.nt, syn.dt);
@@ -736,14 +743,17 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   auto const inputs = run_inputs(cfg, opt);
   collectively(comm, [&] { folder.emplace(out, opt.overwrite, in.in_place, comm.is_root(), inputs); });
 
-  // Observed data modelled once by rank 0 (SIGINT/SIGTERM honoured between shot batches).
+  // Observed data modelled once by rank 0, or by every rank when the model is split (SIGINT /
+  // SIGTERM honoured between shot batches; after the modelling when split).
   bool interrupted = false;
   std::string silent;
-  if (comm.is_root() && f.observed.empty()) {
-    std::printf("modelling observed data (%d shots)\n", in.survey.n_shots);
+  bool const split = models_split(cfg);
+  comm::Communicator const* const ranks = split ? &comm : nullptr;
+  if ((comm.is_root() || split) && f.observed.empty()) {
+    if (comm.is_root()) std::printf("modelling observed data (%d shots)\n", in.survey.n_shots);
     std::fflush(stdout);
     try {
-      in.obs = model_observed(cfg, in.truth, in.survey, false, in.wavelet);
+      in.obs = model_observed(cfg, in.truth, in.survey, false, in.wavelet, nullptr, ranks);
       silent = silent_data(in.obs.data, "the observed data modelled on the true model", cfg);
     } catch (Interrupted const&) {
       interrupted = true;
@@ -751,15 +761,16 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   }
   // The wavelet estimated by rank 0 from the observed data and the starting model's response to
   // the Ricker reference (the same bits on a resumed run: the same inputs).
-  if (comm.is_root() && cfg.wavelet.source == "estimate" && !interrupted && silent.empty()) {
-    std::printf("estimating the wavelet: modelling %d shots on the starting model\n", in.survey.n_shots);
+  if ((comm.is_root() || split) && cfg.wavelet.source == "estimate" && !interrupted && silent.empty()) {
+    if (comm.is_root())
+      std::printf("estimating the wavelet: modelling %d shots on the starting model\n", in.survey.n_shots);
     std::fflush(stdout);
     try {
       io::VelocityModel start = in.truth;
       start.vp = in.v0;
       auto const reference = ricker_wavelet(cfg);
       auto const syn =
-          model_observed(cfg, start, in.survey, false, reference, variable_density(cfg) ? &in.rho0 : nullptr);
+          model_observed(cfg, start, in.survey, false, reference, variable_density(cfg) ? &in.rho0 : nullptr, ranks);
       in.estimate = fwi::estimate_wavelet(in.obs.data, syn.data, reference, in.survey.n_shots, cfg.time.nt,
                                           in.survey.n_receivers, cfg.time.dt, cfg.wavelet.stabilisation);
       in.wavelet = in.estimate.wavelet;
@@ -933,7 +944,19 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   if (comm.is_root()) try {
       core::ScopedRegion region("ksweep::fwi::output");
       write_models(out / "model_final.h5", truth, inv.model(), inv.density());
-      write_synthetic(cfg, in, inv, out);
+    } catch (std::exception const& e) {
+      write_error = e.what();
+    }
+  // The final model's data: modelled on rank 0, or on every rank when the model is split.
+  std::optional<io::RecordsFile> syn;
+  if (comm.is_root() || split) try {
+      syn = final_synthetic(cfg, in, inv, split ? &comm : nullptr, comm.is_root());
+    } catch (std::exception const& e) {
+      if (write_error.empty()) write_error = e.what();
+    }
+  if (comm.is_root() && write_error.empty()) try {
+      core::ScopedRegion region("ksweep::fwi::output");
+      write_synthetic(cfg, *syn, out);
       o.summary["seconds_total"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
       o.summary["iterations"] = o.history;
       io::write_json_atomic(out / "summary.json", o.summary);

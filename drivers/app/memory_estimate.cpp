@@ -146,12 +146,14 @@ MemoryEstimate estimate_fwi(io::Config const& cfg, io::VelocityModel const& vm, 
 }
 
 MemoryEstimate estimate_model(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers,
-                              bool fp64, int batch) {
-  Padded const L(cfg, vm);
+                              bool fp64, int batch, core::DomainSplit const& split) {
+  Padded const L = split.split() ? largest_part(cfg, vm, split) : Padded(cfg, vm);
   sz const S = static_cast<sz>(std::max(1, std::min(batch, n_shots))), R = fp64 ? 8 : 4;
   sz const nt = static_cast<sz>(cfg.time.nt), nr = static_cast<sz>(n_receivers);
   MemoryEstimate e;
-  e.phase = "forward modelling (" + std::to_string(S) + " shot(s) per launch)";
+  e.phase = "forward modelling (" + std::to_string(S) + " shot(s) per launch";
+  if (split.split()) e.phase += ", parallel.domains " + core::describe(split, L.l.dim);
+  e.phase += ")";
   auto add = [&](std::string w, Place p, sz b) { e.items.push_back({std::move(w), p, b}); };
   int const shots = static_cast<int>(S);
   add("wavefields (2 levels)", Place::device, 2 * core::level_values(L.l, shots) * R);

@@ -35,10 +35,10 @@ struct MemoryEstimate {
 /// the optimizer's (models, moments, summed images) the whole model's.
 MemoryEstimate estimate_fwi(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers,
                             int shots_per_rank, core::DomainSplit const& split = {});
-/// Memory of the forward modelling of every shot (`ksweep model`, and the observed data of
-/// `ksweep fwi` on rank 0).
+/// Memory of the forward modelling of every shot (`ksweep model`, and the observed and final
+/// data of `ksweep fwi`: on rank 0, or with a split model (`split`) on the largest subdomain).
 MemoryEstimate estimate_model(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers,
-                              bool fp64, int batch);
+                              bool fp64, int batch, core::DomainSplit const& split = {});
 
 /// What this machine offers: host memory available to this process (MemAvailable, lowered to
 /// the cgroup limit when there is one; KSWEEP_MEMORY_AVAILABLE in bytes overrides), and

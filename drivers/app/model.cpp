@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <limits>
+#include <optional>
 
 namespace ksweep::app {
 
@@ -23,7 +24,8 @@ namespace {
 
 template <class Real>
 io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm, core::Survey const& survey,
-                              bool verbose, std::vector<double> const& wavelet, std::vector<float> const* density) {
+                              bool verbose, std::vector<double> const& wavelet, std::vector<float> const* density,
+                              comm::Communicator const* ranks) {
   int const nt = cfg.time.nt, nr = survey.n_receivers, n_shots = survey.n_shots;
   fwi::ModelingSetup setup;
   setup.grid = model_grid(vm);
@@ -35,6 +37,10 @@ io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm
   setup.batch = std::min(cfg.propagator.batch, n_shots);
   setup.schedule = core::parse_schedule(cfg.propagator.schedule);
   setup.physics = fwi::parse_physics(cfg.propagator.physics);
+  if (ranks) {  // parallel.domains: every rank of `ranks` models its shot group's shots on its subdomain
+    setup.domains = domain_split(cfg);
+    setup.ranks = *ranks;
+  }
   fwi::Modeling<Real> modeling(setup);
   {
     core::ScopedRegion region("ksweep::model::model");
@@ -94,10 +100,13 @@ io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm
 }  // namespace
 
 io::RecordsFile model_observed(io::Config const& cfg, io::VelocityModel const& vm, core::Survey const& survey,
-                               bool verbose, std::vector<double> const& wavelet, std::vector<float> const* density) {
-  return cfg.propagator.precision == "fp64" ? model_records<double>(cfg, vm, survey, verbose, wavelet, density)
-                                            : model_records<float>(cfg, vm, survey, verbose, wavelet, density);
+                               bool verbose, std::vector<double> const& wavelet, std::vector<float> const* density,
+                               comm::Communicator const* ranks) {
+  return cfg.propagator.precision == "fp64" ? model_records<double>(cfg, vm, survey, verbose, wavelet, density, ranks)
+                                            : model_records<float>(cfg, vm, survey, verbose, wavelet, density, ranks);
 }
+
+bool models_split(io::Config const& cfg) { return domain_split(cfg).split(); }
 
 int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm) {
   // Every check first, the cheap ones (sizes from the model's shape, memory, the output
@@ -114,8 +123,12 @@ int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator c
   core::ModelGrid const grid = model_grid(shape);
   core::check_grid(grid, make_pml(cfg), cfg.propagator.order);
   core::check_survey(survey, grid, make_pml(cfg));
+  // parallel.domains: every rank models its shot group's shots on its subdomain (the same message
+  // on every rank for a split that does not fit).
+  auto const split = domain_split(cfg);
+  if (split.split()) collectively(comm, [&] { core::check_split(grid, split, cfg.propagator.order / 2, comm.size()); });
   auto const est = estimate_model(cfg, shape, survey.n_shots, survey.n_receivers, cfg.propagator.precision == "fp64",
-                                  cfg.propagator.batch);
+                                  cfg.propagator.batch, split);
   auto const mm = machine_memory(cfg);
   if (opt.dry_run && comm.is_root()) std::printf("%s", memory_table({est}, mm, 1).c_str());
   check_memory({est}, mm, 1);
@@ -128,21 +141,34 @@ int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator c
   core::check_cfl(*std::max_element(vm.vp.begin(), vm.vp.end()), cfg.time.dt, vm.dh, cfg.propagator.order, vm.dim());
   if (cfg.propagator.physics == "acoustic_vd") (void)io::load_density(cfg.model, vm);  // its errors before any write
   warn_acquisition(cfg, vm, survey, comm);
-  if (!comm.is_root()) return 0;  // modelling is not split over ranks
   if (opt.dry_run) {
-    std::printf("ksweep model --dry-run: the inputs are valid; nothing was written\n");
+    if (comm.is_root()) std::printf("ksweep model --dry-run: the inputs are valid; nothing was written\n");
     return 0;
   }
+  if (!split.split() && !comm.is_root()) return 0;  // rank 0 models every shot
+  // The output folder (rank 0), locked before the modelling; split, every rank learns of its failure.
   fs::path const out = opt.out;
-  OutputFolder folder(out, opt.overwrite, false, true, inputs);
+  std::optional<OutputFolder> folder;
+  auto const make_folder = [&] {
+    if (comm.is_root()) folder.emplace(out, opt.overwrite, false, true, inputs);
+  };
+  if (split.split()) collectively(comm, make_folder);
+  else make_folder();
+  if (!comm.is_root()) {  // a split model: this rank's shot group and subdomain
+    (void)model_observed(cfg, vm, survey, false, wavelet, nullptr, &comm);
+    return 0;
+  }
   std::printf("ksweep model: %s, %s cells at %g m, %d shots, %d receivers, nt %d, dt %g s, order %d (%s%s)\n",
               shown(vm.description).c_str(), vm.shape().c_str(), vm.dh, survey.n_shots, survey.n_receivers, cfg.time.nt,
               cfg.time.dt, cfg.propagator.order, cfg.propagator.precision.c_str(),
               cfg.propagator.physics == "acoustic" ? "" : (", " + cfg.propagator.physics).c_str());
-  auto const rec = model_observed(cfg, vm, survey, true, wavelet);
+  if (split.split())
+    std::printf("parallel.domains %s: %d shot group(s) of %d ranks\n", core::describe(split, vm.dim()).c_str(),
+                comm.size() / split.count(), split.count());
+  auto const rec = model_observed(cfg, vm, survey, true, wavelet, nullptr, split.split() ? &comm : nullptr);
   if (auto const silent = silent_data(rec.data, "the modelled data", cfg); !silent.empty())
     throw Error(silent + "; nothing was written");
-  folder.claim();
+  folder->claim();
   {
     core::ScopedRegion region("ksweep::model::output");
     io::write_records(out / "observed.h5", rec);
@@ -150,7 +176,7 @@ int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator c
   }
   std::printf("wrote %s\n", io::shown_path(out / "observed.h5").c_str());
   if (cfg.output.segy) std::printf("wrote %s\n", io::shown_path(out / "observed.segy").c_str());
-  folder.finish();
+  folder->finish();
   make_directory(out / "figures");
   int const mid = survey.n_shots / 2;
   if (run_figure_script("plot_gather.py",

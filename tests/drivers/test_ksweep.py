@@ -1463,7 +1463,14 @@ def case_domains():
                      f"vs {q['loss']!r} {q['rmse']!r} {q['shots']}")
         if len(ha) != len(hb):
             fail(f"{what}: {len(ha)} iterations vs {len(hb)}")
+        # The final model's data, modelled split too.
+        if data_bytes(a, "synthetic.h5") != data_bytes(b, "synthetic.h5"):
+            fail(f"{what}: synthetic.h5 differs")
         print(f"{what}: the same bits")
+
+    def data_bytes(out, name):
+        with h5py.File(os.path.join(out, name), "r") as f:
+            return f["data"][...].tobytes()
 
     ref, _ = run("dom_ref", ["fwi.iterations=3"])
     for ranks, parts in ((2, 2), (3, 3), (4, 2), (4, 4)):
@@ -1474,6 +1481,22 @@ def case_domains():
     ksweep(base + ["--set", "fwi.iterations=3", "--set", "parallel.domains=[3]", "-o", half, "--resume", half],
            ranks=3)
     same(ref, half, "2 iterations on 2 domains, resumed on 3 domains for the third, vs 1 rank")
+    # ksweep model on a split model: each shot group models its shots on its subdomains; the
+    # same observed.h5 as one rank (2 domains x 2 shot groups, and 3 domains with 6 shots on one
+    # group).
+    model_sets = []
+    for x in ["time.nt=500", "shots.count=6", "model.crop_x=[200,400]", "propagator.batch=2"]:
+        model_sets += ["--set", x]
+    whole = fresh("dom_model_1")
+    ksweep(["model", "-c", cfg, "-o", whole] + model_sets)
+    for ranks, parts in ((4, 2), (3, 3)):
+        out = fresh(f"dom_model_{ranks}_{parts}")
+        r = ksweep(["model", "-c", cfg, "-o", out, "--set", f"parallel.domains=[{parts}]"] + model_sets, ranks=ranks)
+        if data_bytes(out, "observed.h5") != data_bytes(whole, "observed.h5"):
+            fail(f"ksweep model on {ranks} ranks, parallel.domains = [{parts}]: observed.h5 differs from 1 rank's")
+        if f"parallel.domains {parts}: {ranks // parts} shot group(s)" not in r.stdout:
+            fail(f"ksweep model on {ranks} ranks: the split is not shown:\n{r.stdout}")
+    print("ksweep model, split over 4 ranks (2 x 2) and 3 ranks (3 x 1): the same observed.h5 as 1 rank")
     # --dry-run shows the split in the memory table.
     out = fresh("dom_dry")
     r = ksweep(base + ["--set", "parallel.domains=[2]", "-o", out, "--dry-run"], ranks=2)

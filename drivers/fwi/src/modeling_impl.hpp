@@ -6,12 +6,15 @@
 #include <ksweep/core/gradient.hpp>
 #include <ksweep/core/physics.hpp>
 #include <ksweep/core/propagator.hpp>
+#include <ksweep/fwi/domains.hpp>
 #include "modeling_run.hpp"
 
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
+#include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +56,26 @@ class ModelingRun final : public Modeling<Real>::Impl {
     m_batch = st.batch > 0 ? std::min(st.batch, m_shots) : m_shots;
     m_rows = static_cast<int>(st.grid.rows());
     m_nx = st.grid.nx;
+    m_mine = {0, m_shots};
+    if (st.domains.split()) {
+      KSWEEP_REQUIRE(!variable_density,
+                     "variable density does not run on a model split into domains yet (parallel.domains)");
+      KSWEEP_REQUIRE(st.ranks, "ModelingSetup: domains " << core::describe(st.domains, st.grid.dim())
+                                                         << " split the model over ranks, and no ranks were given");
+      m_ranks = *st.ranks;
+      m_dec = decompose(*m_ranks, st.domains, st.grid, Order / 2);
+      // The damping profiles' velocity (the whole model's maximum) is set with the velocity.
+      m_sub = core::subdomain(st.grid, st.pml, st.domains, m_dec->domain_index, 1.0);
+      auto const slice = comm::slice_of(m_shots, m_dec->group_index, m_dec->groups);
+      m_mine = {slice.first, slice.count};
+      m_batch = std::max(1, std::min(m_batch, slice.count));
+      m_rows = static_cast<int>(m_sub.grid.rows());
+      m_nx = m_sub.grid.nx;
+      m_prop = std::make_unique<P>(m_space, m_sub.grid, m_sub.pml, st.dt, m_batch);
+      m_prop->set_schedule(st.schedule == core::Schedule::shots ? core::Schedule::automatic : st.schedule);
+      m_halo = link_halo(*m_prop, *m_dec, m_sub);
+      return;
+    }
     m_prop = std::make_unique<P>(m_space, st.grid, st.pml, st.dt, m_batch);
     m_prop->set_schedule(st.schedule);
   }
@@ -63,6 +86,15 @@ class ModelingRun final : public Modeling<Real>::Impl {
       KSWEEP_REQUIRE(false,
                      "set_velocity: variable-density acoustics (physics \"acoustic_vd\") needs a density: "
                      "call set_model(vp, rho)");
+    } else if (split()) {
+      // The subdomain's cells, with the damping profiles of the whole model's maximum.
+      KSWEEP_REQUIRE(!layer, "set_velocity: a separate layer velocity on a model split into domains");
+      auto const& st = this->setup;
+      Real const vmax = *std::max_element(vp, vp + st.grid.cells());
+      m_prop->set_profile_velocity(static_cast<double>(vmax));
+      m_part = core::extract(vp, st.grid, m_sub);
+      m_prop->set_velocity(velocity(m_part.data(), "ksweep::fwi::velocity"), true);
+      m_velocity_set = true;
     } else {
       if (layer) {
         m_prop->set_velocity(velocity(layer, "ksweep::fwi::layer_velocity"), true);
@@ -95,6 +127,7 @@ class ModelingRun final : public Modeling<Real>::Impl {
   }
 
   void forward(Real const* wavelets, Real* records) override {
+    if (split()) return forward_split(wavelets, records);
     for_each_batch([&](ShotBatch const& b) {
       auto const w = wavelets_in(wavelets, b);
       auto const r = records_out(records, b, "ksweep::fwi::records");
@@ -104,6 +137,7 @@ class ModelingRun final : public Modeling<Real>::Impl {
   }
 
   void adjoint(Real const* records, Real* wavelet_grad) override {
+    refuse_split("adjoint");
     for_each_batch([&](ShotBatch const& b) {
       auto const r = records_in(records, b, "ksweep::fwi::adjoint_records");
       auto const g = wavelets_out(wavelet_grad, b);
@@ -114,6 +148,7 @@ class ModelingRun final : public Modeling<Real>::Impl {
 
   double gradient(Real const* wavelets, Real const* observed, double scale, ModelingImages const& out, Real* synthetic,
                   double* shot_losses) override {
+    refuse_split("gradient");
     KSWEEP_REQUIRE(observed, "gradient: no observed data given");
     auto const img = images(out);
     auto& e = engine();
@@ -136,6 +171,7 @@ class ModelingRun final : public Modeling<Real>::Impl {
   }
 
   void vjp(Real const* wavelets, Real const* residual, ModelingImages const& out) override {
+    refuse_split("vjp");
     KSWEEP_REQUIRE(residual, "vjp: no residual given");
     auto const img = images(out);
     auto& e = engine();
@@ -152,6 +188,43 @@ class ModelingRun final : public Modeling<Real>::Impl {
   }
 
  private:
+  bool split() const { return static_cast<bool>(m_halo); }
+  void refuse_split(char const* what) const {
+    KSWEEP_REQUIRE(!split(), "Modeling::" << what
+                                          << " does not run on a model split into domains (forward() does; the "
+                                             "inversion computes split gradients)");
+  }
+
+  // This group's shots, batch by batch, on its subdomains; then every shot's records on every
+  // rank (zeros in the other groups' slots, put together by a bitwise or: each slot has one
+  // writer). An exception from after_batch waits for that.
+  void forward_split(Real const* wavelets, Real* records) {
+    KSWEEP_REQUIRE(m_velocity_set, "no velocity set: call set_velocity first");
+    KSWEEP_REQUIRE(records, "forward: no records array given");
+    auto const& st = this->setup;
+    std::exception_ptr stopped;
+    for (int first = m_mine.first; first < m_mine.first + m_mine.count; first += m_batch) {
+      ShotBatch const b{first, std::min(m_batch, m_mine.first + m_mine.count - first)};
+      std::vector<int> idx(static_cast<std::size_t>(b.count));
+      for (int i = 0; i < b.count; ++i) idx[static_cast<std::size_t>(i)] = first + i;
+      m_prop->set_survey(core::local_survey(st.survey.select(idx), st.grid, st.domains, m_sub));
+      auto const w = wavelets_in(wavelets, b);
+      auto const r = records_out(records, b, "ksweep::fwi::records");
+      m_prop->forward(w, r);
+      copy_out(r, records, b, m_nt * m_nr);
+      if (this->after_batch && !stopped) try {
+          this->after_batch(first + b.count - m_mine.first, m_mine.count);
+        } catch (...) {
+          stopped = std::current_exception();
+        }
+    }
+    std::size_t const per_shot = static_cast<std::size_t>(m_nt) * m_nr;
+    std::fill(records, records + per_shot * m_mine.first, Real(0));
+    std::fill(records + per_shot * (m_mine.first + m_mine.count), records + per_shot * m_shots, Real(0));
+    m_ranks->allreduce_bor(records, per_shot * m_shots * sizeof(Real));
+    if (stopped) std::rethrow_exception(stopped);
+  }
+
   template <class F>
   void for_each_batch(F&& f) {
     KSWEEP_REQUIRE(m_velocity_set, (variable_density ? "no model set: call set_model first"
@@ -257,6 +330,16 @@ class ModelingRun final : public Modeling<Real>::Impl {
   std::unique_ptr<E> m_engine;
   int m_shots = 0, m_ns = 0, m_nr = 0, m_nt = 0, m_batch = 0, m_rows = 0, m_nx = 0;
   bool m_velocity_set = false;
+  // A split model: the ranks, this rank's subdomain and its cells, the link to its neighbours,
+  // and the shots of its group (the whole survey otherwise).
+  // (optional: a default communicator would ask every rank of the world, and this object may
+  // live on one rank alone)
+  std::optional<comm::Communicator> m_ranks;
+  std::optional<Decomposition> m_dec;
+  core::Subdomain m_sub;
+  std::vector<Real> m_part;
+  std::shared_ptr<comm::HaloExchange<Real, ExecSpace>> m_halo;
+  ShotBatch m_mine;
 };
 
 }  // namespace impl

@@ -23,8 +23,17 @@
 /// in all: a caller reports progress there, or stops the run (Ctrl-C) by throwing from it; the
 /// object is then ready for the next call.
 ///
+/// With `domains` split (constant density, forward() only), the ranks of `ranks` form shot
+/// groups of domains.count() ranks, one subdomain each (as the inversion's Options::domains):
+/// each group models its slice of the shots on its subdomains, and every rank gets every
+/// shot's records, the same bits as one rank. forward() is then collective over `ranks`; an
+/// exception from `after_batch` is raised after the records are put together (no rank is left
+/// waiting).
+///
 /// Synchronisation: every member fences the execution space before it returns.
 
+#include <ksweep/comm/communicator.hpp>
+#include <ksweep/core/domain.hpp>
 #include <ksweep/core/geometry.hpp>
 #include <ksweep/core/schedule.hpp>
 #include <ksweep/fwi/physics.hpp>
@@ -32,6 +41,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace ksweep::fwi {
@@ -48,6 +58,8 @@ struct ModelingSetup {
   core::Schedule schedule = core::Schedule::automatic;
   storage::StorageConfig storage;  ///< the gradient's saved steps
   Physics physics = Physics::acoustic;
+  core::DomainSplit domains;                ///< the model split over `ranks` (forward() only; default: whole)
+  std::optional<comm::Communicator> ranks;  ///< the ranks of a split model (required with `domains`)
 };
 
 /// The images of a gradient, [nz][nx] or [nz][ny][nx], summed over the shots in order.
