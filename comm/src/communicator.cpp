@@ -285,6 +285,17 @@ void Communicator::abort(std::string const& message, int code) const {
   std::exit(code);
 }
 
+int world_size() {
+  int size = 1;
+#if KSWEEP_ENABLE_MPI
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (init && !fin) MPI_Comm_size(MPI_COMM_WORLD, &size);
+#endif
+  return size;
+}
+
 Slice slice_of(int n, int rank, int size) {
   int const base = n / size, extra = n % size;
   Slice s;

@@ -659,7 +659,7 @@ PYBIND11_MODULE(_ksweep, m) {
       backends = core::enabled_backends();
       backend = core::default_backend();
       concurrency = core::default_concurrency();
-      ranks = comm::Communicator().size();
+      ranks = comm::world_size();  // not collective: info() may be asked on one rank
       build = core::describe_build(false);
     });
     py::dict d;

@@ -163,6 +163,10 @@ class Communicator {
   int m_local_size = 1;
 };
 
+/// The ranks of the world (1 without MPI or before MPI starts), asked of MPI alone: unlike
+/// constructing a Communicator (which learns the ranks per node from every rank), not collective.
+int world_size();
+
 /// The contiguous slice [first, first + count) of `n` items taken by `rank` of `size`:
 /// the first n % size ranks take one more.
 struct Slice {
