@@ -192,19 +192,30 @@ void Requests::wait_all() {
   m_impl->pending.clear();
 }
 
-// Messages longer than `chunk` go as several with the same tag (received in order).
-void Communicator::isend_bytes(void const* data, std::size_t bytes, int dest, int tag, Requests& r) const {
 #if KSWEEP_ENABLE_MPI
-  if (dest < 0) return;
-  auto const* p = static_cast<char const*>(data);
+namespace {
+// Starts `bytes` from `p` as messages of at most `chunk` bytes with the same tag (received in
+// order): start(pointer, count, &request) per message.
+template <class Byte, class Start>
+void in_chunks(Byte* p, std::size_t bytes, std::vector<MPI_Request>& pending, Start&& start) {
   std::size_t off = 0;
   do {
     int const n = static_cast<int>(std::min(chunk, bytes - off));
     MPI_Request q = MPI_REQUEST_NULL;
-    check(MPI_Isend(p + off, n, MPI_BYTE, dest, tag, KSWEEP_COMM, &q), "MPI_Isend");
-    r.m_impl->pending.push_back(q);
+    start(p + off, n, &q);
+    pending.push_back(q);
     off += static_cast<std::size_t>(n);
   } while (off < bytes);
+}
+}  // namespace
+#endif
+
+void Communicator::isend_bytes(void const* data, std::size_t bytes, int dest, int tag, Requests& r) const {
+#if KSWEEP_ENABLE_MPI
+  if (dest < 0) return;
+  in_chunks(static_cast<char const*>(data), bytes, r.m_impl->pending, [&](char const* p, int n, MPI_Request* q) {
+    check(MPI_Isend(p, n, MPI_BYTE, dest, tag, KSWEEP_COMM, q), "MPI_Isend");
+  });
 #else
   KSWEEP_REQUIRE(dest < 0, "ksweep::comm::Communicator::isend_bytes to rank " << dest << " without MPI");
   (void)data, (void)bytes, (void)tag, (void)r;
@@ -214,15 +225,9 @@ void Communicator::isend_bytes(void const* data, std::size_t bytes, int dest, in
 void Communicator::irecv_bytes(void* data, std::size_t bytes, int source, int tag, Requests& r) const {
 #if KSWEEP_ENABLE_MPI
   if (source < 0) return;
-  auto* p = static_cast<char*>(data);
-  std::size_t off = 0;
-  do {
-    int const n = static_cast<int>(std::min(chunk, bytes - off));
-    MPI_Request q = MPI_REQUEST_NULL;
-    check(MPI_Irecv(p + off, n, MPI_BYTE, source, tag, KSWEEP_COMM, &q), "MPI_Irecv");
-    r.m_impl->pending.push_back(q);
-    off += static_cast<std::size_t>(n);
-  } while (off < bytes);
+  in_chunks(static_cast<char*>(data), bytes, r.m_impl->pending, [&](char* p, int n, MPI_Request* q) {
+    check(MPI_Irecv(p, n, MPI_BYTE, source, tag, KSWEEP_COMM, q), "MPI_Irecv");
+  });
 #else
   KSWEEP_REQUIRE(source < 0, "ksweep::comm::Communicator::irecv_bytes from rank " << source << " without MPI");
   (void)data, (void)bytes, (void)tag, (void)r;
