@@ -780,12 +780,19 @@ class Propagator {
     bool const lo_x = c[PmlConfig::left], hi_x = c[PmlConfig::right];
     bool const lo_y = Dim == 3 && c[PmlConfig::front], hi_y = Dim == 3 && c[PmlConfig::back];
     Windows w;
-    int const y0 = lo_y ? R : 0, y1 = hi_y ? NY - R : NY, x0 = lo_x ? R : 0, x1 = hi_x ? l.NX - R : l.NX;
-    if (lo_y) w.cut[w.n_cut++] = {0, l.NX, 0, R};
-    if (hi_y) w.cut[w.n_cut++] = {0, l.NX, NY - R, NY};
-    if (lo_x) w.cut[w.n_cut++] = {0, R, y0, y1};
-    if (hi_x) w.cut[w.n_cut++] = {l.NX - R, l.NX, y0, y1};
-    w.inner = {x0, x1, y0, y1};
+    Window& in = w.inner;
+    in.x0 = lo_x ? R : 0;
+    in.x1 = hi_x ? l.NX - R : l.NX;
+    in.y0 = lo_y ? R : 0;
+    in.y1 = hi_y ? NY - R : NY;
+    auto add = [&w](int x0, int x1, int y0, int y1) {
+      Window& strip = w.cut[w.n_cut++];
+      strip.x0 = x0, strip.x1 = x1, strip.y0 = y0, strip.y1 = y1;
+    };
+    if (lo_y) add(0, l.NX, 0, R);
+    if (hi_y) add(0, l.NX, NY - R, NY);
+    if (lo_x) add(0, R, in.y0, in.y1);
+    if (hi_x) add(l.NX - R, l.NX, in.y0, in.y1);
     return w;
   }
   template <class Tag>
