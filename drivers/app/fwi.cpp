@@ -774,10 +774,11 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
       in.estimate = fwi::estimate_wavelet(in.obs.data, syn.data, reference, in.survey.n_shots, cfg.time.nt,
                                           in.survey.n_receivers, cfg.time.dt, cfg.wavelet.stabilisation);
       in.wavelet = in.estimate.wavelet;
-      std::printf(
-          "wavelet estimated: unexplained data %.4f with it, %.4f with the Ricker reference (on the starting "
-          "model)\n",
-          in.estimate.residual, in.estimate.residual_reference);
+      if (comm.is_root())
+        std::printf(
+            "wavelet estimated: unexplained data %.4f with it, %.4f with the Ricker reference (on the starting "
+            "model)\n",
+            in.estimate.residual, in.estimate.residual_reference);
     } catch (Interrupted const&) {
       interrupted = true;
     } catch (Error const& e) {
