@@ -156,9 +156,12 @@ class HaloExchange {
         if ((i == 0 ? g.front : g.back) >= 0)
           pack(impl::PackRows<Real, memory_space>{u, m_ybuf[i], m_yrows[i], R, g.NY + 2 * R, false}, shots,
                "ksweep::comm::pack_y");
+    // Staged: the faces to the host mirrors, ordered after the packing; one fence for all.
+    if (x && staged(m_xbuf, m_xhost)) copy(m_xbuf, m_xhost, 0, shots, g.left, g.right);
+    if (y && staged(m_ybuf, m_yhost)) copy(m_ybuf, m_yhost, 0, shots, g.front, g.back);
     m_space.fence();
-    if (x) post(m_xbuf, m_xhost, shots, g.left, g.right, 0);
-    if (y) post(m_ybuf, m_yhost, shots, g.front, g.back, 2);
+    if (x) post(m_xhost, m_xbuf[0].extent(1) * m_xbuf[0].extent(2), shots, g.left, g.right, 0);
+    if (y) post(m_yhost, m_ybuf[0].extent(1) * m_ybuf[0].extent(2), shots, g.front, g.back, 2);
     m_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
@@ -170,14 +173,14 @@ class HaloExchange {
     auto const& g = m_g;
     int const R = g.radius;
     if (g.left >= 0 || g.right >= 0) {
-      if (staged(m_xbuf, m_xhost)) copy_in(m_xbuf, m_xhost, shots, g.left, g.right);
+      if (staged(m_xbuf, m_xhost)) copy(m_xbuf, m_xhost, 2, shots, g.left, g.right);
       for (int i = 2; i < 4; ++i)
         if ((i == 2 ? g.left : g.right) >= 0)
           pack(impl::PackColumns<Real, memory_space>{u, m_xbuf[i], m_xcols[i], R, true}, shots,
                "ksweep::comm::unpack_x");
     }
     if (g.dim == 3 && (g.front >= 0 || g.back >= 0)) {
-      if (staged(m_ybuf, m_yhost)) copy_in(m_ybuf, m_yhost, shots, g.front, g.back);
+      if (staged(m_ybuf, m_yhost)) copy(m_ybuf, m_yhost, 2, shots, g.front, g.back);
       for (int i = 2; i < 4; ++i)
         if ((i == 2 ? g.front : g.back) >= 0)
           pack(impl::PackRows<Real, memory_space>{u, m_ybuf[i], m_yrows[i], R, g.NY + 2 * R, true}, shots,
@@ -226,26 +229,26 @@ class HaloExchange {
     return host[0].data() != buf[0].data();
   }
 
-  // Starts buf[0] to `low` and buf[1] to `high`, buf[2] from `low` and buf[3] from `high`
-  // (through the host mirrors made once when staged). Tags: tag0 low-going, tag0 + 1
-  // high-going (x faces 0, y faces 2: a rank may be two faces' neighbour).
-  void post(field3 const (&buf)[4], typename field3::HostMirror const (&host)[4], int shots, int low, int high,
-            int tag0) {
-    std::size_t const bytes = static_cast<std::size_t>(shots) * buf[0].extent(1) * buf[0].extent(2) * sizeof(Real);
-    if (staged(buf, host)) {
-      for (int i = 0; i < 2; ++i)
-        if ((i == 0 ? low : high) >= 0) Kokkos::deep_copy(m_space, part(host[i], shots), part(buf[i], shots));
-      m_space.fence();
-    }
+  // Starts host[0] to `low` and host[1] to `high`, host[2] from `low` and host[3] from `high`
+  // (`values` per shot each). Tags: tag0 low-going, tag0 + 1 high-going (x faces 0, y faces 2:
+  // a rank may be two faces' neighbour).
+  void post(typename field3::HostMirror const (&host)[4], std::size_t values, int shots, int low, int high, int tag0) {
+    std::size_t const bytes = static_cast<std::size_t>(shots) * values * sizeof(Real);
     m_comm.irecv_bytes(host[2].data(), bytes, low, tag_base + tag0 + 1, m_requests);
     m_comm.irecv_bytes(host[3].data(), bytes, high, tag_base + tag0, m_requests);
     m_comm.isend_bytes(host[0].data(), bytes, low, tag_base + tag0, m_requests);
     m_comm.isend_bytes(host[1].data(), bytes, high, tag_base + tag0 + 1, m_requests);
   }
-  // The received faces from the host mirrors into the buffers (ordered before the unpacking).
-  void copy_in(field3 const (&buf)[4], typename field3::HostMirror const (&host)[4], int shots, int low, int high) {
-    for (int i = 2; i < 4; ++i)
-      if ((i == 2 ? low : high) >= 0) Kokkos::deep_copy(m_space, part(buf[i], shots), part(host[i], shots));
+  // Staged faces between the buffers and their host mirrors, on the instance (no fence): the
+  // outgoing pair [0], [1] to the host (first = 0), the incoming pair [2], [3] back (first = 2);
+  // those of a side without neighbour are left alone.
+  void copy(field3 const (&buf)[4], typename field3::HostMirror const (&host)[4], int first, int shots, int low,
+            int high) {
+    for (int i = first; i < first + 2; ++i) {
+      if ((i == first ? low : high) < 0) continue;
+      if (first == 0) Kokkos::deep_copy(m_space, part(host[i], shots), part(buf[i], shots));
+      else Kokkos::deep_copy(m_space, part(buf[i], shots), part(host[i], shots));
+    }
   }
 
   // What MPI reads and writes for a buffer: the buffer where the host (or GPU-aware MPI) can

@@ -17,18 +17,15 @@ struct HaloLink {
   using field3 = Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace>;
   using record_view = Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace>;
   /// Fills the halo beyond the cut faces of the first `shots` shots of a wavefield level
-  /// ([shot][field row][NX + 2R]) with the neighbours' cells. Called after every launch that
-  /// writes the level's cells, after the launches of the propagator's instance (which it
-  /// fences or orders itself after).
-  std::function<void(field3 const&, int shots)> exchange;
-  /// The same exchange in two halves (optional): begin() once the cells within R of the cut
-  /// faces are final (it fences the propagator's instance, then sends them), finish() after the
-  /// launches that may run meanwhile (it receives and fills the halo, and fences).
+  /// ([shot][field row][NX + 2R]) with the neighbours' cells, in two halves: begin() once the
+  /// cells within R of the cut faces are final (it fences the propagator's instance, then sends
+  /// them), finish() after the launches that may run meanwhile, none writing those cells (it
+  /// receives, fills the halo, and fences). An exchange without overlap is the two in a row.
   std::function<void(field3 const&, int shots)> begin, finish;
   /// Records [shot][time][receiver] of the first `shots` shots: every subdomain's receivers
   /// into every subdomain's records, bit for bit (each receiver is held by one subdomain).
   std::function<void(record_view const&, int shots)> gather_records;
-  explicit operator bool() const { return static_cast<bool>(exchange); }
+  explicit operator bool() const { return static_cast<bool>(begin); }
 };
 
 /// Zeroes the values of the points held elsewhere: v [shot][time][point] (time_major) or

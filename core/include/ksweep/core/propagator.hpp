@@ -130,8 +130,7 @@ class Propagator {
     m_link = std::move(link);
   }
   bool linked() const { return static_cast<bool>(m_link); }
-  /// With a link whose exchange can start and finish apart (HaloLink::begin, finish): whether
-  /// each step runs the cells next to its cut faces first and sends them while its other cells
+  /// With a link: whether each step runs the cells next to its cut faces first and sends them while its other cells
   /// run, or runs the whole step and then exchanges. The results are the same bits either way.
   /// Default (automatic): on devices, where the inner cells run while the host drives MPI; on
   /// hosts only for splits without a cut along x: their launches block (MPI moves the faces in
@@ -152,7 +151,9 @@ class Propagator {
   }
   /// Fills the cut faces' halo of a level of the current batch (nothing without a link).
   void exchange(field3 const& u) const {
-    if (m_link) m_link.exchange(u, m_survey.n_shots);
+    if (!m_link) return;
+    m_link.begin(u, m_survey.n_shots);
+    m_link.finish(u, m_survey.n_shots);
   }
   /// With a link: every subdomain's receivers into `records` [shot][nt][receiver] (the slots
   /// of the receivers held elsewhere are zeroed here first, then combined bit for bit).
@@ -761,7 +762,7 @@ class Propagator {
   }
 
   // Whether steps overlap their halo exchange with the inner cells.
-  bool overlaps() const { return m_link && m_link.begin && overlap(); }
+  bool overlaps() const { return m_link && overlap(); }
 
   // Windows of the padded grid [x0, x1) x [y0, y1): the strips of R cells next to each cut face
   // (y faces whole along x, then x faces between them) and the inner cells.

@@ -62,7 +62,6 @@ std::shared_ptr<comm::HaloExchange<typename Propagator::real_type, typename Prop
   core::HaloLink<Real, typename Propagator::memory_space> hl;
   if (dec.split.split()) {
     Exchange* e = ex.get();
-    hl.exchange = [e](auto const& u, int shots) { e->exchange(u, shots); };
     hl.begin = [e](auto const& u, int shots) { e->begin(u, shots); };
     hl.finish = [e](auto const& u, int shots) { e->finish(u, shots); };
     hl.gather_records = [e](auto const& v, int shots) { e->gather(v, shots); };
