@@ -53,8 +53,6 @@ bool wavelet_from_file(io::Config const& cfg);
 io::RecordsFile model_observed(io::Config const& cfg, io::VelocityModel const& vm, core::Survey const& survey,
                                bool verbose, std::vector<double> const& wavelet,
                                std::vector<float> const* density = nullptr, comm::Communicator const* ranks = nullptr);
-/// Whether parallel.domains splits the model (then every rank takes part in model_observed).
-bool models_split(io::Config const& cfg);
 /// Runs a figure script of drivers/python with /usr/bin/python3; returns false (and prints a
 /// warning) when it fails, since the data it draws is already on disk.
 bool run_figure_script(std::string const& script, std::vector<std::string> const& args);

@@ -747,7 +747,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   // SIGTERM honoured between shot batches; after the modelling when split).
   bool interrupted = false;
   std::string silent;
-  bool const split = models_split(cfg);
+  bool const split = domain_split(cfg).split();
   comm::Communicator const* const ranks = split ? &comm : nullptr;
   if ((comm.is_root() || split) && f.observed.empty()) {
     if (comm.is_root()) std::printf("modelling observed data (%d shots)\n", in.survey.n_shots);

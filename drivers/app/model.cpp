@@ -106,8 +106,6 @@ io::RecordsFile model_observed(io::Config const& cfg, io::VelocityModel const& v
                                             : model_records<float>(cfg, vm, survey, verbose, wavelet, density, ranks);
 }
 
-bool models_split(io::Config const& cfg) { return domain_split(cfg).split(); }
-
 int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm) {
   // Every check first, the cheap ones (sizes from the model's shape, memory, the output
   // folder) before the model is read: nothing is written until they all pass.

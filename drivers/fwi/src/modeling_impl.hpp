@@ -127,13 +127,21 @@ class ModelingRun final : public Modeling<Real>::Impl {
   }
 
   void forward(Real const* wavelets, Real* records) override {
-    if (split()) return forward_split(wavelets, records);
-    for_each_batch([&](ShotBatch const& b) {
+    KSWEEP_REQUIRE(records || !split(), "forward: no records array given (a split model gathers them there)");
+    auto const stopped = for_each_batch([&](ShotBatch const& b) {
       auto const w = wavelets_in(wavelets, b);
       auto const r = records_out(records, b, "ksweep::fwi::records");
       m_prop->forward(w, r);
       copy_out(r, records, b, m_nt * m_nr);
     });
+    if (!split()) return;
+    // Every shot's records on every rank: zeros in the other groups' slots, put together by a
+    // bitwise or (each slot has one writer); then the exception after_batch raised, if any.
+    std::size_t const per_shot = static_cast<std::size_t>(m_nt) * m_nr;
+    std::fill(records, records + per_shot * m_mine.first, Real(0));
+    std::fill(records + per_shot * (m_mine.first + m_mine.count), records + per_shot * m_shots, Real(0));
+    m_ranks->allreduce_bor(records, per_shot * m_shots * sizeof(Real));
+    if (stopped) std::rethrow_exception(stopped);
   }
 
   void adjoint(Real const* records, Real* wavelet_grad) override {
@@ -195,49 +203,37 @@ class ModelingRun final : public Modeling<Real>::Impl {
                                              "inversion computes split gradients)");
   }
 
-  // This group's shots, batch by batch, on its subdomains; then every shot's records on every
-  // rank (zeros in the other groups' slots, put together by a bitwise or: each slot has one
-  // writer). An exception from after_batch waits for that.
-  void forward_split(Real const* wavelets, Real* records) {
-    KSWEEP_REQUIRE(m_velocity_set, "no velocity set: call set_velocity first");
-    KSWEEP_REQUIRE(records, "forward: no records array given");
-    auto const& st = this->setup;
-    std::exception_ptr stopped;
-    for (int first = m_mine.first; first < m_mine.first + m_mine.count; first += m_batch) {
-      ShotBatch const b{first, std::min(m_batch, m_mine.first + m_mine.count - first)};
-      std::vector<int> idx(static_cast<std::size_t>(b.count));
-      for (int i = 0; i < b.count; ++i) idx[static_cast<std::size_t>(i)] = first + i;
-      m_prop->set_survey(core::local_survey(st.survey.select(idx), st.grid, st.domains, m_sub));
-      auto const w = wavelets_in(wavelets, b);
-      auto const r = records_out(records, b, "ksweep::fwi::records");
-      m_prop->forward(w, r);
-      copy_out(r, records, b, m_nt * m_nr);
-      if (this->after_batch && !stopped) try {
-          this->after_batch(first + b.count - m_mine.first, m_mine.count);
-        } catch (...) {
-          stopped = std::current_exception();
-        }
-    }
-    std::size_t const per_shot = static_cast<std::size_t>(m_nt) * m_nr;
-    std::fill(records, records + per_shot * m_mine.first, Real(0));
-    std::fill(records + per_shot * (m_mine.first + m_mine.count), records + per_shot * m_shots, Real(0));
-    m_ranks->allreduce_bor(records, per_shot * m_shots * sizeof(Real));
-    if (stopped) std::rethrow_exception(stopped);
-  }
-
+  // The shots of this rank (all, or its shot group's on a split model: their points in its
+  // subdomain), batch by batch. after_batch(done, of) counts them; on a split model an exception
+  // from it is returned instead of raised, so that the caller first completes what every rank
+  // takes part in.
   template <class F>
-  void for_each_batch(F&& f) {
+  std::exception_ptr for_each_batch(F&& f) {
     KSWEEP_REQUIRE(m_velocity_set, (variable_density ? "no model set: call set_model first"
                                                      : "no velocity set: call set_velocity first"));
-    for (int first = 0; first < m_shots; first += m_batch) {
-      ShotBatch const b{first, std::min(m_batch, m_shots - first)};
+    auto const& st = this->setup;
+    std::exception_ptr stopped;
+    int const end = m_mine.first + m_mine.count;
+    for (int first = m_mine.first; first < end; first += m_batch) {
+      ShotBatch const b{first, std::min(m_batch, end - first)};
       std::vector<int> idx(static_cast<std::size_t>(b.count));
       for (int i = 0; i < b.count; ++i) idx[static_cast<std::size_t>(i)] = first + i;
-      m_prop->set_survey(b.count == m_shots ? this->setup.survey : this->setup.survey.select(idx));
+      core::Survey const shots = b.count == m_shots ? st.survey : st.survey.select(idx);
+      m_prop->set_survey(split() ? core::local_survey(shots, st.grid, st.domains, m_sub) : shots);
       f(b);
       m_space.fence();
-      if (this->after_batch) this->after_batch(first + b.count, m_shots);
+      if (!this->after_batch || stopped) continue;
+      if (!split()) {
+        this->after_batch(first + b.count, m_shots);
+        continue;
+      }
+      try {
+        this->after_batch(first + b.count - m_mine.first, m_mine.count);
+      } catch (...) {
+        stopped = std::current_exception();
+      }
     }
+    return stopped;
   }
 
   typename P::velocity_view velocity(Real const* v, char const* label) {
