@@ -2,6 +2,7 @@
 // every location, the effect of lossy storage on the gradient, and every allocation against the
 // sizes the memory estimate computes.
 
+#include <ksweep/core/domain.hpp>
 #include <ksweep/core/gradient.hpp>
 #include <ksweep/core/sizes.hpp>
 #include <harness.hpp>
@@ -10,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -171,12 +174,15 @@ KSWEEP_LARGE_TEST(slow_gradient_example_size) {
 
 namespace {
 
-// The saved cells of the gradient (core::saved_cells): in 2D the ring of M cells around the model
+// The saved cells of the gradient (core::ring_layout): in 2D the ring of M cells around the model
 // (or the model with it), row by row; in 3D the shell of the model box, as a count and cell by
 // cell, with and without a free surface.
 KSWEEP_TEST(saved_cells_ring_2d_shell_3d) {
   int const m = 2;
-  std::array<core::GridAxis, 2> const a2{core::GridAxis{12, 5, 22}, core::GridAxis{9, 5, 19}};
+  core::PmlConfig pml;
+  pml.width = 5;
+  core::Layout const l2(core::ModelGrid(12, 9, 10.0), pml, 2 * m);
+  auto const a2 = core::grid_axes<2>(l2);
   for (bool whole : {false, true}) {
     std::vector<int> expected;
     int const P = a2[1].N + 2 * m;
@@ -185,12 +191,15 @@ KSWEEP_TEST(saved_cells_ring_2d_shell_3d) {
         bool const model = !a2[0].in_layer(iz) && !a2[1].in_layer(ix);
         if (whole || !model) expected.push_back((iz + m) * P + ix + m);
       }
-    EXPECT_EQ(core::saved_cells(a2, m, false, whole), expected) << "2D, whole " << whole;
+    EXPECT_EQ(core::ring_layout(l2, whole, storage::Dtype::fp32), expected) << "2D, whole " << whole;
   }
   for (bool fs : {false, true}) {
-    std::array<core::GridAxis, 3> const a3{core::GridAxis{6, fs ? 0 : 4, fs ? 10 : 14}, core::GridAxis{7, 4, 15},
-                                           core::GridAxis{8, 4, 16}};
-    auto const ring = core::saved_cells(a3, m, fs, false), box = core::saved_cells(a3, m, fs, true);
+    pml.width = 4;
+    pml.free_surface = fs;
+    core::Layout const l3(core::ModelGrid::volume(6, 7, 8, 10.0), pml, 2 * m);
+    auto const a3 = core::grid_axes<3>(l3);
+    auto const ring = core::ring_layout(l3, false, storage::Dtype::bf16),
+               box = core::ring_layout(l3, true, storage::Dtype::bf16);
     long const rows = fs ? a3[0].n + m : a3[0].n + 2 * m;
     long const volume = rows * (a3[1].n + 2 * m) * (a3[2].n + 2 * m), model = 6L * 7 * 8;
     EXPECT_EQ(static_cast<long>(box.size()), volume) << "free surface " << fs;
@@ -208,6 +217,93 @@ KSWEEP_TEST(saved_cells_ring_2d_shell_3d) {
           << "a cell farther than " << m << " from the model";
     }
   }
+}
+
+// The codec blocks of the saved cells (fp16, int8: a scale per block) hold the same cells of the
+// model, however it is split into domains with cuts on multiples of core::cut_alignment: every
+// block of the whole model's layout is a block of one subdomain's layout, cell for cell in model
+// coordinates. So the saved values code to the same bits on every split. Also: the layout lists
+// every saved cell once, and tiles away from the edges need no padding.
+KSWEEP_TEST(saved_cells_code_alike_on_every_split) {
+  using Block = std::vector<std::array<int, 3>>;  // model (z, y, x) of each cell; {-1, -1, -1}: padding
+  auto blocks = [](core::Layout const& l, bool full, int y0, int x0) {
+    auto const off = core::ring_layout(l, full, storage::Dtype::fp16);
+    int const m = l.radius;
+    long const sy = l.NX + 2 * m, sz = sy * (l.dim == 3 ? l.NY + 2 * m : 1);
+    std::vector<Block> out;
+    for (std::size_t k = 0; k < off.size(); ++k) {
+      if (k % storage::block_size == 0) out.emplace_back();
+      int const o = off[k];
+      if (o < 0) {
+        out.back().push_back({-1, -1, -1});
+        continue;
+      }
+      int const z = static_cast<int>(o / sz) - m - l.top, y = static_cast<int>(o % sz / sy) - m - l.front + y0,
+                x = static_cast<int>(o % sy) - m - l.left + x0;
+      out.back().push_back({z, l.dim == 3 ? y : 0, x});
+    }
+    return out;
+  };
+  int compared = 0;
+  for (int dim : {2, 3})
+    for (int order : {2, 4, 6, 8})
+      for (bool fs : {false, true})
+        for (bool full : {false, true}) {
+          core::PmlConfig pml;
+          pml.width = order + 1;
+          pml.free_surface = fs;
+          core::ModelGrid const grid =
+              dim == 3 ? core::ModelGrid::volume(7, 21, 26, 10.0) : core::ModelGrid(9, 283, 10.0);
+          core::Layout const whole(grid, pml, order);
+          int const g = core::cut_alignment(whole, full, storage::Dtype::fp16);
+          std::string const what = std::to_string(dim) + "D, order " + std::to_string(order) +
+                                   (fs ? ", free surface" : "") + (full ? ", full" : ", boundary") + ", tiles of " +
+                                   std::to_string(g);
+          EXPECT_EQ(core::cut_alignment(whole, full, storage::Dtype::fp32), 1) << what;
+          auto const ref = blocks(whole, full, 0, 0);
+          // Every saved cell once.
+          auto plain = core::ring_layout(whole, full, storage::Dtype::fp32);
+          auto tiled = core::ring_layout(whole, full, storage::Dtype::int8);
+          EXPECT_EQ(tiled.size() % storage::block_size, 0u) << what;
+          tiled.erase(std::remove_if(tiled.begin(), tiled.end(), [](int o) { return o < 0; }), tiled.end());
+          std::sort(tiled.begin(), tiled.end());
+          EXPECT_EQ(tiled, plain) << what;
+          // Padding only in the edge tiles (and in each tile for the odd columns of a free surface).
+          long const columns = (fs ? 1 : 2) * (order / 2) + (full ? grid.nz : 0);
+          long const edge = dim == 3 ? 2L * ((grid.ny + g - 1) / g + (grid.nx + g - 1) / g) : 2;
+          long const per_tile =
+              (storage::block_size - columns * g * (dim == 3 ? g : 1) % storage::block_size) % storage::block_size;
+          long const tiles =
+              dim == 3 ? static_cast<long>((grid.ny + g - 1) / g) * ((grid.nx + g - 1) / g) : (grid.nx + g - 1) / g;
+          EXPECT_LE(static_cast<long>(core::ring_stride(whole, full, storage::Dtype::fp16) - plain.size()),
+                    edge * storage::block_size + tiles * per_tile)
+              << what;
+          for (core::DomainSplit split : {core::DomainSplit{1, 2}, core::DomainSplit{1, 3}, core::DomainSplit{2, 1},
+                                          core::DomainSplit{2, 2}, core::DomainSplit{3, 2}}) {
+            if (dim == 2 && split.ny_parts > 1) continue;
+            split.align = g;
+            try {
+              core::check_split(grid, split, order / 2, split.count());
+            } catch (Error const&) {
+              continue;  // parts too thin for these tiles
+            }
+            std::vector<Block> got;
+            for (int i = 0; i < split.count(); ++i) {
+              auto const d = core::subdomain(grid, pml, split, i, 1500.0);
+              EXPECT_EQ(d.x0 % g, 0) << what;
+              EXPECT_EQ(d.y0 % g, 0) << what;
+              auto const b = blocks(core::Layout(d.grid, d.pml, order), full, d.y0, d.x0);
+              got.insert(got.end(), b.begin(), b.end());
+            }
+            auto want = ref;
+            std::sort(want.begin(), want.end());
+            std::sort(got.begin(), got.end());
+            EXPECT_TRUE(got == want) << what << ", domains " << core::describe(split, dim);
+            ++compared;
+          }
+        }
+  std::printf("saved cells: the same codec blocks on %d splits\n", compared);
+  EXPECT_GE(compared, 60);
 }
 
 }  // namespace
@@ -298,7 +394,7 @@ void allocations_match_sizes(core::Schedule schedule) {
                         Allocations::peak("ksweep::core::vp_upload"),
                     core::coefficient_values(l) * R)
               << what;
-          long long const stride = core::ring_stride(core::ring_cells(l, strategy == storage::Strategy::full), dtype);
+          long long const stride = core::ring_stride(l, strategy == storage::Strategy::full, dtype);
           EXPECT_EQ(static_cast<long long>(engine.ring_cells()),
                     core::ring_cells(l, strategy == storage::Strategy::full))
               << what;

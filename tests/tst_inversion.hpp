@@ -96,6 +96,45 @@ struct SmallInversion {
   }
 };
 
+// L-BFGS resumed from its state (what a checkpoint holds) takes the steps of an uninterrupted
+// run: 6 iterations equal 3, a new inversion restored from the state, and 3 more. Without the
+// pairs (a state of checkpoint format 2) it starts afresh: other bits.
+KSWEEP_TEST(lbfgs_resumes_bit_for_bit) {
+  SmallInversion const small;
+  comm::Communicator comm;
+  auto o = small.options(fwi::Method::lbfgs);
+  o.lbfgs.memory = 2;  // full after 2 iterations: the resumed run replaces pairs too
+  fwi::Inversion ref(small.pb, o, comm);
+  std::vector<fwi::Report> want;
+  for (int it = 0; it < 6; ++it) want.push_back(ref.step());
+  fwi::Inversion first(small.pb, o, comm);
+  for (int it = 0; it < 3; ++it) first.step();
+  auto const st = first.state();
+  ASSERT_EQ(st.lbfgs.pairs, 2) << "the state holds L-BFGS's pairs";
+  fwi::Inversion resumed(small.pb, o, comm);
+  resumed.restore(st);
+  for (std::size_t it = 3; it < 6; ++it) {
+    auto const r = resumed.step();
+    EXPECT_EQ(std::memcmp(&r.loss, &want[it].loss, sizeof r.loss), 0)
+        << "loss of iteration " << it + 1 << ": " << r.loss << " vs " << want[it].loss;
+    EXPECT_EQ(r.evaluations, want[it].evaluations) << "evaluations of iteration " << it + 1;
+  }
+  auto const a = resumed.model(), b = ref.model();
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "the resumed model differs";
+  fwi::Inversion fresh(small.pb, o, comm);
+  auto bare = st;
+  bare.lbfgs = {};
+  fresh.restore(bare);
+  for (int it = 3; it < 6; ++it) fresh.step();
+  auto const c = fresh.model();
+  EXPECT_NE(std::memcmp(c.data(), b.data(), c.size() * sizeof(float)), 0) << "the pairs made no difference";
+  // A state that does not fit is refused by name.
+  auto bad = st;
+  bad.lbfgs.rho.pop_back();
+  fwi::Inversion other(small.pb, o, comm);
+  EXPECT_THROW(other.restore(bad), Error);
+}
+
 KSWEEP_TEST(lbfgs_inversion_beats_adam_in_evaluations) {
   SmallInversion const small;
   comm::Communicator const comm;

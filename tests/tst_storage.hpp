@@ -47,14 +47,14 @@ std::vector<float> random_values(std::size_t n, unsigned seed) {
 }
 
 float block_max(std::vector<float> const& v, std::size_t i) {
-  std::size_t const b0 = i / 256 * 256, b1 = std::min(v.size(), b0 + 256);
+  std::size_t const B = storage::block_size, b0 = i / B * B, b1 = std::min(v.size(), b0 + B);
   float m = 0;
   for (std::size_t j = b0; j < b1; ++j) m = std::max(m, std::abs(v[j]));
   return m;
 }
 
 KSWEEP_TEST(codec_int8_error_bound) {
-  auto v = random_values(1000, 1);  // not a multiple of 256: a partial last block
+  auto v = random_values(1000, 1);  // not a multiple of the block size: a partial last block
   auto r = roundtrip(storage::Dtype::int8, v);
   double worst = 0;
   for (std::size_t i = 0; i < v.size(); ++i) {
@@ -87,8 +87,8 @@ KSWEEP_TEST(codec_special_blocks) {
   for (auto d : {storage::Dtype::fp16, storage::Dtype::int8, storage::Dtype::bf16}) {
     auto r = roundtrip(d, v);
     for (int i = 0; i < 256; ++i) EXPECT_EQ(r[i], 0.0f) << "zeros, " << storage::to_string(d);
-    float const m = block_max(v, 300);
     for (int i = 256; i < 512; ++i) {
+      float const m = block_max(v, static_cast<std::size_t>(i));
       double const tol = d == storage::Dtype::int8 ? m / 254.0
                                                    : (d == storage::Dtype::fp16 ? m * std::ldexp(1.0, -11)
                                                                                 : std::abs(v[i]) * std::ldexp(1.0, -8));

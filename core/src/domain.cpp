@@ -7,9 +7,21 @@
 
 namespace ksweep::core {
 
-AxisPart axis_part(int n, int p, int parts) {
-  int const base = n / parts, extra = n % parts;
-  return {p * base + std::min(p, extra), base + (p < extra ? 1 : 0)};
+AxisPart axis_part(int n, int p, int parts, int align) {
+  if (align <= 1) {
+    int const base = n / parts, extra = n % parts;
+    return {p * base + std::min(p, extra), base + (p < extra ? 1 : 0)};
+  }
+  // The cut before part q: the multiple of align nearest to q n / parts (ties to the lower one).
+  auto cut = [&](int q) -> int {
+    if (q <= 0) return 0;
+    if (q >= parts) return n;
+    long long const num = 2LL * q * n, den = 2LL * parts * align;
+    long long const k = (num + static_cast<long long>(parts) * align - 1) / den;
+    return static_cast<int>(std::min<long long>(n, k * align));
+  };
+  int const first = cut(p);
+  return {first, std::max(0, cut(p + 1) - first)};
 }
 
 std::string describe(DomainSplit const& split, int dim) {
@@ -24,13 +36,24 @@ void check_split(ModelGrid const& grid, DomainSplit const& split, int radius, in
             : "parallel.domains = [" + std::to_string(split.nx_parts) + "]";
   KSWEEP_REQUIRE(split.nx_parts >= 1 && split.ny_parts >= 1, what << ": every axis needs at least 1 part");
   KSWEEP_REQUIRE(three || split.ny_parts == 1, what << ": a 2D model is split along x only");
-  int const min_cells = 2 * radius + 1;
+  KSWEEP_REQUIRE(split.align >= 1, what << ": the cut alignment " << split.align << " must be >= 1 cell");
+  int const min_cells = 2 * radius + 1, align = split.align;
+  auto thinnest = [&](int n, int parts) {
+    int t = n;
+    for (int p = 0; p < parts; ++p) t = std::min(t, axis_part(n, p, parts, align).count);
+    return t;
+  };
   auto check_axis = [&](int n, int parts, char const* axis) {
-    int const thinnest = n / parts;
-    KSWEEP_REQUIRE(thinnest >= min_cells, what << " leaves parts of " << thinnest << " cells along " << axis << " ("
-                                               << n << " cells in " << parts << " parts); each needs at least "
-                                               << min_cells << " cells (2 x the stencil radius " << radius
-                                               << " + 1): at most " << std::max(1, n / min_cells) << " parts");
+    int const t = thinnest(n, parts);
+    if (t >= min_cells) return;
+    int most = 1;
+    while (most < n && thinnest(n, most + 1) >= min_cells) ++most;
+    std::string const cuts = align > 1 ? ", cuts on multiples of " + std::to_string(align) +
+                                             " cells (the codec blocks of the boundary storage)"
+                                       : std::string();
+    KSWEEP_REQUIRE(false, what << " leaves parts of " << t << " cells along " << axis << " (" << n << " cells in "
+                               << parts << " parts" << cuts << "); each needs at least " << min_cells
+                               << " cells (2 x the stencil radius " << radius << " + 1): at most " << most << " parts");
   };
   check_axis(grid.nx, split.nx_parts, "x");
   if (three) check_axis(grid.ny, split.ny_parts, "y");
@@ -53,11 +76,11 @@ Subdomain subdomain(ModelGrid const& grid, PmlConfig const& pml, DomainSplit con
   d.index = index;
   d.iy = index / split.nx_parts;
   d.ix = index % split.nx_parts;
-  AxisPart const px = axis_part(grid.nx, d.ix, split.nx_parts);
+  AxisPart const px = axis_part(grid.nx, d.ix, split.nx_parts, split.align);
   d.x0 = px.first;
   d.nx = px.count;
   if (three) {
-    AxisPart const py = axis_part(grid.ny, d.iy, split.ny_parts);
+    AxisPart const py = axis_part(grid.ny, d.iy, split.ny_parts, split.align);
     d.y0 = py.first;
     d.ny = py.count;
   }
@@ -80,9 +103,9 @@ Subdomain subdomain(ModelGrid const& grid, PmlConfig const& pml, DomainSplit con
 
 namespace {
 // The part of an axis holding cell `c`.
-int part_of(int n, int parts, int c) {
+int part_of(int n, int parts, int align, int c) {
   for (int p = 0; p < parts; ++p) {
-    AxisPart const a = axis_part(n, p, parts);
+    AxisPart const a = axis_part(n, p, parts, align);
     if (c < a.first + a.count) return p;
   }
   return parts - 1;
@@ -103,13 +126,13 @@ Survey local_survey(Survey const& survey, ModelGrid const& whole, DomainSplit co
   };
   auto place = [&](Point const& p, bool& here, std::string const& what) {
     int const cx = static_cast<int>(std::floor(p.x)), cy = three ? static_cast<int>(std::floor(p.y)) : 0;
-    int const ix = part_of(whole.nx, split.nx_parts, std::clamp(cx, 0, whole.nx - 1));
-    int const iy = three ? part_of(whole.ny, split.ny_parts, std::clamp(cy, 0, whole.ny - 1)) : 0;
+    int const ix = part_of(whole.nx, split.nx_parts, split.align, std::clamp(cx, 0, whole.nx - 1));
+    int const iy = three ? part_of(whole.ny, split.ny_parts, split.align, std::clamp(cy, 0, whole.ny - 1)) : 0;
     // The taps must stay in the owner's cells (its layer included on the model's edges).
     auto check_axis = [&](double v, int n, int parts, int part, char const* axis) {
       int lo = 0, hi = 0;
       window(v, lo, hi);
-      AxisPart const a = axis_part(n, part, parts);
+      AxisPart const a = axis_part(n, part, parts, split.align);
       int const first = part > 0 ? a.first : -1000000, last = part + 1 < parts ? a.first + a.count - 1 : 1000000;
       KSWEEP_REQUIRE(lo >= first && hi <= last,
                      what << " at " << axis << " = " << v << " cells: its interpolation taps " << axis << " = " << lo

@@ -21,9 +21,8 @@ std::array<std::array<int, 2>, 3> strip_extents(Layout const& l) {
 }
 
 sz state_values(Layout const& l, int shots) {
-  auto const ext = strip_extents(l);
   sz layer = 0;
-  for (int a = 0; a < l.dim; ++a) layer += static_cast<sz>(ext[static_cast<sz>(a)][0]) * ext[static_cast<sz>(a)][1];
+  for (auto const& e : strip_extents(l)) layer += static_cast<sz>(e[0]) * static_cast<sz>(e[1]);  // unused axes: 0
   // Two levels of u; psi and zeta of each axis, two levels each, [side][shot][...].
   return 2 * level_values(l, shots) + 2 * 2 * 2 * static_cast<sz>(shots) * layer;
 }
@@ -41,10 +40,75 @@ long long ring_cells(Layout const& l, bool full) {
   return full ? box : box - static_cast<long long>(l.model_rows()) * l.nx;
 }
 
-long long ring_stride(long long cells, storage::Dtype dtype) {
-  if (!storage::block_coupled(dtype)) return cells;
-  long long const b = static_cast<long long>(storage::block_size);
-  return (cells + b - 1) / b * b;
+int cut_alignment(Layout const& l, bool full, storage::Dtype dtype) {
+  if (!storage::block_coupled(dtype)) return 1;
+  long long const M = l.radius, B = storage::block_size;
+  long long const column = (l.top > 0 ? M : 0) + (l.bottom > 0 ? M : 0) + (full ? l.nz : 0);
+  int const largest = l.dim == 3 ? 8 : 64;
+  int g = 1;
+  while (g < largest && (column * g * (l.dim == 3 ? g : 1)) % B != 0) g *= 2;
+  return g;
+}
+
+std::vector<int> ring_layout(Layout const& l, bool full, storage::Dtype dtype) {
+  int const D = l.dim, m = l.radius;
+  struct Axis {
+    int n, lo, N;
+  };
+  std::array<Axis, 3> ax{};
+  ax[0] = {l.nz, l.top, l.NZ};
+  if (D == 3) ax[1] = {l.ny, l.front, l.NY};
+  ax[static_cast<sz>(D - 1)] = {l.nx, l.left, l.NX};
+  int lo[3] = {}, hi[3] = {}, i[3] = {};
+  long long stride[3] = {};
+  for (int a = D; a-- > 0;) {
+    auto const& x = ax[static_cast<sz>(a)];
+    // No ring on a side without layer: a free surface, a cut between subdomains.
+    lo[a] = x.lo == 0 ? 0 : x.lo - m;
+    hi[a] = x.lo + x.n + (x.lo + x.n < x.N ? m : 0);
+    stride[a] = a + 1 == D ? 1 : stride[a + 1] * (ax[static_cast<sz>(a + 1)].N + 2 * m);
+    i[a] = lo[a];
+  }
+  int const g = cut_alignment(l, full, dtype);
+  bool const tiled = storage::block_coupled(dtype);
+  // The tile of a cell along axis a >= 1: model cells in tiles of g from the model's first
+  // cell, the layer's cells beyond the model in the edge tiles.
+  auto tiles = [&](int a) { return a == 0 ? 1 : (ax[static_cast<sz>(a)].n + g - 1) / g; };
+  auto tile = [&](int a) {
+    int const t = (i[a] - ax[static_cast<sz>(a)].lo) / g;
+    return i[a] < ax[static_cast<sz>(a)].lo ? 0 : std::min(t, tiles(a) - 1);
+  };
+  int const ty = D == 3 ? tiles(1) : 1, tx = tiles(D - 1);
+  std::vector<std::vector<int>> by_tile(tiled ? static_cast<sz>(ty) * tx : 1);
+  while (i[0] < hi[0]) {
+    bool model = true;
+    long long o = 0;
+    for (int a = 0; a < D; ++a) {
+      auto const& x = ax[static_cast<sz>(a)];
+      model = model && i[a] >= x.lo && i[a] < x.lo + x.n;
+      o += (i[a] + m) * stride[a];
+    }
+    if (full || !model) {
+      sz const k = tiled ? static_cast<sz>(D == 3 ? tile(1) : 0) * tx + static_cast<sz>(tile(D - 1)) : 0;
+      by_tile[k].push_back(static_cast<int>(o));
+    }
+    for (int a = D; a-- > 0;) {  // the next cell, last axis fastest
+      if (++i[a] < hi[a] || a == 0) break;
+      i[a] = lo[a];
+    }
+  }
+  std::vector<int> out;
+  int pad = 0;
+  for (auto const& cells : by_tile) {
+    out.insert(out.end(), cells.begin(), cells.end());
+    if (tiled)
+      while (out.size() % storage::block_size != 0) out.push_back(-1 - pad++);
+  }
+  return out;
+}
+
+long long ring_stride(Layout const& l, bool full, storage::Dtype dtype) {
+  return static_cast<long long>(ring_layout(l, full, dtype).size());
 }
 
 int chunk_steps(int shots, long long stride, sz real) {

@@ -2,6 +2,7 @@
 
 #include <ksweep/base/config.hpp>
 #include <ksweep/base/error.hpp>
+#include <ksweep/core/sizes.hpp>
 #include <ksweep/io/survey.hpp>
 #include <ksweep/io/wavelet.hpp>
 
@@ -92,11 +93,15 @@ core::ModelGrid model_grid(io::VelocityModel const& vm) {
   return vm.ny > 0 ? core::ModelGrid::volume(vm.nz, vm.ny, vm.nx, vm.dh) : core::ModelGrid(vm.nz, vm.nx, vm.dh);
 }
 
-core::DomainSplit domain_split(io::Config const& cfg) {
+core::DomainSplit domain_split(io::Config const& cfg, core::ModelGrid const& grid) {
   auto const& d = cfg.parallel.domains;
-  if (d.empty()) return {1, 1};
-  if (d.size() == 2) return {d[0], d[1]};
-  return {1, d[0]};
+  core::DomainSplit s;
+  if (d.size() == 2) s = {d[0], d[1]};
+  if (d.size() == 1) s = {1, d[0]};
+  if (s.split())
+    s.align = core::cut_alignment(core::Layout(grid, make_pml(cfg), cfg.propagator.order),
+                                  cfg.storage.strategy == "full", storage::parse_dtype(cfg.storage.dtype));
+  return s;
 }
 
 core::PmlConfig make_pml(io::Config const& cfg) {

@@ -37,8 +37,9 @@ core::PmlConfig make_pml(io::Config const& cfg);
 /// plane.
 core::ModelGrid model_grid(io::VelocityModel const& vm);
 
-/// The split of parallel.domains: [nx_parts] or [ny_parts, nx_parts] ({1, 1}: one domain).
-core::DomainSplit domain_split(io::Config const& cfg);
+/// The split of parallel.domains of `grid`: [nx_parts] or [ny_parts, nx_parts] ({1, 1}: one
+/// domain), its cuts aligned as the storage's codec needs (core::cut_alignment).
+core::DomainSplit domain_split(io::Config const& cfg, core::ModelGrid const& grid);
 /// The Ricker wavelet of wavelet.freq and wavelet.delay (time.nt samples of time.dt).
 std::vector<double> ricker_wavelet(io::Config const& cfg);
 /// The source wavelet of wavelet.source: the Ricker wavelet, or a wavelet file's samples on the

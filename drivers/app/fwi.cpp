@@ -345,7 +345,7 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
   int const nr = survey.n_receivers;
   int const batch = f.optimizer == "lbfgs" ? survey.n_shots : f.batch;
   // parallel.domains: shot groups of one rank per subdomain (the same message on every rank).
-  auto const split = domain_split(cfg);
+  auto const split = domain_split(cfg, grid);
   if (split.split()) collectively(comm, [&] { core::check_split(grid, split, order / 2, comm.size()); });
   int const groups = comm.size() / split.count();
   int const shots_per_rank = (batch + groups - 1) / groups;
@@ -478,6 +478,12 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
                        << (f.iterations == ck.iteration ? "" : " iterations already done in ")
                        << io::shown_path(ck_path) << (f.iterations == ck.iteration ? ")" : "")
                        << ": nothing is left to run; set fwi.iterations above " << ck.iteration << " to continue");
+    KSWEEP_REQUIRE(f.optimizer != "lbfgs" || ck.lbfgs_pairs >= 0,
+                   "--resume: the checkpoint " << io::shown_path(ck_path)
+                                               << " holds no L-BFGS memory (it was written in checkpoint format 2, "
+                                                  "before checkpoints kept L-BFGS's correction pairs): an L-BFGS run "
+                                                  "cannot continue from it with the steps it would have taken; start "
+                                                  "the run again");
     int const params = variable_density(cfg) ? 2 : 1;
     int const moments = variable_density(cfg) ? static_cast<int>(f.invert.size()) : 1;
     KSWEEP_REQUIRE(ck.parameters == params && ck.moments == moments,
@@ -581,7 +587,7 @@ std::pair<fwi::Problem, fwi::Options> inversion_setup(io::Config const& cfg, Inp
   o.lbfgs.memory = f.lbfgs_memory;
   o.storage = in.storage;
   o.schedule = core::parse_schedule(cfg.propagator.schedule);
-  o.domains = domain_split(cfg);
+  o.domains = domain_split(cfg, pb.grid);
   if (variable_density(cfg)) {
     o.invert = f.invert;
     o.rho_min = f.rho_min;
@@ -691,11 +697,22 @@ struct Outputs {
       c.model.insert(c.model.end(), rf.begin(), rf.end());
       c.parameters = vd ? 2 : 1;
       c.moments = vd ? static_cast<int>(f.invert.size()) : 1;
-      // L-BFGS keeps no moments: its checkpoint holds zeros there, and a resumed run starts its
-      // curvature memory afresh.
+      // L-BFGS keeps no moments (zeros there) but its memory, so that a resumed run takes the
+      // uninterrupted run's steps.
       std::size_t const nm = static_cast<std::size_t>(c.moments) * vf.size();
       c.m = st.first.empty() ? std::vector<float>(nm, 0.f) : st.first;
       c.v = st.second.empty() ? std::vector<float>(nm, 0.f) : st.second;
+      if (f.optimizer == "lbfgs") {
+        c.lbfgs_pairs = st.lbfgs.pairs;
+        c.lbfgs_s = st.lbfgs.s;
+        c.lbfgs_y = st.lbfgs.y;
+        c.lbfgs_gradient = st.lbfgs.gradient;
+        c.lbfgs_rho = st.lbfgs.rho;
+        c.lbfgs_loss = st.lbfgs.loss;
+        c.lbfgs_gamma = st.lbfgs.gamma;
+        c.lbfgs_iterations = st.lbfgs.iterations;
+        c.lbfgs_evaluations = st.lbfgs.evaluations;
+      }
       io::write_checkpoint(out / "checkpoint.bin", c);
       last_checkpoint = out / "checkpoint.bin";
       last_checkpoint_iteration = t;
@@ -747,7 +764,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   // SIGTERM honoured between shot batches; after the modelling when split).
   bool interrupted = false;
   std::string silent;
-  bool const split = domain_split(cfg).split();
+  bool const split = domain_split(cfg, model_grid(in.truth)).split();
   comm::Communicator const* const ranks = split ? &comm : nullptr;
   if ((comm.is_root() || split) && f.observed.empty()) {
     if (comm.is_root()) std::printf("modelling observed data (%d shots)\n", in.survey.n_shots);
@@ -826,8 +843,27 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
         rho(in.ck.model.begin() + n, in.ck.model.end());
     // Adam counts its steps from the start of the stage (restart_optimizer()).
     StageAt const st = stage_at(cfg, in.ck.iteration);
-    inv.restore({in.ck.iteration, in.ck.rng, std::move(vp), std::move(rho), in.ck.m, in.ck.v,
-                 st.index >= 0 ? in.ck.iteration - st.first : -1});
+    fwi::State s{in.ck.iteration,
+                 in.ck.rng,
+                 std::move(vp),
+                 std::move(rho),
+                 in.ck.m,
+                 in.ck.v,
+                 st.index >= 0 ? in.ck.iteration - st.first : -1,
+                 {}};
+    if (in.ck.lbfgs_pairs >= 0) {
+      auto& lb = s.lbfgs;
+      lb.pairs = in.ck.lbfgs_pairs;
+      lb.s = in.ck.lbfgs_s;
+      lb.y = in.ck.lbfgs_y;
+      lb.rho = in.ck.lbfgs_rho;
+      lb.gradient = in.ck.lbfgs_gradient;
+      lb.loss = in.ck.lbfgs_loss;
+      lb.gamma = in.ck.lbfgs_gamma;
+      lb.iterations = in.ck.lbfgs_iterations;
+      lb.evaluations = in.ck.lbfgs_evaluations;
+    }
+    inv.restore(s);
   }
   auto const& truth = in.truth;
   if (comm.is_root() && !in.in_place) {

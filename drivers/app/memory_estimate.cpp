@@ -117,8 +117,7 @@ MemoryEstimate estimate_fwi(io::Config const& cfg, io::VelocityModel const& vm, 
   scfg.location = storage::parse_location(cfg.storage.location);
   scfg.dtype = storage::parse_dtype(cfg.storage.dtype);
   scfg.transfer_interval = cfg.storage.transfer_interval;
-  sz const ring =
-      static_cast<sz>(core::ring_stride(core::ring_cells(L.l, scfg.strategy == storage::Strategy::full), scfg.dtype));
+  sz const ring = static_cast<sz>(core::ring_stride(L.l, scfg.strategy == storage::Strategy::full, scfg.dtype));
   sz const step = storage::encoded_bytes(scfg.dtype, S * ring, R);
   auto const store = core::store_bytes(scfg, step, static_cast<int>(nt));
   storage::Location const location = scfg.location;
@@ -324,10 +323,10 @@ std::string smallest_split(io::Config const& cfg, io::VelocityModel const& vm, i
   for (int count = std::max(2, tried.count() + 1); count <= 256; ++count) {
     std::vector<core::DomainSplit> candidates;
     if (dim == 2) {
-      candidates.push_back({1, count});
+      candidates.push_back({1, count, tried.align});
     } else {
       for (int ny = 1; ny <= count; ++ny)
-        if (count % ny == 0) candidates.push_back({ny, count / ny});
+        if (count % ny == 0) candidates.push_back({ny, count / ny, tried.align});
       std::sort(candidates.begin(), candidates.end(), [](auto const& a, auto const& b) {
         return std::abs(a.ny_parts - a.nx_parts) < std::abs(b.ny_parts - b.nx_parts);
       });

@@ -38,7 +38,7 @@ io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm
   setup.schedule = core::parse_schedule(cfg.propagator.schedule);
   setup.physics = fwi::parse_physics(cfg.propagator.physics);
   if (ranks) {  // parallel.domains: every rank of `ranks` models its shot group's shots on its subdomain
-    setup.domains = domain_split(cfg);
+    setup.domains = domain_split(cfg, setup.grid);
     setup.ranks = *ranks;
   }
   fwi::Modeling<Real> modeling(setup);
@@ -123,7 +123,7 @@ int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator c
   core::check_survey(survey, grid, make_pml(cfg));
   // parallel.domains: every rank models its shot group's shots on its subdomain (the same message
   // on every rank for a split that does not fit).
-  auto const split = domain_split(cfg);
+  auto const split = domain_split(cfg, grid);
   if (split.split()) collectively(comm, [&] { core::check_split(grid, split, cfg.propagator.order / 2, comm.size()); });
   auto const est = estimate_model(cfg, shape, survey.n_shots, survey.n_receivers, cfg.propagator.precision == "fp64",
                                   cfg.propagator.batch, split);

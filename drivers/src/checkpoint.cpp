@@ -41,12 +41,27 @@ void write_checkpoint(std::filesystem::path const& path, Checkpoint const& c) {
   std::size_t const n = c.model.size() / c.parameters;
   KSWEEP_REQUIRE(c.m.size() == c.moments * n && c.v.size() == c.moments * n,
                  "checkpoint " << path.string() << ": arrays of different sizes");
-  nlohmann::json meta = {{"format", 2}, {"iteration", c.iteration}, {"rng", c.rng}, {"history", c.history}, {"n", n},
+  std::size_t const nv = c.moments * n;
+  bool const lbfgs = c.lbfgs_pairs >= 0;
+  KSWEEP_REQUIRE(!lbfgs || (c.lbfgs_s.size() == c.lbfgs_pairs * nv && c.lbfgs_y.size() == c.lbfgs_pairs * nv &&
+                            c.lbfgs_rho.size() == static_cast<std::size_t>(c.lbfgs_pairs) &&
+                            (c.lbfgs_gradient.empty() || c.lbfgs_gradient.size() == nv)),
+                 "checkpoint " << path.string() << ": L-BFGS arrays of other sizes than " << c.lbfgs_pairs
+                               << " pairs of " << nv << " values");
+  nlohmann::json meta = {{"format", 3}, {"iteration", c.iteration}, {"rng", c.rng}, {"history", c.history}, {"n", n},
                          {"run", c.run}};
   if (c.parameters != 1 || c.moments != 1) {
     meta["parameters"] = c.parameters;
     meta["moments"] = c.moments;
   }
+  if (lbfgs)
+    meta["lbfgs"] = {{"pairs", c.lbfgs_pairs},
+                     {"gradient", !c.lbfgs_gradient.empty()},
+                     {"rho", c.lbfgs_rho},
+                     {"loss", c.lbfgs_loss},
+                     {"gamma", c.lbfgs_gamma},
+                     {"iterations", c.lbfgs_iterations},
+                     {"evaluations", c.lbfgs_evaluations}};
   std::string const js = meta.dump();
   std::uint64_t const len = js.size();
   std::string bytes;
@@ -55,7 +70,7 @@ void write_checkpoint(std::filesystem::path const& path, Checkpoint const& c) {
   bytes.append(magic, sizeof magic);
   bytes.append(reinterpret_cast<char const*>(&len), sizeof len);
   bytes += js;
-  for (auto const* a : {&c.model, &c.m, &c.v})
+  for (auto const* a : {&c.model, &c.m, &c.v, &c.lbfgs_s, &c.lbfgs_y, &c.lbfgs_gradient})
     bytes.append(reinterpret_cast<char const*>(a->data()), a->size() * sizeof(float));
   std::string const sum = sha256_hex(bytes.data(), bytes.size());
   bytes += trailer;
@@ -71,7 +86,14 @@ struct Header {
   nlohmann::json meta;
   std::size_t n = 0;
   int parameters = 1, moments = 1;
+  int lbfgs_pairs = -1;  // L-BFGS pairs (< 0: none)
+  bool lbfgs_gradient = false;
   std::uintmax_t size = 0;
+  // Segments of n float32 values after the metadata.
+  std::uintmax_t segments() const {
+    std::uintmax_t const lb = lbfgs_pairs < 0 ? 0 : 2 * static_cast<std::uintmax_t>(lbfgs_pairs) + lbfgs_gradient;
+    return static_cast<std::uintmax_t>(parameters) + (2 + lb) * static_cast<std::uintmax_t>(moments);
+  }
 };
 
 Header read_header(std::filesystem::path const& path) {
@@ -122,8 +144,17 @@ Header read_header(std::filesystem::path const& path) {
                    "--resume: the checkpoint " << name << " is corrupt: its '" << key << "' is not 1 or 2");
     *out = it->get<int>();
   }
-  std::uintmax_t const expected =
-      sizeof head + len + static_cast<std::uintmax_t>(h.parameters + 2 * h.moments) * h.n * sizeof(float) + trailer_len;
+  if (auto const lb = h.meta.find("lbfgs"); lb != h.meta.end()) {
+    bool const ok = lb->is_object() && lb->contains("pairs") && (*lb)["pairs"].is_number_unsigned() &&
+                    (*lb)["pairs"].get<std::size_t>() <= 100 && lb->contains("gradient") &&
+                    (*lb)["gradient"].is_boolean();
+    KSWEEP_REQUIRE(ok, "--resume: the checkpoint " << name
+                                                   << " is corrupt: its 'lbfgs' metadata lacks 'pairs' (0 to 100) or "
+                                                      "'gradient'");
+    h.lbfgs_pairs = (*lb)["pairs"].get<int>();
+    h.lbfgs_gradient = (*lb)["gradient"].get<bool>();
+  }
+  std::uintmax_t const expected = sizeof head + len + h.segments() * h.n * sizeof(float) + trailer_len;
   KSWEEP_REQUIRE(h.size == expected, "--resume: the checkpoint "
                                          << name << " has " << h.size << " bytes, but its header describes a model of "
                                          << h.n << " cells (" << h.parameters << " parameter(s)), which takes "
@@ -139,6 +170,7 @@ CheckpointHeader read_checkpoint_header(std::filesystem::path const& path) {
   c.n = h.n;
   c.parameters = h.parameters;
   c.moments = h.moments;
+  c.lbfgs_pairs = h.lbfgs_pairs;
   auto const it = h.meta.find("iteration");
   c.iteration = it != h.meta.end() && it->is_number_integer() ? it->get<int>() : 0;
   auto const run = h.meta.find("run");
@@ -205,7 +237,10 @@ Checkpoint read_checkpoint(std::filesystem::path const& path, std::size_t n) {
   };
   KSWEEP_REQUIRE(meta.is_object(), "--resume: the checkpoint " << name << " is corrupt: its metadata is not an object");
   int const format = field("format", int{});
-  KSWEEP_REQUIRE(format == 2, "--resume: the checkpoint " << name << " has an unknown format " << format);
+  KSWEEP_REQUIRE(format == 2 || format == 3,
+                 "--resume: the checkpoint " << name << " has an unknown format " << format);
+  KSWEEP_REQUIRE(format == 3 || head.lbfgs_pairs < 0,
+                 "--resume: the checkpoint " << name << " is corrupt: format 2 holds no L-BFGS memory");
   Checkpoint c;
   c.iteration = field("iteration", int{});
   c.rng = field("rng", std::string{});
@@ -217,7 +252,7 @@ Checkpoint read_checkpoint(std::filesystem::path const& path, std::size_t n) {
                                                       << " cells, this configuration has " << n);
   c.parameters = head.parameters;
   c.moments = head.moments;
-  std::size_t const arrays = static_cast<std::size_t>(c.parameters + 2 * c.moments) * n * sizeof(float);
+  std::size_t const arrays = static_cast<std::size_t>(head.segments()) * n * sizeof(float);
   KSWEEP_REQUIRE(body - sizeof magic - sizeof len - len == arrays,
                  "--resume: the checkpoint " << name << " is corrupt: it holds "
                                              << body - sizeof magic - sizeof len - len << " bytes of arrays, expected "
@@ -263,6 +298,38 @@ Checkpoint read_checkpoint(std::filesystem::path const& path, std::size_t n) {
                              : ": values must be finite"));
     }
     ++k;
+  }
+  if (head.lbfgs_pairs >= 0) {
+    auto const lb = meta["lbfgs"];
+    std::size_t const nv = c.moments * n;
+    c.lbfgs_pairs = head.lbfgs_pairs;
+    bool ok = lb.contains("rho") && lb["rho"].is_array() && lb["rho"].size() == static_cast<std::size_t>(c.lbfgs_pairs);
+    for (std::size_t i = 0; ok && i < lb["rho"].size(); ++i)
+      ok = lb["rho"][i].is_number() && std::isfinite(lb["rho"][i].get<double>()) && lb["rho"][i].get<double>() > 0;
+    for (char const* key : {"loss", "gamma"})
+      ok = ok && lb.contains(key) && lb[key].is_number() && std::isfinite(lb[key].get<double>());
+    for (char const* key : {"iterations", "evaluations"}) ok = ok && lb.contains(key) && lb[key].is_number_unsigned();
+    KSWEEP_REQUIRE(ok, "--resume: the checkpoint "
+                           << name
+                           << " is corrupt: its L-BFGS memory lacks 'rho' (one finite value > 0 "
+                              "per pair), 'loss', 'gamma', 'iterations' or 'evaluations'");
+    c.lbfgs_rho = lb["rho"].get<std::vector<double>>();
+    c.lbfgs_loss = lb["loss"].get<double>();
+    c.lbfgs_gamma = lb["gamma"].get<double>();
+    c.lbfgs_iterations = lb["iterations"].get<int>();
+    c.lbfgs_evaluations = lb["evaluations"].get<int>();
+    char const* what[] = {"L-BFGS step", "L-BFGS gradient change", "L-BFGS gradient"};
+    int j = 0;
+    for (auto* a : {&c.lbfgs_s, &c.lbfgs_y, &c.lbfgs_gradient}) {
+      std::size_t const values = j < 2 ? c.lbfgs_pairs * nv : (head.lbfgs_gradient ? nv : 0);
+      a->resize(values);
+      std::memcpy(a->data(), at, values * sizeof(float));
+      at += values * sizeof(float);
+      for (std::size_t i = 0; i < values; ++i)
+        KSWEEP_REQUIRE(std::isfinite((*a)[i]),
+                       "--resume: the checkpoint " << name << " holds a non-finite " << what[j] << " value at " << i);
+      ++j;
+    }
   }
   return c;
 }

@@ -180,15 +180,11 @@ def case_ranks():
     print("ranks: ok")
 
 
-def case_resume():
-    text = BASE.replace("iterations = 3", "iterations = 6").replace("checkpoint_every = 1", "checkpoint_every = 2")
-    cfg = write_config("resume.toml", text)
-    ref = fresh("resume_ref")
-    ksweep(["fwi", "-c", cfg, "-o", ref])
-    out = fresh("resume_run")
+def kill_after(cfg, out, reported):
+    """Starts `ksweep fwi` into `out` and kills it (SIGKILL) part way through the iteration after
+    `reported` iterations were reported."""
     p = subprocess.Popen([KSWEEP, "fwi", "-c", cfg, "-o", out], env=ENV, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
-    # Kill it part way through iteration 4 (after iteration 3 was reported, checkpoint at 2).
     deadline = time.time() + 300
     killed_at = None
     while time.time() < deadline and p.poll() is None:
@@ -196,7 +192,7 @@ def case_resume():
             its = history(out)
         except (OSError, ValueError, KeyError):
             its = []
-        if len(its) >= 3:
+        if len(its) >= reported:
             time.sleep(0.5 * its[-1]["seconds"])
             p.send_signal(signal.SIGKILL)
             killed_at = len(its)
@@ -208,14 +204,47 @@ def case_resume():
     if os.path.exists(os.path.join(out, "model_final.h5")):
         fail("the killed run wrote model_final.h5")
     print(f"killed after {killed_at} reported iterations")
-    ksweep(["fwi", "-c", cfg, "-o", out, "--resume", out])
+
+
+def same_run(out, ref, what):
     a, b = final_model(out), final_model(ref)
     if not np.array_equal(a, b):
-        fail(f"resumed run differs from the uninterrupted one: max |dv| {np.abs(a - b).max()}")
+        fail(f"{what}: the resumed run differs from the uninterrupted one: max |dv| {np.abs(a - b).max()}")
     ha, hb = history(out), history(ref)
-    if [h["loss"] for h in ha] != [h["loss"] for h in hb]:
-        fail(f"loss histories differ:\n{[h['loss'] for h in ha]}\n{[h['loss'] for h in hb]}")
-    print("resume: bit-identical model and loss history")
+    for key in ("loss", "evaluations"):
+        if [h.get(key) for h in ha] != [h.get(key) for h in hb]:
+            fail(f"{what}: {key} histories differ:\n{[h.get(key) for h in ha]}\n{[h.get(key) for h in hb]}")
+    print(f"{what}: bit-identical model and loss history")
+
+
+def case_resume():
+    text = BASE.replace("iterations = 3", "iterations = 6").replace("checkpoint_every = 1", "checkpoint_every = 2")
+    cfg = write_config("resume.toml", text)
+    ref = fresh("resume_ref")
+    ksweep(["fwi", "-c", cfg, "-o", ref])
+    out = fresh("resume_run")
+    # Killed part way through iteration 4 (after iteration 3 was reported, checkpoint at 2).
+    kill_after(cfg, out, 3)
+    ksweep(["fwi", "-c", cfg, "-o", out, "--resume", out])
+    same_run(out, ref, "Adam, killed and resumed")
+    # L-BFGS: the checkpoint holds its correction pairs, gradient and loss; 6 iterations equal
+    # 3 + 3 resumed (killed in the fourth on one rank; stopped after the third on 3 ranks).
+    lb = text.replace("grad_smooth = 1.0\n", "").replace("[fwi]\n", '[fwi]\noptimizer = "lbfgs"\nlbfgs_memory = 3\n')
+    lb = lb.replace("checkpoint_every = 2", "checkpoint_every = 3")
+    cfg = write_config("resume_lbfgs.toml", lb)
+    ref = fresh("resume_lbfgs_ref")
+    ksweep(["fwi", "-c", cfg, "-o", ref])
+    if max(h["evaluations"] for h in history(ref)) < 2 or len(history(ref)) != 6:
+        fail(f"L-BFGS: the reference run should take line-search steps: {history(ref)}")
+    out = fresh("resume_lbfgs_run")
+    kill_after(cfg, out, 4)
+    ksweep(["fwi", "-c", cfg, "-o", out, "--resume", out])
+    same_run(out, ref, "L-BFGS, killed in iteration 5 and resumed from the checkpoint of iteration 3")
+    if MPIEXEC != "none":
+        out = fresh("resume_lbfgs_ranks")
+        ksweep(["fwi", "-c", cfg, "-o", out, "--set", "fwi.iterations=3"], ranks=3)
+        ksweep(["fwi", "-c", cfg, "-o", out, "--resume", out], ranks=3)
+        same_run(out, ref, "L-BFGS, 3 + 3 iterations on 3 ranks")
 
 
 def model_bytes(out, name="model_final.h5"):
@@ -1437,10 +1466,9 @@ def case_domains():
     here = os.path.dirname(os.path.abspath(__file__))
     cfg = os.path.join(here, "..", "..", "share", "examples", "marmousi_25m.toml")
     base = ["fwi", "-c", cfg]
-    # fp32 storage: fp16 and int8 keep a scale per block of saved values, and a subdomain's blocks
-    # hold other values than one domain's (the same lossy storage, not the same bits).
+    # The shipped storage (fp16: a scale per block of saved values), and int8 below.
     for x in ["time.nt=500", "shots.count=6", "fwi.batch=4", "model.crop_x=[200,400]", "fwi.figures_every=0",
-              "fwi.save_models=false", "fwi.checkpoint_every=1", "storage.dtype=fp32"]:
+              "fwi.save_models=false", "fwi.checkpoint_every=1"]:
         base += ["--set", x]
 
     def run(name, sets, ranks=1, extra=()):
@@ -1476,6 +1504,9 @@ def case_domains():
     for ranks, parts in ((2, 2), (3, 3), (4, 2), (4, 4)):
         out, r = run(f"dom_{ranks}_{parts}", ["fwi.iterations=3", f"parallel.domains=[{parts}]"], ranks=ranks)
         same(ref, out, f"{ranks} ranks, parallel.domains = [{parts}] ({ranks // parts} shot group(s)) vs 1 rank")
+    ref8, _ = run("dom_ref_int8", ["fwi.iterations=3", "storage.dtype=int8"])
+    out, _ = run("dom_int8", ["fwi.iterations=3", "storage.dtype=int8", "parallel.domains=[3]"], ranks=3)
+    same(ref8, out, "int8 storage, 3 ranks, parallel.domains = [3] vs 1 rank")
     # A resume that changes the split: 2 iterations on 2 domains, the third on 3.
     half, _ = run("dom_resume", ["fwi.iterations=2", "parallel.domains=[2]"], ranks=2)
     ksweep(base + ["--set", "fwi.iterations=3", "--set", "parallel.domains=[3]", "-o", half, "--resume", half],

@@ -295,6 +295,19 @@ def test_inversion_state_restores_the_same_bits():
     hist = ksweep.Inversion(v0, DH, DT, w, src, rec, obs, **kw).run(6)
     assert hist[-1]["loss"] < hist[0]["loss"] and hist[-1]["rmse"] < hist[0]["rmse"]
     assert set(a.images()) == {"grad", "illum_src", "illum_rec"}
+    # L-BFGS: the state carries its correction pairs, gradient and loss.
+    kw = dict(true_model=v, optimizer="lbfgs", lr=5.0)
+    a = ksweep.Inversion(v0, DH, DT, w, src, rec, obs, **kw)
+    a.run(2)
+    s = a.state()
+    assert s["lbfgs"]["pairs"] >= 1 and s["lbfgs"]["s"].size == s["lbfgs"]["pairs"] * v.size
+    later = a.run(2)
+    b = ksweep.Inversion(v0, DH, DT, w, src, rec, obs, **kw)
+    b.restore(s)
+    again = b.run(2)
+    assert [h["loss"] for h in again] == [h["loss"] for h in later]
+    assert [h["evaluations"] for h in again] == [h["evaluations"] for h in later]
+    assert np.array_equal(a.model, b.model)
 
 
 def test_estimated_wavelet_and_stages():

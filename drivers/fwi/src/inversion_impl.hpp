@@ -130,6 +130,9 @@ class Run final : public Inversion::Impl {
       KSWEEP_REQUIRE(!variable_density, "parallel.domains = " << core::describe(m_opt.domains, Dim)
                                                               << ": variable density (physics \"acoustic_vd\") does "
                                                                  "not run on a split model yet");
+      // Cuts where the storage's codec blocks end, so that they code alike on every split.
+      m_opt.domains.align = core::cut_alignment(core::Layout(g, m_pb.pml, Order, P::R),
+                                                m_opt.storage.strategy == storage::Strategy::full, m_opt.storage.dtype);
       m_dec = decompose(comm, m_opt.domains, g, P::R);
       m_sub = core::subdomain(g, m_pb.pml, m_opt.domains, m_dec.domain_index,
                               *std::max_element(m_pb.start.begin(), m_pb.start.end()));
@@ -255,6 +258,7 @@ class Run final : public Inversion::Impl {
       m_adam->restore(m_space, s.optimizer_steps >= 0 ? s.optimizer_steps : s.iteration,
                       upload(s.first, "ksweep::fwi::adam_m"), upload(s.second, "ksweep::fwi::adam_v"));
     }
+    if (m_lbfgs) m_lbfgs->restore(m_space, s.lbfgs);
     std::istringstream is(s.rng);
     is >> m_rng;
     KSWEEP_REQUIRE(!is.fail(), "ksweep::fwi::Inversion::restore: the generator state is not a std::mt19937_64's");
@@ -324,6 +328,7 @@ class Run final : public Inversion::Impl {
       s.first = to_host_floats(m_space, m_adam->first_moment());
       s.second = to_host_floats(m_space, m_adam->second_moment());
     }
+    if (m_lbfgs) s.lbfgs = m_lbfgs->state(m_space);
     return s;
   }
 

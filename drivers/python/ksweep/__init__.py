@@ -443,11 +443,13 @@ class Inversion:
         return self._inv.rmse()
 
     def state(self) -> dict:
-        """The whole state between iterations (iteration, generator, model, optimizer moments)."""
+        """The whole state between iterations (iteration, generator, model, Adam's moments or
+        L-BFGS's memory under 'lbfgs': correction pairs, gradient, loss, counters)."""
         return dict(self._inv.state())
 
     def restore(self, state: dict) -> None:
-        """Continues from `state` (from state()), replacing the model."""
+        """Continues from `state` (from state()), replacing the model; the next step is the one the
+        saved inversion would have taken (L-BFGS without 'lbfgs' in `state` starts afresh)."""
         self._inv.restore(state)
 
     def set_data(self, wavelet, observed_data) -> None:

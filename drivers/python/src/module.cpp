@@ -581,6 +581,24 @@ class PyInversion {
     d["first"] = py::array_t<float>(static_cast<py::ssize_t>(s.first.size()), s.first.data());
     d["second"] = py::array_t<float>(static_cast<py::ssize_t>(s.second.size()), s.second.data());
     d["optimizer_steps"] = s.optimizer_steps;
+    if (s.lbfgs.iterations > 0 || !s.lbfgs.gradient.empty()) {  // L-BFGS: its memory
+      auto const& lb = s.lbfgs;
+      py::dict m;
+      auto arr = [](auto const& v) {
+        using T = typename std::decay_t<decltype(v)>::value_type;
+        return py::array_t<T>(static_cast<py::ssize_t>(v.size()), v.data());
+      };
+      m["pairs"] = lb.pairs;
+      m["s"] = arr(lb.s);
+      m["y"] = arr(lb.y);
+      m["rho"] = arr(lb.rho);
+      m["gradient"] = arr(lb.gradient);
+      m["loss"] = lb.loss;
+      m["gamma"] = lb.gamma;
+      m["iterations"] = lb.iterations;
+      m["evaluations"] = lb.evaluations;
+      d["lbfgs"] = m;
+    }
     return d;
   }
 
@@ -606,6 +624,20 @@ class PyInversion {
     s.first = vec(d["first"]);
     s.second = vec(d["second"]);
     if (d.contains("optimizer_steps")) s.optimizer_steps = d["optimizer_steps"].cast<int>();
+    if (d.contains("lbfgs")) {
+      auto const m = d["lbfgs"].cast<py::dict>();
+      auto& lb = s.lbfgs;
+      lb.pairs = m["pairs"].cast<int>();
+      lb.s = vec(m["s"]);
+      lb.y = vec(m["y"]);
+      auto const rho = m["rho"].cast<carray<double>>();
+      lb.rho.assign(rho.data(), rho.data() + rho.size());
+      lb.gradient = vec(m["gradient"]);
+      lb.loss = m["loss"].cast<double>();
+      lb.gamma = m["gamma"].cast<double>();
+      lb.iterations = m["iterations"].cast<int>();
+      lb.evaluations = m["evaluations"].cast<int>();
+    }
     on_worker([&] { m_inv->restore(s); });
   }
 

@@ -166,38 +166,6 @@ struct Rows {
   KOKKOS_INLINE_FUNCTION int z_rows() const { return Dim == 3 ? NY + 2 * M : 1; }
 };
 
-/// The cells the gradient saves per shot and step, as offsets into a shot's padded field (a halo
-/// of m cells on every side, row-major, the last axis fastest), in increasing order: the cells
-/// within m of the model box, above row 0 excluded with a free surface, and of those, the model
-/// cells only when `whole` (the `full` strategy; `boundary` saves the ring outside the model).
-template <std::size_t Dim>
-std::vector<int> saved_cells(std::array<GridAxis, Dim> const& axes, int m, bool free_surface, bool whole) {
-  int lo[Dim], hi[Dim], i[Dim];
-  long long stride[Dim];
-  for (std::size_t a = Dim; a-- > 0;) {
-    // No ring on a side without layer: a free surface, a cut between subdomains.
-    lo[a] = (a == 0 && free_surface) || axes[a].lo == 0 ? axes[a].lo : axes[a].lo - m;
-    hi[a] = axes[a].lo + axes[a].n + (axes[a].lo + axes[a].n < axes[a].N ? m : 0);
-    stride[a] = a + 1 == Dim ? 1 : stride[a + 1] * (axes[a + 1].N + 2 * m);
-    i[a] = lo[a];
-  }
-  std::vector<int> off;
-  while (i[0] < hi[0]) {
-    bool model = true;
-    long long o = 0;
-    for (std::size_t a = 0; a < Dim; ++a) {
-      model = model && !axes[a].in_layer(i[a]);
-      o += (i[a] + m) * stride[a];
-    }
-    if (whole || !model) off.push_back(static_cast<int>(o));
-    for (std::size_t a = Dim; a-- > 0;) {  // the next cell, last axis fastest
-      if (++i[a] < hi[a] || a == 0) break;
-      i[a] = lo[a];
-    }
-  }
-  return off;
-}
-
 /// The memory a cell body reads and writes, for one run of cells along x (the fastest axis) of
 /// one shot: the cell at padded x coordinate ix is u[ix], its neighbour k cells along axis a is
 /// u[ix + k su[a]]. With layer terms along axis a, that axis' memories are pin[a][ix + off[a]]

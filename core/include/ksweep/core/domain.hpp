@@ -16,9 +16,12 @@
 
 namespace ksweep::core {
 
-/// Parts along y (3D only) and x.
+/// Parts along y (3D only) and x, and the cells the cuts are multiples of: `align` = 1 cuts
+/// anywhere; a boundary storage whose codec keeps a scale per block (fp16, int8) needs its
+/// cut_alignment (core/sizes.hpp), so that every codec block is coded alike on every split.
 struct DomainSplit {
   int ny_parts = 1, nx_parts = 1;
+  int align = 1;
   int count() const { return ny_parts * nx_parts; }
   bool split() const { return count() > 1; }
 };
@@ -37,14 +40,18 @@ struct Subdomain {
   long long cells() const { return grid.cells(); }
 };
 
-/// The first cell and the count of part p of `parts` along an axis of `n` cells.
+/// The first cell and the count of part p of `parts` along an axis of `n` cells: parts of
+/// nearly equal width, each cut at the multiple of `align` nearest to p n / parts (align 1: the
+/// first n % parts parts take one cell more). A part may be empty when align is coarse for n
+/// (check_split refuses that).
 struct AxisPart {
   int first = 0, count = 0;
 };
-AxisPart axis_part(int n, int p, int parts);
+AxisPart axis_part(int n, int p, int parts, int align = 1);
 
 /// Checks a split of `grid` for a stencil of radius `radius` over `ranks` ranks: at least one
-/// part per axis, y parts only in 3D, every part at least 2 radius + 1 cells wide, no more
+/// part per axis, y parts only in 3D, every part (cut on multiples of split.align) at least
+/// 2 radius + 1 cells wide, no more
 /// subdomains than ranks, and ranks a multiple of the subdomains (the rest are shot groups).
 /// The errors name the value and its limit.
 void check_split(ModelGrid const& grid, DomainSplit const& split, int radius, int ranks);

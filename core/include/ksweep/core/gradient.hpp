@@ -87,13 +87,14 @@ class GradientEngine {
 
   GradientEngine(propagator_type& prop, storage::StorageConfig const& cfg) : m_prop(prop), m_cfg(cfg) {
     auto const& l = prop.layout();
-    std::vector<int> const off = saved_cells(grid_axes<Dim>(l), R, l.free_surface, full());
-    m_n_ring = static_cast<int>(off.size());
-    KSWEEP_REQUIRE(static_cast<long long>(off.size()) == core::ring_cells(l, full()),
-                   "ksweep::core::GradientEngine: " << off.size() << " saved cells, ring_cells says "
+    // The saved cells and, for codecs with a scale per block, the padding that keeps a block
+    // within one shot and one tile of the model (core::ring_layout, storage::RingValues).
+    std::vector<int> const off = ring_layout(l, full(), cfg.dtype);
+    m_n_ring = static_cast<int>(std::count_if(off.begin(), off.end(), [](int o) { return o >= 0; }));
+    KSWEEP_REQUIRE(static_cast<long long>(m_n_ring) == core::ring_cells(l, full()),
+                   "ksweep::core::GradientEngine: " << m_n_ring << " saved cells, ring_cells says "
                                                     << core::ring_cells(l, full()));
-    // Codecs with a scale per block: each shot's ring padded to whole blocks (see storage::RingValues).
-    m_stride = static_cast<int>(ring_stride(m_n_ring, cfg.dtype));
+    m_stride = static_cast<int>(off.size());
     KSWEEP_REQUIRE(static_cast<long long>(m_stride) * prop.max_shots() < (1LL << 31),
                    "storage: " << m_stride << " saved values per shot x " << prop.max_shots()
                                << " shots exceeds 2^31 values per step; use fewer shots per batch");
@@ -351,13 +352,16 @@ class GradientEngine {
     typename propagator_type::template ShotStep<core::ForwardTag> m_step;
     Kokkos::View<int const*, memory_space> m_offsets;
     stage_view m_stage;
-    int m_n_ring, m_stride, m_n0;
+    int m_stride, m_n0;
     void operator()(int s, int n) const {
       m_step(s, n);
       auto const& u = m_step.at(n).m_out;  // u^{n+1}
       Real const* src = u.data() + static_cast<std::size_t>(s) * u.stride(0);
       Real* dst = &m_stage(n - m_n0, static_cast<std::size_t>(s) * m_stride);
-      for (int k = 0; k < m_n_ring; ++k) dst[k] = src[m_offsets(k)];
+      for (int k = 0; k < m_stride; ++k) {
+        int const o = m_offsets(k);
+        dst[k] = o >= 0 ? src[o] : Real(0);
+      }
     }
   };
   void forward_shots(wavelet_view const& w, record_view const& synthetic, int nt) {
@@ -367,7 +371,7 @@ class GradientEngine {
       stage(T);
       for (int n0 = 0; n0 < nt; n0 += T) {
         int const n1 = std::min(nt, n0 + T);
-        ForwardSave body{p.forward_shot_step(w, synthetic, n0), m_offsets, m_stage, m_n_ring, m_stride, n0};
+        ForwardSave body{p.forward_shot_step(w, synthetic, n0), m_offsets, m_stage, m_stride, n0};
         p.run_shot_steps(propagator_type::Direction::forward, "ksweep::core::forward_shots", body, n0, n1, false);
         for (int n = n0; n < n1; ++n)
           m_store->put_from(n, storage::ViewValues<Real const, memory_space>{stage_row(n - n0)});
@@ -435,15 +439,14 @@ class GradientEngine {
     field3 m_u0[2];                                // the u^n buffer of each parity (full: decoded into)
     Kokkos::View<int const*, memory_space> m_offsets;
     stage_view m_stage;
-    int m_n_ring, m_stride, m_n_base, m_n_src;
+    int m_stride, m_n_base, m_n_src;
     bool m_full;
     void restore(field3 const& u, int s, int row) const {  // ring cells of shot s from a staging row, or zeros
       Real* dst = u.data() + static_cast<std::size_t>(s) * u.stride(0);
-      if (row < 0) {
-        for (int k = 0; k < m_n_ring; ++k) dst[m_offsets(k)] = Real(0);
-      } else {
-        Real const* src = &m_stage(row, static_cast<std::size_t>(s) * m_stride);
-        for (int k = 0; k < m_n_ring; ++k) dst[m_offsets(k)] = src[k];
+      Real const* src = row < 0 ? nullptr : &m_stage(row, static_cast<std::size_t>(s) * m_stride);
+      for (int k = 0; k < m_stride; ++k) {
+        int const o = m_offsets(k);
+        if (o >= 0) dst[o] = src ? src[k] : Real(0);
       }
     }
     void operator()(int s, int n) const {
@@ -507,7 +510,6 @@ class GradientEngine {
         }
         body.m_offsets = m_offsets;
         body.m_stage = m_stage;
-        body.m_n_ring = m_n_ring;
         body.m_stride = m_stride;
         body.m_n_base = top;
         body.m_n_src = body.m_src.count();
@@ -522,7 +524,7 @@ class GradientEngine {
 
   // The saved cells of each shot's wavefield `u`, as a codec value source or sink.
   storage::RingValues<Real, memory_space> ring_values(field3 const& u) const {
-    return {u, m_offsets, m_ring_div, m_pad, m_n_ring};
+    return {u, m_offsets, m_ring_div, m_pad};
   }
 
   // One launch: the adjoint point work, then `first` over n_first indices, then `second`
@@ -594,7 +596,7 @@ class GradientEngine {
   propagator_type& m_prop;
   storage::StorageConfig m_cfg;
   int m_n_ring = 0;                 // saved cells per shot
-  int m_stride = 0;                 // saved values per shot (cells and padding to whole codec blocks)
+  int m_stride = 0;                 // saved values per shot (cells and padding: ring_layout)
   storage::FastDivisor m_ring_div;  // index -> (shot, ring value) in the codec's ring sources and sinks
   Kokkos::View<Real**, Kokkos::LayoutRight, memory_space> m_pad;  // the padding values (zeros)
   int m_nt = 0;

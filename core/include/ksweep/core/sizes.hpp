@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstddef>
+#include <vector>
 
 namespace ksweep::core {
 
@@ -28,13 +29,31 @@ std::size_t state_values(Layout const& l, int shots);
 /// Values of the velocity coefficients c (padded grid with its halo) and the model copy.
 std::size_t coefficient_values(Layout const& l);
 
-/// Cells the gradient saves per shot and step (what saved_cells lists): the box within M of the
+/// Cells the gradient saves per shot and step (what ring_layout lists): the box within M of the
 /// model (above row 0 excluded with a free surface), without the model cells for `boundary`.
 long long ring_cells(Layout const& l, bool full);
 
-/// Saved values per shot and step: the ring, padded to whole codec blocks for the codecs with
-/// a scale per block.
-long long ring_stride(long long ring_cells, storage::Dtype dtype);
+/// The width (model cells along y and x) of the tiles whose saved cells a codec with a scale per
+/// block codes together (1 for the codecs without: their codes do not depend on other values).
+/// A model split into domains with cuts on multiples of it codes every tile alike on every
+/// split: the same bits. It is the smallest power of two (2D: at most 64; 3D: at most 8) for
+/// which a tile's cells fill whole codec blocks (storage::block_size), from the saved rows of a
+/// column (M above and below the model where there is a layer, the model's depth for `full`),
+/// so that tiles away from the model's edges need no padding. The same on every subdomain.
+int cut_alignment(Layout const& l, bool full, storage::Dtype dtype);
+
+/// The saved values of a shot, in the order the step store holds them: an offset >= 0 is the
+/// offset of a saved cell in a shot's padded field (a halo of M cells on every side, row-major,
+/// the last axis fastest), an offset < 0 is padding (-1 - p for the p-th padding value). Without
+/// a scale per block: the ring_cells cells in increasing offset order. With one: the cells
+/// grouped by tiles of cut_alignment cells along y and x (the layer's cells beyond the model in
+/// the edge tiles), tiles in row-major order, each tile's cells in increasing offset order and
+/// padded to whole codec blocks, so that a block's cells and code depend neither on the shot's
+/// neighbours in the batch nor on the split of the model (cuts on tile boundaries).
+std::vector<int> ring_layout(Layout const& l, bool full, storage::Dtype dtype);
+
+/// Saved values per shot and step: ring_layout's size.
+long long ring_stride(Layout const& l, bool full, storage::Dtype dtype);
 
 /// Steps per chunk of the gradient's `shots` schedule: the ring of `shots` shots (stride values
 /// of `real` bytes each) staged for at most 16 MiB and 32 steps.

@@ -7,8 +7,12 @@
 ///
 /// File layout: "KSWCKPT2", uint64 length L, L bytes of JSON metadata, the float32 arrays
 /// (the model: `parameters` x `n` values, vp then rho; Adam's m and v: `moments` x `n` values
-/// each), then "SHA256:" and the 64 hexadecimal digits of the SHA-256 of every byte before it.
-/// The metadata's "n" counts cells, "parameters" and "moments" the segments (1 when absent).
+/// each; format 3 with L-BFGS: its pairs' s and y, `pairs` x `moments` x `n` values each, oldest
+/// first, then its gradient, `moments` x `n` values when it has one), then "SHA256:" and the 64
+/// hexadecimal digits of the SHA-256 of every byte before it. The metadata's "n" counts cells,
+/// "parameters" and "moments" the segments (1 when absent); format 3's "lbfgs" object holds
+/// "pairs", "gradient" (whether the gradient is stored), "rho", "loss", "gamma", "iterations"
+/// and "evaluations" (absent: no L-BFGS memory). Format 2 (no "lbfgs") is still read.
 
 #include <cstddef>
 #include <filesystem>
@@ -31,6 +35,14 @@ struct Checkpoint {
   std::vector<float> m, v;
   int parameters = 1;  ///< segments of the model
   int moments = 1;     ///< segments of each moment
+  /// L-BFGS's memory (fwi::LbfgsState): `lbfgs_pairs` < 0 when the file holds none (Adam, or a
+  /// checkpoint of format 2).
+  int lbfgs_pairs = -1;
+  std::vector<float> lbfgs_s, lbfgs_y;  ///< [pair][moments x n], oldest first
+  std::vector<float> lbfgs_gradient;    ///< moments x n values, or empty
+  std::vector<double> lbfgs_rho;
+  double lbfgs_loss = 0, lbfgs_gamma = 0;
+  int lbfgs_iterations = 0, lbfgs_evaluations = 0;
 };
 
 /// Writes `c` atomically (temporary file, fsync, rename). Throws ksweep::Error.
@@ -44,6 +56,7 @@ struct CheckpointHeader {
   int iteration = 0;
   std::size_t n = 0;  ///< cells
   int parameters = 1, moments = 1;
+  int lbfgs_pairs = -1;  ///< L-BFGS pairs held (< 0: no L-BFGS memory in the file)
   nlohmann::json run;
 };
 CheckpointHeader read_checkpoint_header(std::filesystem::path const& path);

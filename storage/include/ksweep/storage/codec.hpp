@@ -3,7 +3,7 @@
 /// Lossy encodings of the saved boundary ring, on integer bit patterns so that they run on
 /// every backend and every Kokkos version.
 ///
-/// Values are coded in blocks of 256 consecutive cells, one codec type per storage.dtype:
+/// Values are coded in blocks of 64 consecutive values, one codec type per storage.dtype:
 ///  - Fp32Codec: the compute precision, unchanged (no scale);
 ///  - Fp16Codec: IEEE binary16 of v / s with one fp32 scale s = max |v| per block, so small
 ///               values are not flushed to zero;
@@ -55,7 +55,7 @@ namespace ksweep::storage {
 enum class Dtype { fp32, fp16, bf16, int8 };
 
 /// Cells per block.
-inline constexpr int block_size = 256;
+inline constexpr int block_size = 64;
 
 /// The dtype named `name`; an error names the value and the allowed names.
 inline Dtype parse_dtype(std::string const& name) { return names::parse<Dtype>(names::dtype, name); }
@@ -286,7 +286,7 @@ struct Bf16Codec {
   }
 };
 
-/// int8: q = rne(127 v / s) in [-127, 127], one fp32 scale s = max |v| per block of 256 values.
+/// int8: q = rne(127 v / s) in [-127, 127], one fp32 scale s = max |v| per block of 64 values.
 struct Int8Codec : impl::ScaledLayout<1> {
   static constexpr Dtype dtype = Dtype::int8;
 
@@ -385,22 +385,24 @@ struct FastDivisor {
   }
 };
 
-/// The ring of each shot is `stride` values: `cells` cells of the field, then padding (zeros
-/// read from and written to `pad`, [shot][stride - cells]) so that a codec block of 256 values
-/// never holds values of two shots: a shot's encoding then does not depend on its neighbours
-/// in the batch.
+/// The ring of each shot is `stride` values in the order of `offset`: an offset >= 0 is a cell of
+/// the field, an offset -1 - p the padding value p (zeros read from and written to `pad`,
+/// [shot][stride - cells]). The ring's layout (core::ring_layout) pads so that a codec block never
+/// holds values of two shots, nor cells of two tiles of the model (see core::cut_alignment): a
+/// shot's encoding then depends neither on its neighbours in the batch nor on how the model is
+/// split into domains.
 template <class Real, class MemorySpace>
 struct RingValues {
   Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace> m_field;  // [shot][NZ + 2M][NX + 2M]
-  Kokkos::View<int const*, MemorySpace> m_offset;                   // [cells]
+  Kokkos::View<int const*, MemorySpace> m_offset;                   // [stride]
   FastDivisor m_n;                                                  // n: values per shot (stride)
   Kokkos::View<Real**, Kokkos::LayoutRight, MemorySpace> m_pad;     // [shot][stride - cells]
-  int m_cells;
   KOKKOS_INLINE_FUNCTION Real& operator()(std::size_t i) const {
     int const v = static_cast<int>(i);  // shots x stride < 2^31 (checked by the owner)
     int const s = m_n.divide(v), k = v - s * m_n.m_n;
-    if (k >= m_cells) return m_pad(s, k - m_cells);
-    return m_field.data()[static_cast<std::size_t>(s) * m_field.stride(0) + static_cast<std::size_t>(m_offset(k))];
+    int const o = m_offset(k);
+    if (o < 0) return m_pad(s, -1 - o);
+    return m_field.data()[static_cast<std::size_t>(s) * m_field.stride(0) + static_cast<std::size_t>(o)];
   }
 };
 

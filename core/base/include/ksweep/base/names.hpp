@@ -87,9 +87,9 @@ inline constexpr Choice locations[] = {
 };
 inline constexpr Choice dtypes[] = {
     {"fp32", "the compute precision, unchanged"},
-    {"fp16", "IEEE binary16 of the values over one fp32 scale (max |v|) per block of 256"},
+    {"fp16", "IEEE binary16 of the values over one fp32 scale (max |v|) per block of 64"},
     {"bf16", "bfloat16, rounded to nearest even, no scale"},
-    {"int8", "round(127 v / s) with one fp32 scale s = max |v| per block of 256"},
+    {"int8", "round(127 v / s) with one fp32 scale s = max |v| per block of 64"},
 };
 inline constexpr Choice optimizers[] = {
     {"adam", "Adam on random batches of fwi.batch shots"},

@@ -98,6 +98,9 @@ struct State {
   /// Adam's steps since the optimizer (re)started (restart_optimizer(), a stage of frequency
   /// continuation), which its bias correction counts; -1 in a state given to restore(): `iteration`.
   int optimizer_steps = -1;
+  /// L-BFGS's correction pairs, gradient and loss at the current model and counters (empty for
+  /// Adam); a state without them starts L-BFGS with an empty memory.
+  LbfgsState<float> lbfgs;
 };
 
 /// What one iteration did.

@@ -104,6 +104,19 @@ struct LbfgsStep {
   double step = 0;         ///< the accepted step length along the direction
 };
 
+/// What L-BFGS's next iteration reads, as host copies (Lbfgs::state, Lbfgs::restore): a
+/// checkpoint holds it, so that a resumed run takes the steps of an uninterrupted one.
+template <class Real>
+struct LbfgsState {
+  int pairs = 0;               ///< correction pairs held
+  std::vector<Real> s, y;      ///< [pair][value], oldest pair first
+  std::vector<double> rho;     ///< 1 / (s . y) of each pair
+  std::vector<Real> gradient;  ///< at the current model (empty before the first iteration)
+  double loss = 0;             ///< at the current model
+  double gamma = 0;            ///< the scaling of H0 from the newest pair (0: none yet)
+  int iterations = 0, evaluations = 0;
+};
+
 /// L-BFGS over a model of `n` cells of which the first `fixed_cells` never change, with trial
 /// points projected onto [vmin, vmax] (each bound only when > 0). The evaluator is called as
 /// `double f = evaluate(x, g)`: the loss at `x` and its gradient into `g` (both of n cells),
@@ -152,6 +165,73 @@ class Lbfgs {
   LbfgsParameters const& parameters() const { return m_p; }
   /// The gradient at the current model (valid after the first step).
   vector_type const& gradient() const { return m_g; }
+
+  /// Host copies of what the next iteration reads (fences `space`).
+  LbfgsState<Real> state(ExecSpace const& space) const {
+    LbfgsState<Real> st;
+    st.pairs = m_count;
+    auto append = [&](vector_type const& v, std::vector<Real>& out) {
+      auto const h = Kokkos::create_mirror_view(Kokkos::HostSpace(), v);
+      Kokkos::deep_copy(space, h, v);
+      space.fence();
+      out.insert(out.end(), h.data(), h.data() + m_n);
+    };
+    for (int k = 0; k < m_count; ++k) {
+      int const i = slot(k);
+      append(m_s[i], st.s);
+      append(m_y[i], st.y);
+      st.rho.push_back(m_rho[static_cast<std::size_t>(i)]);
+    }
+    if (m_have_gradient) append(m_g, st.gradient);
+    st.loss = m_f;
+    st.gamma = m_gamma;
+    st.iterations = m_iterations;
+    st.evaluations = m_evaluations;
+    return st;
+  }
+
+  /// Continues from `st` (Lbfgs::state of an optimizer of the same size and memory): the next
+  /// step() is the one the saved optimizer would have taken. Errors name what does not fit.
+  void restore(ExecSpace const& space, LbfgsState<Real> const& st) {
+    char const* const where = "ksweep::fwi::Lbfgs::restore";
+    KSWEEP_REQUIRE(st.pairs >= 0 && st.pairs <= m_p.memory,
+                   where << ": " << st.pairs << " correction pairs for a memory of " << m_p.memory);
+    std::size_t const values = static_cast<std::size_t>(st.pairs) * m_n;
+    KSWEEP_REQUIRE(
+        st.s.size() == values && st.y.size() == values && st.rho.size() == static_cast<std::size_t>(st.pairs),
+        where << ": " << st.pairs << " pairs of " << m_n << " values need " << values << " values of s and y and "
+              << st.pairs << " of rho, not " << st.s.size() << ", " << st.y.size() << " and " << st.rho.size());
+    KSWEEP_REQUIRE(st.gradient.empty() || st.gradient.size() == m_n,
+                   where << ": a gradient of " << st.gradient.size() << " values for " << m_n);
+    KSWEEP_REQUIRE(st.gradient.size() == m_n || st.pairs == 0,
+                   where << ": " << st.pairs << " pairs without the gradient they were made with");
+    for (double r : st.rho)
+      KSWEEP_REQUIRE(std::isfinite(r) && r > 0,
+                     where << ": a pair with 1 / (s . y) = " << r << " (must be finite, > 0)");
+    KSWEEP_REQUIRE(
+        std::isfinite(st.loss) && std::isfinite(st.gamma) && st.gamma >= 0,
+        where << ": the loss " << st.loss << " and the scaling " << st.gamma << " must be finite (scaling >= 0)");
+    KSWEEP_REQUIRE(st.iterations >= 0 && st.evaluations >= 0,
+                   where << ": counters " << st.iterations << " and " << st.evaluations << " must be >= 0");
+    auto load = [&](Real const* from, vector_type const& to) {
+      Kokkos::View<Real const*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> const h(from, m_n);
+      Kokkos::deep_copy(space, to, h);
+      space.fence();  // the host array may go before a later fence
+    };
+    clear();
+    for (int k = 0; k < st.pairs; ++k) {
+      load(st.s.data() + static_cast<std::size_t>(k) * m_n, m_s[k]);
+      load(st.y.data() + static_cast<std::size_t>(k) * m_n, m_y[k]);
+      m_rho[static_cast<std::size_t>(k)] = st.rho[static_cast<std::size_t>(k)];
+    }
+    m_count = st.pairs;
+    m_have_gradient = !st.gradient.empty();
+    if (m_have_gradient) load(st.gradient.data(), m_g);
+    m_f = st.loss;
+    m_gamma = st.gamma;
+    m_iterations = st.iterations;
+    m_evaluations = st.evaluations;
+  }
 
   /// One iteration from the model `x` (updated in place): the direction from the two-loop
   /// recursion, then the line search. The first call evaluates the gradient at `x` first.
