@@ -21,9 +21,8 @@ std::array<std::array<int, 2>, 3> strip_extents(Layout const& l) {
 }
 
 sz state_values(Layout const& l, int shots) {
-  auto const ext = strip_extents(l);
   sz layer = 0;
-  for (int a = 0; a < l.dim; ++a) layer += static_cast<sz>(ext[static_cast<sz>(a)][0]) * ext[static_cast<sz>(a)][1];
+  for (auto const& e : strip_extents(l)) layer += static_cast<sz>(e[0]) * static_cast<sz>(e[1]);  // 2D: ext[2] = {0, 0}
   // Two levels of u; psi and zeta of each axis, two levels each, [side][shot][...].
   return 2 * level_values(l, shots) + 2 * 2 * 2 * static_cast<sz>(shots) * layer;
 }
