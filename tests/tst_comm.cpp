@@ -179,8 +179,9 @@ TEST(comm, host_staging_gives_the_same_bits) {
   long diff = 0;
   for (std::size_t i = 0; i < direct.size(); ++i) diff += std::memcmp(&direct[i], &staged[i], sizeof(double)) != 0;
   EXPECT_EQ(diff, 0) << "on rank " << c.rank() << " of " << c.size();
-  if (c.size() > 1 && c.rank() > 0)  // the halo was filled from the left neighbour
+  if (c.size() > 1 && c.rank() > 0) {  // the halo was filled from the left neighbour
     EXPECT_NE(staged[2 * n], static_cast<double>(static_cast<float>(c.rank() * 1000) * 0.37f));
+  }
 }
 
 }  // namespace

@@ -47,22 +47,19 @@ int local_rank_from_environment() {
   return -1;
 }
 
-namespace {
-/// Devices this process sees (CUDA_VISIBLE_DEVICES applies); 0 without a device backend or
-/// where the driver cannot say.
-int visible_devices() {
 #if defined(KOKKOS_ENABLE_CUDA)
+namespace {
+/// Devices this process sees (CUDA_VISIBLE_DEVICES applies); 0 where the driver cannot say.
+int visible_devices() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }
   return n;
-#else
-  return 0;
-#endif
 }
 }  // namespace
+#endif
 
 int device_for_process(int local_rank, int argc, char* argv[]) {
 #if defined(KOKKOS_ENABLE_CUDA)
@@ -107,7 +104,9 @@ std::string device_description() {
     return os.str();
   }
 #endif
-  os << Kokkos::DefaultExecutionSpace::name() << " on the host (" << default_concurrency() << " threads)";
+  int const threads = default_concurrency();
+  os << Kokkos::DefaultExecutionSpace::name() << " on the host (" << threads
+     << (threads == 1 ? " thread)" : " threads)");
   return os.str();
 }
 
