@@ -312,6 +312,14 @@ TEST(domains, split_2d_free_surface_same_bits_order_4) {
   same_bits<4, 2>(problem_2d(true), {cfg("boundary", "device", "fp32")});
 }
 
+// The faces and gathers staged through host copies (as for device memory without GPU-aware MPI)
+// give the bits of one domain too.
+TEST(domains, split_2d_staged_through_host_same_bits) {
+  comm::set_staging(comm::Staging::staged);
+  same_bits<4, 2>(problem_2d(true), {cfg("boundary", "device", "fp32")});
+  comm::set_staging(comm::Staging::automatic);
+}
+
 TEST(domains, split_2d_points_between_cells_same_bits) {
   same_bits<8, 2>(problem_2d_off_grid(), {cfg("boundary", "device", "fp32")});
 }

@@ -1,9 +1,11 @@
 #include <ksweep/comm/communicator.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -11,6 +13,9 @@
 #define OMPI_SKIP_MPICXX 1  // the C API only
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>  // Open MPI's extensions: MPIX_Query_cuda_support
+#endif
 #endif
 
 namespace ksweep::comm {
@@ -46,6 +51,54 @@ struct Communicator::Handle {
 struct Communicator::Handle {};
 #endif
 
+namespace {
+std::atomic<Staging> g_staging{Staging::automatic};
+
+struct GpuAwareness {
+  bool on = false;
+  std::string reason;
+};
+
+GpuAwareness ask_gpu_awareness() {
+#if !KSWEEP_ENABLE_MPI
+  return {false, "no MPI in this build"};
+#elif !defined(KOKKOS_ENABLE_CUDA)
+  return {false, "no device backend in this build"};
+#elif !KSWEEP_ENABLE_GPU_AWARE_MPI
+  return {false, "staged through host memory (built with -DKSWEEP_ENABLE_GPU_AWARE_MPI=OFF)"};
+#else
+  if (char const* env = std::getenv("KSWEEP_GPU_AWARE_MPI"); env && *env) {
+    std::string const v = env;
+    if (v == "1") return {true, "GPU-aware (KSWEEP_GPU_AWARE_MPI=1)"};
+    if (v == "0") return {false, "staged through host memory (KSWEEP_GPU_AWARE_MPI=0)"};
+    throw Error("ksweep::comm::gpu_aware_mpi: KSWEEP_GPU_AWARE_MPI='" + v +
+                "' is not allowed (allowed: 1, device pointers to MPI; 0, staged through host memory; unset, "
+                "ask the MPI library)");
+  }
+#if defined(MPIX_CUDA_AWARE_SUPPORT)
+  int init = 0;
+  MPI_Initialized(&init);
+  if (init && MPIX_Query_cuda_support() == 1) return {true, "GPU-aware (Open MPI reports CUDA support)"};
+  return {false, "staged through host memory (Open MPI reports no CUDA support)"};
+#else
+  return {false,
+          "staged through host memory (the MPI library has no CUDA query; KSWEEP_GPU_AWARE_MPI=1 if it is "
+          "GPU-aware)"};
+#endif
+#endif
+}
+
+GpuAwareness const& gpu_awareness() {
+  static GpuAwareness const g = ask_gpu_awareness();
+  return g;
+}
+}  // namespace
+
+void set_staging(Staging s) { g_staging = s; }
+Staging staging() { return g_staging; }
+bool gpu_aware_mpi() { return gpu_awareness().on; }
+std::string gpu_aware_mpi_reason() { return gpu_awareness().reason; }
+
 Environment::Environment(int& argc, char**& argv) {
 #if KSWEEP_ENABLE_MPI
   int init = 0;
@@ -80,6 +133,7 @@ Communicator::Communicator() {
     if (m_size > 1 &&
         MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
       MPI_Comm_size(node, &m_local_size);
+      MPI_Comm_rank(node, &m_local_rank);
       MPI_Comm_free(&node);
     }
   }
@@ -119,6 +173,30 @@ void allreduce_in_place(T* data, std::size_t n, int size, MPI_Datatype type, MPI
 }
 #endif
 }  // namespace
+
+std::vector<std::string> Communicator::gather(std::string const& text, int root) const {
+#if KSWEEP_ENABLE_MPI
+  if (m_size > 1) {
+    int const n = static_cast<int>(text.size());
+    std::vector<int> sizes(m_rank == root ? m_size : 0), offsets;
+    check(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, root, KSWEEP_COMM), "MPI_Gather");
+    std::string all;
+    if (m_rank == root) {
+      int total = 0;
+      for (int s : sizes) offsets.push_back(total), total += s;
+      all.resize(static_cast<std::size_t>(total));
+    }
+    check(MPI_Gatherv(text.data(), n, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, root, KSWEEP_COMM),
+          "MPI_Gatherv");
+    std::vector<std::string> out;
+    for (std::size_t r = 0; r < sizes.size(); ++r)
+      out.push_back(all.substr(static_cast<std::size_t>(offsets[r]), static_cast<std::size_t>(sizes[r])));
+    return out;
+  }
+#endif
+  (void)root;
+  return {text};
+}
 
 void Communicator::allreduce_sum(double* data, std::size_t n) const {
 #if KSWEEP_ENABLE_MPI

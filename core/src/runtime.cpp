@@ -4,19 +4,135 @@
 
 #include <Kokkos_Core.hpp>
 
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 namespace ksweep::core {
 
-KokkosSession::KokkosSession(int& argc, char* argv[]) {
+int choose_device(int local_rank, int device_count, int requested) {
+  KSWEEP_REQUIRE(local_rank >= 0, "ksweep::core::choose_device: local rank " << local_rank << " must be >= 0");
+  if (requested >= 0) {
+    KSWEEP_REQUIRE(requested < device_count, "ksweep::core::choose_device: device "
+                                                 << requested << " was asked for (KSWEEP_DEVICE or device=), but "
+                                                 << device_count << " device(s) are visible (0 .. " << device_count - 1
+                                                 << ")");
+    return requested;
+  }
+  if (device_count <= 0) return -1;
+  return local_rank % device_count;
+}
+
+int local_rank_from_environment() {
+  for (char const* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK",
+                           "SLURM_LOCALID", "PALS_LOCAL_RANKID"}) {
+    char const* v = std::getenv(name);
+    if (!v || !*v) continue;
+    char* end = nullptr;
+    long const r = std::strtol(v, &end, 10);
+    if (*end == '\0' && r >= 0 && r < (1L << 30)) return static_cast<int>(r);
+  }
+  return -1;
+}
+
+#if defined(KOKKOS_ENABLE_CUDA)
+namespace {
+/// Devices this process sees (CUDA_VISIBLE_DEVICES applies); 0 where the driver cannot say.
+int visible_devices() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+}  // namespace
+#endif
+
+int device_for_process(int local_rank, int argc, char* argv[]) {
+#if defined(KOKKOS_ENABLE_CUDA)
+  for (int i = 1; i < argc; ++i)
+    for (char const* flag : {"--kokkos-device-id", "--kokkos-device", "--kokkos-map-device-id-by"})
+      if (std::strncmp(argv[i], flag, std::strlen(flag)) == 0) return -1;
+  if (char const* k = std::getenv("KOKKOS_DEVICE_ID"); k && *k) return -1;
+  int requested = -1;
+  if (char const* v = std::getenv("KSWEEP_DEVICE"); v && *v) {
+    char* end = nullptr;
+    long const d = std::strtol(v, &end, 10);
+    KSWEEP_REQUIRE(*end == '\0' && d >= 0 && d < (1L << 20),
+                   "ksweep: KSWEEP_DEVICE='" << v << "' is not allowed (allowed: a device index, 0 or more)");
+    requested = static_cast<int>(d);
+  }
+  if (local_rank < 0) local_rank = local_rank_from_environment();
+  int const count = visible_devices();
+  if (count == 0) return -1;  // Kokkos says why it cannot start
+  return choose_device(local_rank < 0 ? 0 : local_rank, count, requested);
+#else
+  (void)local_rank, (void)argc, (void)argv;
+  return -1;
+#endif
+}
+
+int device_id() {
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same_v<Kokkos::DefaultExecutionSpace, Kokkos::Cuda>) return Kokkos::Cuda().cuda_device();
+  else return -1;
+#else
+  return -1;
+#endif
+}
+
+std::string device_description() {
+  std::ostringstream os;
+#if defined(KOKKOS_ENABLE_CUDA)
+  if (int const id = device_id(); id >= 0) {
+    cudaDeviceProp p{};
+    os << "Cuda device " << id;
+    if (cudaGetDeviceProperties(&p, id) == cudaSuccess) os << ": " << p.name;
+    return os.str();
+  }
+#endif
+  int const threads = default_concurrency();
+  os << Kokkos::DefaultExecutionSpace::name() << " on the host (" << threads
+     << (threads == 1 ? " thread)" : " threads)");
+  return os.str();
+}
+
+KokkosSession::KokkosSession(int& argc, char* argv[], int local_rank) {
   try {
-    Kokkos::initialize(argc, argv);
+    int const device = device_for_process(local_rank, argc, argv);
+    if (device < 0) {
+      Kokkos::initialize(argc, argv);
+    } else {
+      // argv with the device added; what Kokkos leaves of it goes back into argv.
+#if KOKKOS_VERSION >= 40000
+      std::string flag = "--kokkos-device-id=" + std::to_string(device);
+#else
+      std::string flag = "--kokkos-device=" + std::to_string(device);
+#endif
+      std::vector<char*> args(argv, argv + argc);
+      args.push_back(flag.data());
+      args.push_back(nullptr);
+      int n = argc + 1;
+      Kokkos::initialize(n, args.data());
+      int kept = 0;
+      for (int i = 0; i < n; ++i)
+        if (args[static_cast<std::size_t>(i)] != flag.data()) argv[kept++] = args[static_cast<std::size_t>(i)];
+      for (int i = kept; i < argc; ++i) argv[i] = nullptr;
+      argc = kept;
+    }
   } catch (std::exception const& e) {
     std::string reason = e.what();
     auto const nl = reason.find('\n');
@@ -146,7 +262,7 @@ std::string describe_build(bool verbose_kokkos_config) {
   os << "Kokkos " << kokkos_version() << ", backends:";
   for (auto const& b : enabled_backends()) os << " " << b;
   os << "; default " << default_backend() << " with concurrency " << default_concurrency() << "\n";
-  os << "MPI: " << (KSWEEP_ENABLE_MPI ? "enabled" : "disabled") << (KSWEEP_ENABLE_GPU_AWARE_MPI ? " (GPU-aware)" : "")
+  os << "MPI: " << (KSWEEP_ENABLE_MPI ? "enabled" : "disabled")
      << "; HDF5: " << (KSWEEP_ENABLE_HDF5 ? "enabled" : "disabled") << "\n";
   if (verbose_kokkos_config) Kokkos::print_configuration(os, true);
   return os.str();

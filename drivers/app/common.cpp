@@ -2,6 +2,7 @@
 
 #include <ksweep/base/config.hpp>
 #include <ksweep/base/error.hpp>
+#include <ksweep/core/runtime.hpp>
 #include <ksweep/core/sizes.hpp>
 #include <ksweep/io/survey.hpp>
 #include <ksweep/io/wavelet.hpp>
@@ -15,6 +16,7 @@
 #include <sstream>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 namespace ksweep::app {
 
@@ -241,6 +243,30 @@ void warn_acquisition(io::Config const& cfg, io::VelocityModel const& vm, core::
                  "wide (shots.x_range = [%g, %g]); repeated shots add cost, not information: use at most %d shots "
                  "or a wider shots.x_range\n",
                  survey.n_shots, distinct, vm.nx, cfg.shots.x_range[0], cfg.shots.x_range[1], distinct);
+}
+
+std::vector<RankDevice> rank_devices(comm::Communicator const& comm) {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "unknown");
+  // One line per rank: "local rank\tdevice id\thost\tdevice".
+  std::string const mine = std::to_string(comm.local_rank()) + "\t" + std::to_string(core::device_id()) + "\t" + host +
+                           "\t" + core::device_description();
+  std::vector<RankDevice> out;
+  auto const all = comm.gather(mine);
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    std::istringstream is(all[r]);
+    std::string local, id;
+    RankDevice d;
+    d.rank = static_cast<int>(r);
+    std::getline(is, local, '\t');
+    std::getline(is, id, '\t');
+    std::getline(is, d.host, '\t');
+    std::getline(is, d.device);
+    d.local_rank = std::atoi(local.c_str());
+    d.device_id = std::atoi(id.c_str());
+    out.push_back(d);
+  }
+  return out;
 }
 
 }  // namespace ksweep::app

@@ -90,6 +90,14 @@ void warn_acquisition(io::Config const& cfg, io::VelocityModel const& vm, core::
 /// `what` saying what replaces them ("survey.file replaces").
 void warn_unused_layout(io::Config const& cfg, std::string const& what);
 
+/// What one rank computes on: its node, its rank there and its device.
+struct RankDevice {
+  int rank = 0, local_rank = 0, device_id = -1;  ///< device_id -1: the host
+  std::string host, device;                      ///< node name; core::device_description()
+};
+/// Every rank's RankDevice, in rank order, on rank 0 (collective; empty on the other ranks).
+std::vector<RankDevice> rank_devices(comm::Communicator const& comm);
+
 int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm);
 int run_fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm);
 

@@ -899,6 +899,14 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
                                         {"residual", in.estimate.residual},
                                         {"residual_reference", in.estimate.residual_reference}};
   o.summary["ranks"] = comm.size();
+  o.summary["devices"] = nlohmann::json::array();
+  for (auto const& d : rank_devices(comm))
+    o.summary["devices"].push_back({{"rank", d.rank},
+                                    {"host", d.host},
+                                    {"local_rank", d.local_rank},
+                                    {"device_id", d.device_id},
+                                    {"device", d.device}});
+  o.summary["mpi"] = {{"gpu_aware", comm::gpu_aware_mpi()}, {"device_data", comm::gpu_aware_mpi_reason()}};
   o.summary["backend"] = core::default_backend();
   o.summary["threads"] = core::default_concurrency();
   o.summary["initial"] = {{"rmse", rmse0}};

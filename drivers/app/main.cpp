@@ -44,9 +44,12 @@ void print_names() {
 }
 
 int run_info(ksweep::comm::Communicator const& comm) {
+  auto const devices = ksweep::app::rank_devices(comm);
   if (!comm.is_root()) return 0;
   std::printf("%s", ksweep::core::describe_build(false).c_str());
-  std::printf("MPI ranks: %d\n", comm.size());
+  std::printf("MPI ranks: %d; device data to MPI: %s\n", comm.size(), ksweep::comm::gpu_aware_mpi_reason().c_str());
+  for (auto const& d : devices)
+    std::printf("  rank %d (%s, local rank %d): %s\n", d.rank, d.host.c_str(), d.local_rank, d.device.c_str());
 #if KSWEEP_ENABLE_HDF5
   unsigned maj = 0, min = 0, rel = 0;
   H5get_libversion(&maj, &min, &rel);
@@ -232,7 +235,7 @@ int main(int argc, char** argv) {
   int rc = 0;
   try {
     begin_startup("Kokkos");
-    ksweep::core::KokkosSession kokkos(argc, argv);
+    ksweep::core::KokkosSession kokkos(argc, argv, comm.local_rank());
     end_startup();
     try {
       if (*info) {

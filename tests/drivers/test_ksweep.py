@@ -731,6 +731,12 @@ def case_density():
     # Two ranks: the same bits.
     two = fresh("density_two")
     ksweep(["fwi", "-c", cfg, "-o", two], ranks=2, timeout=900)
+    with open(os.path.join(two, "summary.json")) as f:
+        s = json.load(f)
+    if [d["rank"] for d in s["devices"]] != list(range(s["ranks"])) or not all(d["device"] for d in s["devices"]):
+        fail(f"summary.json does not name each rank's device: {s['devices']}")
+    if not isinstance(s["mpi"]["gpu_aware"], bool):
+        fail(f"summary.json's mpi: {s['mpi']}")
     for m in ("vp", "rho"):
         with h5py.File(os.path.join(ref, "model_final.h5"), "r") as a, \
                 h5py.File(os.path.join(two, "model_final.h5"), "r") as b:

@@ -29,6 +29,8 @@ def test_info():
     i = ksweep.info()
     assert i["backend"] in i["backends"] and i["concurrency"] >= 1
     assert i["version"] == ksweep.__version__ and i["kokkos"].count(".") == 2
+    assert i["device"] and (i["device_id"] >= 0) == (i["backend"] == "Cuda"), i
+    assert isinstance(i["gpu_aware_mpi"], bool) and i["mpi_device_data"], i
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp64"])

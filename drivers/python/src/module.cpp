@@ -214,7 +214,8 @@ struct Live {
 };
 
 /// Starts Kokkos (once) with `threads` host threads (0: Kokkos' default, from OMP_NUM_THREADS
-/// or the machine) and the GPU `device` (-1: the default).
+/// or the machine) and the GPU `device` (-1: KSWEEP_DEVICE where set, else the node-local rank
+/// modulo the visible devices: core::device_for_process).
 void initialize(int threads, int device) {
   if (Kokkos::is_initialized()) {
     KSWEEP_REQUIRE(threads <= 0 && device < 0, "ksweep.initialize: Kokkos is already running (with "
@@ -231,6 +232,7 @@ void initialize(int threads, int device) {
 #endif
   std::vector<std::string> args{"ksweep"};
   if (threads > 0) args.push_back(t + std::to_string(threads));
+  if (device < 0) device = core::device_for_process(-1);
   if (device >= 0) args.push_back(d + std::to_string(device));
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -682,9 +684,10 @@ PYBIND11_MODULE(_ksweep, m) {
     finalize_when_done();
   });
   m.def("info", [] {
-    std::string kokkos, backend, build;
+    std::string kokkos, backend, build, device, mpi_device_data;
     std::vector<std::string> backends;
-    int concurrency = 0, ranks = 1;
+    int concurrency = 0, ranks = 1, device_id = -1;
+    bool gpu_aware = false;
     on_worker([&] {
       ensure_initialized();
       kokkos = core::kokkos_version();
@@ -693,6 +696,10 @@ PYBIND11_MODULE(_ksweep, m) {
       concurrency = core::default_concurrency();
       ranks = comm::world_size();  // not collective: info() may be asked on one rank
       build = core::describe_build(false);
+      device = core::device_description();
+      device_id = core::device_id();
+      gpu_aware = comm::gpu_aware_mpi();
+      mpi_device_data = comm::gpu_aware_mpi_reason();
     });
     py::dict d;
     d["version"] = KSWEEP_VERSION_STRING;
@@ -703,6 +710,10 @@ PYBIND11_MODULE(_ksweep, m) {
     d["concurrency"] = concurrency;
     d["mpi"] = static_cast<bool>(KSWEEP_ENABLE_MPI);
     d["ranks"] = ranks;
+    d["device"] = device;
+    d["device_id"] = device_id;
+    d["gpu_aware_mpi"] = gpu_aware;
+    d["mpi_device_data"] = mpi_device_data;
     d["build"] = build;
     return d;
   });

@@ -1,8 +1,9 @@
 #pragma once
 /// \file communicator.hpp
 /// A small communicator over MPI for shot-parallel FWI, and a single-rank stand-in for builds
-/// without MPI. Device views are reduced through host mirrors unless the build enables
-/// GPU-aware MPI.
+/// without MPI. Device views go to MPI directly where the MPI library handles device memory
+/// (GPU-aware MPI, asked at run time: gpu_aware_mpi()), through host copies otherwise; both
+/// give the same bits.
 
 #include <ksweep/base/config.hpp>
 #include <ksweep/base/error.hpp>
@@ -16,6 +17,56 @@
 #include <vector>
 
 namespace ksweep::comm {
+
+/// How data in device memory meets MPI: `automatic` hands MPI device pointers where
+/// gpu_aware_mpi() says it takes them and stages through host copies otherwise; `staged` always
+/// copies through host buffers, host memory too (tests use it to prove that both paths give the
+/// same bits); `direct` never stages.
+enum class Staging { automatic, staged, direct };
+/// Sets the process-wide choice (default `automatic`); call it before transfers start.
+void set_staging(Staging s);
+Staging staging();
+
+/// Whether the MPI library of this process reads and writes device (CUDA) memory itself, asked
+/// once at run time: the environment variable KSWEEP_GPU_AWARE_MPI (1: yes, 0: no) where set,
+/// else Open MPI's MPIX_Query_cuda_support() where the library has that extension, else no.
+/// Always no in builds without MPI, without a device backend, or configured with
+/// -DKSWEEP_ENABLE_GPU_AWARE_MPI=OFF.
+bool gpu_aware_mpi();
+/// One line on how device data travels, e.g. "GPU-aware (Open MPI reports CUDA support)" or
+/// "staged through host memory (the MPI library reports no CUDA support)".
+std::string gpu_aware_mpi_reason();
+
+/// Whether views in `MemorySpace` travel through host copies (see Staging).
+template <class MemorySpace>
+bool staged() {
+  Staging const s = staging();
+  if (s != Staging::automatic) return s == Staging::staged;
+  if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible) return false;
+  else return !gpu_aware_mpi();
+}
+
+/// Calls f(pointer) with data of the contiguous view `v` that MPI may read and write: `v`'s own,
+/// or a host copy (staged()) filled from `v` when `reads` and copied back when `writes`. Fences
+/// `space` before f and after the copy back.
+template <class ExecSpace, class View, class F>
+void with_mpi_data(ExecSpace const& space, View const& v, bool reads, bool writes, F&& f) {
+  space.fence();
+  if (!staged<typename View::memory_space>()) {
+    f(v.data());
+    return;
+  }
+  auto h = Kokkos::create_mirror(Kokkos::HostSpace(), v);
+  if (reads) {
+    Kokkos::deep_copy(space, h, v);
+    space.fence();
+  }
+  f(h.data());
+  if (writes) {
+    Kokkos::deep_copy(space, v, h);
+    space.fence();
+  }
+}
 
 /// Initialises MPI (when built with it and not yet initialised) and finalises it on
 /// destruction. Construct before Kokkos.
@@ -61,6 +112,8 @@ class Communicator {
   bool is_root() const { return m_rank == 0; }
   /// Ranks on this rank's node (sharing its memory), this one included.
   int local_size() const { return m_local_size; }
+  /// This rank's index among the ranks of its node (0 .. local_size() - 1), by world rank.
+  int local_rank() const { return m_local_rank; }
 
   void barrier() const;
   /// Broadcasts bytes from `root`.
@@ -72,6 +125,8 @@ class Communicator {
     v.resize(n);
     if (n) broadcast_bytes(v.data(), n * sizeof(T), root);
   }
+  /// Every rank's `text`, in rank order, on `root` (collective; empty on the other ranks).
+  std::vector<std::string> gather(std::string const& text, int root = 0) const;
   /// Sum over ranks, in place.
   void allreduce_sum(double* data, std::size_t n) const;
   void allreduce_sum(float* data, std::size_t n) const;
@@ -80,22 +135,12 @@ class Communicator {
     return x;
   }
   /// Sum of a contiguous view over ranks, in place. `space` is fenced first; the copies through
-  /// a host mirror (device views without GPU-aware MPI) are on `space`, fenced too.
+  /// a host copy (staged()) are on `space`, fenced too.
   template <class ExecSpace, class View>
   void allreduce_sum_view(ExecSpace const& space, View const& v) const {
     space.fence();
     if (m_size == 1) return;
-    using host_accessible = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename View::memory_space>;
-    if constexpr (host_accessible::accessible || KSWEEP_ENABLE_GPU_AWARE_MPI) {
-      allreduce_sum(v.data(), v.span());
-    } else {
-      auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), v);
-      Kokkos::deep_copy(space, h, v);
-      space.fence();
-      allreduce_sum(h.data(), h.span());
-      Kokkos::deep_copy(space, v, h);
-      space.fence();
-    }
+    with_mpi_data(space, v, true, true, [&](auto* p) { allreduce_sum(p, v.span()); });
   }
   /// Bitwise or over ranks of `bytes` bytes, in place: parts that each rank fills alone (zeros
   /// elsewhere) put together bit for bit.
@@ -137,30 +182,18 @@ class Communicator {
   [[noreturn]] void abort(std::string const& message, int code = 1) const;
 
  private:
-  // Calls f(pointer, size) on host-accessible data of the contiguous view `v` (a host mirror
-  // for device views without GPU-aware MPI), copied back into `v` when `writes`.
+  // Calls f(pointer, size) on data of the contiguous view `v` that MPI may use (with_mpi_data),
+  // copied back into `v` when `writes`.
   template <class ExecSpace, class View, class F>
   static void with_host_data(ExecSpace const& space, View const& v, bool writes, F&& f) {
     static_assert(std::is_same_v<typename View::non_const_value_type, double>, "sum_in_rank_order sums doubles");
-    space.fence();
-    using host_accessible = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename View::memory_space>;
-    if constexpr (host_accessible::accessible || KSWEEP_ENABLE_GPU_AWARE_MPI) {
-      (void)writes;
-      f(v.data(), v.span());
-    } else {
-      auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), v);
-      Kokkos::deep_copy(space, h, v);
-      space.fence();
-      f(h.data(), h.span());
-      if (writes) Kokkos::deep_copy(space, v, h);
-      space.fence();
-    }
+    with_mpi_data(space, v, true, writes, [&](double* p) { f(p, v.span()); });
   }
 
   struct Handle;  // the MPI communicator of a split (none: the world)
   std::shared_ptr<Handle> m_handle;
   int m_rank = 0, m_size = 1;
-  int m_local_size = 1;
+  int m_local_size = 1, m_local_rank = 0;
 };
 
 /// The ranks of the world (1 without MPI or before MPI starts), asked of MPI alone: unlike

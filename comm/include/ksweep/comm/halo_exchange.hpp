@@ -4,11 +4,11 @@
 /// are rows of NX + 2R cells, [shot][field row][NX + 2R] (field rows (NZ + 2R) in 2D,
 /// (NZ + 2R)(NY + 2R) in 3D, z slowest); after every step the R cells beyond each cut face are
 /// copied from the neighbour's first R cells on its side. Faces are packed and unpacked by
-/// kernels on the execution space and travel through nonblocking MPI, from host mirrors unless
-/// the build enables GPU-aware MPI; begin() sends, finish() receives, so that a propagator runs
-/// its inner cells in between. Every face travels at once: the corners of the halo (beyond an x
-/// and a y cut at once) are not exchanged, and no stencil reads them (the stencils are stars, and
-/// off-grid taps across a cut are refused).
+/// kernels on the execution space and travel through nonblocking MPI, from host copies unless
+/// MPI takes device memory (comm::staged(), gpu_aware_mpi()); begin() sends, finish()
+/// receives, so that a propagator runs its inner cells in between. Every face travels at once:
+/// the corners of the halo (beyond an x and a y cut at once) are not exchanged, and no stencil
+/// reads them (the stencils are stars, and off-grid taps across a cut are refused).
 
 #include <ksweep/base/launch.hpp>
 #include <ksweep/comm/communicator.hpp>
@@ -157,8 +157,8 @@ class HaloExchange {
           pack(impl::PackRows<Real, memory_space>{u, m_ybuf[i], m_yrows[i], R, g.NY + 2 * R, false}, shots,
                "ksweep::comm::pack_y");
     // Staged: the faces to the host mirrors, ordered after the packing; one fence for all.
-    if (x && staged(m_xbuf, m_xhost)) copy(m_xbuf, m_xhost, 0, shots, g.left, g.right);
-    if (y && staged(m_ybuf, m_yhost)) copy(m_ybuf, m_yhost, 0, shots, g.front, g.back);
+    if (x && is_staged(m_xbuf, m_xhost)) copy(m_xbuf, m_xhost, 0, shots, g.left, g.right);
+    if (y && is_staged(m_ybuf, m_yhost)) copy(m_ybuf, m_yhost, 0, shots, g.front, g.back);
     m_space.fence();
     if (x) post(m_xhost, m_xbuf[0].extent(1) * m_xbuf[0].extent(2), shots, g.left, g.right, 0);
     if (y) post(m_yhost, m_ybuf[0].extent(1) * m_ybuf[0].extent(2), shots, g.front, g.back, 2);
@@ -173,14 +173,14 @@ class HaloExchange {
     auto const& g = m_g;
     int const R = g.radius;
     if (g.left >= 0 || g.right >= 0) {
-      if (staged(m_xbuf, m_xhost)) copy(m_xbuf, m_xhost, 2, shots, g.left, g.right);
+      if (is_staged(m_xbuf, m_xhost)) copy(m_xbuf, m_xhost, 2, shots, g.left, g.right);
       for (int i = 2; i < 4; ++i)
         if ((i == 2 ? g.left : g.right) >= 0)
           pack(impl::PackColumns<Real, memory_space>{u, m_xbuf[i], m_xcols[i], R, true}, shots,
                "ksweep::comm::unpack_x");
     }
     if (g.dim == 3 && (g.front >= 0 || g.back >= 0)) {
-      if (staged(m_ybuf, m_yhost)) copy(m_ybuf, m_yhost, 2, shots, g.front, g.back);
+      if (is_staged(m_ybuf, m_yhost)) copy(m_ybuf, m_yhost, 2, shots, g.front, g.back);
       for (int i = 2; i < 4; ++i)
         if ((i == 2 ? g.front : g.back) >= 0)
           pack(impl::PackRows<Real, memory_space>{u, m_ybuf[i], m_yrows[i], R, g.NY + 2 * R, true}, shots,
@@ -198,7 +198,7 @@ class HaloExchange {
     if (m_comm.size() == 1 || shots == 0) return;
     auto part = Kokkos::subview(v, Kokkos::make_pair(0, shots), Kokkos::ALL, Kokkos::ALL);
     std::size_t const bytes = part.span() * sizeof(Real);
-    with_host(part, true, true, [&](Real* p) { m_comm.allreduce_bor(p, bytes); });
+    with_mpi_data(m_space, part, true, true, [&](Real* p) { m_comm.allreduce_bor(p, bytes); });
   }
 
   /// Bytes sent per exchange of `shots` shots (all faces), and the exchanges and seconds so far.
@@ -225,7 +225,7 @@ class HaloExchange {
     return Kokkos::subview(v, Kokkos::make_pair(0, shots), Kokkos::ALL, Kokkos::ALL);
   }
   // Whether MPI works on host mirrors of the buffers (else on the buffers themselves).
-  static bool staged(field3 const (&buf)[4], typename field3::HostMirror const (&host)[4]) {
+  static bool is_staged(field3 const (&buf)[4], typename field3::HostMirror const (&host)[4]) {
     return host[0].data() != buf[0].data();
   }
 
@@ -251,37 +251,10 @@ class HaloExchange {
     }
   }
 
-  // What MPI reads and writes for a buffer: the buffer where the host (or GPU-aware MPI) can
-  // reach it, else a host mirror.
+  // What MPI reads and writes for a buffer: a host copy where staged(), else the buffer itself.
   static typename field3::HostMirror host_side(field3 const& b) {
-    if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, memory_space>::accessible ||
-                  KSWEEP_ENABLE_GPU_AWARE_MPI) {
-      return typename field3::HostMirror(b.data(), b.extent(0), b.extent(1), b.extent(2));
-    } else {
-      return Kokkos::create_mirror_view(Kokkos::HostSpace(), b);
-    }
-  }
-
-  // f(pointer) on host-accessible data of the contiguous view v (a host mirror of device
-  // views without GPU-aware MPI, filled from v when `reads`, copied back when `writes`).
-  template <class View, class F>
-  void with_host(View const& v, bool reads, bool writes, F&& f) {
-    using host_accessible = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename View::memory_space>;
-    if constexpr (host_accessible::accessible || KSWEEP_ENABLE_GPU_AWARE_MPI) {
-      (void)reads, (void)writes;
-      f(v.data());
-    } else {
-      auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), v);
-      if (reads) {
-        Kokkos::deep_copy(m_space, h, v);
-        m_space.fence();
-      }
-      f(h.data());
-      if (writes) {
-        Kokkos::deep_copy(m_space, v, h);
-        m_space.fence();
-      }
-    }
+    if (comm::staged<memory_space>()) return Kokkos::create_mirror(b);
+    return typename field3::HostMirror(b.data(), b.extent(0), b.extent(1), b.extent(2));
   }
 
   Communicator m_comm;

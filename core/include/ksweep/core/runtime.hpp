@@ -38,14 +38,36 @@ class LaunchCounter {
   void reset();
 };
 
-/// Kokkos for the life of a program: Kokkos::initialize(argc, argv) on construction,
-/// Kokkos::finalize on destruction. A failure to start (a CUDA build without a usable GPU, a
+/// The device (GPU) a rank takes among the `device_count` its node shows it: `requested` where
+/// >= 0 (an error when there is no such device), else its node-local rank modulo the count, so
+/// that the ranks of a node take one device each and ranks beyond the count share them in turn;
+/// -1 when it sees no device.
+int choose_device(int local_rank, int device_count, int requested);
+/// The rank of this process among those of its node, as the MPI launcher or the batch system
+/// says in the environment (Open MPI, MPICH and Intel MPI, MVAPICH2, Slurm, Cray PALS); -1 where
+/// none does.
+int local_rank_from_environment();
+/// The device this process starts Kokkos with, or -1 to leave the choice to Kokkos (host
+/// backends; a device already given to Kokkos by --kokkos-device-id or KOKKOS_DEVICE_ID):
+/// KSWEEP_DEVICE where set, else choose_device() of `local_rank` (-1: from the environment,
+/// else 0) among the devices this process sees.
+int device_for_process(int local_rank, int argc = 0, char* argv[] = nullptr);
+/// The device this process computes on, once Kokkos runs: its index among the visible devices
+/// (-1: the host).
+int device_id();
+/// Its name for reports, e.g. "Cuda device 0: NVIDIA H100 80GB HBM3" or "OpenMP on the host (16
+/// threads)".
+std::string device_description();
+
+/// Kokkos for the life of a program: Kokkos::initialize(argc, argv) on construction, on the
+/// device of device_for_process(local_rank), and Kokkos::finalize on destruction. A failure to
+/// start (a CUDA build without a usable GPU, a
 /// driver older than the toolkit, a device already taken) throws std::runtime_error whose
 /// message is one line: "cannot start Kokkos (<enabled backends>): <the first line of the
 /// reason>", for programs to print and exit with, instead of an abort.
 class KokkosSession {
  public:
-  KokkosSession(int& argc, char* argv[]);
+  KokkosSession(int& argc, char* argv[], int local_rank = -1);
   ~KokkosSession();
   KokkosSession(KokkosSession const&) = delete;
   KokkosSession& operator=(KokkosSession const&) = delete;

@@ -11,9 +11,25 @@
 #include <ksweep/core/domain.hpp>
 #include <ksweep/core/halo.hpp>
 
+#include <cstdlib>
 #include <memory>
+#include <string>
 
 namespace ksweep::fwi {
+
+/// Whether the steps of a split overlap their halo exchange with their inner cells, as the
+/// environment variable KSWEEP_OVERLAP says: 1 (on), 0 (off), -1 where it is unset (the
+/// propagator's automatic choice, core::Propagator::set_overlap). The results are the same bits
+/// either way; the switch is there to show it and to time both.
+inline int overlap_from_environment() {
+  char const* v = std::getenv("KSWEEP_OVERLAP");
+  if (v == nullptr || *v == '\0') return -1;
+  std::string const s = v;
+  KSWEEP_REQUIRE(s == "0" || s == "1",
+                 "KSWEEP_OVERLAP='" << s << "' is not allowed (allowed: 1, overlap the halo exchange with the inner "
+                                    << "cells; 0, exchange after each whole step; unset, automatic)");
+  return s == "1" ? 1 : 0;
+}
 
 struct Decomposition {
   core::DomainSplit split;
@@ -65,30 +81,20 @@ std::shared_ptr<comm::HaloExchange<typename Propagator::real_type, typename Prop
     hl.begin = [e](auto const& u, int shots) { e->begin(u, shots); };
     hl.finish = [e](auto const& u, int shots) { e->finish(u, shots); };
     hl.gather_records = [e](auto const& v, int shots) { e->gather(v, shots); };
+    if (int const o = overlap_from_environment(); o >= 0) prop.set_overlap(o == 1);
   }
   prop.set_halo_link(hl);
   return ex;
 }
 
 /// Puts the parts of a contiguous view together over `c`, bit for bit: each rank holds its
-/// part and +0 elsewhere (bitwise or; through a host mirror for device views without GPU-aware
-/// MPI). Fences `space`.
+/// part and +0 elsewhere (bitwise or; through a host copy where comm::staged()). Fences `space`.
 template <class ExecSpace, class View>
 void bitwise_or(ExecSpace const& space, comm::Communicator const& c, View const& v) {
   space.fence();
   if (c.size() == 1) return;
   std::size_t const bytes = v.span() * sizeof(typename View::value_type);
-  using host_accessible = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename View::memory_space>;
-  if constexpr (host_accessible::accessible || KSWEEP_ENABLE_GPU_AWARE_MPI) {
-    c.allreduce_bor(v.data(), bytes);
-  } else {
-    auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), v);
-    Kokkos::deep_copy(space, h, v);
-    space.fence();
-    c.allreduce_bor(h.data(), bytes);
-    Kokkos::deep_copy(space, v, h);
-    space.fence();
-  }
+  comm::with_mpi_data(space, v, true, true, [&](auto* p) { c.allreduce_bor(p, bytes); });
 }
 
 /// Copies between a subdomain's cells (part, [nz][ny][nx] of the subdomain) and the whole
