@@ -14,9 +14,9 @@
 #   fwi      share/examples/marmousi_25m.toml, 3 iterations, on 1, 2 and 4 ranks (sharing the one
 #            GPU): each run's loss history and the SHA-256 of its final model equal to each other
 #            and to the OpenMP results in tests/reference/device_check.json;
-#   domains  the same inversion with exact storage (storage.dtype=fp32) and parallel.domains=[2]
-#            on 2 ranks, the halo exchange overlapped with the inner cells (KSWEEP_OVERLAP=1) and
-#            not (0): equal to one domain (the shipped fp16 storage is not split-exact yet);
+#   domains  the same inversion with parallel.domains=[2] on 2 ranks (the shipped fp16 storage),
+#            the halo exchange overlapped with the inner cells (KSWEEP_OVERLAP=1) and not (0):
+#            equal to one domain (the fwi step's reference);
 #   python   the README's Python example (forward, gradient, a short Inversion) through the
 #            package: equal to the references;
 #   bench    the GPU benchmarks (ksweep_bench --benchmark_filter=/Cuda/) into
@@ -27,7 +27,7 @@
 # .out/device_check/cuda or .out/device_check/dry-run). The exit status is 0 when every step
 # passed.
 #
-# --make-reference runs the fwi, domains (one domain) and python steps on the OpenMP build and
+# --make-reference runs the fwi and python steps on the OpenMP build and
 # writes their results to tests/reference/device_check.json: run it after a change that changes
 # the bits (storage codecs, the absorbing layer, the stencils) and commit the file.
 #
@@ -264,22 +264,15 @@ step_fwi() {
 }
 
 step_domains() {
-  # Exact storage (fp32): the split's halo exchange and gathers must give one domain's bits;
-  # the shipped fp16 storage of saved boundaries is not yet split-exact (its results differ
-  # from one domain's in the last bits).
-  local files=() o exact=(--set storage.dtype=fp32)
-  if [ "$make_reference" = 1 ]; then
-    fwi_run domains-one 1 "${exact[@]}" || { detail="the one-domain run failed (log.txt)"; return 1; }
-    "$python" "$helper" set-reference "$reference" marmousi_25m_fp32 "$work/domains-one.json" || return 1
-    detail="reference written (one domain, storage.dtype=fp32)"
-    return 0
-  fi
+  # The shipped storage (fp16): a split gives one domain's bits (the fwi step's reference).
+  local files=() o
+  [ "$make_reference" = 1 ] && { detail="uses the fwi step's reference"; return 0; }
   for o in 1 0; do
-    KSWEEP_OVERLAP=$o fwi_run "domains-overlap-$o" 2 --set 'parallel.domains=[2]' "${exact[@]}" ||
+    KSWEEP_OVERLAP=$o fwi_run "domains-overlap-$o" 2 --set 'parallel.domains=[2]' ||
       { detail="the split run with KSWEEP_OVERLAP=$o failed (log.txt)"; return 1; }
     files+=("$work/domains-overlap-$o.json")
   done
-  detail=$(compare marmousi_25m_fp32 "${files[@]}")
+  detail=$(compare marmousi_25m "${files[@]}")
 }
 
 step_python() {
