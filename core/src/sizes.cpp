@@ -41,6 +41,16 @@ long long ring_cells(Layout const& l, bool full) {
   return full ? box : box - static_cast<long long>(l.model_rows()) * l.nx;
 }
 
+long long layer_term_cells(Layout const& l, int reach) {
+  if (reach <= 0) return 0;
+  long long const n[3] = {l.nz, l.dim == 3 ? l.ny : 1, l.nx};
+  int const faces[3] = {(l.top > 0) + (l.bottom > 0), l.dim == 3 ? (l.front > 0) + (l.back > 0) : 0,
+                        (l.left > 0) + (l.right > 0)};
+  long long cells = 0;
+  for (int a = 0; a < 3; ++a) cells += faces[a] * reach * (n[0] * n[1] * n[2] / n[a]);
+  return cells;
+}
+
 long long ring_stride(long long cells, storage::Dtype dtype) {
   if (!storage::block_coupled(dtype)) return cells;
   long long const b = static_cast<long long>(storage::block_size);

@@ -31,6 +31,9 @@ std::size_t coefficient_values(Layout const& l);
 /// Cells the gradient saves per shot and step (what saved_cells lists): the box within M of the
 /// model (above row 0 excluded with a free surface), without the model cells for `boundary`.
 long long ring_cells(Layout const& l, bool full);
+/// Entries of the gradient's layer terms per shot and step (core::layer_term_cells): the model
+/// cells within `reach` of a layer face, once per axis of such a face (reach 0: none).
+long long layer_term_cells(Layout const& l, int reach);
 
 /// Saved values per shot and step: the ring, padded to whole codec blocks for the codecs with
 /// a scale per block.
