@@ -240,7 +240,8 @@ class GradientEngine {
   storage::StorageConfig const& config() const { return m_cfg; }
 
   /// Forward modelling of the current batch that saves what the backward pass needs. Three
-  /// launches per step: point work, stencil, and the ring gathered straight into the encoder.
+  /// launches per step: point work, stencil, and the ring gathered straight into the encoder;
+  /// a fourth saves the layer terms of the model cells next to the layer (constant density).
   void forward(wavelet_view const& w, record_view const& synthetic) {
     ScopedRegion region("ksweep::core::gradient::forward");
     auto& p = m_prop;
@@ -281,7 +282,8 @@ class GradientEngine {
   /// Backward pass for the batch run by forward(): `residual` = dL/d(synthetic) [shot][nt][rec].
   /// Computes each shot's gradient (w.r.t. the model velocity) and illuminations, kept until
   /// the next batch (accumulate() adds them up). Three launches per step: the point work of
-  /// both wavefields with the decoded ring, imaging with reconstruction, and the adjoint stencil.
+  /// both wavefields with the decoded ring, imaging with reconstruction, and the adjoint stencil;
+  /// a fourth adds the layer terms of the model cells next to the layer (constant density).
   void backward(wavelet_view const& w, record_view const& residual) {
     ScopedRegion region("ksweep::core::gradient::backward");
     auto& p = m_prop;
@@ -507,7 +509,7 @@ class GradientEngine {
     }
   }
 
-  // The batched schedule of backward(): three launches per step (see backward()).
+  // The batched schedule of backward(): three or four launches per step (see backward()).
   void backward_batched(wavelet_view const& w, record_view const& residual) {
     auto& p = m_prop;
     auto const space = p.space();
