@@ -9,7 +9,7 @@ from cpml_reference import forward as reference_forward
 
 
 def model(shape, seed=3):
-    """A smooth random velocity (1500-2500 m/s) with its largest value in the model's interior."""
+    """A smooth random velocity (1500-2500 m/s)."""
     rng = np.random.default_rng(seed)
     v = 2000.0 + 300.0 * rng.standard_normal(shape)
     for ax in range(len(shape)):  # smooth along each axis
