@@ -99,6 +99,38 @@ KSWEEP_TEST(gradient_finite_difference_fp64_boundary) {
   finite_difference_check<6>(false, "boundary");
 }
 
+// The model cells within the stencil's reach of the layer, whose step has layer terms (the
+// layer's psi next door, AcousticCell::forward_reach): the gradient on them alone against central
+// finite differences (the layer held fixed).
+template <int Order>
+void edge_finite_difference_check(bool free_surface, std::string const& strategy) {
+  Problem<double, Order> p(26, 34, 220, free_surface);
+  double loss = 0;
+  auto g = p.gradient(storage_cfg(strategy), &loss);
+  ASSERT_GT(loss, 0);
+  std::mt19937 gen(11);
+  test::Direction dir(gen, g.size());
+  int const M = Order / 2;
+  for (int iz = 0; iz < p.nz; ++iz)
+    for (int ix = 0; ix < p.nx; ++ix) {
+      bool const edge = ix < M || ix >= p.nx - M || iz >= p.nz - M || (!free_surface && iz < M);
+      if (!edge) dir.d[static_cast<std::size_t>(iz) * p.nx + ix] = 0;
+    }
+  double const gd = dir.dot(g);
+  double const fd = dir.central([&](std::vector<float> const& v) { return p.loss_at(v); }, p.v0, 0.125);
+  double const err = std::abs(fd - gd) / std::abs(gd);
+  std::printf("order %d fs %d %s, edge cells: <g,d> = %.10e, central FD = %.10e, relative error %.2e\n", Order,
+              free_surface, strategy.c_str(), gd, fd, err);
+  EXPECT_LE(err, 1e-6) << "order " << Order << " free surface " << free_surface << " " << strategy;
+}
+
+KSWEEP_TEST(gradient_finite_difference_fp64_edge_cells) {
+  edge_finite_difference_check<2>(false, "boundary");
+  edge_finite_difference_check<4>(true, "full");
+  edge_finite_difference_check<8>(false, "full");
+  edge_finite_difference_check<6>(false, "boundary");
+}
+
 template <int Order>
 void boundary_equals_full(bool free_surface) {
   Problem<float, Order> p(30, 40, 300, free_surface);
@@ -408,6 +440,11 @@ void allocations_match_sizes(core::Schedule schedule) {
                         Allocations::peak("ksweep::core::irec") + Allocations::peak("ksweep::core::illum_"),
                     core::image_bytes(l, S))
               << what;
+          // The layer terms of the model cells within M = 2 of the layer, every step.
+          EXPECT_EQ(Allocations::peak("ksweep::core::layer_terms"),
+                    static_cast<std::size_t>(core::layer_term_cells(l, 2)) * S * nt * R)
+              << what;
+          EXPECT_GT(core::layer_term_cells(l, 2), 0) << what;
           std::size_t const stage = Allocations::peak("ksweep::core::ring_stage");
           if (prop.runs_shots())
             EXPECT_EQ(stage, static_cast<std::size_t>(S * stride) * R * core::chunk_steps(S, stride, R)) << what;

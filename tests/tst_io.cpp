@@ -82,6 +82,12 @@ TEST(io, config_defaults_and_overrides) {
   EXPECT_DOUBLE_EQ(c.shots.x_range[0], 0.2);
   EXPECT_TRUE(c.propagator.free_surface);
   EXPECT_EQ(c.propagator.order, 4);  // default
+  // The damping profiles' velocity: 0 (the model's maximum) by default, recorded only when set.
+  EXPECT_EQ(c.propagator.pml_velocity, 0.0);
+  EXPECT_FALSE(config_to_json(c)["propagator"].contains("pml_velocity"));
+  Config const pv = config_from_string("[propagator]\npml_velocity = 4500.0\n", {});
+  EXPECT_DOUBLE_EQ(pv.propagator.pml_velocity, 4500.0);
+  EXPECT_DOUBLE_EQ(config_to_json(pv)["propagator"]["pml_velocity"].get<double>(), 4500.0);
   auto const sx = shot_x_positions(config_from_string("", {}), 681);
   ASSERT_EQ(sx.size(), 20u);
   EXPECT_EQ(sx.front(), 68);
@@ -99,6 +105,7 @@ TEST(io, config_errors_name_key_and_limit) {
   expect_error([] { config_from_string("", {"time.dt=-1"}); }, "time.dt");
   expect_error([] { config_from_string("", {"shots.x_range=[0.9,0.1]"}); }, "x_range");
   expect_error([] { config_from_string("", {"propagator.order=5"}); }, "2, 4, 6, 8");
+  expect_error([] { config_from_string("", {"propagator.pml_velocity=-1500"}); }, "propagator.pml_velocity");
   expect_error([] { config_from_string("", {"storage.dtype=fp8"}); }, "fp8");
   expect_error([] { config_from_string("", {"time.nt"}); }, "time.nt");
   expect_error([] { config_from_string("[time\n", {}); }, "");

@@ -12,6 +12,7 @@ std::string MemoryReport::to_string() const {
   os << "memory (" << strategy << ", " << location << ", " << dtype << "):\n"
      << "  boundary / saved steps (" << location << "): " << mib(boundary_bytes) << " MiB\n"
      << "  transfer staging:            " << mib(staging_bytes) << " MiB\n"
+     << "  layer terms (every step):    " << mib(layer_term_bytes) << " MiB\n"
      << "  wavefields and CPML fields:  " << mib(wavefield_bytes) << " MiB\n"
      << "  seed snapshots (last two):   " << mib(seed_bytes) << " MiB\n"
      << "  gradient and illumination:   " << mib(image_bytes) << " MiB\n"

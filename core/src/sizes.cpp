@@ -111,6 +111,16 @@ long long ring_stride(Layout const& l, bool full, storage::Dtype dtype) {
   return static_cast<long long>(ring_layout(l, full, dtype).size());
 }
 
+long long layer_term_cells(Layout const& l, int reach) {
+  if (reach <= 0) return 0;
+  long long const n[3] = {l.nz, l.dim == 3 ? l.ny : 1, l.nx};
+  int const faces[3] = {(l.top > 0) + (l.bottom > 0), l.dim == 3 ? (l.front > 0) + (l.back > 0) : 0,
+                        (l.left > 0) + (l.right > 0)};
+  long long cells = 0;
+  for (int a = 0; a < 3; ++a) cells += faces[a] * reach * (n[0] * n[1] * n[2] / n[a]);
+  return cells;
+}
+
 int chunk_steps(int shots, long long stride, sz real) {
   sz const step = static_cast<sz>(std::max(shots, 1)) * static_cast<sz>(std::max<long long>(stride, 1)) * real;
   return static_cast<int>(std::clamp<sz>((sz(16) << 20) / step, 1, 32));

@@ -111,6 +111,7 @@ core::PmlConfig make_pml(io::Config const& cfg) {
   p.width = cfg.propagator.pml_width;
   p.reflection = cfg.propagator.pml_reflection;
   p.freq = cfg.propagator.pml_freq;
+  p.profile_velocity = cfg.propagator.pml_velocity;
   p.free_surface = cfg.propagator.free_surface;
   return p;
 }

@@ -678,6 +678,7 @@ struct Outputs {
                          {"location", mem.location},
                          {"dtype", mem.dtype},
                          {"boundary_bytes", mem.boundary_bytes},
+                         {"layer_term_bytes", mem.layer_term_bytes},
                          {"staging_bytes", mem.staging_bytes},
                          {"wavefield_bytes", mem.wavefield_bytes},
                          {"seed_bytes", mem.seed_bytes},

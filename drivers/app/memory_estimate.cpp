@@ -127,6 +127,9 @@ MemoryEstimate estimate_fwi(io::Config const& cfg, io::VelocityModel const& vm, 
   add("saved steps (" + cfg.storage.strategy + ", " + cfg.storage.dtype + ", " + cfg.storage.location + ")", where,
       store.stored);
   if (where != Place::device) add("transfer staging", Place::device, store.staging);
+  // The layer terms of the model cells next to the layer (constant density), every step.
+  add("layer terms of the cells next to the layer (every step)", Place::device,
+      S * nt * static_cast<sz>(core::layer_term_cells(L.l, L.vd ? 0 : L.l.radius)) * R);
   // The `shots` schedule stages a chunk of steps of raw ring values between the shots' time
   // loops and the codec (core::chunk_steps); counted whatever the schedule.
   add("ring staging of the shots schedule", Place::device,

@@ -481,6 +481,7 @@ Config build(toml::table root, std::string const& origin, std::vector<std::strin
     r.get("pml_width", c.propagator.pml_width);
     r.get("pml_reflection", c.propagator.pml_reflection);
     r.get("pml_freq", c.propagator.pml_freq);
+    r.get("pml_velocity", c.propagator.pml_velocity);
     r.get("free_surface", c.propagator.free_surface);
     r.get("precision", c.propagator.precision);
     r.get("batch", c.propagator.batch);
@@ -673,6 +674,9 @@ void validate(Config const& c) {
   KSWEEP_REQUIRE(p.pml_reflection > 0 && p.pml_reflection < 1,
                  "propagator.pml_reflection = " << p.pml_reflection << " must be in (0, 1)");
   KSWEEP_REQUIRE(p.pml_freq > 0, "propagator.pml_freq = " << p.pml_freq << " must be > 0");
+  require_finite("propagator.pml_velocity", p.pml_velocity);
+  KSWEEP_REQUIRE(p.pml_velocity >= 0,
+                 "propagator.pml_velocity = " << p.pml_velocity << " m/s must be >= 0 (0: the model's maximum)");
   KSWEEP_REQUIRE(p.pml_freq <= 0.5 / c.time.dt,
                  "propagator.pml_freq = " << p.pml_freq << " Hz is above the Nyquist frequency " << 0.5 / c.time.dt
                                           << " Hz of time.dt = " << c.time.dt
@@ -868,6 +872,7 @@ nlohmann::json config_to_json(Config const& c) {
                      {"batch", c.propagator.batch},
                      {"schedule", c.propagator.schedule}};
   if (c.model.units != "m/s") j["model"]["units"] = c.model.units;  // recorded only when set, as below
+  if (c.propagator.pml_velocity > 0) j["propagator"]["pml_velocity"] = c.propagator.pml_velocity;
   if (!c.survey.file.empty()) j["survey"] = {{"file", c.survey.file}};
   // Variable density's keys are recorded only with it, so that constant-density runs keep their
   // identity (summary.json, checkpoints) unchanged.

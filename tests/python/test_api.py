@@ -459,3 +459,19 @@ def test_variable_density_inversion_and_errors():
         ksweep.Inversion(v, DH, DT, w, src, rec, obs, **dict(kw, density=bad))
     with pytest.raises(ValueError, match="rho has shape"):
         ksweep.forward(v, DH, DT, np.broadcast_to(w.astype(np.float32), (4, 1, 240)), src, rec, rho=rho[:, :5])
+
+
+def test_pml_velocity_is_the_damping_profiles_velocity():
+    # None (the default) is the model's largest velocity; another velocity changes the damping.
+    v = layered((40, 56), dtype=np.float64)
+    src, rec = survey(v.shape, shots=2)
+    amp = amplitudes(2, 1, 240, DT, dtype=np.float64)
+    ref = ksweep.forward(v, DH, DT, amp, src, rec, order=4)
+    assert np.array_equal(ksweep.forward(v, DH, DT, amp, src, rec, order=4, pml_velocity=float(v.max())), ref)
+    other = ksweep.forward(v, DH, DT, amp, src, rec, order=4, pml_velocity=2.0 * float(v.max()))
+    assert not np.array_equal(other, ref)
+    g = ksweep.gradient(v, DH, DT, amp, src, rec, ref, order=4, pml_velocity=2.0 * float(v.max()))
+    assert g.loss > 0
+    for bad in (-1.0, 0.0, float("nan")):
+        with pytest.raises(ValueError, match="pml_velocity"):
+            ksweep.forward(v, DH, DT, amp, src, rec, pml_velocity=bad)

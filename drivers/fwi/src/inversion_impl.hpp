@@ -451,7 +451,8 @@ class Run final : public Inversion::Impl {
         KOKKOS_LAMBDA(std::size_t i, Real & mx) { mx = v(i) > mx ? v(i) : mx; }, Kokkos::Max<Real>(vmax));
     launch_for("ksweep::fwi::model_part", Kokkos::RangePolicy<ExecSpace>(m_space, 0, m_part.extent(0)),
                subdomain_copy(m_part, v, m_pb.grid, m_sub, false));
-    m_prop->set_profile_velocity(static_cast<double>(vmax));
+    // The configured profile velocity (PmlConfig::profile_velocity), or the whole model's maximum.
+    m_prop->set_profile_velocity(m_pb.pml.profile_velocity > 0 ? m_pb.pml.profile_velocity : static_cast<double>(vmax));
     m_prop->set_velocity(typename P::velocity_view(m_part.data(), static_cast<int>(m_sub.grid.rows()), m_sub.grid.nx));
   }
 

@@ -90,8 +90,11 @@ class ModelingRun final : public Modeling<Real>::Impl {
       // The subdomain's cells, with the damping profiles of the whole model's maximum.
       KSWEEP_REQUIRE(!layer, "set_velocity: a separate layer velocity on a model split into domains");
       auto const& st = this->setup;
-      Real const vmax = *std::max_element(vp, vp + st.grid.cells());
-      m_prop->set_profile_velocity(static_cast<double>(vmax));
+      // The configured profile velocity (PmlConfig::profile_velocity), or the whole model's maximum.
+      double const vmax = st.pml.profile_velocity > 0
+                              ? st.pml.profile_velocity
+                              : static_cast<double>(*std::max_element(vp, vp + st.grid.cells()));
+      m_prop->set_profile_velocity(vmax);
       m_part = core::extract(vp, st.grid, m_sub);
       m_prop->set_velocity(velocity(m_part.data(), "ksweep::fwi::velocity"), true);
       m_velocity_set = true;

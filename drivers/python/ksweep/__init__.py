@@ -193,15 +193,26 @@ def _survey(v, source_locations, receiver_locations, dh, location_units) -> _Sur
     return _Survey(v, src, rec)
 
 
+def _pml_velocity(pml_velocity) -> float:
+    """The damping profiles' velocity for the library: 0 for None (the model's maximum)."""
+    if pml_velocity is None:
+        return 0.0
+    value = float(pml_velocity)
+    if not np.isfinite(value) or value <= 0:
+        raise ValueError(f"pml_velocity = {pml_velocity!r} must be a velocity > 0 (m/s), or None: the model's maximum")
+    return value
+
+
 def _modeling(s: _Survey, dh, dt, nt, *, order, pml_width, pml_reflection, pml_freq, free_surface, batch,
               schedule, storage="boundary", storage_location="device", storage_dtype="fp32", disk_dir="",
-              physics="acoustic"):
+              physics="acoustic", pml_velocity=None):
     if not isinstance(batch, (int, np.integer)) or batch < 0:
         raise ValueError(f"batch = {batch!r} must be an integer >= 0 (0: every shot at once)")
     cls = _ksweep.Modeling32 if s.v.dtype == np.float32 else _ksweep.Modeling64
     return cls(list(s.v.shape), float(dh), float(dt), int(nt), int(order), _pml_faces(pml_width, free_surface),
                float(pml_reflection), float(pml_freq), bool(free_surface), s.src, s.rec, int(batch), str(schedule),
-               str(storage), str(storage_location), str(storage_dtype), str(disk_dir), str(physics))
+               str(storage), str(storage_location), str(storage_dtype), str(disk_dir), str(physics),
+               _pml_velocity(pml_velocity))
 
 
 def _amplitudes(a, s: _Survey) -> np.ndarray:
@@ -237,33 +248,38 @@ def _set_model(m, s: _Survey, rho, layer_velocity, layer_density):
 
 def forward(v, dh: float, dt: float, source_amplitudes, source_locations, receiver_locations, *,
             order: int = 4, pml_width=20, pml_reflection: float = 1e-3, pml_freq: float = 25.0,
-            free_surface: bool = False, batch: int = 0, schedule: str = "auto", location_units: str = "cells",
-            layer_velocity=None, rho=None, layer_density=None) -> np.ndarray:
+            pml_velocity: Optional[float] = None, free_surface: bool = False, batch: int = 0, schedule: str = "auto",
+            location_units: str = "cells", layer_velocity=None, rho=None, layer_density=None) -> np.ndarray:
     """Receiver data [shot, receiver, time] of the sources (a view of ksweep's time-major records).
 
     `order` is the stencil's spatial order (2, 4, 6, 8); `pml_width` the absorbing layer's cells
-    (one number or six, per face); `batch` the shots run at once (0: all); `layer_velocity` the
-    velocity the absorbing layer takes its values and damping from (default: v's edges). With
+    (one number or six, per face); `pml_velocity` the velocity (m/s) of the layer's damping
+    profiles (None: the largest velocity of the model, or of `layer_velocity` when given);
+    `batch` the shots run at once (0: all); `layer_velocity` the velocity the absorbing layer
+    takes its values from (default: v's edges). With
     `rho` (kg/m^3, the shape of v) the physics is variable-density acoustics."""
     s = _survey(v, source_locations, receiver_locations, dh, location_units)
     amp = _amplitudes(source_amplitudes, s)
     m = _modeling(s, dh, dt, amp.shape[2], order=order, pml_width=pml_width, pml_reflection=pml_reflection,
-                  pml_freq=pml_freq, free_surface=free_surface, batch=batch, schedule=schedule,
+                  pml_freq=pml_freq, pml_velocity=pml_velocity, free_surface=free_surface, batch=batch,
+                  schedule=schedule,
                   physics="acoustic" if rho is None else "acoustic_vd")
     _set_model(m, s, rho, layer_velocity, layer_density)
     return m.forward(amp).transpose(0, 2, 1)
 
 
 def adjoint(v, dh: float, dt: float, data, source_locations, receiver_locations, *, order: int = 4,
-            pml_width=20, pml_reflection: float = 1e-3, pml_freq: float = 25.0, free_surface: bool = False,
-            batch: int = 0, schedule: str = "auto", location_units: str = "cells",
-            layer_velocity=None, rho=None, layer_density=None) -> np.ndarray:
+            pml_width=20, pml_reflection: float = 1e-3, pml_freq: float = 25.0,
+            pml_velocity: Optional[float] = None, free_surface: bool = False, batch: int = 0,
+            schedule: str = "auto", location_units: str = "cells", layer_velocity=None, rho=None,
+            layer_density=None) -> np.ndarray:
     """The transpose of `forward` for the data [shot, receiver, time]: source amplitudes
     [shot, source, time] such that <forward(a), d> = <a, adjoint(d)> to round-off."""
     s = _survey(v, source_locations, receiver_locations, dh, location_units)
     d = _data_time_major(data, s.v.dtype, s.src.shape[0], s.rec.shape[1], "data")
     m = _modeling(s, dh, dt, d.shape[1], order=order, pml_width=pml_width, pml_reflection=pml_reflection,
-                  pml_freq=pml_freq, free_surface=free_surface, batch=batch, schedule=schedule,
+                  pml_freq=pml_freq, pml_velocity=pml_velocity, free_surface=free_surface, batch=batch,
+                  schedule=schedule,
                   physics="acoustic" if rho is None else "acoustic_vd")
     _set_model(m, s, rho, layer_velocity, layer_density)
     return m.adjoint(d)
@@ -286,7 +302,8 @@ class Gradient:
 def gradient(v, dh: float, dt: float, source_amplitudes, source_locations, receiver_locations, observed_data, *,
              loss_scale: float = 1.0, storage: str = "boundary", storage_location: str = "device",
              storage_dtype: str = "fp32", disk_dir: str = "", order: int = 4, pml_width=20,
-             pml_reflection: float = 1e-3, pml_freq: float = 25.0, free_surface: bool = False, batch: int = 0,
+             pml_reflection: float = 1e-3, pml_freq: float = 25.0, pml_velocity: Optional[float] = None,
+             free_surface: bool = False, batch: int = 0,
              schedule: str = "auto", location_units: str = "cells", layer_velocity=None, rho=None,
              layer_density=None) -> Gradient:
     """The loss L = loss_scale * sum (synthetic - observed)^2 and its gradient with respect to
@@ -299,7 +316,8 @@ def gradient(v, dh: float, dt: float, source_amplitudes, source_locations, recei
     if obs.shape[1] != amp.shape[2]:
         raise ValueError(f"observed_data has {obs.shape[1]} time samples, source_amplitudes {amp.shape[2]}")
     m = _modeling(s, dh, dt, amp.shape[2], order=order, pml_width=pml_width, pml_reflection=pml_reflection,
-                  pml_freq=pml_freq, free_surface=free_surface, batch=batch, schedule=schedule, storage=storage,
+                  pml_freq=pml_freq, pml_velocity=pml_velocity, free_surface=free_surface, batch=batch,
+                  schedule=schedule, storage=storage,
                   storage_location=storage_location, storage_dtype=storage_dtype, disk_dir=disk_dir,
                   physics="acoustic" if rho is None else "acoustic_vd")
     _set_model(m, s, rho, layer_velocity, layer_density)
@@ -356,7 +374,7 @@ class Inversion:
                  pml_reflection: float = 1e-3, pml_freq: float = 25.0, free_surface: bool = False,
                  schedule: str = "auto", location_units: str = "cells", density=None, true_density=None,
                  invert=("vp",), rho_min: float = 1000.0, rho_max: float = 3000.0, lr_rho: float = 0.0,
-                 domains=None):
+                 domains=None, pml_velocity: Optional[float] = None):
         v = np.asarray(v)
         if v.dtype not in _FLOATS:
             raise TypeError(f"v has dtype {v.dtype}; ksweep computes in float32 or float64")
@@ -399,7 +417,7 @@ class Inversion:
             bool(precondition), float(vmin), float(vmax), float(lr), float(betas[0]), float(betas[1]), float(eps),
             int(lbfgs_memory), str(schedule), str(storage), str(storage_location), str(storage_dtype),
             str(disk_dir), rho, true_rho, [str(p) for p in invert], float(rho_min), float(rho_max), float(lr_rho),
-            split)
+            split, _pml_velocity(pml_velocity))
 
     def step(self) -> dict:
         """One iteration: {'iteration', 'loss', 'rmse', 'seconds', 'shots', 'evaluations'}."""

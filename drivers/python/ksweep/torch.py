@@ -43,6 +43,7 @@ class Forward(torch.autograd.Function):
         amp = _ks._amplitudes(_np(amplitudes), s)
         m = _ks._modeling(s, dh, dt, amp.shape[2], order=options["order"], pml_width=options["pml_width"],
                           pml_reflection=options["pml_reflection"], pml_freq=options["pml_freq"],
+                          pml_velocity=options["pml_velocity"],
                           free_surface=options["free_surface"], batch=options["batch"],
                           schedule=options["schedule"], storage=options["storage"],
                           storage_location=options["storage_location"], storage_dtype=options["storage_dtype"],
@@ -83,8 +84,8 @@ class Forward(torch.autograd.Function):
 
 def forward(v: torch.Tensor, dh: float, dt: float, source_amplitudes: torch.Tensor, source_locations,
             receiver_locations, *, order: int = 4, pml_width=20, pml_reflection: float = 1e-3,
-            pml_freq: float = 25.0, free_surface: bool = False, batch: int = 0, schedule: str = "auto",
-            location_units: str = "cells", layer_velocity=None, storage: str = "boundary",
+            pml_freq: float = 25.0, pml_velocity=None, free_surface: bool = False, batch: int = 0,
+            schedule: str = "auto", location_units: str = "cells", layer_velocity=None, storage: str = "boundary",
             storage_location: str = "device", storage_dtype: str = "fp32", disk_dir: str = "", rho=None,
             layer_density=None) -> torch.Tensor:
     """Receiver data [shot, receiver, time] as a tensor that back-propagates into `v` (and into
@@ -94,6 +95,7 @@ def forward(v: torch.Tensor, dh: float, dt: float, source_amplitudes: torch.Tens
     if not torch.is_tensor(source_amplitudes):
         source_amplitudes = torch.as_tensor(source_amplitudes)
     options = dict(order=order, pml_width=pml_width, pml_reflection=pml_reflection, pml_freq=pml_freq,
+                   pml_velocity=pml_velocity,
                    free_surface=free_surface, batch=batch, schedule=schedule, location_units=location_units,
                    storage=storage, storage_location=storage_location, storage_dtype=storage_dtype,
                    disk_dir=disk_dir, layer_density=layer_density)

@@ -293,7 +293,8 @@ core::Survey make_survey(carray<double> const& sources, carray<double> const& re
   return s;
 }
 
-core::PmlConfig make_pml(std::vector<int> const& faces, double reflection, double freq, bool free_surface) {
+core::PmlConfig make_pml(std::vector<int> const& faces, double reflection, double freq, bool free_surface,
+                         double velocity) {
   core::PmlConfig p;
   KSWEEP_REQUIRE(faces.size() == 6, "pml_width: 6 faces expected, got " << faces.size());
   p.width = faces[0];
@@ -301,6 +302,9 @@ core::PmlConfig make_pml(std::vector<int> const& faces, double reflection, doubl
   p.reflection = reflection;
   p.freq = freq;
   p.free_surface = free_surface;
+  KSWEEP_REQUIRE(std::isfinite(velocity) && velocity >= 0,
+                 "pml_velocity = " << velocity << " m/s must be >= 0 (0 or None: the model's maximum)");
+  p.profile_velocity = velocity;
   return p;
 }
 
@@ -319,13 +323,13 @@ class PyModeling {
              double pml_reflection, double pml_freq, bool free_surface, carray<double> const& sources,
              carray<double> const& receivers, int batch, std::string const& schedule, std::string const& strategy,
              std::string const& location, std::string const& dtype, std::string const& disk_dir,
-             std::string const& physics) {
+             std::string const& physics, double pml_velocity) {
     fwi::ModelingSetup s;
     s.physics = fwi::parse_physics(physics);
     m_vd = s.physics == fwi::Physics::acoustic_vd;
     s.grid = make_grid(shape, dh);
     int const dim = static_cast<int>(shape.size());
-    s.pml = make_pml(pml_faces, pml_reflection, pml_freq, free_surface);
+    s.pml = make_pml(pml_faces, pml_reflection, pml_freq, free_surface, pml_velocity);
     s.order = order;
     s.dt = dt;
     s.nt = nt;
@@ -442,11 +446,11 @@ void bind_modeling(py::module_& m, char const* name) {
   py::class_<PyModeling<Real>>(m, name)
       .def(py::init<std::vector<int> const&, double, double, int, int, std::vector<int> const&, double, double, bool,
                     carray<double> const&, carray<double> const&, int, std::string const&, std::string const&,
-                    std::string const&, std::string const&, std::string const&, std::string const&>(),
+                    std::string const&, std::string const&, std::string const&, std::string const&, double>(),
            py::arg("shape"), py::arg("dh"), py::arg("dt"), py::arg("nt"), py::arg("order"), py::arg("pml_faces"),
            py::arg("pml_reflection"), py::arg("pml_freq"), py::arg("free_surface"), py::arg("sources"),
            py::arg("receivers"), py::arg("batch"), py::arg("schedule"), py::arg("strategy"), py::arg("location"),
-           py::arg("dtype"), py::arg("disk_dir"), py::arg("physics") = "acoustic")
+           py::arg("dtype"), py::arg("disk_dir"), py::arg("physics") = "acoustic", py::arg("pml_velocity") = 0.0)
       .def("set_velocity", &PyModeling<Real>::set_velocity, py::arg("v"), py::arg("layer") = py::none())
       .def("set_model", &PyModeling<Real>::set_model, py::arg("v"), py::arg("rho"), py::arg("layer_v") = py::none(),
            py::arg("layer_rho") = py::none())
@@ -469,7 +473,7 @@ class PyInversion {
               std::string const& schedule, std::string const& strategy, std::string const& location,
               std::string const& dtype, std::string const& disk_dir, std::optional<carray<float>> const& density,
               std::optional<carray<float>> const& truth_density, std::vector<std::string> const& invert, double rho_min,
-              double rho_max, double lr_rho, std::vector<int> const& domains) {
+              double rho_max, double lr_rho, std::vector<int> const& domains, double pml_velocity) {
     fwi::Problem pb;
     if (density) {
       pb.physics = fwi::Physics::acoustic_vd;
@@ -478,7 +482,7 @@ class PyInversion {
     }
     pb.grid = make_grid(shape, dh);
     int const dim = static_cast<int>(shape.size());
-    pb.pml = make_pml(pml_faces, pml_reflection, pml_freq, free_surface);
+    pb.pml = make_pml(pml_faces, pml_reflection, pml_freq, free_surface, pml_velocity);
     pb.order = order;
     pb.dt = dt;
     pb.nt = static_cast<int>(wavelet.size());
@@ -849,7 +853,7 @@ PYBIND11_MODULE(_ksweep, m) {
                     bool, int, double, bool, double, double, double, double, double, double, int, std::string const&,
                     std::string const&, std::string const&, std::string const&, std::string const&,
                     std::optional<carray<float>> const&, std::optional<carray<float>> const&,
-                    std::vector<std::string> const&, double, double, double, std::vector<int> const&>())
+                    std::vector<std::string> const&, double, double, double, std::vector<int> const&, double>())
       .def("step", &PyInversion::step)
       .def("model", &PyInversion::model)
       .def("density", &PyInversion::density)

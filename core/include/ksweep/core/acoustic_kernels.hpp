@@ -7,11 +7,17 @@
 /// stencils carry only their dimensionless coefficients):
 ///   u^{n+1} = 2 u^n - u^{n-1} + c sum_a T_a,     c = v^2 dt^2 / dh^2,
 /// over the axes a (z, x in 2D; z, y, x in 3D; below written for x, the same for every axis),
-/// and per axis, outside the layer T_x = Dxx u^n; inside it (second-order CPML)
+/// and per axis (second-order CPML; the memories psi and zeta live in the layer and are zero
+/// outside it, where a = b = 0)
 ///   Q_x    = Dxx u^n + Dx psi_x^{n-1}
-///   psi_x^n  = a psi_x^{n-1} + b Dx u^n
-///   zeta_x^n = a zeta_x^{n-1} + b Q_x
+///   psi_x^n  = a psi_x^{n-1} + b Dx u^n         (in the layer)
+///   zeta_x^n = a zeta_x^{n-1} + b Q_x           (in the layer)
 ///   T_x    = Q_x + zeta_x^n = (1 + b) Q_x + a zeta_x^{n-1}.
+/// Far from the layer T_x = Dxx u^n. The model cells within M of the layer (the stencil's
+/// reach) have the term Dx psi_x^{n-1} too: their stencil reads the memories of the layer cells
+/// next to them (forward_reach = M). Their own memories stay zero; their zeta slot holds that
+/// term instead (E_x^n = Dx psi_x^{n-1}, the layer's part of T at a model cell), which the
+/// gradient saves to image and rebuild those cells (GradientEngine, see layer_term_cells).
 /// Dx, Dxx are the centred first and second differences of the order (unscaled), psi carries a
 /// factor dh and zeta a factor dh^2. Outside the grid u = 0 (Dirichlet behind the layer); with a
 /// free surface, row 0 holds u = 0 and rows above mirror it with a sign change (image method).
@@ -24,9 +30,11 @@
 ///   mu^n = 2 mu^{n+1} - mu^{n+2} + c sum_a (Daa w_a - Da(b psibar_a)),
 /// which saves a load and a multiply per stencil tap. Residuals enter as c r (InjectPoints with
 /// the c weight) and the source gradient reads mu / c (SamplePoints with the c weight).
-///   psibar_x'  = a psibar_x - Dx(mask w_x)        (in the layer)
-///   zetabar_x' = a h_x                            (in the layer)
-/// (Dxx is symmetric, also with the image rows; Dx is antisymmetric.)
+///   psibar_x'  = mask (a psibar_x - Dx w_x)        (w of every cell the layer's psi reaches)
+///   zetabar_x' = mask a h_x
+/// (Dxx is symmetric, also with the image rows; Dx is antisymmetric.) The adjoint's layer terms
+/// reach M cells from the layer, as before the forward's reach: a transposed stencil reaches
+/// into the layer, and the layer's psibar reads w within M of it.
 
 #include <ksweep/base/launch.hpp>
 #include <ksweep/core/geometry.hpp>
@@ -212,8 +220,8 @@ struct AcousticCell {
   using real_type = Real;
   static constexpr int dim = Dim, M = Order / 2, X = Dim - 1;
   /// The seam (see PhysicsStep): halo radius of the fields, and how far from the layer a cell
-  /// has layer terms (forward: 0, the layer cells alone; adjoint: M).
-  static constexpr int R = M, forward_reach = 0, adjoint_reach = M;
+  /// has layer terms (forward: M, the cells whose stencil reads the layer's psi; adjoint: M).
+  static constexpr int R = M, forward_reach = M, adjoint_reach = M;
   /// No coefficients beyond c and the cell CPML profiles.
   template <class MemorySpace>
   struct extra {};
@@ -297,9 +305,11 @@ struct AcousticCell {
         dpsi += dk * (pin[i + k * ps] - pin[i - k * ps]);
       }
       Real const q = d2 + dpsi, a = coef<A>(r.pa[A], ix, 0), b = coef<A>(r.pb[A], ix, 0);
-      r.pout[A][i] = a * pin[i] + b * du;
+      r.pout[A][i] = a * pin[i] + b * du;  // 0 outside the layer (a = b = 0, pin = 0)
       Real const zeta = a * r.zin[A][i] + b * q;
-      r.zout[A][i] = zeta;
+      // Outside the layer (mask 0) zeta is 0; the slot keeps the layer's term Dx psi instead,
+      // for the gradient (see the file comment).
+      r.zout[A][i] = coef<A>(r.pm[A], ix, 0) != Real(0) ? zeta : dpsi;
       zeta_out = zeta;
       return q;
     }
@@ -349,7 +359,7 @@ struct AcousticCell {
         lap += Real(C::second(k)) * (wm + wp);
         Real const dk = Real(C::first(k));
         db += dk * (coef<A>(r.pb[A], ix, k) * pin[i + k * ps] - coef<A>(r.pb[A], ix, -k) * pin[i - k * ps]);
-        dq += dk * (coef<A>(r.pm[A], ix, k) * wp - coef<A>(r.pm[A], ix, -k) * wm);
+        dq += dk * (wp - wm);
       }
       Real const m0 = coef<A>(r.pm[A], ix, 0), a0 = coef<A>(r.pa[A], ix, 0);
       r.pout[A][i] = m0 * (a0 * pin[i] - dq);

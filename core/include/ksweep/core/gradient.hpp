@@ -12,6 +12,10 @@
 ///    u^{n-1} = 2 u^n - u^{n+1} + c L u^n + w[n] (time reversal of the leapfrog step without
 ///    layer terms), then the ring of u^{n-1} is restored. Exact up to the round-off of the
 ///    reversal.
+/// The model cells within the physics' forward_reach of the layer (constant density: M) have a
+/// layer term in their step (Dx psi, see acoustic_kernels.hpp) that neither the imaging nor the
+/// reversal can compute from u: every step saves it (in full precision, on the device) for
+/// both strategies, and the backward pass adds it to those cells' images and rebuilt values.
 /// Gradient with respect to the model velocity: dL/dv = sum_n lambda^{n+1} (L u^n) 2 c / v,
 /// with the absorbing layer's velocity held fixed; with variable density (AcousticVd) also with
 /// respect to the density (see scale_images), the layer's density held fixed.
@@ -33,6 +37,53 @@
 #include <vector>
 
 namespace ksweep::core {
+
+/// The model cells whose forward step has layer terms (within `reach` of a layer face along an
+/// axis), one entry per cell and axis (a cell near a corner has one per axis), axis by axis in
+/// increasing order of the cells: the cell's value of that axis' layer term lies in the forward
+/// zeta strip of the axis (AcousticCell), at `strip` (side * side_stride + offset within a
+/// shot) of axis `axis`; `model` is the cell's row-major model index, `field` its offset in a
+/// shot's padded field (and in c). Empty for reach 0.
+struct LayerTermCells {
+  std::vector<int> axis, strip, model, field;
+  int size() const { return static_cast<int>(axis.size()); }
+};
+
+/// The layer-term cells of layout `l` for a forward reach `reach`, with strips of R zero cells
+/// on each side and `max_shots` shots per strip side (see PhysicsStep's strips).
+template <int Dim>
+LayerTermCells layer_term_cells(Layout const& l, int reach, int R, int max_shots) {
+  LayerTermCells c;
+  if (reach <= 0) return c;
+  auto const axes = grid_axes<Dim>(l);
+  auto const ext = strip_extents(l);
+  int const lo[3] = {l.top, Dim == 3 ? l.front : 0, l.left}, nm[3] = {l.nz, Dim == 3 ? l.ny : 1, l.nx};
+  int const NY = l.NY, NX = l.NX, row = NX + 2 * R;
+  for (int a = 0; a < Dim; ++a) {
+    GridAxis const& ax = axes[a];
+    long long const side_stride = static_cast<long long>(max_shots) * ext[a][0] * ext[a][1];
+    for (int mz = 0; mz < nm[0]; ++mz)
+      for (int my = 0; my < nm[1]; ++my)
+        for (int mx = 0; mx < nm[2]; ++mx) {
+          int const iz = mz + lo[0], iy = my + lo[1], ix = mx + lo[2];
+          int const p[3] = {iz, Dim == 3 ? iy : ix, ix};  // the cell's coordinate per axis index
+          int const i = p[a];
+          if (!ax.near_layer(i, reach)) continue;
+          int const side = ax.side(i), si = ax.strip_index(side, i, R);
+          long long off;
+          if (a == 0) off = (static_cast<long long>(si) * NY + iy) * NX + ix;
+          else if (a == Dim - 1) off = (static_cast<long long>(iz) * NY + iy) * ext[a][1] + si;
+          else off = (static_cast<long long>(iz) * (ext[1][0] / l.NZ) + si) * NX + ix;
+          long long const at = side * side_stride + off;
+          KSWEEP_REQUIRE(at < (1LL << 31), "ksweep::core::layer_term_cells: strip offset " << at << " exceeds 2^31");
+          c.axis.push_back(a);
+          c.strip.push_back(static_cast<int>(at));
+          c.model.push_back((mz * nm[1] + my) * nm[2] + mx);
+          c.field.push_back(l.field_row(iz, iy) * row + ix + R);
+        }
+  }
+  return c;
+}
 
 /// Gradients (one per parameter of the physics, grads [parameter][nz][nx]; grad is the first,
 /// vp), source illumination (sum u^2) and receiver illumination (sum lambda^2) on the model
@@ -77,6 +128,7 @@ class GradientEngine {
   static constexpr bool variable_density = std::is_same_v<Physics, AcousticVd>;
   static constexpr int n_params = static_cast<int>(Physics::parameters.size());
   using imaging_type = typename Physics::template imaging<Real, Order, typename ExecSpace::memory_space, Dimension>;
+  using body_type = typename Physics::template cell<Real, Order, Dimension>;
   using memory_space = typename ExecSpace::memory_space;
   using wavelet_view = typename propagator_type::wavelet_view;
   using record_view = typename propagator_type::record_view;
@@ -84,6 +136,49 @@ class GradientEngine {
   using images_type = Images<memory_space, double>;
   using image = Kokkos::View<double**, Kokkos::LayoutRight, memory_space>;
   using shot_images = Kokkos::View<double***, Kokkos::LayoutRight, memory_space>;  // [shot][model row][nx]
+  using model_field = std::decay_t<decltype(std::declval<propagator_type const&>().c())>;
+  using terms_view = Kokkos::View<Real***, Kokkos::LayoutRight, memory_space>;  // [step][shot][layer-term cell]
+  using strip_view = typename propagator_type::field4;
+
+  // Forward step n: the layer terms of the layer-term cells (LayerTermCells), read from the zeta
+  // strips the step wrote (their slots hold the term there), into m_terms(n).
+  struct SaveLayerTerms {
+    terms_view m_terms;
+    strip_view m_zeta[Dim];
+    Kokkos::View<int const*, memory_space> m_axis, m_strip;
+    int m_cells = 0, m_n = 0;
+    KOKKOS_INLINE_FUNCTION void apply(int n, int s, int j) const {
+      strip_view const& z = m_zeta[m_axis(j)];
+      m_terms(n, s, j) = z.data()[static_cast<std::size_t>(s) * z.stride(1) + static_cast<std::size_t>(m_strip(j))];
+    }
+    KOKKOS_INLINE_FUNCTION void operator()(int i) const { apply(m_n, i / m_cells, i % m_cells); }
+  };
+
+  // Backward step n: the layer terms E of step n added to the images (grad += mu^{n+1} E) and,
+  // when rebuilding, to the rebuilt u^{n-1} (+= c E), cell after cell in a fixed order per shot
+  // (a cell near a corner has a term per axis).
+  struct ApplyLayerTerms {
+    Kokkos::View<Real const***, Kokkos::LayoutRight, memory_space> m_terms;
+    Kokkos::View<Real const***, Kokkos::LayoutRight, memory_space> m_lambda;  // mu^{n+1}
+    field3 m_u1;                                                              // u^{n-1} being rebuilt
+    model_field m_c;
+    shot_images m_grad;
+    Kokkos::View<int const*, memory_space> m_model, m_field;
+    int m_cells = 0, m_n = 0;
+    bool m_rebuild = false;
+    KOKKOS_INLINE_FUNCTION void apply(int s, int n, bool rebuild) const {
+      Real const* mu = m_lambda.data() + static_cast<std::size_t>(s) * m_lambda.stride(0);
+      Real* u1 = m_u1.data() + static_cast<std::size_t>(s) * m_u1.stride(0);
+      double* g = &m_grad(s, 0, 0);
+      for (int j = 0; j < m_cells; ++j) {
+        Real const e = m_terms(n, s, j);
+        int const f = m_field(j);
+        g[m_model(j)] += static_cast<double>(mu[f] * e);
+        if (rebuild) u1[f] = u1[f] + m_c.data()[f] * e;
+      }
+    }
+    KOKKOS_INLINE_FUNCTION void operator()(int s) const { apply(s, m_n, m_rebuild); }
+  };
 
   GradientEngine(propagator_type& prop, storage::StorageConfig const& cfg) : m_prop(prop), m_cfg(cfg) {
     auto const& l = prop.layout();
@@ -120,6 +215,24 @@ class GradientEngine {
           shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::core::grad_rho")), S, rows, l.nx);
     m_misfit = Kokkos::View<double**, Kokkos::LayoutRight, memory_space>(
         view_alloc(space, WithoutInitializing, std::string("ksweep::core::misfit")), S, 0);
+    // The model cells with layer terms in their step (see LayerTermCells).
+    auto const lt = layer_term_cells<Dim>(l, body_type::forward_reach, R, S);
+    m_n_terms = lt.size();
+    KSWEEP_REQUIRE(m_n_terms == core::layer_term_cells(l, body_type::forward_reach),
+                   "ksweep::core::GradientEngine: " << m_n_terms << " layer-term cells, layer_term_cells says "
+                                                    << core::layer_term_cells(l, body_type::forward_reach));
+    auto upload = [&](std::vector<int> const& values, char const* label) {
+      Kokkos::View<int*, memory_space> d(view_alloc(space, WithoutInitializing, std::string(label)), values.size());
+      Kokkos::deep_copy(space, d,
+                        Kokkos::View<int const*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                            values.data(), values.size()));
+      return d;
+    };
+    m_term_axis = upload(lt.axis, "ksweep::core::term_axis");
+    m_term_strip = upload(lt.strip, "ksweep::core::term_strip");
+    m_term_model = upload(lt.model, "ksweep::core::term_model");
+    m_term_field = upload(lt.field, "ksweep::core::term_field");
+    space.fence();
   }
 
   bool full() const { return m_cfg.strategy == storage::Strategy::full; }
@@ -128,7 +241,8 @@ class GradientEngine {
   storage::StorageConfig const& config() const { return m_cfg; }
 
   /// Forward modelling of the current batch that saves what the backward pass needs. Three
-  /// launches per step: point work, stencil, and the ring gathered straight into the encoder.
+  /// launches per step: point work, stencil, and the ring gathered straight into the encoder;
+  /// a fourth saves the layer terms of the model cells next to the layer (constant density).
   void forward(wavelet_view const& w, record_view const& synthetic) {
     ScopedRegion region("ksweep::core::gradient::forward");
     auto& p = m_prop;
@@ -138,12 +252,19 @@ class GradientEngine {
     m_store = std::make_unique<storage::StepStore<Real, ExecSpace>>(p.space(), m_cfg,
                                                                     static_cast<std::size_t>(S) * m_stride, nt);
     p.forward_reset();
+    if (m_n_terms > 0 && static_cast<int>(m_terms.extent(0)) != nt)
+      m_terms = terms_view(
+          Kokkos::view_alloc(p.space(), Kokkos::WithoutInitializing, std::string("ksweep::core::layer_terms")), nt,
+          p.max_shots(), m_n_terms);
     if (p.runs_shots()) {
       forward_shots(w, synthetic, nt);
     } else {
       for (int n = 0; n < nt; ++n) {
         p.forward_step(n, w, synthetic);
         m_store->put_from(n, ring_values(p.forward_newest()));  // u^{n+1}
+        if (m_n_terms > 0)
+          core::launch_points(p.space(), "ksweep::core::save_layer_terms", save_terms(p.forward_state(), n),
+                              S * m_n_terms);
       }
     }
     p.forward_finish(synthetic);
@@ -162,7 +283,8 @@ class GradientEngine {
   /// Backward pass for the batch run by forward(): `residual` = dL/d(synthetic) [shot][nt][rec].
   /// Computes each shot's gradient (w.r.t. the model velocity) and illuminations, kept until
   /// the next batch (accumulate() adds them up). Three launches per step: the point work of
-  /// both wavefields with the decoded ring, imaging with reconstruction, and the adjoint stencil.
+  /// both wavefields with the decoded ring, imaging with reconstruction, and the adjoint stencil;
+  /// a fourth adds the layer terms of the model cells next to the layer (constant density).
   void backward(wavelet_view const& w, record_view const& residual) {
     ScopedRegion region("ksweep::core::gradient::backward");
     auto& p = m_prop;
@@ -317,6 +439,7 @@ class GradientEngine {
     std::size_t const values = static_cast<std::size_t>(m_prop.n_shots()) * m_stride;
     std::size_t const step = storage::encoded_bytes(m_cfg.dtype, values, sizeof(Real));
     r.boundary_bytes = step * static_cast<std::size_t>(m_nt);
+    r.layer_term_bytes = m_terms.span() * sizeof(Real);
     r.staging_bytes =
         (m_cfg.location == storage::Location::device
              ? 0
@@ -352,6 +475,7 @@ class GradientEngine {
     typename propagator_type::template ShotStep<core::ForwardTag> m_step;
     Kokkos::View<int const*, memory_space> m_offsets;
     stage_view m_stage;
+    SaveLayerTerms m_terms[2];  // by parity of the steps from m_n0, as the step's kernels
     int m_stride, m_n0;
     void operator()(int s, int n) const {
       m_step(s, n);
@@ -362,6 +486,8 @@ class GradientEngine {
         int const o = m_offsets(k);
         dst[k] = o >= 0 ? src[o] : Real(0);
       }
+      SaveLayerTerms const& t = m_terms[(n - m_n0) & 1];
+      for (int j = 0; j < t.m_cells; ++j) t.apply(n, s, j);
     }
   };
   void forward_shots(wavelet_view const& w, record_view const& synthetic, int nt) {
@@ -371,7 +497,13 @@ class GradientEngine {
       stage(T);
       for (int n0 = 0; n0 < nt; n0 += T) {
         int const n1 = std::min(nt, n0 + T);
-        ForwardSave body{p.forward_shot_step(w, synthetic, n0), m_offsets, m_stage, m_stride, n0};
+        ForwardSave body{p.forward_shot_step(w, synthetic, n0), m_offsets, m_stage, {}, m_stride, n0};
+        for (int par = 0; par < 2; ++par) {
+          // The state after step n0 + par: its current memories are the ones that step wrote.
+          typename propagator_type::State st = p.forward_state();
+          if (par == 0) st.cur = 1 - st.cur, st.aux = 1 - st.aux;
+          body.m_terms[par] = save_terms(st, n0 + par);
+        }
         p.run_shot_steps(propagator_type::Direction::forward, "ksweep::core::forward_shots", body, n0, n1, false);
         for (int n = n0; n < n1; ++n)
           m_store->put_from(n, storage::ViewValues<Real const, memory_space>{stage_row(n - n0)});
@@ -381,7 +513,7 @@ class GradientEngine {
     }
   }
 
-  // The batched schedule of backward(): three launches per step (see backward()).
+  // The batched schedule of backward(): three or four launches per step (see backward()).
   void backward_batched(wavelet_view const& w, record_view const& residual) {
     auto& p = m_prop;
     auto const space = p.space();
@@ -401,7 +533,7 @@ class GradientEngine {
           m_store->with_decoder(m_store->fetch(n - 1), sink,
                                 [&](auto const& dec) { launch_fused(adj, core::NoWork{}, 0, dec, n_ring); });
           p.exchange(previous);  // a split model: the halo of u^n at the cuts
-          imaging(previous, newest, p.adjoint_newest(), false, S);
+          imaging(previous, newest, p.adjoint_newest(), false, S, n);
         } else {
           core::launch_points(space, "ksweep::core::adjoint_points", adj.f, adj.count);
         }
@@ -419,12 +551,12 @@ class GradientEngine {
           launch_fused(adj, sources, n_src, storage::ZeroValues<storage::RingValues<Real, memory_space>>{sink},
                        n_ring);  // u^0 = 0
         }
-        imaging(previous, newest, p.adjoint_newest(), true, S);
+        imaging(previous, newest, p.adjoint_newest(), true, S, n);
         p.exchange(newest);  // a split model: the halo of the rebuilt u^{n-1} at the cuts
         p.step_back_forward();
       } else {
         core::launch_points(space, "ksweep::core::adjoint_points", adj.f, adj.count);
-        imaging(previous, newest, p.adjoint_newest(), false, S);
+        imaging(previous, newest, p.adjoint_newest(), false, S, n);
       }
       p.advance_adjoint();  // lambda^n
     }
@@ -436,6 +568,7 @@ class GradientEngine {
     typename propagator_type::template ShotStep<core::AdjointTag> m_adj;
     core::InjectPoints<Real, memory_space> m_src;  // w[n] taken out of u^{n+1}
     imaging_type m_img[2];                         // by parity of the steps from m_n_base
+    ApplyLayerTerms m_terms[2];                    // the layer terms on the levels of m_img
     field3 m_u0[2];                                // the u^n buffer of each parity (full: decoded into)
     Kokkos::View<int const*, memory_space> m_offsets;
     stage_view m_stage;
@@ -476,6 +609,7 @@ class GradientEngine {
         int const mr = img.model_row(iz, iy);
         if (mr >= 0) img.row(s, mr, rebuild);
       }
+      if (image) m_terms[(m_n_base - n) & 1].apply(s, n, rebuild);
     }
   };
   // The `shots` schedule of backward(), chunk by chunk from the last step down to n = 0.
@@ -506,6 +640,7 @@ class GradientEngine {
           field3 const& newer = same ? p.forward_newest() : p.forward_previous();
           field3 const& older = same ? p.forward_previous() : p.forward_newest();
           body.m_img[par] = make_imaging(older, body.m_adj.m_k[par].m_cur, newer, !full());
+          body.m_terms[par] = apply_terms(body.m_adj.m_k[par].m_cur, newer, 0, !full());
           body.m_u0[par] = older;
         }
         body.m_offsets = m_offsets;
@@ -520,6 +655,23 @@ class GradientEngine {
     } else {
       (void)w, (void)residual;
     }
+  }
+
+  // The saving of step n's layer terms from the memories of `after` (the state after step n).
+  SaveLayerTerms save_terms(typename propagator_type::State const& after, int n) const {
+    SaveLayerTerms f;
+    f.m_terms = m_terms;
+    for (int a = 0; a < Dim; ++a) f.m_zeta[a] = after.zeta[a][after.aux];
+    f.m_axis = m_term_axis;
+    f.m_strip = m_term_strip;
+    f.m_cells = m_n_terms;
+    f.m_n = n;
+    return f;
+  }
+  // The layer terms of step n applied to the images of mu^{n+1} = `lambda` (and to the rebuilt
+  // level `u1`).
+  ApplyLayerTerms apply_terms(field3 const& lambda, field3 const& u1, int n, bool rebuild) const {
+    return {m_terms, lambda, u1, m_prop.c(), m_grad_c, m_term_model, m_term_field, m_n_terms, n, rebuild};
   }
 
   // The saved cells of each shot's wavefield `u`, as a codec value source or sink.
@@ -558,7 +710,6 @@ class GradientEngine {
   // member function nor first-capture a variable inside `if constexpr`. Public: a CUDA
   // kernel's host stub names its functor's type.
  public:
-  using model_field = std::decay_t<decltype(std::declval<propagator_type const&>().c())>;
   struct ScaleImages {
     shot_images gc, irc, grs;
     model_field c, vp, rho;
@@ -586,11 +737,15 @@ class GradientEngine {
                            Rows<Dim>(l), l.left});
   }
 
-  void imaging(field3 const& u0, field3 const& u1, field3 const& lambda, bool reconstruct, int S) {
+  // Imaging (and rebuild) of backward step n, with the layer terms of the cells next to the layer.
+  void imaging(field3 const& u0, field3 const& u1, field3 const& lambda, bool reconstruct, int S, int n) {
     auto const& l = m_prop.layout();
     imaging_type const f = make_imaging(u0, lambda, u1, reconstruct);
     core::launch_grid<void>(m_prop.space(), reconstruct ? "ksweep::core::image_and_rebuild" : "ksweep::core::image", f,
                             S * l.model_rows(), l.nx, m_prop.runs_cells());
+    if (m_n_terms > 0)
+      core::launch_points(m_prop.space(), "ksweep::core::apply_layer_terms", apply_terms(lambda, u1, n, reconstruct),
+                          S);
   }
 
   propagator_type& m_prop;
@@ -610,6 +765,10 @@ class GradientEngine {
   int m_chunk_steps = 0;  // 0: automatic
   std::unique_ptr<storage::StepStore<Real, ExecSpace>> m_store;
   stage_view m_stage;  // the `shots` schedule's saved rings of a chunk of steps
+  // The layer-term cells (LayerTermCells) and their terms of every forward step.
+  int m_n_terms = 0;
+  Kokkos::View<int*, memory_space> m_term_axis, m_term_strip, m_term_model, m_term_field;
+  terms_view m_terms;
 };
 
 }  // namespace ksweep::core

@@ -32,6 +32,9 @@ std::size_t coefficient_values(Layout const& l);
 /// Cells the gradient saves per shot and step (what ring_layout lists): the box within M of the
 /// model (above row 0 excluded with a free surface), without the model cells for `boundary`.
 long long ring_cells(Layout const& l, bool full);
+/// Entries of the gradient's layer terms per shot and step (core::layer_term_cells): the model
+/// cells within `reach` of a layer face, once per axis of such a face (reach 0: none).
+long long layer_term_cells(Layout const& l, int reach);
 
 /// The width (model cells along y and x) of the tiles whose saved cells a codec with a scale per
 /// block codes together (1 for the codecs without: their codes do not depend on other values).

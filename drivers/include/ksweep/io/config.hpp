@@ -91,6 +91,8 @@ struct PropagatorSection {
   int pml_width = 20;
   double pml_reflection = 1e-3;
   double pml_freq = 25.0;
+  /// The velocity (m/s) of the layers' damping profiles; 0: the model's maximum velocity.
+  double pml_velocity = 0.0;
   bool free_surface = false;
   /// "fp32" or "fp64".
   std::string precision = "fp32";
