@@ -297,6 +297,7 @@ KSWEEP_TEST(saved_cells_code_alike_on_every_split) {
           auto plain = core::ring_layout(whole, full, storage::Dtype::fp32);
           auto tiled = core::ring_layout(whole, full, storage::Dtype::int8);
           EXPECT_EQ(tiled.size() % storage::block_size, 0u) << what;
+          EXPECT_EQ(static_cast<long long>(tiled.size()), core::ring_stride(whole, full, storage::Dtype::int8)) << what;
           tiled.erase(std::remove_if(tiled.begin(), tiled.end(), [](int o) { return o < 0; }), tiled.end());
           std::sort(tiled.begin(), tiled.end());
           EXPECT_EQ(tiled, plain) << what;

@@ -108,7 +108,31 @@ std::vector<int> ring_layout(Layout const& l, bool full, storage::Dtype dtype) {
 }
 
 long long ring_stride(Layout const& l, bool full, storage::Dtype dtype) {
-  return static_cast<long long>(ring_layout(l, full, dtype).size());
+  if (!storage::block_coupled(dtype)) return ring_cells(l, full);
+  // Per tile (ring_layout's order): its box cells, less its model cells for `boundary`, rounded
+  // up to whole blocks; counted without listing the cells (a large model's estimate stays cheap).
+  long long const M = l.radius, B = storage::block_size;
+  int const g = cut_alignment(l, full, dtype);
+  long long const rows = (l.top > 0 ? M : 0) + l.nz + (l.bottom > 0 ? M : 0);
+  struct Tiles {
+    long long n, before, after;  // model cells, layer cells saved before and after the model
+    long long count(int g) const { return (n + g - 1) / g; }
+    long long model(long long t, int g) const { return std::min<long long>(g, n - t * g); }
+    long long box(long long t, int g) const {
+      return model(t, g) + (t == 0 ? before : 0) + (t + 1 == count(g) ? after : 0);
+    }
+  };
+  Tiles const x{l.nx, l.left > 0 ? M : 0, l.right > 0 ? M : 0};
+  Tiles const y = l.dim == 3 ? Tiles{l.ny, l.front > 0 ? M : 0, l.back > 0 ? M : 0} : Tiles{1, 0, 0};
+  long long stride = 0;
+  for (long long ty = 0; ty < y.count(l.dim == 3 ? g : 1); ++ty)
+    for (long long tx = 0; tx < x.count(g); ++tx) {
+      int const gy = l.dim == 3 ? g : 1;
+      long long const cells =
+          rows * y.box(ty, gy) * x.box(tx, g) - (full ? 0 : l.nz * y.model(ty, gy) * x.model(tx, g));
+      stride += (cells + B - 1) / B * B;
+    }
+  return stride;
 }
 
 long long layer_term_cells(Layout const& l, int reach) {

@@ -190,6 +190,9 @@ class GradientEngine {
                    "ksweep::core::GradientEngine: " << m_n_ring << " saved cells, ring_cells says "
                                                     << core::ring_cells(l, full()));
     m_stride = static_cast<int>(off.size());
+    KSWEEP_REQUIRE(static_cast<long long>(m_stride) == core::ring_stride(l, full(), cfg.dtype),
+                   "ksweep::core::GradientEngine: " << m_stride << " saved values, ring_stride says "
+                                                    << core::ring_stride(l, full(), cfg.dtype));
     KSWEEP_REQUIRE(static_cast<long long>(m_stride) * prop.max_shots() < (1LL << 31),
                    "storage: " << m_stride << " saved values per shot x " << prop.max_shots()
                                << " shots exceeds 2^31 values per step; use fewer shots per batch");

@@ -55,7 +55,7 @@ int cut_alignment(Layout const& l, bool full, storage::Dtype dtype);
 /// neighbours in the batch nor on the split of the model (cuts on tile boundaries).
 std::vector<int> ring_layout(Layout const& l, bool full, storage::Dtype dtype);
 
-/// Saved values per shot and step: ring_layout's size.
+/// Saved values per shot and step: ring_layout's size, counted without listing the cells.
 long long ring_stride(Layout const& l, bool full, storage::Dtype dtype);
 
 /// Steps per chunk of the gradient's `shots` schedule: the ring of `shots` shots (stride values
