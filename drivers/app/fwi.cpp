@@ -35,6 +35,20 @@ namespace ksweep::app {
 
 namespace {
 
+/// L-BFGS's memory between fwi::LbfgsState and the checkpoint's record of it (the same fields).
+template <class From, class To>
+void copy_lbfgs(From const& a, To& b) {
+  b.pairs = a.pairs;
+  b.s = a.s;
+  b.y = a.y;
+  b.rho = a.rho;
+  b.gradient = a.gradient;
+  b.loss = a.loss;
+  b.gamma = a.gamma;
+  b.iterations = a.iterations;
+  b.evaluations = a.evaluations;
+}
+
 using Clock = std::chrono::steady_clock;
 
 /// Depth rows at the top of the model equal to the first cell (the water layer); a row is a
@@ -478,7 +492,7 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
                        << (f.iterations == ck.iteration ? "" : " iterations already done in ")
                        << io::shown_path(ck_path) << (f.iterations == ck.iteration ? ")" : "")
                        << ": nothing is left to run; set fwi.iterations above " << ck.iteration << " to continue");
-    KSWEEP_REQUIRE(f.optimizer != "lbfgs" || ck.lbfgs_pairs >= 0,
+    KSWEEP_REQUIRE(f.optimizer != "lbfgs" || ck.lbfgs.pairs >= 0,
                    "--resume: the checkpoint " << io::shown_path(ck_path)
                                                << " holds no L-BFGS memory (it was written in checkpoint format 2, "
                                                   "before checkpoints kept L-BFGS's correction pairs): an L-BFGS run "
@@ -703,17 +717,7 @@ struct Outputs {
       std::size_t const nm = static_cast<std::size_t>(c.moments) * vf.size();
       c.m = st.first.empty() ? std::vector<float>(nm, 0.f) : st.first;
       c.v = st.second.empty() ? std::vector<float>(nm, 0.f) : st.second;
-      if (f.optimizer == "lbfgs") {
-        c.lbfgs_pairs = st.lbfgs.pairs;
-        c.lbfgs_s = st.lbfgs.s;
-        c.lbfgs_y = st.lbfgs.y;
-        c.lbfgs_gradient = st.lbfgs.gradient;
-        c.lbfgs_rho = st.lbfgs.rho;
-        c.lbfgs_loss = st.lbfgs.loss;
-        c.lbfgs_gamma = st.lbfgs.gamma;
-        c.lbfgs_iterations = st.lbfgs.iterations;
-        c.lbfgs_evaluations = st.lbfgs.evaluations;
-      }
+      if (f.optimizer == "lbfgs") copy_lbfgs(st.lbfgs, c.lbfgs);
       io::write_checkpoint(out / "checkpoint.bin", c);
       last_checkpoint = out / "checkpoint.bin";
       last_checkpoint_iteration = t;
@@ -852,18 +856,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
                  in.ck.v,
                  st.index >= 0 ? in.ck.iteration - st.first : -1,
                  {}};
-    if (in.ck.lbfgs_pairs >= 0) {
-      auto& lb = s.lbfgs;
-      lb.pairs = in.ck.lbfgs_pairs;
-      lb.s = in.ck.lbfgs_s;
-      lb.y = in.ck.lbfgs_y;
-      lb.rho = in.ck.lbfgs_rho;
-      lb.gradient = in.ck.lbfgs_gradient;
-      lb.loss = in.ck.lbfgs_loss;
-      lb.gamma = in.ck.lbfgs_gamma;
-      lb.iterations = in.ck.lbfgs_iterations;
-      lb.evaluations = in.ck.lbfgs_evaluations;
-    }
+    if (in.ck.lbfgs.pairs >= 0) copy_lbfgs(in.ck.lbfgs, s.lbfgs);
     inv.restore(s);
   }
   auto const& truth = in.truth;

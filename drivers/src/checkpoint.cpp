@@ -42,11 +42,11 @@ void write_checkpoint(std::filesystem::path const& path, Checkpoint const& c) {
   KSWEEP_REQUIRE(c.m.size() == c.moments * n && c.v.size() == c.moments * n,
                  "checkpoint " << path.string() << ": arrays of different sizes");
   std::size_t const nv = c.moments * n;
-  bool const lbfgs = c.lbfgs_pairs >= 0;
-  KSWEEP_REQUIRE(!lbfgs || (c.lbfgs_s.size() == c.lbfgs_pairs * nv && c.lbfgs_y.size() == c.lbfgs_pairs * nv &&
-                            c.lbfgs_rho.size() == static_cast<std::size_t>(c.lbfgs_pairs) &&
-                            (c.lbfgs_gradient.empty() || c.lbfgs_gradient.size() == nv)),
-                 "checkpoint " << path.string() << ": L-BFGS arrays of other sizes than " << c.lbfgs_pairs
+  bool const lbfgs = c.lbfgs.pairs >= 0;
+  KSWEEP_REQUIRE(!lbfgs || (c.lbfgs.s.size() == c.lbfgs.pairs * nv && c.lbfgs.y.size() == c.lbfgs.pairs * nv &&
+                            c.lbfgs.rho.size() == static_cast<std::size_t>(c.lbfgs.pairs) &&
+                            (c.lbfgs.gradient.empty() || c.lbfgs.gradient.size() == nv)),
+                 "checkpoint " << path.string() << ": L-BFGS arrays of other sizes than " << c.lbfgs.pairs
                                << " pairs of " << nv << " values");
   nlohmann::json meta = {{"format", 3}, {"iteration", c.iteration}, {"rng", c.rng}, {"history", c.history}, {"n", n},
                          {"run", c.run}};
@@ -55,13 +55,13 @@ void write_checkpoint(std::filesystem::path const& path, Checkpoint const& c) {
     meta["moments"] = c.moments;
   }
   if (lbfgs)
-    meta["lbfgs"] = {{"pairs", c.lbfgs_pairs},
-                     {"gradient", !c.lbfgs_gradient.empty()},
-                     {"rho", c.lbfgs_rho},
-                     {"loss", c.lbfgs_loss},
-                     {"gamma", c.lbfgs_gamma},
-                     {"iterations", c.lbfgs_iterations},
-                     {"evaluations", c.lbfgs_evaluations}};
+    meta["lbfgs"] = {{"pairs", c.lbfgs.pairs},
+                     {"gradient", !c.lbfgs.gradient.empty()},
+                     {"rho", c.lbfgs.rho},
+                     {"loss", c.lbfgs.loss},
+                     {"gamma", c.lbfgs.gamma},
+                     {"iterations", c.lbfgs.iterations},
+                     {"evaluations", c.lbfgs.evaluations}};
   std::string const js = meta.dump();
   std::uint64_t const len = js.size();
   std::string bytes;
@@ -70,7 +70,7 @@ void write_checkpoint(std::filesystem::path const& path, Checkpoint const& c) {
   bytes.append(magic, sizeof magic);
   bytes.append(reinterpret_cast<char const*>(&len), sizeof len);
   bytes += js;
-  for (auto const* a : {&c.model, &c.m, &c.v, &c.lbfgs_s, &c.lbfgs_y, &c.lbfgs_gradient})
+  for (auto const* a : {&c.model, &c.m, &c.v, &c.lbfgs.s, &c.lbfgs.y, &c.lbfgs.gradient})
     bytes.append(reinterpret_cast<char const*>(a->data()), a->size() * sizeof(float));
   std::string const sum = sha256_hex(bytes.data(), bytes.size());
   bytes += trailer;
@@ -302,8 +302,8 @@ Checkpoint read_checkpoint(std::filesystem::path const& path, std::size_t n) {
   if (head.lbfgs_pairs >= 0) {
     auto const lb = meta["lbfgs"];
     std::size_t const nv = c.moments * n;
-    c.lbfgs_pairs = head.lbfgs_pairs;
-    bool ok = lb.contains("rho") && lb["rho"].is_array() && lb["rho"].size() == static_cast<std::size_t>(c.lbfgs_pairs);
+    c.lbfgs.pairs = head.lbfgs_pairs;
+    bool ok = lb.contains("rho") && lb["rho"].is_array() && lb["rho"].size() == static_cast<std::size_t>(c.lbfgs.pairs);
     for (std::size_t i = 0; ok && i < lb["rho"].size(); ++i)
       ok = lb["rho"][i].is_number() && std::isfinite(lb["rho"][i].get<double>()) && lb["rho"][i].get<double>() > 0;
     for (char const* key : {"loss", "gamma"})
@@ -313,15 +313,15 @@ Checkpoint read_checkpoint(std::filesystem::path const& path, std::size_t n) {
                            << name
                            << " is corrupt: its L-BFGS memory lacks 'rho' (one finite value > 0 "
                               "per pair), 'loss', 'gamma', 'iterations' or 'evaluations'");
-    c.lbfgs_rho = lb["rho"].get<std::vector<double>>();
-    c.lbfgs_loss = lb["loss"].get<double>();
-    c.lbfgs_gamma = lb["gamma"].get<double>();
-    c.lbfgs_iterations = lb["iterations"].get<int>();
-    c.lbfgs_evaluations = lb["evaluations"].get<int>();
+    c.lbfgs.rho = lb["rho"].get<std::vector<double>>();
+    c.lbfgs.loss = lb["loss"].get<double>();
+    c.lbfgs.gamma = lb["gamma"].get<double>();
+    c.lbfgs.iterations = lb["iterations"].get<int>();
+    c.lbfgs.evaluations = lb["evaluations"].get<int>();
     char const* what[] = {"L-BFGS step", "L-BFGS gradient change", "L-BFGS gradient"};
     int j = 0;
-    for (auto* a : {&c.lbfgs_s, &c.lbfgs_y, &c.lbfgs_gradient}) {
-      std::size_t const values = j < 2 ? c.lbfgs_pairs * nv : (head.lbfgs_gradient ? nv : 0);
+    for (auto* a : {&c.lbfgs.s, &c.lbfgs.y, &c.lbfgs.gradient}) {
+      std::size_t const values = j < 2 ? c.lbfgs.pairs * nv : (head.lbfgs_gradient ? nv : 0);
       a->resize(values);
       std::memcpy(a->data(), at, values * sizeof(float));
       at += values * sizeof(float);

@@ -35,14 +35,16 @@ struct Checkpoint {
   std::vector<float> m, v;
   int parameters = 1;  ///< segments of the model
   int moments = 1;     ///< segments of each moment
-  /// L-BFGS's memory (fwi::LbfgsState): `lbfgs_pairs` < 0 when the file holds none (Adam, or a
-  /// checkpoint of format 2).
-  int lbfgs_pairs = -1;
-  std::vector<float> lbfgs_s, lbfgs_y;  ///< [pair][moments x n], oldest first
-  std::vector<float> lbfgs_gradient;    ///< moments x n values, or empty
-  std::vector<double> lbfgs_rho;
-  double lbfgs_loss = 0, lbfgs_gamma = 0;
-  int lbfgs_iterations = 0, lbfgs_evaluations = 0;
+  /// L-BFGS's memory, the fields of fwi::LbfgsState; `pairs` < 0 when the file holds none (Adam,
+  /// or a checkpoint of format 2).
+  struct Lbfgs {
+    int pairs = -1;
+    std::vector<float> s, y;      ///< [pair][moments x n], oldest first
+    std::vector<double> rho;      ///< one per pair
+    std::vector<float> gradient;  ///< moments x n values, or empty
+    double loss = 0, gamma = 0;
+    int iterations = 0, evaluations = 0;
+  } lbfgs;
 };
 
 /// Writes `c` atomically (temporary file, fsync, rename). Throws ksweep::Error.
