@@ -8,6 +8,9 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#include <sched.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -17,6 +20,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -46,6 +50,76 @@ int local_rank_from_environment() {
   }
   return -1;
 }
+
+int local_size_from_environment() {
+  for (char const* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_LOCAL_SIZE"}) {
+    char const* v = std::getenv(name);
+    if (!v || !*v) continue;
+    char* end = nullptr;
+    long const r = std::strtol(v, &end, 10);
+    if (*end == '\0' && r >= 1 && r < (1L << 30)) return static_cast<int>(r);
+  }
+  return -1;
+}
+
+int available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    int const n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+namespace {
+HostThreads& last_host_threads() {
+  static HostThreads h;
+  return h;
+}
+}  // namespace
+
+HostThreads HostThreads::choose(int argc, char* argv[], int local_size) {
+  HostThreads h;
+  std::ostringstream os;
+  if (char const* b = std::getenv("OMP_PROC_BIND"); b && *b) {
+    h.binding = b;
+    os << "OMP_PROC_BIND=" << b << " (from the environment)";
+  } else {
+    // Before Kokkos starts: it reads the variable (and warns without it). The OpenMP runtime
+    // read its environment when it was loaded: unset, its threads are not bound either.
+    setenv("OMP_PROC_BIND", "false", 1);
+    h.binding = "false";
+    os << "threads not bound (OMP_PROC_BIND unset: set to false; set OMP_PROC_BIND=spread OMP_PLACES=threads "
+          "on a node this process has alone)";
+  }
+  char const* given = nullptr;
+  for (int i = 1; i < argc && argv; ++i)
+    for (char const* flag : {"--kokkos-num-threads", "--kokkos-threads"})
+      if (argv[i] && std::strncmp(argv[i], flag, std::strlen(flag)) == 0) given = flag;
+  for (char const* name : {"OMP_NUM_THREADS", "KOKKOS_NUM_THREADS"})
+    if (char const* v = std::getenv(name); !given && v && *v) given = name;
+  os << "; threads: ";
+  if (given) {
+    os << "as " << given << " says";
+  } else {
+    int const cores = available_cores();
+    int const online = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    if (local_size < 0) local_size = local_size_from_environment();
+    // A mask narrower than the machine is a share the launcher (or the user) gave this process.
+    if (local_size > 1 && cores >= online) {
+      h.threads = std::max(1, cores / local_size);
+      os << h.threads << " (" << cores << " cores / " << local_size << " ranks on this node)";
+    } else {
+      os << "every core this process may use (" << cores << ")";
+    }
+  }
+  h.description = os.str();
+  last_host_threads() = h;
+  return h;
+}
+
+HostThreads const& HostThreads::chosen() { return last_host_threads(); }
 
 #if defined(KOKKOS_ENABLE_CUDA)
 namespace {
@@ -113,23 +187,30 @@ std::string device_description() {
 KokkosSession::KokkosSession(int& argc, char* argv[], int local_rank) {
   try {
     int const device = device_for_process(local_rank, argc, argv);
-    if (device < 0) {
+    HostThreads const host = HostThreads::choose(argc, argv);
+    // argv with the flags added; what Kokkos leaves of it goes back into argv.
+    std::vector<std::string> flags;
+#if KOKKOS_VERSION >= 40000
+    if (device >= 0) flags.push_back("--kokkos-device-id=" + std::to_string(device));
+    if (host.threads > 0) flags.push_back("--kokkos-num-threads=" + std::to_string(host.threads));
+#else
+    if (device >= 0) flags.push_back("--kokkos-device=" + std::to_string(device));
+    if (host.threads > 0) flags.push_back("--kokkos-threads=" + std::to_string(host.threads));
+#endif
+    if (flags.empty()) {
       Kokkos::initialize(argc, argv);
     } else {
-      // argv with the device added; what Kokkos leaves of it goes back into argv.
-#if KOKKOS_VERSION >= 40000
-      std::string flag = "--kokkos-device-id=" + std::to_string(device);
-#else
-      std::string flag = "--kokkos-device=" + std::to_string(device);
-#endif
       std::vector<char*> args(argv, argv + argc);
-      args.push_back(flag.data());
+      for (auto& f : flags) args.push_back(f.data());
       args.push_back(nullptr);
-      int n = argc + 1;
+      int n = static_cast<int>(args.size()) - 1;
       Kokkos::initialize(n, args.data());
       int kept = 0;
-      for (int i = 0; i < n; ++i)
-        if (args[static_cast<std::size_t>(i)] != flag.data()) argv[kept++] = args[static_cast<std::size_t>(i)];
+      for (int i = 0; i < n; ++i) {
+        char* const a = args[static_cast<std::size_t>(i)];
+        bool const added = std::any_of(flags.begin(), flags.end(), [&](std::string const& f) { return a == f.data(); });
+        if (!added) argv[kept++] = a;
+      }
       for (int i = kept; i < argc; ++i) argv[i] = nullptr;
       argc = kept;
     }

@@ -961,7 +961,10 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     o.seconds_total += r.seconds;
     nlohmann::json entry = {
         {"iteration", r.iteration}, {"loss", r.loss}, {"rmse", r.rmse}, {"seconds", r.seconds}, {"shots", r.shots}};
-    if (options.method == fwi::Method::lbfgs) entry["evaluations"] = r.evaluations;
+    if (options.method == fwi::Method::lbfgs) {
+      entry["evaluations"] = r.evaluations;
+      entry["loss_start"] = r.loss_start;  // the loss of the model before the step (`loss`: after it)
+    }
     if (stage.index >= 0) entry["stage"] = stage.index + 1;
     if (variable_density(cfg)) entry["rmse_rho"] = r.rmse_density;
     o.history.push_back(entry);

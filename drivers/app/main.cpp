@@ -50,6 +50,7 @@ int run_info(ksweep::comm::Communicator const& comm) {
   std::printf("MPI ranks: %d; device data to MPI: %s\n", comm.size(), ksweep::comm::gpu_aware_mpi_reason().c_str());
   for (auto const& d : devices)
     std::printf("  rank %d (%s, local rank %d): %s\n", d.rank, d.host.c_str(), d.local_rank, d.device.c_str());
+  std::printf("host threads (rank 0): %s\n", ksweep::core::HostThreads::chosen().description.c_str());
 #if KSWEEP_ENABLE_HDF5
   unsigned maj = 0, min = 0, rel = 0;
   H5get_libversion(&maj, &min, &rel);

@@ -6,8 +6,10 @@ Usage: plot_fwi.py OUTDIR [--epochs all|last|N,M,...]
 Writes (each skipped with a message on stderr when its inputs are missing):
   ricker.png         source wavelet and its amplitude spectrum (summary.json "wavelet")
   observed_data.png  first, middle and last shot gathers of observed.h5
-  loss.png           loss (log scale) and model RMSE against iteration (summary.json)
-  epoch_XXXX.png     true model, inverted model, gradient, source and receiver
+  loss.png           loss (log scale) and model RMSE against the iterations done, from the
+                     starting model's (0) on (summary.json)
+  epoch_XXXX.png     true, starting and inverted models, the update (inverted - starting), the
+                     remaining error (true - inverted), gradient, source and receiver
                      illumination of epochs/epoch_XXXX.h5; for a 3D model each as three
                      orthogonal slices (a depth slice, an inline and a crossline section)
   density_XXXX.png   variable density (epochs holding "rho"; 2D): true, starting and
@@ -288,6 +290,33 @@ def plot_observed(path, out):
 
 # --------------------------------------------------------------------------- loss
 
+def loss_segments(its):
+    """The loss against the model it was measured on (x: iterations done, 0 = the starting
+    model), one segment per frequency stage (each stage fits other data). L-BFGS rows give the
+    loss after their step ('loss') and before it ('loss_start', which starts each segment); Adam
+    rows give their batch's loss before the step."""
+    segments, cur, stage = [], None, object()
+    for r in its:
+        try:
+            k = int(r["iteration"])
+            loss = r.get("loss")
+        except (KeyError, TypeError, ValueError):
+            continue
+        if cur is None or r.get("stage") != stage:
+            cur = ([], [])
+            segments.append(cur)
+            stage = r.get("stage")
+            if r.get("loss_start") is not None:
+                cur[0].append(k - 1)
+                cur[1].append(float(r["loss_start"]))
+        if r.get("loss_start") is not None:
+            cur[0].append(k)
+        else:
+            cur[0].append(k - 1)
+        cur[1].append(float(loss) if loss is not None else np.nan)
+    return [(np.array(x), np.array(y)) for x, y in segments]
+
+
 def plot_loss(summary, out):
     its = summary.get("iterations") or []
     rows = []
@@ -307,18 +336,21 @@ def plot_loss(summary, out):
         return np.array([float(r[i]) if r[i] is not None else np.nan for r in rows])
 
     it = np.array([r[0] for r in rows])
-    loss = col(1)
     rmse = col(2)
     have_rmse = np.any(np.isfinite(rmse))
     rmse_rho = col(3)
     have_rho = np.any(np.isfinite(rmse_rho))
+    segments = loss_segments(its)
+    before = not any(isinstance(r, dict) and r.get("loss_start") is not None for r in its)
 
     ncol = 2 if have_rmse else 1
     fig, axes = plt.subplots(1, ncol, figsize=(5.5 * ncol, 4.2), squeeze=False)
     axes = axes[0]
     ax = axes[0]
     marker = "o" if it.size <= 60 else None
-    ax.plot(it, loss, marker=marker, ms=4, color="C0")
+    for x, y in segments:
+        ax.plot(x, y, marker=marker, ms=4, color="C0")
+    loss = np.concatenate([y for _, y in segments]) if segments else np.array([])
     good = loss[np.isfinite(loss)]
     if good.size and np.all(good > 0):
         ax.set_yscale("log")
@@ -328,15 +360,14 @@ def plot_loss(summary, out):
             ax.yaxis.set_major_locator(mticker.LogLocator(subs=(1.0, 2.0, 3.0, 5.0)))
             ax.yaxis.set_major_formatter(mticker.FormatStrFormatter("%g"))
             ax.yaxis.set_minor_formatter(mticker.NullFormatter())
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("loss (misfit)")
-    ax.set_title("data misfit" + (" (iteration 0 = initial model)" if isinstance(init, dict)
-                                  else ""), fontsize=10)
+    ax.set_xlabel("iterations done (0: starting model)")
+    ax.set_ylabel("loss (misfit)" + (", the iteration's batch" if before else ""))
+    ax.set_title("data misfit of the model", fontsize=10)
     ax.grid(alpha=0.3, which="major")
     if have_rmse:
         ax = axes[1]
         ax.plot(it, rmse, marker=marker, ms=4, color="C1")
-        ax.set_xlabel("iteration")
+        ax.set_xlabel("iterations done (0: starting model)")
         ax.set_ylabel("model RMSE (m/s)")
         ax.set_title("model error vs. true model", fontsize=10)
         ax.grid(alpha=0.3)
@@ -355,14 +386,16 @@ def plot_loss(summary, out):
     for first, k in starts:
         freq = stages[k - 1].get("max_freq") if 0 < k <= len(stages) else None
         for i, ax in enumerate(axes):
-            ax.axvline(first - 0.5, color="0.5", ls="--", lw=0.8)
+            ax.axvline(first - 1, color="0.5", ls="--", lw=0.8)
             if i == 0:
-                ax.text(first - 0.3, 1.0, f" stage {k}" + (f": < {freq:g} Hz" if freq is not None else ""),
+                # Alternate heights, so that the labels of short stages do not overlap.
+                ax.text(first - 0.8, 0.99 - 0.06 * ((k - 1) % 2), f" stage {k}" + (f": < {freq:g} Hz" if freq is not None else ""),
                         transform=ax.get_xaxis_transform(), va="top", ha="left", fontsize=8, color="0.3")
     for ax in axes:
         ax.xaxis.get_major_locator().set_params(integer=True)
     last = rows[-1]
-    fig.suptitle(f"FWI convergence: {len(its)} iterations, final loss {fmt_num(last[1], '.4g')}, "
+    final_loss = segments[-1][1][-1] if segments and segments[-1][1].size else None
+    fig.suptitle(f"FWI convergence: {len(its)} iterations, last loss {fmt_num(final_loss, '.4g')}, "
                  f"RMSE {fmt_num(last[2], '.1f')} m/s"
                  + (f", density RMSE {fmt_num(last[3], '.1f')} kg/m^3" if have_rho else ""), fontsize=11)
     fig.tight_layout()
@@ -441,7 +474,7 @@ def log_illum(a):
     return out, (vmin, vmax)
 
 
-def plot_epoch(path, iteration, true_vp, true_dh, summary_rows, dh_default, out):
+def plot_epoch(path, iteration, true_vp, true_dh, start_vp, summary_rows, dh_default, out):
     with h5py.File(path, "r") as f:
         fields = {}
         for name in ("vp", "grad", "illum_src", "illum_rec"):
@@ -476,12 +509,16 @@ def plot_epoch(path, iteration, true_vp, true_dh, summary_rows, dh_default, out)
     nz, nx = shape
     extent = model_extent(nz, nx, dh)
 
-    width = 10.0
-    # Axes take ~84% of the width; each panel needs its image height plus room for
+    # Two columns of four panels: the models on the left (true, starting, inverted, the
+    # update), the remaining error, gradient and illuminations on the right.
+    width = 18.0
+    # Axes take ~40% of the width each; each panel needs its image height plus room for
     # a title, tick labels and the x label.
-    panel_h = 0.84 * width * nz / nx + 0.85
-    height = min(40.0, 5 * panel_h + 0.6)
-    fig, axes = plt.subplots(5, 1, figsize=(width, height))
+    panel_h = 0.40 * width * nz / nx + 0.85
+    height = min(40.0, 4 * panel_h + 0.6)
+    fig, grid = plt.subplots(4, 2, figsize=(width, height))
+    axes = grid[:, 0]
+    right = grid[:, 1]
 
     def empty(ax, title):
         ax.set_title(title, fontsize=10, loc="left")
@@ -492,24 +529,56 @@ def plot_epoch(path, iteration, true_vp, true_dh, summary_rows, dh_default, out)
         cax = make_axes_locatable(ax).append_axes("right", size="1.5%", pad=0.1)
         cax.axis("off")
 
+    ref = true_vp if true_vp is not None else start_vp
+    if ref is not None:
+        vmin, vmax = float(np.nanmin(ref)), float(np.nanmax(ref))
+    else:
+        vmin = vmax = None
+    limits = " (true-model colour limits)" if true_vp is not None else ""
     if true_vp is not None:
-        vmin, vmax = float(np.nanmin(true_vp)), float(np.nanmax(true_vp))
         t_ext = model_extent(true_vp.shape[0], true_vp.shape[1], true_dh or dh)
         add_panel(fig, axes[0], true_vp, t_ext, "true model", "vp (m/s)", cmap="viridis",
                   vmin=vmin, vmax=vmax)
     else:
-        vmin = vmax = None
         empty(axes[0], "true model")
+    same = lambda a: a is not None and a.shape == (nz, nx)
+    if same(start_vp):
+        add_panel(fig, axes[1], start_vp, extent, "starting model" + limits, "vp (m/s)",
+                  cmap="viridis", vmin=vmin, vmax=vmax)
+    else:
+        empty(axes[1], "starting model")
 
-    if "vp" in fields:
-        vp = fields["vp"]
+    vp = fields.get("vp")
+    if vp is not None:
         if vmin is None:
             vmin, vmax = float(np.nanmin(vp)), float(np.nanmax(vp))
-        add_panel(fig, axes[1], vp, extent, f"inverted model after iteration {iteration}"
-                  + (" (true-model colour limits)" if true_vp is not None else ""),
+        add_panel(fig, axes[2], vp, extent, f"inverted model after iteration {iteration}" + limits,
                   "vp (m/s)", cmap="viridis", vmin=vmin, vmax=vmax)
     else:
-        empty(axes[1], f"inverted model after iteration {iteration}")
+        empty(axes[2], f"inverted model after iteration {iteration}")
+
+    # The update and the remaining error on one symmetric scale: that of the starting model's
+    # error where known, so that the two compare directly.
+    diffs = [d for d in ((true_vp - start_vp) if same(true_vp) and same(start_vp) else None,
+                         (vp - start_vp) if vp is not None and same(start_vp) else None)
+             if d is not None]
+    dlim = None
+    if diffs:
+        finite = np.abs(diffs[0][np.isfinite(diffs[0])])
+        dlim = float(np.percentile(finite, 99)) if finite.size else 0.0
+        dlim = dlim if dlim > 0 else 1.0
+    if vp is not None and same(start_vp):
+        add_panel(fig, axes[3], vp - start_vp, extent, "update: inverted - starting",
+                  "vp change (m/s)", cmap="seismic", vmin=-dlim, vmax=dlim)
+    else:
+        empty(axes[3], "update: inverted - starting")
+    if vp is not None and same(true_vp):
+        err = true_vp - vp
+        rms = float(np.sqrt(np.nanmean(err ** 2)))
+        add_panel(fig, right[0], err, extent, f"remaining error: true - inverted (RMSE {rms:.1f} m/s)",
+                  "vp error (m/s)", cmap="seismic", vmin=-(dlim or 1.0), vmax=dlim or 1.0)
+    else:
+        empty(right[0], "remaining error: true - inverted")
 
     if "grad" in fields:
         g = fields["grad"]
@@ -524,14 +593,14 @@ def plot_epoch(path, iteration, true_vp, true_dh, summary_rows, dh_default, out)
             exp = 0
         scale = 10.0 ** exp
         unit = "d loss / d vp" + (f" (x 1e{exp})" if exp else "")
-        add_panel(fig, axes[2], g / scale, extent,
+        add_panel(fig, right[1], g / scale, extent,
                   "gradient (clipped at 99th percentile of |grad|)", unit, cmap="seismic",
                   vmin=-glim / scale, vmax=glim / scale)
     else:
-        empty(axes[2], "gradient")
+        empty(right[1], "gradient")
 
-    for ax, name, label in ((axes[3], "illum_src", "source illumination"),
-                            (axes[4], "illum_rec", "receiver illumination")):
+    for ax, name, label in ((right[2], "illum_src", "source illumination"),
+                            (right[3], "illum_rec", "receiver illumination")):
         if name in fields:
             img, (lo, hi) = log_illum(fields[name])
             add_panel(fig, ax, img, extent, f"{label} (log10)", "log10(illumination)",
@@ -755,6 +824,16 @@ def main(argv=None):
         for r in summary.get("iterations") or []:
             if isinstance(r, dict) and "iteration" in r:
                 rows[int(r["iteration"])] = r
+        start_vp = None
+        start_path = os.path.join(outdir, "initial_model.h5")
+        if os.path.isfile(start_path):
+            try:
+                start_vp, _ = read_model(start_path)
+            except (OSError, KeyError, ValueError) as e:
+                print(f"{PROG}: error: {e}", file=sys.stderr)
+                failed = True
+        else:
+            note(f"{start_path} not found; epoch figures show no starting model")
         true_rho = start_rho = None
         for name, path in (("true", true_path), ("start", os.path.join(outdir, "initial_model.h5"))):
             try:
@@ -765,7 +844,7 @@ def main(argv=None):
             except OSError:
                 pass
         for n in chosen:
-            attempt(f"epoch_{n:04d}.png", plot_epoch, found[n], n, true_vp, true_dh, rows,
+            attempt(f"epoch_{n:04d}.png", plot_epoch, found[n], n, true_vp, true_dh, start_vp, rows,
                     dh_default)
             attempt(f"density_{n:04d}.png", plot_density_epoch, found[n], n, true_rho, start_rho,
                     dh_default, rows)

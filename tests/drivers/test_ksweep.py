@@ -143,6 +143,24 @@ def case_model():
             fail("observed data are not finite or all zero")
     if not os.path.getsize(os.path.join(out, "figures", "shot_gather.png")) > 1000:
         fail("no shot gather figure")
+    # Run bare, as a user would (no OMP_* settings): no start-up warning of a dependency, and
+    # `info` says which thread settings the program chose; ranks of one node share its cores.
+    bare = {k: v for k, v in ENV.items() if not k.startswith("OMP_")}
+    for ranks in (1, 2):
+        if ranks > 1 and MPIEXEC == "none":
+            continue
+        r = subprocess.run(launcher(ranks) + [KSWEEP, "info"], env=bare, capture_output=True, text=True, timeout=120)
+        text = r.stdout + r.stderr
+        if r.returncode != 0 or "WARNING" in text.upper():
+            fail(f"ksweep info on {ranks} rank(s) without OMP_* settings: exit {r.returncode}, output:\n{text}")
+        m = re.search(r"host threads \(rank 0\): (.*)", text)
+        if not m or "not bound" not in m.group(1):
+            fail(f"ksweep info does not say which thread settings it chose:\n{text}")
+        n = re.search(r"threads: (?:every core this process may use \((\d+)\)|(\d+) \()", m.group(1))
+        cores = len(os.sched_getaffinity(0))
+        threads = int(n.group(1) or n.group(2)) if n else 0
+        if not 1 <= threads <= max(1, cores // ranks):
+            fail(f"{ranks} rank(s) on {cores} cores: the threads chosen are '{m.group(1)}'")
     print("model: ok")
 
 

@@ -277,12 +277,14 @@ class Run final : public Inversion::Impl {
         m_comm.broadcast(r.shots);
       }
       r.loss = evaluate(r.shots, r.iteration, m_model, m_grad);
+      r.loss_start = r.loss;
     } else {
       r.shots.resize(static_cast<std::size_t>(m_shots));
       for (int s = 0; s < m_shots; ++s) r.shots[static_cast<std::size_t>(s)] = s;
       auto const res = m_lbfgs->step(m_space, m_model,
                                      [&](vec const& x, vec const& g) { return evaluate(r.shots, r.iteration, x, g); });
       r.loss = res.loss;
+      r.loss_start = res.start_loss;
       r.evaluations = res.evaluations;
     }
     core::ScopedRegion region("ksweep::fwi::optimizer");

@@ -420,7 +420,8 @@ class Inversion:
             split, _pml_velocity(pml_velocity))
 
     def step(self) -> dict:
-        """One iteration: {'iteration', 'loss', 'rmse', 'seconds', 'shots', 'evaluations'}."""
+        """One iteration: {'iteration', 'loss', 'loss_start', 'rmse', 'seconds', 'shots', 'evaluations'}
+        ('loss': after the step for L-BFGS, before it for Adam; 'loss_start': before it)."""
         return dict(self._inv.step())
 
     def run(self, iterations: int, callback: Optional[Callable[[dict], Optional[bool]]] = None) -> list:

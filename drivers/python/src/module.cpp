@@ -536,6 +536,7 @@ class PyInversion {
     py::dict d;
     d["iteration"] = r.iteration;
     d["loss"] = r.loss;
+    d["loss_start"] = r.loss_start;
     d["rmse"] = r.rmse;
     d["rmse_density"] = r.rmse_density;
     d["seconds"] = r.seconds;

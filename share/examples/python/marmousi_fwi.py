@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Marmousi FWI in Python: the inversion of a ksweep config (default: marmousi_25m.toml), with
-the program's inputs built here from the library, so the loss history is the program's.
+"""Marmousi FWI in Python: the inversion of a ksweep config (default: marmousi_25m.toml; its
+frequency stages too, e.g. fwi_demo.toml), with the program's inputs built here from the library.
 
     PYTHONPATH=build/python /usr/bin/python3 share/examples/python/marmousi_fwi.py [CONFIG] [--iterations N]
 """
@@ -47,8 +47,21 @@ inv = ksweep.Inversion(v0, dh, dt, wavelet, src, rec, observed, true_model=v, op
                        vmin=f.get("vmin", 1000.0), vmax=f.get("vmax", 5000.0), order=order, pml_width=pml,
                        storage_dtype=cfg.get("storage", {}).get("dtype", "fp32"))
 print(f"initial RMSE {inv.rmse():.2f} m/s on {nz} x {nx} cells at {dh} m, {len(sx)} shots")
-history = inv.run(a.iterations or f.get("iterations", 30),
-                  lambda r: print(f"iter {r['iteration']:4d}  loss {r['loss']:.6e}  rmse {r['rmse']:8.2f} m/s"))
+report = lambda r: print(f"iter {r['iteration']:4d}  loss {r['loss']:.6e}  rmse {r['rmse']:8.2f} m/s")
+stages = f.get("stages", [])
+if not stages:
+    history = inv.run(a.iterations or f.get("iterations", 30), report)
+else:  # frequency continuation: each stage's data and wavelet low-passed, the optimizer restarted
+    history, left = [], a.iterations or sum(st["iterations"] for st in stages)
+    for k, st in enumerate(stages):
+        n = min(st["iterations"], left)
+        if n <= 0:
+            break
+        print(f"stage {k + 1}/{len(stages)}: data and wavelet low-passed below {st['max_freq']:g} Hz")
+        inv.set_data(ksweep.low_pass(wavelet, dt, st["max_freq"]), ksweep.low_pass(observed, dt, st["max_freq"]))
+        inv.restart_optimizer()
+        history += inv.run(n, report)
+        left -= n
 os.makedirs(a.out, exist_ok=True)
 json.dump(history, open(os.path.join(a.out, "history.json"), "w"), indent=1)
 np.save(os.path.join(a.out, "model.npy"), inv.model)

@@ -59,6 +59,31 @@ int device_id();
 /// threads)".
 std::string device_description();
 
+/// The host threads a process starts Kokkos with, chosen before it starts (HostThreads::choose).
+/// - Binding: OMP_PROC_BIND as the environment gives it; unset, it is set to "false" (threads
+///   not pinned; the OS places them), since a process cannot know what else runs on its cores
+///   (other ranks, concurrent tests), where pinning every process's thread 0 to the same core
+///   would serialise them. A user who owns the node sets OMP_PROC_BIND=spread OMP_PLACES=threads.
+/// - Count: a --kokkos-num-threads / --kokkos-threads flag, OMP_NUM_THREADS or
+///   KOKKOS_NUM_THREADS where given; else the cores this process may run on (its affinity mask),
+///   divided among the ranks of its node (the launcher's local size; at least 1) when the mask
+///   is the whole machine (a narrower mask is already this process's share: a launcher's binding).
+struct HostThreads {
+  int threads = 0;          ///< the count chosen (0: left to Kokkos, from the environment or a flag)
+  std::string binding;      ///< OMP_PROC_BIND's value in effect
+  std::string description;  ///< one line for `ksweep info`: what was chosen and why
+  /// Decides, sets OMP_PROC_BIND where unset, and returns the choice (`local_size`: the ranks of
+  /// this node, -1: from the environment).
+  static HostThreads choose(int argc, char* argv[], int local_size = -1);
+  /// The choice of the last choose() in this process (empty before).
+  static HostThreads const& chosen();
+};
+/// The ranks on this process's node, as the MPI launcher says in the environment (Open MPI,
+/// MPICH and Intel MPI, MVAPICH2); -1 where none does.
+int local_size_from_environment();
+/// The cores this process may run on (its CPU affinity mask; the hardware's where unknown).
+int available_cores();
+
 /// Kokkos for the life of a program: Kokkos::initialize(argc, argv) on construction, on the
 /// device of device_for_process(local_rank), and Kokkos::finalize on destruction. A failure to
 /// start (a CUDA build without a usable GPU, a

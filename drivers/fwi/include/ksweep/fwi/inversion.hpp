@@ -107,6 +107,7 @@ struct State {
 struct Report {
   int iteration = 0;        ///< 1-based
   double loss = 0;          ///< the batch's loss (L-BFGS: at the accepted model)
+  double loss_start = 0;    ///< the batch's loss at the model the iteration started from (Adam: `loss`)
   double rmse = 0;          ///< against Problem::truth (NaN without it)
   double rmse_density = 0;  ///< against Problem::truth_density (NaN without it)
   double seconds = 0;

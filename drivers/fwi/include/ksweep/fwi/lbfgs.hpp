@@ -98,6 +98,7 @@ struct LbfgsParameters {
 /// What one L-BFGS iteration did.
 struct LbfgsStep {
   double loss = 0;         ///< at the accepted model (the first model's loss if none was accepted)
+  double start_loss = 0;   ///< at the model the iteration started from
   int evaluations = 0;     ///< gradient evaluations of the iteration (the first one's included)
   bool accepted = false;   ///< a point satisfying the Wolfe conditions was found
   bool restarted = false;  ///< the memory was cleared (no descent direction, or no acceptable point)
@@ -254,6 +255,7 @@ class Lbfgs {
     }
     Kokkos::deep_copy(space, m_x0, x);
     double const f0 = m_f;
+    r.start_loss = f0;
     double lo = 0, hi = std::numeric_limits<double>::infinity(), alpha = 1;
     for (int k = 0; k < m_p.max_evaluations && !r.accepted; ++k) {
       trial(space, x, alpha);
