@@ -5,9 +5,13 @@
 #   scripts/demo.sh [extra ksweep fwi arguments, e.g. --set fwi.iterations=5]
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${KSWEEP_BUILD_DIR:-$repo/build}
+# The program alone, with the one kernel the demo runs (2D, constant density, every order), in a
+# folder of its own: scripts/test.sh builds everything into build/.
+build=${KSWEEP_DEMO_BUILD_DIR:-$repo/build-demo}
 out=$repo/out/demo
-KSWEEP_BUILD_TARGETS=ksweep bash "$repo/scripts/build.sh" >/dev/null
+KSWEEP_BUILD_DIR=$build KSWEEP_SETUP_PROFILE=program KSWEEP_BUILD_TARGETS=ksweep \
+  KSWEEP_CMAKE_ARGS="-DKSWEEP_ENABLE_TESTS=OFF -DKSWEEP_ENABLE_BENCHMARKS=OFF -DKSWEEP_ENABLE_PYTHON=OFF -DKSWEEP_KERNELS=acoustic_2d" \
+  bash "$repo/scripts/build.sh" >/dev/null
 rm -rf "$out"
 # No thread settings here: the program chooses them (see `ksweep info`).
 "$build/drivers/ksweep" fwi --config "$repo/share/examples/fwi_demo.toml" --out "$out" "$@"
@@ -24,9 +28,10 @@ EOF
 cat <<EOF
   figures:  $out/figures/ (loss.png; epoch_*.png: true, starting, inverted, update, error)
   results:  $out/summary.json (loss, RMSE, timings, memory), model_final.h5, synthetic.h5
-  settings: share/examples/fwi_demo.toml (every key: README, "The `ksweep` program")
+  settings: share/examples/fwi_demo.toml (every key: README, "The ksweep program")
+  program:  ${build#"$repo"/}/drivers/ksweep (this demo's kernel alone: 2D, constant density)
   on a GPU: README, "Building for CUDA" and "Running on GPU nodes"
-  Python:   cmake --build ${build#"$repo"/} --target ksweep_python, then
-            PYTHONPATH=${build#"$repo"/}/python /usr/bin/python3 share/examples/python/marmousi_fwi.py share/examples/fwi_demo.toml
-  tests:    scripts/test.sh
+  Python:   KSWEEP_BUILD_TARGETS=ksweep_python scripts/build.sh, then
+            PYTHONPATH=build/python /usr/bin/python3 share/examples/python/marmousi_fwi.py share/examples/fwi_demo.toml
+  tests:    scripts/test.sh (builds everything into build/)
 EOF

@@ -10,6 +10,8 @@
 #                 already there, else ${XDG_CACHE_HOME:-~/.cache}/ksweep/deps, shared by every
 #                 checkout on the machine, so a fresh clone does not build Kokkos again)
 #   KSWEEP_SKIP_APT=1           do not call apt-get (packages already present)
+#   KSWEEP_SETUP_PROFILE=program  only what the program and its figures need (scripts/demo.sh):
+#                 no test, benchmark, Python-binding or formatting packages
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -39,6 +41,19 @@ packages=(
   curl
   clang-format-14
 )
+
+if [ "${KSWEEP_SETUP_PROFILE:-all}" = program ]; then
+  packages=(
+    build-essential cmake ninja-build pkg-config git ca-certificates dpkg-dev
+    libopenmpi-dev openmpi-bin
+    libhdf5-dev libsegyio-dev libfftw3-dev
+    libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libssl-dev
+    python3 python3-numpy python3-matplotlib python3-h5py
+  )
+elif [ "${KSWEEP_SETUP_PROFILE:-all}" != all ]; then
+  log "KSWEEP_SETUP_PROFILE='${KSWEEP_SETUP_PROFILE}' is not a profile (allowed: all, program)"
+  exit 2
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -72,6 +72,14 @@ int available_cores() {
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
+int max_host_threads() {
+#if defined(KOKKOS_ENABLE_OPENMP)
+  return 512;  // Kokkos' OpenMP backend keeps a pool of 512 thread slots (3.4 through 4.x)
+#else
+  return 1 << 20;
+#endif
+}
+
 namespace {
 HostThreads& last_host_threads() {
   static HostThreads h;
@@ -94,11 +102,25 @@ HostThreads HostThreads::choose(int argc, char* argv[], int local_size) {
           "on a node this process has alone)";
   }
   char const* given = nullptr;
+  std::string value;
   for (int i = 1; i < argc && argv; ++i)
     for (char const* flag : {"--kokkos-num-threads", "--kokkos-threads"})
-      if (argv[i] && std::strncmp(argv[i], flag, std::strlen(flag)) == 0) given = flag;
+      if (argv[i] && std::strncmp(argv[i], flag, std::strlen(flag)) == 0) {
+        given = flag;
+        char const* eq = std::strchr(argv[i], '=');
+        value = eq ? eq + 1 : (i + 1 < argc && argv[i + 1] ? argv[i + 1] : "");
+      }
   for (char const* name : {"OMP_NUM_THREADS", "KOKKOS_NUM_THREADS"})
-    if (char const* v = std::getenv(name); !given && v && *v) given = name;
+    if (char const* v = std::getenv(name); !given && v && *v) given = name, value = v;
+  if (given) {
+    // The first entry (OMP_NUM_THREADS may list one per nesting level), where it is a number.
+    char* end = nullptr;
+    long const n = std::strtol(value.c_str(), &end, 10);
+    if (end != value.c_str())
+      KSWEEP_REQUIRE(n <= max_host_threads(), given << " = " << value
+                                                    << ": more host threads than the backend runs (at most "
+                                                    << max_host_threads() << ")");
+  }
   os << "; threads: ";
   if (given) {
     os << "as " << given << " says";

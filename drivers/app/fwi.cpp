@@ -292,10 +292,9 @@ void require_same_run(nlohmann::json const& saved, nlohmann::json const& now, fs
 std::vector<RunInput> run_inputs(io::Config const& cfg, RunOptions const& opt) {
   std::vector<RunInput> in{{"--config", cfg.source_path}};
   std::error_code ec;
-  if (fs::is_regular_file(cfg.model.source, ec)) in.push_back({"model.source", cfg.model.source});
-  if (!cfg.fwi.observed.empty()) in.push_back({"fwi.observed", cfg.fwi.observed});
-  if (!cfg.survey.file.empty()) in.push_back({"survey.file", cfg.survey.file});
-  if (wavelet_from_file(cfg)) in.push_back({"wavelet.source", cfg.wavelet.source});
+  // Every path-valued key (as load_config declares them) that names a file.
+  for (auto const& [key, value] : cfg.input_paths)
+    if (!value.empty() && fs::is_regular_file(value, ec)) in.push_back({key, value});
   if (!opt.resume.empty()) in.push_back({"--resume", fs::path(opt.resume) / "checkpoint.bin"});
   return in;
 }

@@ -216,6 +216,15 @@ class SectionReader {
     out = std::move(v);
   }
 
+  /// A key whose value may name a file the run reads: read as a string (or a number kept as its
+  /// text, with `or_number`), and recorded in `paths` (Config::input_paths) under its dotted name.
+  void get_path(char const* key, std::string& out, std::vector<std::pair<std::string, std::string>>& paths,
+                bool or_number = false) {
+    if (or_number) get_text_or_number(key, out);
+    else get(key, out);
+    paths.emplace_back(dotted(key), out);
+  }
+
   /// A string, or a number kept as its text (a key that takes a name, a path or a value).
   void get_text_or_number(char const* key, std::string& out) {
     toml::node const* node = m_table == nullptr ? nullptr : m_table->get(key);
@@ -431,7 +440,7 @@ Config build(toml::table root, std::string const& origin, std::vector<std::strin
   c.source_path = origin;
   {
     SectionReader r(section("model"), "model", origins);
-    r.get("source", c.model.source);
+    r.get_path("source", c.model.source, c.input_paths);
     r.get("decimate", c.model.decimate);
     r.get("nz", c.model.nz);
     r.get("nx", c.model.nx);
@@ -440,7 +449,7 @@ Config build(toml::table root, std::string const& origin, std::vector<std::strin
     r.get("crop_z", c.model.crop_z);
     r.get("crop_x", c.model.crop_x);
     r.get("crop_y", c.model.crop_y);
-    r.get_text_or_number("density", c.model.density);
+    r.get_path("density", c.model.density, c.input_paths, true);
     r.get("units", c.model.units);
     r.finish();
   }
@@ -454,7 +463,7 @@ Config build(toml::table root, std::string const& origin, std::vector<std::strin
     SectionReader r(section("wavelet"), "wavelet", origins);
     r.get("freq", c.wavelet.freq);
     r.get("delay", c.wavelet.delay);
-    r.get("source", c.wavelet.source);
+    r.get_path("source", c.wavelet.source, c.input_paths);
     r.get("stabilisation", c.wavelet.stabilisation);
     r.finish();
   }
@@ -516,7 +525,7 @@ Config build(toml::table root, std::string const& origin, std::vector<std::strin
     r.get("water_rows", c.fwi.water_rows);
     r.get("smooth_sigma", c.fwi.smooth_sigma);
     r.get("loss_norm", c.fwi.loss_norm);
-    r.get("observed", c.fwi.observed);
+    r.get_path("observed", c.fwi.observed, c.input_paths);
     r.get("grad_smooth", c.fwi.grad_smooth);
     r.get("precondition", c.fwi.precondition);
     r.get("figures_every", c.fwi.figures_every);
@@ -535,7 +544,7 @@ Config build(toml::table root, std::string const& origin, std::vector<std::strin
   }
   {
     SectionReader r(section("survey"), "survey", origins);
-    r.get("file", c.survey.file);
+    r.get_path("file", c.survey.file, c.input_paths);
     r.finish();
   }
   {

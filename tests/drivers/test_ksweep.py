@@ -161,6 +161,13 @@ def case_model():
         threads = int(n.group(1) or n.group(2)) if n else 0
         if not 1 <= threads <= max(1, cores // ranks):
             fail(f"{ranks} rank(s) on {cores} cores: the threads chosen are '{m.group(1)}'")
+    # More threads than the backend runs: refused in one line, not a crash.
+    if default_backend() == "OpenMP":
+        r = subprocess.run([KSWEEP, "info"], env=dict(bare, OMP_NUM_THREADS="4096"), capture_output=True, text=True,
+                           timeout=120)
+        if r.returncode != 1 or "OMP_NUM_THREADS = 4096" not in r.stderr or "at most 512" not in r.stderr:
+            fail(f"OMP_NUM_THREADS=4096: exit {r.returncode}, expected 1 (an error) and the limit named:\n"
+                 f"{r.stdout}{r.stderr}")
     print("model: ok")
 
 

@@ -116,6 +116,14 @@ def case_lost_results():
                    "--set", "model.decimate=1", "--set", "model.crop_x=[0, 120]"],
                   ["--overwrite would replace", "model.source", "an input of this run"])
         k.check_clean(b, before, f"--overwrite onto its own model.source {src}")
+    # Every path-valued key is protected, as the configuration declares them (a density file too).
+    vd = ["--set", 'propagator.physics="acoustic_vd"', "--set", "fwi.iterations=1"]
+    d = fresh("lost_density_input")
+    ksweep(["fwi", "-c", cfg, "-o", d] + vd)
+    before = snapshot(d)
+    run_error(["fwi", "-c", cfg, "-o", d, "--overwrite", "--set", f'model.density="{d}/model_final.h5"'] + vd,
+              ["--overwrite would replace", "model.density", "an input of this run"])
+    k.check_clean(d, before, "--overwrite onto its own model.density")
     # --overwrite keeps the earlier results until the new run has written its own: a run that
     # fails at its first write leaves the folder as it was; one that fails later leaves the
     # earlier results whole in the folder it names.

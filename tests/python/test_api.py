@@ -25,6 +25,19 @@ def run(cmd, **kw):
     return r
 
 
+def test_thread_counts_beyond_the_backend_are_refused():
+    """More host threads than the backend runs: a ValueError naming the count, not a crash (the
+    program refuses the same through core::HostThreads)."""
+    code = ("import ksweep\ntry:\n    ksweep.initialize(threads={})\nexcept ValueError as e:\n"
+            "    print('refused:', e)\n")
+    r = run([sys.executable, "-c", code.format(1024)])
+    assert "refused: ksweep.initialize: threads = 1024" in r.stdout and "at most 512" in r.stdout, r.stdout + r.stderr
+    env = dict(os.environ, OMP_NUM_THREADS="4096", OMP_PROC_BIND="false")
+    r = subprocess.run([sys.executable, "-c", code.format("None")], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and "refused: OMP_NUM_THREADS = 4096" in r.stdout and "at most 512" in r.stdout, \
+        r.stdout + r.stderr
+
+
 def test_info():
     i = ksweep.info()
     assert i["backend"] in i["backends"] and i["concurrency"] >= 1

@@ -1,5 +1,6 @@
 #include <ksweep/fwi/inversion.hpp>
 
+#include "built.hpp"
 #include "inversion_run.hpp"
 
 #include <ksweep/core/physics.hpp>
@@ -11,11 +12,17 @@ Inversion::Inversion(Problem problem, Options options, comm::Communicator const&
   int const dim = problem.grid.dim();
   m_impl = core::dispatch_order(problem.order, [&](auto o) {
     constexpr int order = decltype(o)::value;
+    auto make = [&](auto d, auto physics) {
+      constexpr int D = decltype(d)::value;
+      using P = typename decltype(physics)::type;
+      return detail::make_if_built<order, D, P>(
+          [&] { return make_inversion<order, D, P>(std::move(problem), std::move(options), comm); });
+    };
+    using Two = std::integral_constant<int, 2>;
+    using Three = std::integral_constant<int, 3>;
     if (problem.physics == Physics::acoustic_vd)
-      return dim == 3 ? make_inversion<order, 3, core::AcousticVd>(std::move(problem), std::move(options), comm)
-                      : make_inversion<order, 2, core::AcousticVd>(std::move(problem), std::move(options), comm);
-    return dim == 3 ? make_inversion<order, 3, core::Acoustic>(std::move(problem), std::move(options), comm)
-                    : make_inversion<order, 2, core::Acoustic>(std::move(problem), std::move(options), comm);
+      return dim == 3 ? make(Three{}, detail::tag<core::AcousticVd>{}) : make(Two{}, detail::tag<core::AcousticVd>{});
+    return dim == 3 ? make(Three{}, detail::tag<core::Acoustic>{}) : make(Two{}, detail::tag<core::Acoustic>{});
   });
 }
 

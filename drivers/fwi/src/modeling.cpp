@@ -1,5 +1,6 @@
 #include <ksweep/fwi/modeling.hpp>
 
+#include "built.hpp"
 #include "modeling_run.hpp"
 
 #include <ksweep/core/physics.hpp>
@@ -12,11 +13,16 @@ Modeling<Real>::Modeling(ModelingSetup setup) {
   int const dim = setup.grid.dim();
   m_impl = core::dispatch_order(setup.order, [&](auto o) {
     constexpr int order = decltype(o)::value;
+    auto make = [&](auto d, auto physics) {
+      constexpr int D = decltype(d)::value;
+      using P = typename decltype(physics)::type;
+      return detail::make_if_built<order, D, P>([&] { return make_modeling<Real, order, D, P>(std::move(setup)); });
+    };
+    using Two = std::integral_constant<int, 2>;
+    using Three = std::integral_constant<int, 3>;
     if (setup.physics == Physics::acoustic_vd)
-      return dim == 3 ? make_modeling<Real, order, 3, core::AcousticVd>(std::move(setup))
-                      : make_modeling<Real, order, 2, core::AcousticVd>(std::move(setup));
-    return dim == 3 ? make_modeling<Real, order, 3, core::Acoustic>(std::move(setup))
-                    : make_modeling<Real, order, 2, core::Acoustic>(std::move(setup));
+      return dim == 3 ? make(Three{}, detail::tag<core::AcousticVd>{}) : make(Two{}, detail::tag<core::AcousticVd>{});
+    return dim == 3 ? make(Three{}, detail::tag<core::Acoustic>{}) : make(Two{}, detail::tag<core::Acoustic>{});
   });
 }
 

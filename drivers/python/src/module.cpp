@@ -225,6 +225,12 @@ void initialize(int threads, int device) {
     return;
   }
   KSWEEP_REQUIRE(threads >= 0, "ksweep.initialize: threads = " << threads << " must be >= 1 (or None)");
+  KSWEEP_REQUIRE(threads <= core::max_host_threads(),
+                 "ksweep.initialize: threads = " << threads << ": more host threads than the backend runs (at most "
+                                                 << core::max_host_threads() << ")");
+  // The program's choice where none is given (OMP_NUM_THREADS checked, the node's cores shared
+  // among its ranks).
+  if (threads == 0) threads = core::HostThreads::choose(0, nullptr).threads;
 #if KOKKOS_VERSION >= 40000
   std::string const t = "--kokkos-num-threads=", d = "--kokkos-device-id=";
 #else

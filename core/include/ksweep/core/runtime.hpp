@@ -73,11 +73,15 @@ struct HostThreads {
   std::string binding;      ///< OMP_PROC_BIND's value in effect
   std::string description;  ///< one line for `ksweep info`: what was chosen and why
   /// Decides, sets OMP_PROC_BIND where unset, and returns the choice (`local_size`: the ranks of
-  /// this node, -1: from the environment).
+  /// this node, -1: from the environment). Throws ksweep::Error on a count above
+  /// max_host_threads().
   static HostThreads choose(int argc, char* argv[], int local_size = -1);
   /// The choice of the last choose() in this process (empty before).
   static HostThreads const& chosen();
 };
+/// The most host threads the backend runs (Kokkos' OpenMP backend: 512); HostThreads::choose
+/// refuses a count above it, naming where it came from.
+int max_host_threads();
 /// The ranks on this process's node, as the MPI launcher says in the environment (Open MPI,
 /// MPICH and Intel MPI, MVAPICH2); -1 where none does.
 int local_size_from_environment();

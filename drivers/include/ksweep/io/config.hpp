@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -204,6 +205,10 @@ struct Config {
   std::string source_path;
   /// The keys the file or an override set ("section.key"), sorted; the others hold defaults.
   std::vector<std::string> given;
+  /// Every key whose value may name a file the run reads ("section.key", value), declared where
+  /// the key is read (load_config), so that the program protects each (--overwrite may not
+  /// replace an input) without a list of its own that a new key could miss.
+  std::vector<std::pair<std::string, std::string>> input_paths;
   bool is_given(std::string const& dotted) const;
 };
 
