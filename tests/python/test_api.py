@@ -38,6 +38,20 @@ def test_thread_counts_beyond_the_backend_are_refused():
         r.stdout + r.stderr
 
 
+def test_bad_smoothing_and_wavelet_arguments_are_value_errors():
+    """Arguments the library refuses reach Python as ValueErrors naming them, not as a
+    ZeroDivisionError or a std::length_error."""
+    with pytest.raises(ValueError, match="must be > 0"):
+        ksweep.ricker(0.0, 100, 0.001)
+    v = np.full((20, 30), 2000.0, np.float32)
+    src = np.array([[[2, 15]]])
+    rec = np.array([[[2, r] for r in range(0, 30, 3)]])
+    amp = ksweep.ricker(15.0, 200, DT)
+    obs = np.zeros((1, 10, 200), np.float32)
+    with pytest.raises(ValueError, match="grad_smooth = 1e\\+09 cells must be in"):
+        ksweep.Inversion(v, DH, DT, amp, src, rec, obs, grad_smooth=1e9, pml_width=4)
+
+
 def test_info():
     i = ksweep.info()
     assert i["backend"] in i["backends"] and i["concurrency"] >= 1

@@ -391,6 +391,11 @@ class Run final : public Inversion::Impl {
     KSWEEP_REQUIRE(
         m_opt.water_rows >= 0 && m_opt.water_rows < g.nz,
         "ksweep::fwi::Inversion: water_rows = " << m_opt.water_rows << " must be in [0, nz = " << g.nz << ")");
+    int const extent = std::max({g.nz, g.ny, g.nx});
+    KSWEEP_REQUIRE(std::isfinite(m_opt.grad_smooth) && m_opt.grad_smooth >= 0 && m_opt.grad_smooth <= extent,
+                   "ksweep::fwi::Inversion: grad_smooth = "
+                       << m_opt.grad_smooth << " cells must be in [0, " << extent
+                       << "] (the model's largest extent; a wider Gaussian smooths the gradient flat)");
     KSWEEP_REQUIRE(m_opt.vmin > 0 && m_opt.vmax >= m_opt.vmin, "ksweep::fwi::Inversion: the bounds ["
                                                                    << m_opt.vmin << ", " << m_opt.vmax
                                                                    << "] m/s need 0 < vmin <= vmax");

@@ -1,3 +1,4 @@
+#include <ksweep/base/error.hpp>
 #include <ksweep/fwi/smoothing.hpp>
 
 #include <algorithm>
@@ -6,6 +7,9 @@
 namespace ksweep::fwi {
 
 std::vector<double> gaussian_weights(double sigma) {
+  // 3 sigma cells on each side: a kernel of 2 ceil(3 sigma) + 1 weights.
+  KSWEEP_REQUIRE(std::isfinite(sigma) && sigma > 0 && sigma <= 1e6,
+                 "Gaussian smoothing of sigma = " << sigma << " cells: sigma must be in (0, 1e6]");
   int const r = static_cast<int>(std::ceil(3 * sigma));
   std::vector<double> k(2 * static_cast<std::size_t>(r) + 1);
   double sum = 0;

@@ -65,8 +65,8 @@ atexit.register(_ksweep.finalize)
 def ricker(freq: float, nt: int, dt: float, delay: Optional[float] = None) -> np.ndarray:
     """A Ricker wavelet of peak frequency `freq` (Hz), `nt` samples at `dt` (s), peaking at
     `delay` s (default 1.5 / freq): the program's wavelet, as float64."""
-    if delay is None:
-        delay = 1.5 / freq
+    if delay is None:  # the library names a bad freq (a ValueError, not a division by zero here)
+        delay = 1.5 / freq if isinstance(freq, (int, float, np.number)) and freq > 0 else 0.0
     return np.asarray(_ksweep.ricker(float(freq), float(delay), float(dt), int(nt)))
 
 
