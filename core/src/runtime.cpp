@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
@@ -39,27 +40,28 @@ int choose_device(int local_rank, int device_count, int requested) {
   return local_rank % device_count;
 }
 
-int local_rank_from_environment() {
-  for (char const* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK",
-                           "SLURM_LOCALID", "PALS_LOCAL_RANKID"}) {
+namespace {
+/// The first of the environment variables `names` that holds an integer in [lo, 2^30); -1 if none.
+int integer_from_environment(std::initializer_list<char const*> names, long lo) {
+  for (char const* name : names) {
     char const* v = std::getenv(name);
     if (!v || !*v) continue;
     char* end = nullptr;
     long const r = std::strtol(v, &end, 10);
-    if (*end == '\0' && r >= 0 && r < (1L << 30)) return static_cast<int>(r);
+    if (*end == '\0' && r >= lo && r < (1L << 30)) return static_cast<int>(r);
   }
   return -1;
 }
+}  // namespace
+
+int local_rank_from_environment() {
+  return integer_from_environment({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK",
+                                   "SLURM_LOCALID", "PALS_LOCAL_RANKID"},
+                                  0);
+}
 
 int local_size_from_environment() {
-  for (char const* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_LOCAL_SIZE"}) {
-    char const* v = std::getenv(name);
-    if (!v || !*v) continue;
-    char* end = nullptr;
-    long const r = std::strtol(v, &end, 10);
-    if (*end == '\0' && r >= 1 && r < (1L << 30)) return static_cast<int>(r);
-  }
-  return -1;
+  return integer_from_environment({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_LOCAL_SIZE"}, 1);
 }
 
 int available_cores() {
