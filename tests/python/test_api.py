@@ -38,6 +38,47 @@ def test_thread_counts_beyond_the_backend_are_refused():
         r.stdout + r.stderr
 
 
+FORK_CHILD = """
+import os, sys, time
+import numpy as np
+import ksweep
+v = np.full((30, 30), 1500, np.float32)
+amp = ksweep.ricker(10.0, 50, 0.001, 0.1)[None, None].astype(np.float32)
+def run():
+    return ksweep.forward(v, 5.0, 0.001, amp, np.array([[[10, 10]]]), np.array([[[12, 12]]]))
+if sys.argv[1] == "after":
+    first = run()
+pid = os.fork()
+if pid == 0:
+    t = time.time()
+    try:
+        r = run()
+        print("child ran", float(np.abs(r).sum()) > 0, flush=True)
+    except RuntimeError as e:
+        print("child refused in %.1f s:" % (time.time() - t), e, flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+again = run()
+if sys.argv[1] == "after":
+    assert np.array_equal(first, again)
+print("parent ran again", flush=True)
+"""
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_forked_child_runs_or_is_refused_at_once(when):
+    """os.fork() (multiprocessing's default start method on Linux) after the first computation:
+    the child's call raises a RuntimeError naming the remedy at once (it waited forever on a
+    worker thread that does not exist in the child); forked before it, the child computes."""
+    r = subprocess.run([sys.executable, "-c", FORK_CHILD, when], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, OMP_NUM_THREADS="2", OMP_PROC_BIND="false"))
+    assert r.returncode == 0 and "parent ran again" in r.stdout, r.stdout + r.stderr
+    if when == "before":
+        assert "child ran True" in r.stdout, r.stdout + r.stderr
+    else:
+        assert "child refused in 0." in r.stdout and "'spawn'" in r.stdout, r.stdout + r.stderr
+
+
 def test_bad_smoothing_and_wavelet_arguments_are_value_errors():
     """Arguments the library refuses reach Python as ValueErrors naming them, not as a
     ZeroDivisionError or a std::length_error."""

@@ -37,6 +37,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <pthread.h>
 #include <string>
 #include <thread>
 #include <vector>
@@ -54,12 +55,42 @@ struct Cancelled : std::exception {
   char const* what() const noexcept override { return "interrupted"; }
 };
 
+/// Whether this process is a fork() of one that had started Kokkos (set in the child by the
+/// handler installed at import), and whether this process started it (read by that handler).
+std::atomic<bool> g_forked_after_start{false};
+std::atomic<bool> g_kokkos_started{false};
+std::atomic<bool> g_forked{false};
+
+/// The error of every call in a child forked after Kokkos started: neither the worker nor the
+/// backend's threads exist there, and Kokkos cannot be started twice in one process.
+[[noreturn]] void refuse_forked_child() {
+  throw std::runtime_error(
+      "ksweep: this process is a fork() of one that had already run ksweep; the threads that run its "
+      "computations exist only in the parent, and ksweep cannot start again here. Start workers with "
+      "multiprocessing's 'spawn' or 'forkserver' method (multiprocessing.get_context('spawn')), or fork "
+      "before the first ksweep computation");
+}
+
 /// The thread that runs everything touching Kokkos, one piece of work at a time.
 class Worker {
  public:
   static Worker& get() {
-    static Worker* w = new Worker();  // never destroyed: the thread lives as long as the process
+    // Never destroyed: the thread lives as long as the process. A child forked before Kokkos
+    // started gets a worker of its own (the parent's thread does not exist in it).
+    static Worker* w = new Worker();
+    if (g_forked.exchange(false)) {
+      if (g_forked_after_start) refuse_forked_child();
+      auto const main = w->m_python_main;
+      w = new Worker();
+      w->m_python_main = main;
+    }
+    if (g_forked_after_start) refuse_forked_child();
     return *w;
+  }
+  /// Installed once at import: marks a forked child.
+  static void on_fork_child() {
+    g_forked = true;
+    if (g_kokkos_started) g_forked_after_start = true;
   }
 
   /// Runs `f` on the worker and waits for it with the GIL released (called with the GIL held).
@@ -195,6 +226,7 @@ void start_mpi_if_launched() {
 }
 
 void finalize_when_done() {
+  if (g_forked_after_start) return;  // nothing of Kokkos' runs in a forked child
   if (g_exit_requested && g_live == 0 && g_we_initialized)
     on_worker([] {
       if (Kokkos::is_initialized()) Kokkos::finalize();
@@ -253,6 +285,7 @@ void initialize(int threads, int device) {
     throw std::runtime_error("cannot start Kokkos: " + reason);
   }
   g_we_initialized = true;
+  g_kokkos_started = true;
 }
 
 void ensure_initialized() {
@@ -682,6 +715,7 @@ PYBIND11_MODULE(_ksweep, m) {
     }
   });
   Worker::get().set_main_thread();  // the module is imported on Python's main thread
+  pthread_atfork(nullptr, nullptr, &Worker::on_fork_child);
   m.def(
       "initialize", [](int threads, int device) { on_worker([&] { initialize(threads, device); }); },
       py::arg("threads") = 0, py::arg("device") = -1);
