@@ -192,6 +192,13 @@ std::string format_seconds(double s) {
 
 void warn_sampling(io::Config const& cfg, io::VelocityModel const& vm, comm::Communicator const& comm) {
   if (!comm.is_root()) return;
+  auto const& stages = cfg.fwi.stages;
+  for (std::size_t k = 1; k < stages.size(); ++k)
+    if (stages[k].max_freq < stages[k - 1].max_freq)
+      std::fprintf(stderr,
+                   "ksweep: warning: fwi.stages[%zu].max_freq = %g Hz is below the stage before it (%g Hz): frequency "
+                   "continuation inverts the low frequencies first and adds higher ones stage by stage\n",
+                   k, stages[k].max_freq, stages[k - 1].max_freq);
   float vmin = vm.vp.empty() ? 0.0f : vm.vp[0];
   for (float v : vm.vp) vmin = std::min(vmin, v);
   if (cfg.fwi.stages.empty() || cfg.wavelet.source == "ricker") {

@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <optional>
 #include <sstream>
 #include <tuple>
@@ -265,6 +266,66 @@ void check_method(io::Config const& cfg) {
                         "\"adam\"");
 }
 
+/// An input whose values the run identity hashes (data.<name>_sha256), the key naming its file
+/// and what it holds.
+struct HashedInput {
+  char const* hash;
+  char const* key;
+  char const* what;
+};
+HashedInput const* hashed_input(std::string const& identity_key) {
+  static HashedInput const inputs[] = {
+      {"data.model_sha256", "model.source", "the model's values (after decimation and cropping)"},
+      {"data.density_sha256", "model.density", "the density's values"},
+      {"data.observed_sha256", "fwi.observed", "the observed data"},
+      {"data.survey_sha256", "survey.file", "the survey's positions"},
+      {"data.wavelet_sha256", "wavelet.source", "the wavelet's samples"}};
+  for (auto const& i : inputs)
+    if (identity_key == i.hash) return &i;
+  return nullptr;
+}
+
+/// The identity's record of the files a run read ("files": key -> path, bytes, modified), for
+/// the --resume message; not compared (io::resume_changes skips "files").
+nlohmann::json input_files(io::Config const& cfg) {
+  nlohmann::json out = nlohmann::json::object();
+  std::error_code ec;
+  for (auto const& [key, value] : cfg.input_paths) {
+    if (value.empty() || !fs::is_regular_file(value, ec)) continue;
+    auto const bytes = fs::file_size(value, ec);
+    auto const when = fs::last_write_time(value, ec);
+    auto const secs =
+        std::chrono::duration_cast<std::chrono::seconds>(when.time_since_epoch()).count() -
+        std::chrono::duration_cast<std::chrono::seconds>(fs::file_time_type::clock::now().time_since_epoch()).count() +
+        static_cast<long long>(std::time(nullptr));
+    char stamp[32] = "";
+    std::time_t const t = static_cast<std::time_t>(secs);
+    if (std::tm tm{}; gmtime_r(&t, &tm) != nullptr) std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S UTC", &tm);
+    out[key] = {{"path", fs::absolute(value, ec).string()}, {"bytes", bytes}, {"modified", stamp}};
+  }
+  return out;
+}
+
+/// ": PATH, N bytes modified T when the checkpoint was made, M bytes modified U now" for the
+/// file behind `key`, from the identities' "files" records (empty where neither has one).
+std::string file_change(nlohmann::json const& saved, nlohmann::json const& now, std::string const& key) {
+  auto const record = [&](nlohmann::json const& id) -> nlohmann::json const* {
+    if (!id.contains("files") || !id["files"].contains(key)) return nullptr;
+    return &id["files"][key];
+  };
+  auto const* a = record(saved);
+  auto const* b = record(now);
+  if (a == nullptr && b == nullptr) return "";
+  auto const describe = [](nlohmann::json const& r) {
+    return std::to_string(r.value("bytes", std::uint64_t{0})) + " bytes, modified " +
+           r.value("modified", std::string("(unknown)"));
+  };
+  std::string out = ": " + io::shown_path(((b != nullptr) ? *b : *a).value("path", std::string("?")));
+  out += a != nullptr ? ", " + describe(*a) + " when the checkpoint was made" : ", not recorded in the checkpoint";
+  out += b != nullptr ? "; " + describe(*b) + " now" : "; not a file now";
+  return out;
+}
+
 /// Throws the --resume message naming every key whose value differs between the checkpoint's
 /// run identity `saved` and this run's `now` (keys that may change on --resume excepted).
 void require_same_run(nlohmann::json const& saved, nlohmann::json const& now, fs::path const& ck_path) {
@@ -274,12 +335,9 @@ void require_same_run(nlohmann::json const& saved, nlohmann::json const& now, fs
   os << "--resume: the configuration differs from the one " << io::shown_path(ck_path)
      << " was made with, in keys that change the run's meaning:";
   for (auto const& c : changes) {
-    if (c.key == "data.model_sha256")
-      os << "\n  the model's values (model.source after decimation and cropping) differ from those the "
-            "checkpoint was made with (SHA-256 "
-         << c.before << " then, " << c.after << " now)";
-    else if (c.key == "data.observed_sha256")
-      os << "\n  the observed data (fwi.observed) differ from those the checkpoint was made with";
+    if (auto const* input = hashed_input(c.key))
+      os << "\n  " << input->what << " (" << input->key << ") differ from those the checkpoint was made with"
+         << file_change(saved, now, input->key);
     else os << "\n  " << c.key << ": " << shown(c.before) << " in the checkpoint, " << shown(c.after) << " now";
   }
   os << "\nonly these keys may change on --resume:";
@@ -318,10 +376,12 @@ struct Inputs {
   io::RecordsFile obs;                    ///< observed data read from fwi.observed (rank 0)
   std::pair<double, int> obs_axis{0, 0};  ///< the observed file's own dt and nt (rank 0; 0: modelled)
   std::vector<double> wavelet;            ///< the source (full band): Ricker, a file's, or the estimate
-  /// Each stage's wavelet (low-passed once, on every rank) and the share of its energy the
-  /// low-pass spread outside the record (fwi::low_pass's `outside`).
+  /// Each stage's wavelet (low-passed once, on every rank), the share of its energy the
+  /// low-pass spread outside the record (fwi::low_pass's `outside`), and whether the stage keeps
+  /// the wavelet as it is (fwi::low_pass_keeps: wavelet and data then used unfiltered).
   std::vector<std::vector<double>> stage_wavelets;
   std::vector<double> stage_outside;
+  std::vector<char> stage_keeps;
   fwi::WaveletEstimate estimate;  ///< wavelet.source = "estimate": the estimate and its residuals
   nlohmann::json run;             ///< the run's identity
   io::Checkpoint ck;              ///< --resume: the checkpoint
@@ -459,7 +519,10 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
     for (int c : survey.receiver_count) g.push_back(c);
     in.run["data"]["survey_sha256"] = io::sha256_hex(g.data(), g.size() * sizeof(double));
   }
+  if (wavelet_from_file(cfg))  // the samples the run injects, after resampling to time.dt
+    in.run["data"]["wavelet_sha256"] = io::sha256_hex(in.wavelet.data(), in.wavelet.size() * sizeof(double));
   agree_on(comm, "the configuration or the model (the run's identity)", in.run.dump());
+  in.run["files"] = input_files(cfg);  // may differ between ranks' views (paths); not compared
 
   // Observed data from a file: read and checked (shape, geometry, acquisition, finite samples,
   // a signal) by rank 0; its error, if any, stops every rank.
@@ -540,21 +603,22 @@ StageAt stage_at(io::Config const& cfg, int it) {
 void filter_stage_wavelets(io::Config const& cfg, Inputs& in) {
   for (auto const& st : cfg.fwi.stages) {
     double outside = 0;
-    in.stage_wavelets.push_back(fwi::low_pass(in.wavelet, cfg.time.dt, st.max_freq, &outside));
+    bool const keeps = fwi::low_pass_keeps(in.wavelet, cfg.time.dt, st.max_freq);
+    in.stage_wavelets.push_back(keeps ? in.wavelet : fwi::low_pass(in.wavelet, cfg.time.dt, st.max_freq, &outside));
     in.stage_outside.push_back(outside);
+    in.stage_keeps.push_back(keeps);
   }
 }
 
 /// The wavelet and the observed data of a stage: low-passed with zero phase below its max_freq
-/// (the whole band without stages).
+/// (the whole band without stages, or where the stage keeps the wavelet).
 std::vector<double> const& stage_wavelet(Inputs const& in, StageAt st) {
   return st.index < 0 ? in.wavelet : in.stage_wavelets[static_cast<std::size_t>(st.index)];
 }
-std::vector<float> stage_observed(io::Config const& cfg, std::vector<float> const& data, core::Survey const& survey,
-                                  StageAt st) {
-  std::vector<float> out = data;
-  if (st.index < 0 || out.empty()) return out;
-  fwi::low_pass_records(out, survey.n_shots, cfg.time.nt, survey.n_receivers, cfg.time.dt,
+std::vector<float> stage_observed(io::Config const& cfg, Inputs const& in, StageAt st) {
+  std::vector<float> out = in.obs.data;
+  if (st.index < 0 || out.empty() || in.stage_keeps[static_cast<std::size_t>(st.index)]) return out;
+  fwi::low_pass_records(out, in.survey.n_shots, cfg.time.nt, in.survey.n_receivers, cfg.time.dt,
                         cfg.fwi.stages[static_cast<std::size_t>(st.index)].max_freq);
   return out;
 }
@@ -573,7 +637,7 @@ std::pair<fwi::Problem, fwi::Options> inversion_setup(io::Config const& cfg, Inp
   // The data of the stage the run starts in (set_stage() switches later stages).
   int const it = in.resuming ? in.ck.iteration : 0;
   pb.wavelet = stage_wavelet(in, stage_at(cfg, it));
-  pb.observed = stage_observed(cfg, in.obs.data, in.survey, stage_at(cfg, it));
+  pb.observed = stage_observed(cfg, in, stage_at(cfg, it));
   if (f.stages.empty()) std::vector<float>().swap(in.obs.data);  // the inversion holds the one copy
   pb.start = in.v0;
   pb.truth = truth.vp;
@@ -932,15 +996,17 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     // optimizer started afresh there (a run resumed inside a stage has them from the start; the
     // first stage's optimizer is the inversion's new one).
     if (StageAt const now = stage_at(cfg, it); now.index >= 0 && it == now.first && it > 0) {
-      if (now.index != stage.index)
-        inv.set_data(stage_wavelet(in, now), stage_observed(cfg, in.obs.data, in.survey, now));
+      if (now.index != stage.index) inv.set_data(stage_wavelet(in, now), stage_observed(cfg, in, now));
       inv.restart_optimizer();
       stage = now;
     }
     if (stage.index >= 0 && it == stage.first && comm.is_root()) {
       auto const& st = f.stages[static_cast<std::size_t>(stage.index)];
-      std::printf("stage %d/%zu: data and wavelet low-passed below %g Hz, iterations %d-%d\n", stage.index + 1,
-                  f.stages.size(), st.max_freq, it + 1, it + st.iterations);
+      bool const keeps = in.stage_keeps[static_cast<std::size_t>(stage.index)];
+      std::printf(keeps ? "stage %d/%zu: data and wavelet as they are (the wavelet's whole band is below %g Hz), "
+                          "iterations %d-%d\n"
+                        : "stage %d/%zu: data and wavelet low-passed below %g Hz, iterations %d-%d\n",
+                  stage.index + 1, f.stages.size(), st.max_freq, it + 1, it + st.iterations);
       std::fflush(stdout);
     }
     // SIGINT / SIGTERM: every rank agrees at the iteration boundary, then unwinds (removing the

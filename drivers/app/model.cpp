@@ -169,8 +169,10 @@ int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator c
   folder->claim();
   {
     core::ScopedRegion region("ksweep::model::output");
-    io::write_records(out / "observed.h5", rec);
+    // SEG-Y first: its fields may not hold the survey (coordinates in millimetres in 32 bits,
+    // at most 32767 samples), and a refusal must leave no observed.h5 behind.
     if (cfg.output.segy) io::write_records_segy(out / "observed.segy", rec);
+    io::write_records(out / "observed.h5", rec);
   }
   std::printf("wrote %s\n", io::shown_path(out / "observed.h5").c_str());
   if (cfg.output.segy) std::printf("wrote %s\n", io::shown_path(out / "observed.segy").c_str());

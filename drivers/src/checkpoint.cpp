@@ -366,6 +366,7 @@ std::vector<RunChange> resume_changes(nlohmann::json const& saved, nlohmann::jso
   for (auto const& k : keys) {
     std::string const key = strip(k);
     if (std::find(mut.begin(), mut.end(), key) != mut.end()) continue;
+    if (key.rfind("files.", 0) == 0) continue;  // where the inputs were and when: for messages only
     auto const* x = find(a, k);
     auto const* y = find(b, k);
     if (x != nullptr && y != nullptr && *x == *y) continue;

@@ -790,6 +790,15 @@ void validate(Config const& c) {
   names::optimizer.parse(f.optimizer);
   KSWEEP_REQUIRE(f.lbfgs_memory >= 1 && f.lbfgs_memory <= 100,
                  "fwi.lbfgs_memory = " << f.lbfgs_memory << " correction pairs must be in [1, 100]");
+  // An optimizer's own keys set for the other one: refused, as other keys of features a run
+  // does not use are.
+  for (char const* key : {"fwi.lbfgs_memory", "fwi.beta1", "fwi.beta2"}) {
+    bool const lbfgs_key = std::string(key) == "fwi.lbfgs_memory";
+    KSWEEP_REQUIRE((f.optimizer == "lbfgs") == lbfgs_key || !c.is_given(key),
+                   key << " is set, but fwi.optimizer = \"" << f.optimizer << "\" does not use it (it is "
+                       << (lbfgs_key ? "L-BFGS's" : "Adam's") << "): set fwi.optimizer = \""
+                       << (lbfgs_key ? "lbfgs" : "adam") << "\", or remove " << key);
+  }
   KSWEEP_REQUIRE(f.grad_smooth >= 0, "fwi.grad_smooth = " << f.grad_smooth << " must be >= 0");
   KSWEEP_REQUIRE(f.figures_every >= 0, "fwi.figures_every = " << f.figures_every << " must be >= 0 (0 = never)");
   if (!f.stages.empty()) {

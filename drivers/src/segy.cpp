@@ -584,9 +584,18 @@ RecordsFile read_records_segy(fs::path const& path, double dh, int ny, bool valu
     int const s = shot_of_trace[static_cast<std::size_t>(i)];
     int const k = i - first_trace[static_cast<std::size_t>(s)];
     trace_values(o, i, raw, v, name);
-    for (int t = 0; t < r.nt; ++t)
+    for (int t = 0; t < r.nt; ++t) {
+      // A sample float32 cannot hold (NaN, inf, an IBM float beyond 3.4e38) stops the read, as
+      // the HDF5 reader's check does, before any run writes a file.
+      float const x = static_cast<float>(v[static_cast<std::size_t>(t)]);
+      KSWEEP_REQUIRE(std::isfinite(x), name << ": trace " << i + 1 << " (shot " << s << ", receiver " << k
+                                            << ") holds a sample that is not a finite float32 ("
+                                            << v[static_cast<std::size_t>(t)] << ") at time sample " << t << " ("
+                                            << t * r.dt << " s); the data cannot be inverted: remove or repair "
+                                            << "that trace");
       r.data[(static_cast<std::size_t>(s) * r.nt + static_cast<std::size_t>(t)) * r.receivers +
-             static_cast<std::size_t>(k)] = static_cast<float>(v[static_cast<std::size_t>(t)]);
+             static_cast<std::size_t>(k)] = x;
+    }
   }
   return r;
 }

@@ -498,6 +498,17 @@ def case_bad_inputs():
     expect_error(["fwi", "-c", cfg, "-o", fresh("bad_lbfgs"), "--set", 'fwi.optimizer="lbfgs"', "--set",
                   "fwi.precondition=true"], "fwi.precondition")
     expect_error(["fwi", "-c", cfg, "-o", fresh("bad_lbfgs"), "--set", 'fwi.optimizer="bfgs"'], "fwi.optimizer")
+    # Stages of falling frequency: said.
+    r = ksweep(["fwi", "-c", cfg, "-o", fresh("falling_stages"), "--dry-run", "--set",
+                "fwi.stages=[{max_freq = 8, iterations = 1}, {max_freq = 4, iterations = 1}]", "--set",
+                "fwi.iterations=2"])
+    if "fwi.stages[1].max_freq = 4 Hz is below the stage before it (8 Hz)" not in r.stderr:
+        fail(f"stages of falling frequency without a warning:\n{r.stderr}")
+    # One optimizer's keys set for the other: refused, not ignored.
+    expect_error(["fwi", "-c", cfg, "-o", fresh("bad_lbfgs"), "--set", "fwi.lbfgs_memory=10"],
+                 'fwi.lbfgs_memory is set, but fwi.optimizer = "adam" does not use it')
+    expect_error(["fwi", "-c", cfg, "-o", fresh("bad_lbfgs"), "--set", 'fwi.optimizer="lbfgs"', "--set",
+                  "fwi.grad_smooth=0", "--set", "fwi.beta1=0.5"], 'fwi.beta1 is set, but fwi.optimizer = "lbfgs"')
     obs_dir = fresh("bad_obs")
     ksweep(["model", "-c", cfg, "-o", obs_dir, "--set", "receivers.count=50"])
     obs = os.path.join(obs_dir, "observed.h5")
@@ -645,6 +656,32 @@ def case_segy():
     os.truncate(cut, os.path.getsize(cut) - 1000)
     run_error(["fwi", "-c", cfg, "-o", fresh("segy_cut"), "--set", f'fwi.observed="{cut}"'],
               ["cut.segy", "truncated"])
+    # Coordinates a SEG-Y field cannot hold (millimetres in 32 bits): refused with nothing
+    # written (observed.h5 was written first, then the run failed).
+    wide = os.path.join(WORK, "wide.f32")
+    np.full((20, 40), 2000.0, np.float32).tofile(wide)
+    o = fresh("segy_wide")
+    run_error(["model", "-c", cfg, "-o", o, "--set", "output.segy=true", "--set", f'model.source="{wide}"',
+               "--set", "model.nz=20", "--set", "model.nx=40", "--set", "model.dh=100000", "--set",
+               "model.decimate=1", "--set", "model.crop_z=[0, 20]", "--set", "model.crop_x=[0, 40]", "--set",
+               "shots.count=1", "--set", "receivers.count=10", "--set", "propagator.pml_width=5"],
+              ["observed.segy", "does not fit a SEG-Y coordinate field in millimetres"])
+    if os.path.exists(o) and os.listdir(o):
+        fail(f"a survey SEG-Y cannot hold left files behind: {os.listdir(o)}")
+    # A sample float32 cannot hold (NaN, inf): refused when read, naming the trace, before any
+    # file is written (the run wrote four files, then stopped at a NaN loss).
+    for label, value in (("nan", np.nan), ("inf", np.inf)):
+        bad = os.path.join(WORK, f"{label}.segy")
+        shutil.copyfile(sgy, bad)
+        with segyio.open(bad, "r+", ignore_geometry=True) as f:
+            tr = f.trace[6].copy()
+            tr[40] = value
+            f.trace[6] = tr
+        o = fresh(f"segy_{label}")
+        run_error(["fwi", "-c", cfg, "-o", o, "--set", f'fwi.observed="{bad}"'],
+                  [f"{label}.segy", "trace 7 (shot 0, receiver 6)", "not a finite float32", "time sample 40"])
+        if os.path.exists(o) and os.listdir(o):
+            fail(f"a SEG-Y sample {label} left files behind: {os.listdir(o)}")
     # The Marmousi-II SEG-Y: every 20th node of the 1.25 m grid in both directions is the named
     # 12.5 m model decimated by 2, bit for bit (IBM decoded exactly, x 1000 in double, rounded once).
     raw = os.path.join(WORK, "vp_marmousi-ii.segy")
@@ -998,6 +1035,20 @@ def case_resume_checks():
     ksweep(["fwi", "-c", cfg, "-o", out, "--resume", out, "--set", "fwi.iterations=4", "--set", "storage.location=host",
             "--set", "fwi.figures_every=0", "--set", "fwi.checkpoint_every=3"])
     models_equal(out, ref, "resume with allowed changes")
+    # Every input file is part of the run: a wavelet file changed before --resume is refused,
+    # naming the file and what changed (it resumed with the new wavelet before).
+    t = np.arange(1500) * 0.001
+    wfile = os.path.join(WORK, "resume_wavelet.txt")
+    np.savetxt(wfile, np.c_[t, gabor(t)], delimiter=", ", fmt="%.9e")
+    wcfg = write_config("resume_wavelet.toml", text.replace("[wavelet]", f'[wavelet]\nsource = "{wfile}"'))
+    out = fresh("rc_wavelet")
+    ksweep(["fwi", "-c", wcfg, "-o", out, "--set", "fwi.iterations=2"])
+    before = snapshot(out)
+    np.savetxt(wfile, np.c_[t, 1.01 * gabor(t)], delimiter=", ", fmt="%.9e")
+    run_error(["fwi", "-c", wcfg, "-o", out, "--resume", out],
+              ["the wavelet's samples (wavelet.source) differ from those the checkpoint was made with",
+               "resume_wavelet.txt", "bytes, modified", "when the checkpoint was made;"])
+    check_clean(out, before, "resume with a changed wavelet file")
     print("resume_checks: ok")
 
 
@@ -1414,7 +1465,7 @@ def case_wavelet():
     """Data made with a wavelet from a text file (at another interval than the modelling's) give
     the wavelet back when ksweep fwi estimates it from them; frequency stages low-pass the data
     and the wavelet, and a run stopped at a stage's first iteration or inside a stage resumes to
-    the bits of the uninterrupted run."""
+    the bits of the uninterrupted run; a stage above the wavelet's band changes nothing."""
     # The wavelet at 1 ms (the modelling runs at 3 ms: the program resamples it).
     t = np.arange(1500) * 0.001
     wfile = os.path.join(WORK, "gabor.txt")
@@ -1485,6 +1536,20 @@ def case_wavelet():
             fail(f"stopped after {stop}: losses {[h['loss'] for h in history(out)]} vs "
                  f"{[h['loss'] for h in history(ref)]}")
     print("wavelet: estimated, staged, resumed across and inside a stage with the same bits")
+    # A stage whose pass band holds the wavelet's whole band is the whole band, to the bit (the
+    # records' cut end, low-passed, changed the inversion before).
+    whole = fresh("stage_whole")
+    ksweep(["fwi", "-c", write_config("stage_whole.toml", BASE), "-o", whole])
+    wide = fresh("stage_wide")
+    r = ksweep(["fwi", "-c", write_config("stage_wide.toml", BASE.replace(
+        "iterations = 3", "stages = [{max_freq = 100, iterations = 3}]")), "-o", wide])
+    if "stage 1/1: data and wavelet as they are (the wavelet's whole band is below 100 Hz), iterations 1-3" not in r.stdout:
+        fail(f"a 100 Hz stage of a 5 Hz wavelet is not called the whole band:\n{r.stdout}")
+    if model_bytes(wide) != model_bytes(whole) or \
+            [h["loss"] for h in history(wide)] != [h["loss"] for h in history(whole)]:
+        fail(f"a 100 Hz stage changes the inversion: losses {[h['loss'] for h in history(wide)]} vs "
+             f"{[h['loss'] for h in history(whole)]}")
+    print("wavelet: a stage above the wavelet's band is the whole band, the same bits")
 
 
 def case_domains():

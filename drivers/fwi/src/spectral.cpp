@@ -14,6 +14,7 @@ namespace ksweep::fwi {
 namespace {
 
 using cplx = std::complex<double>;
+constexpr double kPi = 3.14159265358979323846;
 
 /// The smallest product of 2, 3, 5 and 7 that is >= n (FFTW's fast lengths).
 int fast_length(int n) {
@@ -59,6 +60,33 @@ class Transform {
   void forward(int nt, At at, std::vector<cplx>& spectrum) {
     for (int t = 0; t < nt; ++t) m_time[t] = at(t);
     std::fill(m_time + nt, m_time + m_n, 0.0);
+    fftw_execute(m_forward);
+    spectrum.resize(static_cast<std::size_t>(m_nf));
+    for (int k = 0; k < m_nf; ++k) spectrum[static_cast<std::size_t>(k)] = {m_freq[k][0], m_freq[k][1]};
+  }
+  /// The spectrum of `nt` samples of a record read by `at(t)`, continued past its last sample
+  /// (a record is cut off in the middle of its arrivals, where zeros would make a step whose
+  /// high frequencies a low-pass removes and rings with): the odd reflection about the last
+  /// sample, 2 x[nt-1] - x[nt-1-k], continuous in value and slope, brought to zero by a Hann
+  /// taper over nt - 1 samples (its own band is below 1 / ((nt - 1) dt)), then zeros.
+  template <class At>
+  void forward_continued(int nt, At at, std::vector<cplx>& spectrum) {
+    for (int t = 0; t < nt; ++t) m_time[t] = at(t);
+    int const taper = nt - 1;  // m_n >= 2 nt: the continuation fits before the zeros
+    double const last = nt > 0 ? m_time[nt - 1] : 0.0;
+    for (int k = 1; k <= taper; ++k) {
+      double const w = 0.5 * (1.0 + std::cos(kPi * k / (taper + 1)));
+      m_time[nt - 1 + k] = w * (2.0 * last - m_time[nt - 1 - k]);
+    }
+    std::fill(m_time + std::max(nt, nt + taper), m_time + m_n, 0.0);
+    fftw_execute(m_forward);
+    spectrum.resize(static_cast<std::size_t>(m_nf));
+    for (int k = 0; k < m_nf; ++k) spectrum[static_cast<std::size_t>(k)] = {m_freq[k][0], m_freq[k][1]};
+  }
+  /// The spectrum of the m_n samples `fill(samples, m_n)` writes.
+  template <class Fill>
+  void forward_filled(Fill fill, std::vector<cplx>& spectrum) {
+    fill(m_time, m_n);
     fftw_execute(m_forward);
     spectrum.resize(static_cast<std::size_t>(m_nf));
     for (int k = 0; k < m_nf; ++k) spectrum[static_cast<std::size_t>(k)] = {m_freq[k][0], m_freq[k][1]};
@@ -119,6 +147,37 @@ std::vector<double> low_pass(std::vector<double> const& trace, double dt, double
   return out;
 }
 
+bool low_pass_keeps(std::vector<double> const& wavelet, double dt, double max_freq) {
+  check_band(dt, max_freq);
+  int const nt = static_cast<int>(wavelet.size());
+  if (nt == 0) return true;
+  // The wavelet's band, not its cut ends': continued past either end as records are (the odd
+  // reflection about the end sample, tapered to zero), before t = 0 at the end of the periodic
+  // axis.
+  Transform tr(2 * nt);
+  std::vector<cplx> spec;
+  tr.forward_filled(
+      [&](double* x, int n) {
+        std::fill(x, x + n, 0.0);
+        int const taper = nt - 1;
+        auto const w = [&](int t) { return wavelet[static_cast<std::size_t>(t)]; };
+        for (int t = 0; t < nt; ++t) x[t] = w(t);
+        for (int k = 1; k <= taper; ++k) {
+          double const hann = 0.5 * (1.0 + std::cos(kPi * k / (taper + 1)));
+          x[nt - 1 + k] = hann * (2.0 * w(nt - 1) - w(nt - 1 - k));
+          x[n - k] = hann * (2.0 * w(0) - w(k));
+        }
+      },
+      spec);
+  double peak = 0, changed = 0;
+  for (int k = 0; k < tr.bins(); ++k) {
+    double const a = std::abs(spec[static_cast<std::size_t>(k)]);
+    peak = std::max(peak, a);
+    changed = std::max(changed, a * (1.0 - low_pass_gain(tr.frequency(k, dt), max_freq)));
+  }
+  return changed <= kLowPassKeeps * peak;
+}
+
 void low_pass_records(std::vector<float>& records, int shots, int nt, int receivers, double dt, double max_freq) {
   check_band(dt, max_freq);
   auto const nr = static_cast<std::size_t>(receivers);
@@ -135,7 +194,7 @@ void low_pass_records(std::vector<float>& records, int shots, int nt, int receiv
     for (std::size_t r = 0; r < nr; ++r) {
       float* const base = records.data() + s * static_cast<std::size_t>(nt) * nr + r;
       auto at = [&](int t) { return static_cast<double>(base[static_cast<std::size_t>(t) * nr]); };
-      tr.forward(nt, at, spec);
+      tr.forward_continued(nt, at, spec);
       for (std::size_t k = 0; k < spec.size(); ++k) spec[k] *= gain[k];
       tr.inverse(spec, nt, [&](int t, double v) { base[static_cast<std::size_t>(t) * nr] = static_cast<float>(v); });
     }

@@ -34,7 +34,7 @@ from . import _ksweep  # noqa: E402
 
 __all__ = [
     "initialize", "info", "ricker", "load_model", "gaussian_smooth", "forward", "adjoint", "gradient", "Gradient", "Inversion",
-    "low_pass", "estimate_wavelet",
+    "low_pass", "stage_data", "estimate_wavelet",
 ]
 __version__ = _ksweep.__version__
 
@@ -140,7 +140,9 @@ def _data_time_major(d, dtype, shots, receivers, name) -> np.ndarray:
 def low_pass(data, dt: float, max_freq: float) -> np.ndarray:
     """`data` low-passed with zero phase below `max_freq` (Hz) along its last axis (time):
     gain 1 / (1 + (f / max_freq)^12), the frequency continuation of `ksweep fwi` (fwi.stages).
-    A 1D trace comes back as float64; data [shot, receiver, time] as float32."""
+    A 1D trace (a wavelet) is padded with zeros and comes back as float64; records [shot,
+    receiver, time] are continued past their last sample (so that the cut does not ring) and
+    come back as float32."""
     d = np.asarray(data)
     if d.ndim == 1:
         return _ksweep.low_pass(np.ascontiguousarray(d, dtype=np.float64), float(dt), float(max_freq))
@@ -148,6 +150,18 @@ def low_pass(data, dt: float, max_freq: float) -> np.ndarray:
         raise ValueError(f"data has shape {d.shape}: a trace [time] or records [shot, receiver, time]")
     tm = np.ascontiguousarray(d.astype(np.float32, copy=False).transpose(0, 2, 1))
     return _ksweep.low_pass_records(tm, float(dt), float(max_freq)).transpose(0, 2, 1)
+
+
+def stage_data(wavelet, observed_data, dt: float, max_freq: float):
+    """A frequency stage's wavelet and observed data [shot, receiver, time], as `ksweep fwi`
+    makes them for `fwi.stages`: both low-passed below `max_freq` (Hz), or both as they are
+    where the low-pass keeps the wavelet to fp32 round-off (its whole band lies below)."""
+    w = np.ascontiguousarray(np.asarray(wavelet), dtype=np.float64)
+    if w.ndim != 1:
+        raise ValueError(f"wavelet has shape {w.shape}: a trace [time]")
+    if _ksweep.low_pass_keeps(w, float(dt), float(max_freq)):
+        return w, np.asarray(observed_data)
+    return low_pass(w, dt, max_freq), low_pass(observed_data, dt, max_freq)
 
 
 def estimate_wavelet(observed_data, synthetic_data, reference, dt: float, stabilisation: float = 1e-3):

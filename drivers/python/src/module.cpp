@@ -823,6 +823,14 @@ PYBIND11_MODULE(_ksweep, m) {
       },
       py::arg("trace"), py::arg("dt"), py::arg("max_freq"));
   m.def(
+      "low_pass_keeps",
+      [](carray<double> const& wavelet, double dt, double max_freq) {
+        KSWEEP_REQUIRE(wavelet.ndim() == 1, "low_pass_keeps: a 1D wavelet, got " << wavelet.ndim() << "D");
+        std::vector<double> const in(wavelet.data(), wavelet.data() + wavelet.size());
+        return fwi::low_pass_keeps(in, dt, max_freq);
+      },
+      py::arg("wavelet"), py::arg("dt"), py::arg("max_freq"));
+  m.def(
       "low_pass_records",
       [](carray<float> const& records, double dt, double max_freq) {
         KSWEEP_REQUIRE(records.ndim() == 3,

@@ -57,8 +57,8 @@ else:  # frequency continuation: each stage's data and wavelet low-passed, the o
         n = min(st["iterations"], left)
         if n <= 0:
             break
-        print(f"stage {k + 1}/{len(stages)}: data and wavelet low-passed below {st['max_freq']:g} Hz")
-        inv.set_data(ksweep.low_pass(wavelet, dt, st["max_freq"]), ksweep.low_pass(observed, dt, st["max_freq"]))
+        print(f"stage {k + 1}/{len(stages)}: data and wavelet below {st['max_freq']:g} Hz")
+        inv.set_data(*ksweep.stage_data(wavelet, observed, dt, st["max_freq"]))
         inv.restart_optimizer()
         history += inv.run(n, report)
         left -= n
