@@ -165,7 +165,17 @@ void make_directory(fs::path const& dir) {
 
 std::string silent_data(std::vector<float> const& d, std::string const& what, io::Config const& cfg) {
   float peak = 0;
-  for (float x : d) peak = std::max(peak, std::abs(x));
+  std::size_t bad = 0, first = 0;
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    if (!std::isfinite(d[i]) && bad++ == 0) first = i;
+    peak = std::max(peak, std::abs(d[i]));
+  }
+  if (bad > 0) {
+    std::ostringstream os;
+    os << what << " hold " << bad << " samples that are not finite (the first: " << d[first] << " at sample " << first
+       << " of " << d.size() << "): the wave overflowed float32; scale the wavelet's amplitudes down";
+    return os.str();
+  }
   if (peak >= std::numeric_limits<float>::min()) return {};
   std::ostringstream os;
   os << what << " are zero at every sample (largest |sample| " << peak
@@ -227,6 +237,38 @@ void warn_unused_layout(io::Config const& cfg, std::string const& what) {
                  keys.c_str());
 }
 
+/// A receiver at the position of another of its shot (a line or trace given twice) records the
+/// same samples, and its residual counts twice in the loss: said, with the first such pair.
+static void warn_repeated_receivers(core::Survey const& survey, double dh) {
+  std::size_t repeats = 0;
+  int shot = -1, first = -1, second = -1;
+  core::Point at{};
+  std::vector<std::pair<std::array<double, 3>, int>> seen;
+  for (int s = 0; s < survey.n_shots; ++s) {
+    seen.clear();
+    for (int i = 0; i < survey.n_receivers; ++i) {
+      if (!survey.live(s, i)) continue;
+      auto const p = survey.receiver_at(static_cast<std::size_t>(s) * survey.n_receivers + i);
+      seen.push_back({{p.z, p.y, p.x}, i});
+    }
+    std::sort(seen.begin(), seen.end());
+    for (std::size_t k = 1; k < seen.size(); ++k) {
+      if (seen[k].first != seen[k - 1].first) continue;
+      if (repeats++ == 0) {
+        shot = s, first = std::min(seen[k - 1].second, seen[k].second),
+        second = std::max(seen[k - 1].second, seen[k].second);
+        at = survey.receiver_at(static_cast<std::size_t>(s) * survey.n_receivers + first);
+      }
+    }
+  }
+  if (repeats > 0)
+    std::fprintf(stderr,
+                 "ksweep: warning: %zu receiver(s) repeat the position of another receiver of their shot (the first: "
+                 "shot %d, receivers %d and %d, at z = %g m, x = %g m, y = %g m): each records the same samples and "
+                 "its residual counts twice in the loss; remove the repeated lines or traces from the survey\n",
+                 repeats, shot, first, second, at.z * dh, at.x * dh, at.y * dh);
+}
+
 void warn_acquisition(io::Config const& cfg, io::VelocityModel const& vm, core::Survey const& survey,
                       comm::Communicator const& comm) {
   warn_sampling(cfg, vm, comm);
@@ -240,6 +282,7 @@ void warn_acquisition(io::Config const& cfg, io::VelocityModel const& vm, core::
                  "lower wavelet.freq below %g Hz or time.dt below %g s\n",
                  cfg.wavelet.freq, top, nyquist, cfg.time.dt, nyquist / 2.5, 0.5 / top);
   if (!cfg.survey.file.empty()) warn_unused_layout(cfg, "survey.file replaces");
+  warn_repeated_receivers(survey, vm.dh);
   if (!survey.source_points.empty()) return;  // a survey file's shots: placed as the file says
   std::vector<std::array<int, 3>> cells;
   for (auto const& c : survey.sources) cells.push_back({c.z, c.y, c.x});

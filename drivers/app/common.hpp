@@ -61,8 +61,9 @@ bool run_figure_script(std::string const& script, std::vector<std::string> const
 void make_directory(fs::path const& dir);
 /// Records that are zero everywhere (or subnormal: below the smallest normal float) carry no
 /// information: the loss would be the synthetic data's energy and an inversion would fit
-/// silence. Returns the message naming `what` and the likely causes, empty when `d` holds a
-/// signal.
+/// silence; records with a sample that is not finite (a wave that overflowed float32) cannot be
+/// inverted or written. Returns the message naming `what` and the likely causes, empty when `d`
+/// holds a finite signal.
 std::string silent_data(std::vector<float> const& d, std::string const& what, io::Config const& cfg);
 /// Removes `dir` when it is an empty folder (a result folder whose only writer failed).
 void remove_if_empty(fs::path const& dir);

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace ksweep::io {
@@ -68,8 +69,14 @@ std::vector<double> read_wavelet(fs::path const& path, double dt, int nt, std::s
   KSWEEP_REQUIRE(!w.empty(), name << " holds no samples");
   KSWEEP_REQUIRE(file_dt > 0 && std::isfinite(file_dt),
                  name << " states a sample interval of " << file_dt << " s; a wavelet needs one > 0");
-  for (std::size_t i = 0; i < w.size(); ++i)
+  // The modelling injects float32 samples: a larger magnitude would become inf there.
+  double const most = std::numeric_limits<float>::max();
+  for (std::size_t i = 0; i < w.size(); ++i) {
     KSWEEP_REQUIRE(std::isfinite(w[i]), name << ": sample " << i + 1 << " is " << w[i] << " (not finite)");
+    KSWEEP_REQUIRE(std::abs(w[i]) <= most, name << ": sample " << i + 1 << " = " << w[i]
+                                                << " does not fit float32 (magnitudes up to " << most
+                                                << "), the precision the modelling injects it in");
+  }
   KSWEEP_REQUIRE(std::any_of(w.begin(), w.end(), [](double x) { return x != 0; }),
                  name << ": every sample is 0; a silent source gives silent data");
   if (static_cast<int>(w.size()) == nt && std::abs(file_dt - dt) <= 1e-9 * dt) return w;
@@ -81,7 +88,12 @@ std::vector<double> read_wavelet(fs::path const& path, double dt, int nt, std::s
   // as much per step.
   double const scale = (dt / file_dt) * (dt / file_dt);
   std::vector<double> out(r.data.size());
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = scale * r.data[i];
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    out[i] = scale * r.data[i];
+    KSWEEP_REQUIRE(std::isfinite(r.data[i]) && std::abs(out[i]) <= most,
+                   name << ": resampled to time.dt = " << dt << " s (x (time.dt / " << file_dt << " s)^2 = " << scale
+                        << " per step), sample " << i + 1 << " = " << out[i] << " does not fit float32");
+  }
   return out;
 }
 

@@ -498,6 +498,16 @@ def case_bad_inputs():
     expect_error(["fwi", "-c", cfg, "-o", fresh("bad_lbfgs"), "--set", 'fwi.optimizer="lbfgs"', "--set",
                   "fwi.precondition=true"], "fwi.precondition")
     expect_error(["fwi", "-c", cfg, "-o", fresh("bad_lbfgs"), "--set", 'fwi.optimizer="bfgs"'], "fwi.optimizer")
+    # A wavelet file's amplitudes beyond float32, or so large that the wave overflows: refused,
+    # nothing written (observed.h5 was written full of inf).
+    t = np.arange(500) * 0.003
+    for scale, needle in ((1e300, "does not fit float32"), (3e38, "the wave overflowed float32")):
+        wfile = os.path.join(WORK, f"loud_{scale:g}.txt")
+        np.savetxt(wfile, np.c_[t, scale * gabor(t)], delimiter=", ")
+        o = fresh("loud_wavelet")
+        run_error(["model", "-c", cfg, "-o", o, "--set", f'wavelet.source="{wfile}"'], [needle])
+        if os.path.exists(o) and os.listdir(o):
+            fail(f"a wavelet of {scale:g} left files behind: {os.listdir(o)}")
     # Stages of falling frequency: said.
     r = ksweep(["fwi", "-c", cfg, "-o", fresh("falling_stages"), "--dry-run", "--set",
                 "fwi.stages=[{max_freq = 8, iterations = 1}, {max_freq = 4, iterations = 1}]", "--set",
@@ -754,6 +764,14 @@ def case_survey():
         fail(f"fwi from observed.segy's headers differs from fwi from observed.h5 with the CSV: {runs}")
     if not runs[0][1][0] < runs[0][0][0]:
         fail(f"the loss did not decrease: {runs[0]}")
+    # A receiver line given twice: said (it was used and weighted twice without a word).
+    twice = os.path.join(WORK, "twice.csv")
+    with open(twice, "w") as f:
+        f.write("\n".join(rows[:5] + [rows[3]] + rows[5:]) + "\n")
+    r = ksweep(["model", "-c", cfg, "-o", fresh("survey_twice"), "--set", f'survey.file="{twice}"'])
+    if "1 receiver(s) repeat the position of another receiver of their shot (the first: shot 0, receivers 2 and 4" \
+            not in r.stderr:
+        fail(f"a receiver given twice without a word:\n{r.stderr}")
     bad = os.path.join(WORK, "outside.csv")
     with open(bad, "w") as f:
         f.write("\n".join(rows[:5] + ["106,1900,10,3100,7.5"]) + "\n")
