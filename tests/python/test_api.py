@@ -38,6 +38,51 @@ def test_thread_counts_beyond_the_backend_are_refused():
         r.stdout + r.stderr
 
 
+def test_the_library_s_checks_reach_python():
+    """What the program refuses, Python refuses too, by the library's own checks (they were
+    accepted: NaN in the data, a NaN loss scale, order 4.9 truncated, lr <= 0, a vmax beyond the
+    CFL limit, 10^6 L-BFGS pairs, a transposed set_data, a NaN state, a density in g/cm^3)."""
+    v = np.full((30, 40), 2000.0, np.float32)
+    src, rec = np.array([[[2, 20]]]), np.array([[[2, r] for r in range(0, 40, 4)]])
+    amp = ksweep.ricker(15.0, 200, DT).astype(np.float32)[None, None]
+    obs = ksweep.forward(v, DH, DT, amp, src, rec, pml_width=6)
+    bad = amp.copy()
+    bad[0, 0, 5] = np.nan
+    with pytest.raises(ValueError, match="source amplitudes holds 1 sample.*nan at shot 0, source 0, time sample 5"):
+        ksweep.forward(v, DH, DT, bad, src, rec, pml_width=6)
+    nan_obs = obs.copy()
+    nan_obs[0, 3, 7] = np.inf
+    with pytest.raises(ValueError, match="observed data holds 1 sample.*inf at shot 0, time sample 7, receiver 3"):
+        ksweep.gradient(v, DH, DT, amp, src, rec, nan_obs, pml_width=6)
+    with pytest.raises(ValueError, match="observed data holds"):
+        ksweep.estimate_wavelet(nan_obs, obs, amp[0, 0].astype(np.float64), DT)
+    with pytest.raises(ValueError, match="loss scale = nan"):
+        ksweep.gradient(v, DH, DT, amp, src, rec, obs, loss_scale=float("nan"), pml_width=6)
+    with pytest.raises(ValueError, match="order = 4.9 must be an integer"):
+        ksweep.forward(v, DH, DT, amp, src, rec, order=4.9)
+    with pytest.raises(TypeError, match="order = True must be an integer"):
+        ksweep.forward(v, DH, DT, amp, src, rec, order=True)
+    w = amp[0, 0].astype(np.float64)
+    for kw, needle in ((dict(lr=0.0), "lr = 0 must be a finite step > 0"),
+                       (dict(lr=-1.0), "lr = -1 must be a finite step > 0"),
+                       (dict(vmax=1e5), "vmax = 100000 m/s lets the model reach velocities"),
+                       (dict(optimizer="lbfgs", lbfgs_memory=10**6), "lbfgs_memory = 1000000 correction pairs"),
+                       (dict(batch=1.5), "batch = 1.5 must be an integer")):
+        with pytest.raises(ValueError, match=needle):
+            ksweep.Inversion(v, DH, DT, w, src, rec, obs, pml_width=6, **kw)
+    inv = ksweep.Inversion(v, DH, DT, w, src, rec, obs, pml_width=6)
+    with pytest.raises(ValueError, match=r"observed_data has shape \(1, 200, 10\), expected"):
+        inv.set_data(w, np.ascontiguousarray(obs.transpose(0, 2, 1)))
+    st = inv.state()
+    st["model"] = np.array(st["model"], np.float32)
+    st["model"].reshape(-1)[5] = np.nan
+    with pytest.raises(ValueError, match="the state's model holds 1 sample.*nan at cell 5"):
+        inv.restore(st)
+    rho = np.full(v.shape, 2.0, np.float32)  # g/cm^3
+    with pytest.raises(ValueError, match="is it in g/cm\\^3"):
+        ksweep.Inversion(v, DH, DT, w, src, rec, obs, pml_width=6, density=rho, rho_min=1000.0, rho_max=3000.0)
+
+
 def test_low_pass_of_a_cut_record_does_not_ring():
     """Records end in the middle of their arrivals. Low-passed, the cut record must match the
     longer record low-passed then cut (zeros past the end rang: 6 % of the peak at 30 Hz); a stage

@@ -1,6 +1,7 @@
 #include <ksweep/fwi/modeling.hpp>
 
 #include "built.hpp"
+#include "checks.hpp"
 #include "modeling_run.hpp"
 
 #include <ksweep/core/physics.hpp>
@@ -49,24 +50,54 @@ void Modeling<Real>::set_model(Real const* vp, Real const* rho, Real const* laye
   m_impl->set_model(vp, rho, layer_vp, layer_rho);
 }
 
+namespace {
+
+/// Every sample of the wavelets [shot][source][nt] finite.
+template <class Real>
+void check_wavelets(ModelingSetup const& s, Real const* w, char const* what) {
+  auto const n = static_cast<std::size_t>(s.survey.n_shots) * static_cast<std::size_t>(s.survey.n_sources) *
+                 static_cast<std::size_t>(s.nt);
+  detail::require_finite(w, n, what,
+                         [&](std::size_t i) { return detail::wavelet_position(i, s.nt, s.survey.n_sources); });
+}
+
+/// Every sample of the records [shot][nt][receiver] finite.
+template <class Real>
+void check_records(ModelingSetup const& s, Real const* r, char const* what) {
+  auto const n = static_cast<std::size_t>(s.survey.n_shots) * static_cast<std::size_t>(s.nt) *
+                 static_cast<std::size_t>(s.survey.n_receivers);
+  detail::require_finite(r, n, what,
+                         [&](std::size_t i) { return detail::record_position(i, s.nt, s.survey.n_receivers); });
+}
+
+}  // namespace
+
 template <class Real>
 void Modeling<Real>::forward(Real const* wavelets, Real* records) {
+  check_wavelets(m_impl->setup, wavelets, "ksweep::fwi::Modeling::forward: the source amplitudes");
   m_impl->forward(wavelets, records);
 }
 
 template <class Real>
 void Modeling<Real>::adjoint(Real const* records, Real* wavelet_grad) {
+  check_records(m_impl->setup, records, "ksweep::fwi::Modeling::adjoint: the records");
   m_impl->adjoint(records, wavelet_grad);
 }
 
 template <class Real>
 double Modeling<Real>::gradient(Real const* wavelets, Real const* observed, double scale, ModelingImages const& out,
                                 Real* synthetic, double* shot_losses) {
+  KSWEEP_REQUIRE(std::isfinite(scale) && scale > 0,
+                 "ksweep::fwi::Modeling::gradient: the loss scale = " << scale << " must be a finite number > 0");
+  check_wavelets(m_impl->setup, wavelets, "ksweep::fwi::Modeling::gradient: the source amplitudes");
+  check_records(m_impl->setup, observed, "ksweep::fwi::Modeling::gradient: the observed data");
   return m_impl->gradient(wavelets, observed, scale, out, synthetic, shot_losses);
 }
 
 template <class Real>
 void Modeling<Real>::vjp(Real const* wavelets, Real const* residual, ModelingImages const& out) {
+  check_wavelets(m_impl->setup, wavelets, "ksweep::fwi::Modeling::vjp: the source amplitudes");
+  check_records(m_impl->setup, residual, "ksweep::fwi::Modeling::vjp: the residual");
   m_impl->vjp(wavelets, residual, out);
 }
 

@@ -1,3 +1,5 @@
+#include "checks.hpp"
+
 #include <ksweep/base/error.hpp>
 #include <ksweep/fwi/spectral.hpp>
 
@@ -134,6 +136,7 @@ double low_pass_gain(double f, double max_freq) {
 
 std::vector<double> low_pass(std::vector<double> const& trace, double dt, double max_freq, double* outside) {
   check_band(dt, max_freq);
+  detail::require_finite(trace.data(), trace.size(), "ksweep::fwi::low_pass: the trace", detail::sample_position);
   int const nt = static_cast<int>(trace.size());
   if (nt == 0) return {};
   Transform tr(nt);
@@ -186,6 +189,8 @@ void low_pass_records(std::vector<float>& records, int shots, int nt, int receiv
                  "ksweep::fwi::low_pass_records: " << records.size() << " samples for [shots, nt, receivers] = ["
                                                    << shots << ", " << nt << ", " << receivers << "]");
   if (records.empty()) return;
+  detail::require_finite(records.data(), records.size(), "ksweep::fwi::low_pass_records: the records",
+                         [&](std::size_t i) { return detail::record_position(i, nt, receivers); });
   Transform tr(nt);
   std::vector<double> gain(static_cast<std::size_t>(tr.bins()));
   for (int k = 0; k < tr.bins(); ++k) gain[static_cast<std::size_t>(k)] = low_pass_gain(tr.frequency(k, dt), max_freq);
@@ -218,6 +223,11 @@ WaveletEstimate estimate_wavelet(std::vector<float> const& observed, std::vector
   KSWEEP_REQUIRE(stabilisation > 0 && std::isfinite(stabilisation),
                  "ksweep::fwi::estimate_wavelet: stabilisation = " << stabilisation << " must be > 0");
   KSWEEP_REQUIRE(dt > 0 && std::isfinite(dt), "ksweep::fwi::estimate_wavelet: dt = " << dt << " s must be > 0");
+  auto const at = [&](std::size_t i) { return detail::record_position(i, nt, receivers); };
+  detail::require_finite(observed.data(), samples, "ksweep::fwi::estimate_wavelet: the observed data", at);
+  detail::require_finite(synthetic.data(), samples, "ksweep::fwi::estimate_wavelet: the synthetic data", at);
+  detail::require_finite(reference.data(), reference.size(), "ksweep::fwi::estimate_wavelet: the reference wavelet",
+                         detail::sample_position);
   Transform tr(nt);
   auto const nf = static_cast<std::size_t>(tr.bins());
   auto const nr = static_cast<std::size_t>(receivers);

@@ -101,6 +101,16 @@ def _model(v, name="v") -> np.ndarray:
     return np.ascontiguousarray(a)
 
 
+def _int(value, name: str) -> int:
+    """`value` as an int when it is one (an integer, or a float with an integer value): 4.9 or
+    True are refused, naming the argument, rather than truncated."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} = {value!r} must be an integer")
+    if not float(value).is_integer():
+        raise ValueError(f"{name} = {value!r} must be an integer")
+    return int(value)
+
+
 def _same_dtype(a, dtype, name) -> np.ndarray:
     a = np.asarray(a)
     if a.dtype != dtype:
@@ -223,8 +233,8 @@ def _modeling(s: _Survey, dh, dt, nt, *, order, pml_width, pml_reflection, pml_f
     if not isinstance(batch, (int, np.integer)) or batch < 0:
         raise ValueError(f"batch = {batch!r} must be an integer >= 0 (0: every shot at once)")
     cls = _ksweep.Modeling32 if s.v.dtype == np.float32 else _ksweep.Modeling64
-    return cls(list(s.v.shape), float(dh), float(dt), int(nt), int(order), _pml_faces(pml_width, free_surface),
-               float(pml_reflection), float(pml_freq), bool(free_surface), s.src, s.rec, int(batch), str(schedule),
+    return cls(list(s.v.shape), float(dh), float(dt), int(nt), _int(order, "order"), _pml_faces(pml_width, free_surface),
+               float(pml_reflection), float(pml_freq), bool(free_surface), s.src, s.rec, _int(batch, "batch"), str(schedule),
                str(storage), str(storage_location), str(storage_dtype), str(disk_dir), str(physics),
                _pml_velocity(pml_velocity))
 
@@ -424,12 +434,13 @@ class Inversion:
             raise ValueError("true_density and invert other than ('vp',) need a density (variable density)")
         split = _domains(domains, s.v.ndim)
         self.shape = s.v.shape
+        self._data_shape = (s.src.shape[0], s.rec.shape[1], w.size)  # [shot, receiver, time]
         self._inv = _ksweep.Inversion(
-            list(s.v.shape), float(dh), float(dt), int(order), _pml_faces(pml_width, free_surface),
+            list(s.v.shape), float(dh), float(dt), _int(order, "order"), _pml_faces(pml_width, free_surface),
             float(pml_reflection), float(pml_freq), bool(free_surface), s.src, s.rec, w, obs, s.v, truth,
-            str(optimizer), int(batch), int(seed), loss == "sum", int(water_rows), float(grad_smooth),
+            str(optimizer), _int(batch, "batch"), _int(seed, "seed"), loss == "sum", _int(water_rows, "water_rows"), float(grad_smooth),
             bool(precondition), float(vmin), float(vmax), float(lr), float(betas[0]), float(betas[1]), float(eps),
-            int(lbfgs_memory), str(schedule), str(storage), str(storage_location), str(storage_dtype),
+            _int(lbfgs_memory, "lbfgs_memory"), str(schedule), str(storage), str(storage_location), str(storage_dtype),
             str(disk_dir), rho, true_rho, [str(p) for p in invert], float(rho_min), float(rho_max), float(lr_rho),
             split, _pml_velocity(pml_velocity))
 
@@ -491,8 +502,11 @@ class Inversion:
         state is kept; call restart_optimizer() as well when the stage begins."""
         w = np.ascontiguousarray(np.asarray(wavelet, dtype=np.float64))
         obs = np.asarray(observed_data).astype(np.float32, copy=False)
-        if obs.ndim != 3:
-            raise ValueError(f"observed_data has shape {obs.shape}, expected [shot, receiver, time]")
+        if obs.shape != self._data_shape:
+            raise ValueError(f"observed_data has shape {obs.shape}, expected [shot, receiver, time] = "
+                             f"{list(self._data_shape)}")
+        if w.shape != (self._data_shape[2],):
+            raise ValueError(f"wavelet has shape {w.shape}, expected [time] = [{self._data_shape[2]}]")
         self._inv.set_data(w, np.ascontiguousarray(obs.transpose(0, 2, 1)))
 
     def restart_optimizer(self) -> None:
