@@ -39,7 +39,7 @@ packages=(
   python3 python3-numpy python3-matplotlib python3-h5py
   pybind11-dev python3-pybind11 python3-pytest python3-torch
   curl
-  clang-format-14
+  clang-format-14 clang-14 libclang-rt-14-dev
 )
 
 if [ "${KSWEEP_SETUP_PROFILE:-all}" = program ]; then

@@ -276,6 +276,13 @@ OutputFolder::OutputFolder(fs::path path, bool overwrite, bool resume_in_place, 
   auto const status = fs::status(m_path, ec);
   KSWEEP_REQUIRE(!fs::exists(status) || fs::is_directory(status),
                  "the output folder " << io::shown_path(m_path) << " exists and is not a folder");
+  // A symbolic link whose target does not exist: mkdir cannot make the folder through it.
+  if (!fs::exists(status) && fs::is_symlink(fs::symlink_status(m_path, ec))) {
+    auto const target = fs::read_symlink(m_path, ec);
+    KSWEEP_REQUIRE(false, "the output folder "
+                              << io::shown_path(m_path) << " is a symbolic link to " << io::shown_path(target)
+                              << ", which does not exist: create that folder, or give -o another path");
+  }
   check_output_folder(m_path, overwrite, resume_in_place, inputs);  // cheap, before creating anything
   if (!fs::exists(status)) {
     fs::path const parent = fs::absolute(m_path).parent_path();

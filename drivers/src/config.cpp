@@ -8,9 +8,11 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -395,6 +397,15 @@ void apply_override(toml::table& root, std::string const& text, Origins& origins
   if (is_toml && parsed.size() == 1 && parsed.get("v") != nullptr) {
     parsed.get("v")->visit([&](auto&& v) { target->insert_or_assign(key, v); });
   } else {
+    // Text that is not TOML is taken as a string (--set storage.dtype=fp16), but not a number
+    // TOML cannot hold: an integer beyond 64 bits would otherwise be "a string".
+    char* end = nullptr;
+    errno = 0;
+    (void)std::strtod(value.c_str(), &end);
+    bool const numeric = end != value.c_str() && *end == '\0';
+    KSWEEP_REQUIRE(!numeric, "--set " << shown(text) << ": " << shown(value) << " is a number TOML cannot hold (its "
+                                      << "integers are 64-bit: at most 9223372036854775807; its floats are "
+                                      << "doubles)");
     target->insert_or_assign(key, value);
   }
   origins.set_override(dotted, text);

@@ -361,6 +361,40 @@ RecordsFile read_records(fs::path const& path, bool values) {
         KSWEEP_REQUIRE(std::isfinite(p.z) && std::isfinite(p.x) && std::isfinite(p.y),
                        "records file " << shown_path(path) << " holds a non-finite position (" << p.z << ", " << p.x
                                        << ", " << p.y << ") m");
+    // The cell datasets of a shared spread, where the file has them too, must say what the
+    // positions in metres say (an edited file whose two descriptions disagree is refused).
+    if (H5Lexists(file.get(), "src_x", H5P_DEFAULT) > 0) {
+      KSWEEP_REQUIRE(std::isfinite(r.dh) && r.dh > 0,
+                     "records file " << shown_path(path) << " has dh = " << r.dh << ": it must be > 0");
+      bool const three = r.ny > 0;
+      std::vector<int> const zero_s(ns, 0), zero_r(nr, 0);
+      auto const sz = read_ints(file.get(), path, "src_z", ns, "one per shot");
+      auto const sx = read_ints(file.get(), path, "src_x", ns, "one per shot");
+      auto const sy = three ? read_ints(file.get(), path, "src_y", ns, "one per shot") : zero_s;
+      auto const rz = read_ints(file.get(), path, "rec_z", nr, "one per receiver");
+      auto const rx = read_ints(file.get(), path, "rec_x", nr, "one per receiver");
+      auto const ry = three ? read_ints(file.get(), path, "rec_y", nr, "one per receiver") : zero_r;
+      auto const same = [&](Position const& p, int z, int x, int y) {
+        auto const near = [&](double m, int c) { return std::abs(m - c * r.dh) <= 1e-6 * r.dh; };
+        return near(p.z, z) && near(p.x, x) && near(p.y, y);
+      };
+      for (std::size_t s = 0; s < ns; ++s) {
+        auto const& p = r.src_pos[s];
+        KSWEEP_REQUIRE(same(p, sz[s], sx[s], sy[s]),
+                       "records file " << shown_path(path) << " places shot " << s << "'s source at (" << p.z << ", "
+                                       << p.x << ", " << p.y << ") m in 'src_pos' but at cell (" << sz[s] << ", "
+                                       << sx[s] << ", " << sy[s] << ") x dh = " << r.dh
+                                       << " m in its cell datasets: the two descriptions of the survey disagree");
+        for (std::size_t i = 0; i < static_cast<std::size_t>(r.rec_count[s]); ++i) {
+          auto const& q = r.rec_pos[s * nr + i];
+          KSWEEP_REQUIRE(same(q, rz[i], rx[i], ry[i]),
+                         "records file " << shown_path(path) << " places shot " << s << "'s receiver " << i << " at ("
+                                         << q.z << ", " << q.x << ", " << q.y << ") m in 'rec_pos' but at cell ("
+                                         << rz[i] << ", " << rx[i] << ", " << ry[i] << ") x dh = " << r.dh
+                                         << " m in its cell datasets: the two descriptions of the survey disagree");
+        }
+      }
+    }
   } else {  // cells of one shared spread
     auto const sz = read_ints(file.get(), path, "src_z", ns, "one per shot");
     auto const sx = read_ints(file.get(), path, "src_x", ns, "one per shot");

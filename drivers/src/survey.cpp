@@ -72,11 +72,13 @@ std::vector<std::string> split(std::string const& line) {
   return out;
 }
 
+/// `text` as a number, whole: a leading '+' is allowed (as strtod allows it; from_chars does not).
 template <class T>
 bool parse(std::string const& text, T& value) {
+  std::size_t const skip = text.size() > 1 && text[0] == '+' && text[1] != '-' && text[1] != '+' ? 1 : 0;
   auto const* end = text.data() + text.size();
-  auto const [p, ec] = std::from_chars(text.data(), end, value);
-  return ec == std::errc() && p == end && !text.empty();
+  auto const [p, ec] = std::from_chars(text.data() + skip, end, value);
+  return ec == std::errc() && p == end && text.size() > skip;
 }
 
 RecordsFile read_csv(std::filesystem::path const& path, double dh, bool three,
@@ -97,19 +99,21 @@ RecordsFile read_csv(std::filesystem::path const& path, double dh, bool three,
   ShotGrouping shots(three ? "src_x, src_y, src_z" : "src_x, src_z");
   while (std::getline(in, line)) {
     ++line_no;
+    // A UTF-8 byte-order mark (spreadsheets write one) before the header is not part of it.
+    if (line_no == 1 && line.compare(0, 3, "\xef\xbb\xbf") == 0) line.erase(0, 3);
     std::string const t = trim(line);
     if (t.empty() || t[0] == '#') continue;
     auto const cells = split(t);
     if (column.empty()) {  // the header
       for (std::size_t i = 0; i < cells.size(); ++i) {
-        KSWEEP_REQUIRE(column.count(cells[i]) == 0,
-                       name << ", line " << line_no << ": column '" << cells[i] << "' appears twice in the header");
+        KSWEEP_REQUIRE(column.count(cells[i]) == 0, name << ", line " << line_no << ": column '" << shown(cells[i])
+                                                         << "' appears twice in the header");
         column[cells[i]] = i;
       }
       for (auto const& c : cells)
         KSWEEP_REQUIRE(
             std::find(needed.begin(), needed.end(), c) != needed.end(),
-            name << ", line " << line_no << ": unknown column '" << c << "' in the header (the columns of a "
+            name << ", line " << line_no << ": unknown column '" << shown(c) << "' in the header (the columns of a "
                  << (three ? "3D" : "2D") << " survey: " <<
                 [&] {
                   std::string s;
@@ -126,14 +130,14 @@ RecordsFile read_csv(std::filesystem::path const& path, double dh, bool three,
     KSWEEP_REQUIRE(cells.size() == n_columns, name << ", line " << line_no << " has " << cells.size()
                                                    << " values, the header names " << n_columns << " columns");
     long long label = 0;
-    KSWEEP_REQUIRE(parse(cells[column["shot"]], label),
-                   name << ", line " << line_no << ": shot = '" << cells[column["shot"]] << "' is not an integer");
+    KSWEEP_REQUIRE(parse(cells[column["shot"]], label), name << ", line " << line_no << ": shot = '"
+                                                             << shown(cells[column["shot"]]) << "' is not an integer");
     std::string const where = name + ", line " + std::to_string(line_no);
     auto value = [&](char const* key, double end) {
       double v = 0;
       std::string const& text = cells[column[key]];
       KSWEEP_REQUIRE(parse(text, v) && std::isfinite(v),
-                     where << ": " << key << " = '" << text << "' is not a finite number");
+                     where << ": " << key << " = '" << shown(text) << "' is not a finite number");
       return inside_model(v, end, where, key);
     };
     double const ez = model_end ? model_end->z : -1, ex = model_end ? model_end->x : -1,

@@ -534,6 +534,20 @@ def case_bad_inputs():
     ksweep(["model", "-c", cfg, "-o", ok_obs, "--set", "receivers.count=59"])
     expect_error(["fwi", "-c", cfg, "-o", out, "--set", f'fwi.observed="{ok_obs}/observed.h5"'], "has shape", out=out)
     expect_error(["fwi", "-c", cfg, "-o", out, "--set", "fwi.batch=10"], "fwi.batch = 10", out=out)
+    # The survey's two descriptions in observed.h5 (metres and cells) disagreeing: a receiver
+    # moved one cell, the sources reversed; refused, naming the shot and the point.
+    for edit, needle in (("rec_x", "shot 0's receiver 3 at"), ("src_x", "shot 0's source at")):
+        moved = os.path.join(WORK, f"moved_{edit}.h5")
+        shutil.copyfile(os.path.join(ok_obs, "observed.h5"), moved)
+        with h5py.File(moved, "r+") as f:
+            cells = f[edit][...]
+            if edit == "rec_x":
+                cells[3] += 1
+            else:
+                cells = cells[::-1].copy()
+            f[edit][...] = cells
+        expect_error(["fwi", "-c", cfg, "-o", out, "--set", "receivers.count=59", "--set",
+                      f'fwi.observed="{moved}"'], needle, out=out)
     expect_error(["fwi", "-c", cfg, "-o", out, "--set", "fwi.learning_rate=3"], "learning_rate", out=out)
     expect_error(["fwi", "-c", cfg, "-o", out, "--set", "time.dt=0.01"], "CFL", out=out)
     expect_error(["fwi", "-c", cfg, "-o", out, "--set", "storage.dtype=fp8"], "fp8", out=out)

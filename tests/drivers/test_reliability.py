@@ -561,6 +561,32 @@ def case_messages():
     text = run_error(["fwi", "-c", cfg, "-o", empty, "--resume", empty], ["is empty (0 bytes)"])
     if "older ksweep" in text:
         fail(f"a 0-byte checkpoint was called an older ksweep's:\n{text}")
+    # CSV surveys: bytes that are not text shown escaped (they were printed raw, or cut the
+    # message at a NUL); a byte-order mark and a '+' sign read as what they are.
+    rows = "shot,src_x,src_z,rec_x,rec_z\n1,{},10,200,20\n1,100,10,300,20\n"
+    for label, cell, needle in (("latin1", b"1\xe900", "src_x = '1\\xe900' is not a finite number"),
+                                ("nul", b"10\x000", "src_x = '10\\x000' is not a finite number")):
+        csv = os.path.join(WORK, f"msg_{label}.csv")
+        with open(csv, "wb") as f:
+            f.write(rows.encode().replace(b"{}", cell))
+        text = run_error(["model", "-c", cfg, "-o", out, "--set", f'survey.file="{csv}"'], [needle])
+        if "\x00" in text or "\xe9" in text:
+            fail(f"raw bytes in the message:\n{text!r}")
+    ok = os.path.join(WORK, "msg_bom_plus.csv")
+    with open(ok, "wb") as f:
+        f.write(b"\xef\xbb\xbf" + rows.format("+100").encode())
+    r = subprocess.run([KSWEEP, "model", "-c", cfg, "-o", out, "--dry-run", "--set", f'survey.file="{ok}"'],
+                       env=ENV, capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"a CSV with a byte-order mark and '+100' was refused:\n{r.stderr}")
+    # A number TOML cannot hold is not "a string"; a dangling -o link is named.
+    run_error(["fwi", "-c", cfg, "-o", out, "--set", "time.nt=99999999999999999999"],
+              ["99999999999999999999 is a number TOML cannot hold"])
+    link = os.path.join(WORK, "msg_dangling")
+    if os.path.lexists(link):
+        os.remove(link)
+    os.symlink(os.path.join(WORK, "no_such_dir", "deeper"), link)
+    run_error(["fwi", "-c", cfg, "-o", link], ["is a symbolic link to", "no_such_dir/deeper", "which does not exist"])
     if os.path.exists(out):
         fail("a refused run left its output folder")
     print("messages: ok")

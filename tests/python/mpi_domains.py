@@ -22,7 +22,7 @@ def inversion(v, domains, nt=200, shots=4):
     w = ksweep.ricker(12.0, nt, DT)
     obs = ksweep.forward(v, DH, DT, np.broadcast_to(w.astype(np.float32), (shots, 1, nt)), src, rec)
     return ksweep.Inversion((v * 0.97).astype(np.float32), DH, DT, w, src, rec, obs, true_model=v, batch=2,
-                            seed=3, lr=5.0, order=8, pml_width=8, domains=domains)
+                            seed=3, lr=5.0, order=8, pml_width=8, domains=domains, vmax=0.0)
 
 
 def check(shape, split):

@@ -68,7 +68,7 @@ void check_values(Problem const& pb, Options const& opt) {
   // limit of vp alone).
   if (pb.physics == Physics::acoustic && pb.dt > 0 && pb.grid.dh > 0) {
     double const limit = core::courant_limit(pb.order, pb.grid.dim());
-    KSWEEP_REQUIRE(opt.vmax * pb.dt / pb.grid.dh <= limit,
+    KSWEEP_REQUIRE(opt.vmax * pb.dt / pb.grid.dh <= limit * (1 + 1e-12),  // vmax = 0 gave the limit itself
                    kWho << "vmax = " << opt.vmax << " m/s lets the model reach velocities that dt = " << pb.dt
                         << " s cannot propagate stably: vmax dt / dh = " << opt.vmax * pb.dt / pb.grid.dh
                         << " exceeds the CFL limit " << limit << " of order " << pb.order << "; lower vmax to at most "
@@ -100,6 +100,9 @@ void check_state(State const& s) {
 }  // namespace
 
 Inversion::Inversion(Problem problem, Options options, comm::Communicator const& comm) {
+  // vmax = 0, constant density: the largest velocity dt propagates stably (as fwi.vmax = 0).
+  if (options.vmax == 0 && problem.physics == Physics::acoustic && problem.dt > 0 && problem.grid.dh > 0)
+    options.vmax = core::courant_limit(problem.order, problem.grid.dim()) * problem.grid.dh / problem.dt;
   check_values(problem, options);
   int const dim = problem.grid.dim();
   m_impl = core::dispatch_order(problem.order, [&](auto o) {

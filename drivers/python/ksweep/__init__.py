@@ -377,7 +377,10 @@ class Inversion:
     `observed_data` is [shot, receiver, time]. Each `step()` runs one iteration (a batch of
     `batch` shots drawn with `seed` for Adam, every shot for L-BFGS) and returns its report;
     `run(iterations, callback)` calls `callback(report)` after each (return False to stop).
-    `state()` / `restore(state)` are the whole state between iterations.
+    `state()` / `restore(state)` are the whole state between iterations. Every velocity stays
+    in [`vmin`, `vmax`] (m/s); `vmax` must propagate stably with `dt` (the library refuses one
+    beyond the CFL limit, as the program refuses fwi.vmax), and `vmax=0` is that limit
+    (constant density).
 
     With `density` (kg/m^3, the shape of v) the physics is variable-density acoustics:
     `invert` names the parameters inverted ("vp", "rho"; the others held), `rho_min` and
