@@ -30,19 +30,30 @@ bool host_is_little_endian() {
   return first == 1;
 }
 
-std::vector<float> read_raw_f32(std::filesystem::path const& path, std::size_t count) {
+/// The name of what a model file holds ("velocity", "density"), its key and its unit, by the
+/// dataset asked for ("rho": a density).
+struct Kind {
+  char const* what;
+  char const* key;
+  char const* unit;
+};
+Kind kind_of(std::string const& dataset) {
+  return dataset == "rho" ? Kind{"density", "model.density", "kg/m^3"} : Kind{"velocity", "model.source", "m/s"};
+}
+
+std::vector<float> read_raw_f32(std::filesystem::path const& path, std::size_t count, Kind const& kind) {
   std::error_code ec;
   auto const bytes = std::filesystem::file_size(path, ec);
-  KSWEEP_REQUIRE(!ec, "cannot stat velocity file " << path << ": " << ec.message());
+  KSWEEP_REQUIRE(!ec, "cannot stat " << kind.what << " file " << shown_path(path) << ": " << ec.message());
   std::uintmax_t const expected = static_cast<std::uintmax_t>(count) * sizeof(float);
-  KSWEEP_REQUIRE(bytes == expected, "velocity file " << path << " has " << bytes << " bytes, expected " << expected
-                                                     << " (nz*nx*4 for float32)");
+  KSWEEP_REQUIRE(bytes == expected, kind.what << " file " << shown_path(path) << " has " << bytes << " bytes, expected "
+                                              << expected << " (nz*nx*4 for float32)");
   std::vector<float> v(count);
   std::ifstream in(path, std::ios::binary);
-  KSWEEP_REQUIRE(in.good(), "cannot open velocity file " << path);
+  KSWEEP_REQUIRE(in.good(), "cannot open " << kind.what << " file " << shown_path(path));
   in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(expected));
   KSWEEP_REQUIRE(in.gcount() == static_cast<std::streamsize>(expected),
-                 "short read from " << path << ": got " << in.gcount() << " of " << expected << " bytes");
+                 "short read from " << shown_path(path) << ": got " << in.gcount() << " of " << expected << " bytes");
   if (!host_is_little_endian()) {
     for (auto& x : v) {
       std::uint32_t u = 0;
@@ -54,7 +65,7 @@ std::vector<float> read_raw_f32(std::filesystem::path const& path, std::size_t c
   return v;
 }
 
-void check_values(VelocityModel const& m, std::string const& what) {
+void check_values(VelocityModel const& m, std::string const& what, Kind const& kind) {
   std::size_t const ny = m.ny > 0 ? static_cast<std::size_t>(m.ny) : 1, nx = static_cast<std::size_t>(m.nx);
   for (std::size_t i = 0; i < m.vp.size(); ++i) {
     float const v = m.vp[i];
@@ -62,8 +73,8 @@ void check_values(VelocityModel const& m, std::string const& what) {
     std::ostringstream at;
     if (m.ny > 0) at << "(iz = " << i / nx / ny << ", iy = " << i / nx % ny << ", ix = " << i % nx << ")";
     else at << "(iz = " << i / nx << ", ix = " << i % nx << ")";
-    KSWEEP_REQUIRE(false, "velocity model " << what << " has a bad value at " << at.str() << ": " << v
-                                            << " (every value must be finite and > 0 m/s)");
+    KSWEEP_REQUIRE(false, kind.what << " model " << shown(what) << " has a bad value at " << at.str() << ": " << v
+                                    << " (every value must be finite and > 0 " << kind.unit << ")");
   }
 }
 
@@ -95,7 +106,7 @@ VelocityModel load_named(NamedModel const& n) {
   m.nz = n.nz;
   m.nx = n.nx;
   m.dh = n.dh;
-  m.vp = read_raw_f32(path, static_cast<std::size_t>(n.nz) * static_cast<std::size_t>(n.nx));
+  m.vp = read_raw_f32(path, static_cast<std::size_t>(n.nz) * static_cast<std::size_t>(n.nx), kind_of("vp"));
   m.description = n.name + " (" + path.string() + ")";
   return m;
 }
@@ -292,6 +303,8 @@ std::string lower_extension(std::filesystem::path const& path) {
 }
 
 VelocityModel model_shape(ModelSection const& s, std::string const& dataset) {
+  Kind const kind = kind_of(dataset);
+  std::string const key = kind.key;
   KSWEEP_REQUIRE(s.decimate >= 1, "model.decimate = " << s.decimate << " must be >= 1");
   bool const extruded = s.source == "marmousi2_3d";
   VelocityModel m;
@@ -311,41 +324,41 @@ VelocityModel model_shape(ModelSection const& s, std::string const& dataset) {
     std::error_code ec;
     bool const h5 = ext == ".h5" || ext == ".hdf5", raw = ext == ".f32" || ext == ".bin",
                segy = ext == ".sgy" || ext == ".segy";
-    KSWEEP_REQUIRE(h5 || raw || segy, "model.source = \""
-                                          << shown(s.source) << "\" is neither a named model (" << known_names()
+    KSWEEP_REQUIRE(h5 || raw || segy, key << " = \"" << shown(s.source) << "\" is neither a named model ("
+                                          << known_names()
                                           << ") nor a path ending in .f32, .bin, .h5, .hdf5, .sgy or .segy");
-    KSWEEP_REQUIRE(std::filesystem::exists(s.source, ec),
-                   "model.source = " << shown_path(s.source) << ": file not found");
+    KSWEEP_REQUIRE(std::filesystem::exists(s.source, ec), key << " = " << shown_path(s.source) << ": file not found");
     KSWEEP_REQUIRE(std::filesystem::is_regular_file(s.source, ec),
-                   "model.source = " << shown_path(s.source) << " is not a regular file (a folder, device or pipe)");
+                   key << " = " << shown_path(s.source) << " is not a regular file (a folder, device or pipe)");
     if (h5) {
       m = read_model_shape(s.source, dataset);
     } else if (segy) {
-      KSWEEP_REQUIRE(s.dh > 0, "model.source = " << shown_path(s.source)
-                                                 << " is a SEG-Y model, whose headers do not state the grid spacing "
-                                                    "reliably: set model.dh (metres between traces and between "
-                                                    "samples)");
-      SegyModelShape const l = segy_model_shape(s.source, "model.source");
+      KSWEEP_REQUIRE(s.dh > 0, key << " = " << shown_path(s.source)
+                                   << " is a SEG-Y model, whose headers do not state the grid spacing "
+                                      "reliably: set model.dh (metres between traces and between "
+                                      "samples)");
+      SegyModelShape const l = segy_model_shape(s.source, key);
       m.nz = l.nz, m.ny = l.ny, m.nx = l.nx, m.dh = s.dh;
     } else {
       KSWEEP_REQUIRE(s.nz > 0 && s.nx > 0 && s.dh > 0,
-                     "model.source = " << shown_path(s.source) << " is a raw float32 file, so model.nz, "
-                                       << "model.nx and model.dh must all be > 0 (got nz = " << s.nz << ", nx = "
-                                       << s.nx << ", dh = " << s.dh << "; model.ny > 0 as well for a 3D file)");
+                     key << " = " << shown_path(s.source) << " is a raw float32 file, so model.nz, "
+                         << "model.nx and model.dh must all be > 0 (got nz = " << s.nz << ", nx = " << s.nx
+                         << ", dh = " << s.dh << "; model.ny > 0 as well for a 3D file)");
       m.nz = s.nz, m.nx = s.nx, m.ny = s.ny, m.dh = s.dh;
     }
     m.description = s.source;
   }
   if (!extruded && s.source != "layered3d") check_declared_size(s, m);
-  KSWEEP_REQUIRE(m.dh > 0 && std::isfinite(m.dh), "velocity model " << shown(m.description) << " has grid spacing dh = "
-                                                                    << m.dh << ", must be finite and > 0");
+  KSWEEP_REQUIRE(m.dh > 0 && std::isfinite(m.dh), kind.what << " model " << shown(m.description)
+                                                            << " has grid spacing dh = " << m.dh
+                                                            << ", must be finite and > 0");
   KSWEEP_REQUIRE(m.nz >= 1 && m.nx >= 1 && m.ny >= 0,
-                 "velocity model " << shown(m.description) << " is empty (" << m.shape() << " cells)");
+                 kind.what << " model " << shown(m.description) << " is empty (" << m.shape() << " cells)");
   auto const after = [d = s.decimate](int n) { return (n - 1) / d + 1; };
   m.nz = after(m.nz), m.nx = after(m.nx), m.dh *= s.decimate;
   if (m.ny > 0) m.ny = after(m.ny);
   KSWEEP_REQUIRE(!s.crop_y || m.ny > 0 || extruded,
-                 "model.crop_y is set but model.source = \"" << shown(s.source) << "\" is a 2D model");
+                 "model.crop_y is set but " << key << " = \"" << shown(s.source) << "\" is a 2D model");
   KSWEEP_REQUIRE(!(extruded && s.crop_y),
                  "model.crop_y: \"marmousi2_3d\" is extruded to model.ny cells; set model.ny instead");
   auto check_crop = [](char const* key, std::optional<std::array<int, 2>> const& c, int n, bool three) {
@@ -360,12 +373,14 @@ VelocityModel model_shape(ModelSection const& s, std::string const& dataset) {
   if (m.ny > 0) m.ny = check_crop("model.crop_y", s.crop_y, m.ny, true);
   if (extruded) m.ny = s.ny > 0 ? s.ny : 32;
   long long const cells = static_cast<long long>(m.nz) * (m.ny > 0 ? m.ny : 1) * m.nx;
-  KSWEEP_REQUIRE(cells < (1LL << 31), "model.source = \"" << shown(s.source) << "\": " << m.shape()
-                                                          << " cells exceeds the limit of 2^31 - 1 cells");
+  KSWEEP_REQUIRE(cells < (1LL << 31), key << " = \"" << shown(s.source) << "\": " << m.shape()
+                                          << " cells exceeds the limit of 2^31 - 1 cells");
   return m;
 }
 
 VelocityModel load_velocity(ModelSection const& s, std::string const& dataset) {
+  Kind const kind = kind_of(dataset);
+  std::string const key = kind.key;
   // Every check that needs no values (source, sizes, decimation, crops, limits), before any
   // model-sized work; what follows reads and transforms the values only.
   VelocityModel const expected = model_shape(s, dataset);
@@ -382,22 +397,24 @@ VelocityModel load_velocity(ModelSection const& s, std::string const& dataset) {
   } else if (std::string const ext = lower_extension(s.source); ext == ".h5" || ext == ".hdf5") {
     m = read_model(s.source, dataset);
   } else if (ext == ".sgy" || ext == ".segy") {
-    m = read_segy_model(s.source, s.dh, units_scale(s), "model.source");
+    m = read_segy_model(s.source, s.dh, units_scale(s), kind.key);
   } else {  // a raw float32 file, its sizes given (checked by model_shape)
     m.nz = s.nz, m.nx = s.nx, m.ny = s.ny, m.dh = s.dh;
-    m.vp = read_raw_f32(s.source, static_cast<std::size_t>(s.nz) * static_cast<std::size_t>(s.ny > 0 ? s.ny : 1) *
-                                      static_cast<std::size_t>(s.nx));
+    m.vp = read_raw_f32(
+        s.source,
+        static_cast<std::size_t>(s.nz) * static_cast<std::size_t>(s.ny > 0 ? s.ny : 1) * static_cast<std::size_t>(s.nx),
+        kind);
     m.description = s.source;
   }
   bool const from_file = it == named.end() && s.source != "layered3d";
   if (from_file && !is_segy_path(s.source) && units_scale(s) != 1.0)
     for (auto& v : m.vp) v = static_cast<float>(static_cast<double>(v) * units_scale(s));
-  check_values(m, m.description);
+  check_values(m, m.description, kind);
   if (from_file && dataset != "rho") {  // a density's plausibility is load_density's
     float const vmax = *std::max_element(m.vp.begin(), m.vp.end());
-    KSWEEP_REQUIRE(vmax >= 100.0f, "model.source = " << shown_path(s.source) << ": its largest velocity is " << vmax
-                                                     << " m/s, below any rock's (100 m/s): are its values in km/s? "
-                                                        "Set model.units = \"km/s\"");
+    KSWEEP_REQUIRE(vmax >= 100.0f, key << " = " << shown_path(s.source) << ": its largest velocity is " << vmax
+                                       << " m/s, below any rock's (100 m/s): are its values in km/s? "
+                                          "Set model.units = \"km/s\"");
   }
 
   std::ostringstream desc;
@@ -421,8 +438,8 @@ VelocityModel load_velocity(ModelSection const& s, std::string const& dataset) {
   }
   m.description = desc.str();
   KSWEEP_REQUIRE(m.nz == expected.nz && m.ny == expected.ny && m.nx == expected.nx,
-                 "model.source = \"" << shown(s.source) << "\": the model read is " << m.shape() << ", its header said "
-                                     << expected.shape() << " (the file changed while it was read?)");
+                 key << " = \"" << shown(s.source) << "\": the model read is " << m.shape() << ", its header said "
+                     << expected.shape() << " (the file changed while it was read?)");
   return m;
 }
 
@@ -451,7 +468,9 @@ std::vector<float> load_density(ModelSection const& model, VelocityModel const& 
   try {
     f = load_velocity(m, "rho");
   } catch (Error const& e) {
-    throw Error("model.density = " + shown_path(d) + ": " + e.what());
+    std::string const what = e.what();
+    if (what.rfind("model.density", 0) == 0) throw;  // it names the key already
+    throw Error("model.density = " + shown_path(d) + ": " + what);
   }
   KSWEEP_REQUIRE(f.nz == vm.nz && f.nx == vm.nx && f.ny == vm.ny,
                  "model.density = " << shown_path(d) << " is " << f.shape()

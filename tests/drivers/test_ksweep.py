@@ -863,7 +863,14 @@ def case_density():
                  "propagator.physics", out=out)
     small = os.path.join(WORK, "density_small.f32")
     np.full((10, 10), 2000, np.float32).tofile(small)
-    expect_error(["fwi", "-c", cfg, "-o", out, "--set", f'model.density="{small}"'], "density_small.f32", out=out)
+    # A density file's errors speak of a density (they called it a velocity file, model.source, m/s).
+    expect_error(["fwi", "-c", cfg, "-o", out, "--set", f'model.density="{small}"'],
+                 'model.density = "' + small + '": density file', out=out)
+    zero = os.path.join(WORK, "density_zero.f32")
+    np.full((281, 1361), 0.0, np.float32).tofile(zero)
+    expect_error(["fwi", "-c", cfg, "-o", out, "--set", f'model.density="{zero}"'], "> 0 kg/m^3", out=out)
+    expect_error(["fwi", "-c", cfg, "-o", out, "--set", f'model.density="{WORK}/no_density.h5"'],
+                 'model.density = "' + WORK + '/no_density.h5": file not found', out=out)
     nan = os.path.join(WORK, "density_nan.h5")
     # A density of the raw model's shape (Marmousi2 at 12.5 m, before decimation and cropping),
     # with a NaN inside the cropped window.
