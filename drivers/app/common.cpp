@@ -1,4 +1,5 @@
 #include "common.hpp"
+#include "guard.hpp"
 
 #include <ksweep/base/config.hpp>
 #include <ksweep/base/error.hpp>
@@ -161,6 +162,17 @@ void make_directory(fs::path const& dir) {
   fs::create_directories(dir, ec);
   KSWEEP_REQUIRE(!ec && fs::is_directory(dir),
                  "cannot create the output folder " << dir.string() << ": " << ec.message());
+}
+
+void check_split_run(io::Config const& cfg, core::ModelGrid const& grid, core::DomainSplit const& split,
+                     core::Survey const& survey, comm::Communicator const& comm) {
+  if (!split.split()) return;
+  collectively(comm, [&] {
+    core::check_split(grid, split, cfg.propagator.order / 2, comm.size());
+    auto const pml = make_pml(cfg);
+    for (int d = 0; d < split.count(); ++d)  // the profile velocity does not move a point
+      (void)core::local_survey(survey, grid, split, core::subdomain(grid, pml, split, d, 1.0));
+  });
 }
 
 std::string silent_data(std::vector<float> const& d, std::string const& what, io::Config const& cfg) {

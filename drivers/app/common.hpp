@@ -59,6 +59,11 @@ io::RecordsFile model_observed(io::Config const& cfg, io::VelocityModel const& v
 bool run_figure_script(std::string const& script, std::vector<std::string> const& args);
 /// Creates `dir` (and parents); errors name the directory.
 void make_directory(fs::path const& dir);
+/// A split model's checks (collective, the same message on every rank): the split itself
+/// (core::check_split), and every shot's points against the cuts (an off-grid point whose taps
+/// cross a cut is refused here, before anything is allocated, not when its subdomain is built).
+void check_split_run(io::Config const& cfg, core::ModelGrid const& grid, core::DomainSplit const& split,
+                     core::Survey const& survey, comm::Communicator const& comm);
 /// Records that are zero everywhere (or subnormal: below the smallest normal float) carry no
 /// information: the loss would be the synthetic data's energy and an inversion would fit
 /// silence; records with a sample that is not finite (a wave that overflowed float32) cannot be

@@ -401,17 +401,21 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
   int const nz = shape.nz, nx = shape.nx;
   std::size_t const n = static_cast<std::size_t>(shape.rows()) * nx,
                     plane = static_cast<std::size_t>(shape.rows() / nz) * nx;
-  in.survey = fwi_survey(cfg, shape);
-  auto const& survey = in.survey;
-  KSWEEP_REQUIRE(f.batch <= survey.n_shots,
-                 "fwi.batch = " << f.batch << " exceeds the number of shots shots.count = " << survey.n_shots);
-  core::check_time(cfg.time.dt, cfg.time.nt);
-  KSWEEP_REQUIRE(f.water_rows < nz, "fwi.water_rows = " << f.water_rows << " must be < nz = " << nz);
   core::ModelGrid const grid = model_grid(shape);
-  core::check_grid(grid, make_pml(cfg), order);
-  core::check_survey(survey, grid, make_pml(cfg));
-  check_smoothing(cfg, shape);
-  check_method(cfg);
+  // The same checks on the same inputs on every rank: one message (rank 0's) and one exit code
+  // when they fail, not every rank's and an MPI abort.
+  collectively(comm, [&] {
+    in.survey = fwi_survey(cfg, shape);
+    KSWEEP_REQUIRE(f.batch <= in.survey.n_shots,
+                   "fwi.batch = " << f.batch << " exceeds the number of shots shots.count = " << in.survey.n_shots);
+    core::check_time(cfg.time.dt, cfg.time.nt);
+    KSWEEP_REQUIRE(f.water_rows < nz, "fwi.water_rows = " << f.water_rows << " must be < nz = " << nz);
+    core::check_grid(grid, make_pml(cfg), order);
+    core::check_survey(in.survey, grid, make_pml(cfg));
+    check_smoothing(cfg, shape);
+    check_method(cfg);
+  });
+  auto const& survey = in.survey;
   in.wavelet = on_every_rank(comm, [&] { return make_wavelet(cfg); });  // a wavelet file's errors first
   in.storage = storage::make_storage_config(cfg.storage.strategy, cfg.storage.location, cfg.storage.dtype,
                                             cfg.storage.transfer_interval, cfg.storage.disk_dir, cfg.storage.pinned);
@@ -419,7 +423,7 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
   int const batch = f.optimizer == "lbfgs" ? survey.n_shots : f.batch;
   // parallel.domains: shot groups of one rank per subdomain (the same message on every rank).
   auto const split = domain_split(cfg, grid);
-  if (split.split()) collectively(comm, [&] { core::check_split(grid, split, order / 2, comm.size()); });
+  check_split_run(cfg, grid, split, survey, comm);
   int const groups = comm.size() / split.count();
   int const shots_per_rank = (batch + groups - 1) / groups;
 
@@ -1087,10 +1091,12 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
 }  // namespace
 
 int run_fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm) {
-  KSWEEP_REQUIRE(cfg.propagator.precision == "fp32",
-                 "propagator.precision = \"" << cfg.propagator.precision << "\": ksweep fwi computes in fp32 only");
+  collectively(comm, [&] {
+    KSWEEP_REQUIRE(cfg.propagator.precision == "fp32",
+                   "propagator.precision = \"" << cfg.propagator.precision << "\": ksweep fwi computes in fp32 only");
+  });
   auto const shape = on_every_rank(comm, [&] { return io::model_shape(cfg.model); });  // no values read yet
-  io::check_dimension_keys(cfg, shape.dim() == 3);
+  collectively(comm, [&] { io::check_dimension_keys(cfg, shape.dim() == 3); });
   return fwi(cfg, opt, comm, shape);
 }
 

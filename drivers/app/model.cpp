@@ -110,21 +110,27 @@ int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator c
   // Every check first, the cheap ones (sizes from the model's shape, memory, the output
   // folder) before the model is read: nothing is written until they all pass.
   auto const shape = on_every_rank(comm, [&] { return io::model_shape(cfg.model); });
-  io::check_dimension_keys(cfg, shape.dim() == 3);
-  KSWEEP_REQUIRE(cfg.wavelet.source != "estimate",
-                 "wavelet.source = \"estimate\" estimates the wavelet from observed data (ksweep fwi with "
-                 "fwi.observed); ksweep model makes data and needs a source: set wavelet.source = \"ricker\" or a "
-                 "wavelet file (.h5, .sgy/.segy or text)");
-  auto const wavelet = on_every_rank(comm, [&] { return make_wavelet(cfg); });  // a file's errors before any write
-  auto const survey = acquisition(cfg, shape);
-  core::check_time(cfg.time.dt, cfg.time.nt);
   core::ModelGrid const grid = model_grid(shape);
-  core::check_grid(grid, make_pml(cfg), cfg.propagator.order);
-  core::check_survey(survey, grid, make_pml(cfg));
+  // The same checks on the same inputs on every rank: one message (rank 0's) when they fail.
+  collectively(comm, [&] {
+    io::check_dimension_keys(cfg, shape.dim() == 3);
+    KSWEEP_REQUIRE(cfg.wavelet.source != "estimate",
+                   "wavelet.source = \"estimate\" estimates the wavelet from observed data (ksweep fwi with "
+                   "fwi.observed); ksweep model makes data and needs a source: set wavelet.source = \"ricker\" or "
+                   "a wavelet file (.h5, .sgy/.segy or text)");
+  });
+  auto const wavelet = on_every_rank(comm, [&] { return make_wavelet(cfg); });  // a file's errors before any write
+  auto const survey = on_every_rank(comm, [&] {
+    auto s = acquisition(cfg, shape);
+    core::check_time(cfg.time.dt, cfg.time.nt);
+    core::check_grid(grid, make_pml(cfg), cfg.propagator.order);
+    core::check_survey(s, grid, make_pml(cfg));
+    return s;
+  });
   // parallel.domains: every rank models its shot group's shots on its subdomain (the same message
   // on every rank for a split that does not fit).
   auto const split = domain_split(cfg, grid);
-  if (split.split()) collectively(comm, [&] { core::check_split(grid, split, cfg.propagator.order / 2, comm.size()); });
+  check_split_run(cfg, grid, split, survey, comm);
   auto const est = estimate_model(cfg, shape, survey.n_shots, survey.n_receivers, cfg.propagator.precision == "fp64",
                                   cfg.propagator.batch, split);
   auto const mm = machine_memory(cfg);

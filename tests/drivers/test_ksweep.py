@@ -572,6 +572,25 @@ def case_bad_inputs():
     t0 = time.time()
     expect_error(["fwi", "-c", cfg, "-o", out, "--set", f'fwi.observed="{corrupt}"'], "corrupt.h5", ranks=2, out=out)
     print(f"2-rank failure ended in {time.time() - t0:.1f} s")
+    # A check every rank makes alike, failing on every rank: one message, no MPI abort.
+    if MPIEXEC != "none":
+        r = ksweep(["fwi", "-c", cfg, "-o", out, "--set", "model.crop_x=[250, 270]"], ranks=2, check=False)
+        text = r.stdout + r.stderr
+        if r.returncode == 0 or text.count("receivers.count = 60 must be in") != 1 or "MPI_ABORT" in text:
+            fail(f"a check failing on both ranks: exit {r.returncode}, printed "
+                 f"{text.count('receivers.count = 60 must be in')} time(s):\n{text}")
+        # An off-grid receiver whose taps cross the cut of a split: refused with the checks,
+        # before the model is read or anything allocated (it was refused once modelling began).
+        cut = os.path.join(WORK, "cut.csv")
+        with open(cut, "w") as f:
+            f.write("shot,src_x,src_z,rec_x,rec_z\n1,400,50,1487.5,60\n1,400,50,1000,60\n"
+                    "2,2000,50,1487.5,60\n2,2000,50,1000,60\n")
+        t0 = time.time()
+        o = fresh("bad_cut")
+        expect_error(["fwi", "-c", cfg, "-o", o, "--set", "parallel.domains=[2]", "--set", f'survey.file="{cut}"',
+                      "--set", "fwi.batch=2"], "reach across the cut at x = 60", ranks=2, out=o)
+        if time.time() - t0 > 20:
+            fail(f"the crossing point was refused only after {time.time() - t0:.0f} s")
     print("bad_inputs: ok")
 
 
