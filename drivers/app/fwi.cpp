@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <optional>
 #include <sstream>
@@ -583,6 +584,20 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
                                        << io::shown_path(ck_path) << " holds velocities up to " << vck
                                        << " m/s, above the " << vstable
                                        << " m/s that time.dt allows: its contents are out of range");
+    // The water rows are never updated: a checkpoint whose water differs from the starting
+    // model's was edited (its checksum resealed) or made from another model.
+    std::size_t const water_cells = static_cast<std::size_t>(in.water) * plane;
+    for (std::size_t p = 0; p < static_cast<std::size_t>(params); ++p) {
+      auto const& start = p == 0 ? in.v0 : in.rho0;
+      auto const* held = ck.model.data() + p * n;
+      for (std::size_t i = 0; i < water_cells && i < start.size(); ++i)
+        KSWEEP_REQUIRE(std::memcmp(&held[i], &start[i], sizeof(float)) == 0,
+                       "--resume: the checkpoint " << io::shown_path(ck_path) << "'s " << (p == 0 ? "model" : "density")
+                                                   << " holds " << held[i] << " at cell " << i << " of the " << in.water
+                                                   << " water row(s), which the inversion never changes "
+                                                   << "(the starting model has " << start[i]
+                                                   << " there): the checkpoint was edited or made from another model");
+    }
   }
   return in;
 }

@@ -1087,6 +1087,9 @@ def case_resume_checks():
     a[9] = 9000.0
     damaged(resealed(meta, a.tobytes()), ["velocities up to 9000 m/s", "out of range"])
     damaged(resealed({k: v for k, v in meta.items() if k != "rng"}, arrays), ["lacks the field 'rng'"])
+    a = np.frombuffer(arrays, dtype=np.float32).copy()
+    a[3] += 1.0  # a plausible velocity, but in the water the inversion never changes
+    damaged(resealed(meta, a.tobytes()), ["water row", "at cell 3", "edited or made from another model"])
     # The intact checkpoint resumes with the keys that may change, and ends bit-identical.
     with open(ck, "wb") as f:
         f.write(good)
