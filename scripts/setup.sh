@@ -37,7 +37,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libssl-dev
   python3 python3-numpy python3-matplotlib python3-h5py
-  pybind11-dev python3-pybind11 python3-pytest python3-torch
+  pybind11-dev python3-pybind11 python3-pytest python3-torch python3-scipy
   curl
   clang-format-14 clang-14 libclang-rt-14-dev
 )

@@ -65,3 +65,117 @@ def test_torch_needs_tensors():
     src, rec = survey(v0.shape)
     with pytest.raises(TypeError, match="takes tensors"):
         kt.forward(v0, DH, DT, amplitudes(3, 1, 50, DT), src, rec)
+
+
+# --- ksweep.scalar: Deepwave's calling convention ----------------------------------------------
+
+def _green_2d(f, dt, r, c, dh):
+    """u(t) at distance r of Deepwave's source term -v^2 dt^2 f[t] at one cell of a 2D grid of
+    spacing dh: u_tt - c^2 lap u = -c^2 dh^2 f(t) delta(x), by the outgoing Hankel function."""
+    from scipy.special import hankel2
+    m = 8 * f.size
+    spec = np.fft.rfft(f, m)
+    w = 2 * np.pi * np.fft.rfftfreq(m, dt)
+    u = np.zeros_like(spec)
+    u[1:] = 1j * dh**2 / 4 * spec[1:] * hankel2(0, w[1:] * r / c)
+    return np.fft.irfft(u, m)[:f.size]
+
+
+def test_scalar_matches_the_analytic_green_function():
+    """ksweep.scalar's source scaling (-v^2 dt^2 f) and receiver timing (u^t at sample t) against
+    the 2D Green's function, not against ksweep's other path: within the stencil's dispersion."""
+    n, dh, c, dt, nt = 121, 5.0, 1500.0, 0.0004, 500
+    v = torch.full((n, n), c, dtype=torch.float64)
+    f = ksweep.ricker(25.0, nt, dt, 0.05)
+    rec = torch.tensor([[[60, 80], [75, 75]]])
+    d = ksweep.scalar(v, dh, dt, source_amplitudes=torch.from_numpy(f).reshape(1, 1, nt),
+                      source_locations=torch.tensor([[[60, 60]]]), receiver_locations=rec, accuracy=8,
+                      pml_width=30)[-1][0].numpy()
+    for k, r in enumerate((20 * dh, np.hypot(15, 15) * dh)):
+        want = _green_2d(f, dt, r, c, dh)
+        err = np.linalg.norm(d[k] - want) / np.linalg.norm(want)
+        assert err < 5e-3, (k, err)  # one sample late would be 6.5e-2
+
+
+def _scalar_case(dtype=torch.float64):
+    v = torch.full((40, 60), 2000.0, dtype=dtype)
+    v[20:] = 2500.0
+    amp = torch.from_numpy(ksweep.ricker(15.0, 300, 0.001)).to(dtype).reshape(1, 1, 300).repeat(2, 1, 1)
+    src = torch.tensor([[[5, 20]], [[5, 40]]])
+    rec = torch.tensor([[[5, x] for x in range(0, 60, 6)]] * 2)
+    return v, amp, src, rec
+
+
+def test_scalar_is_forward_with_deepwave_s_source_term_and_timing():
+    """The same propagator: scalar = ksweep.torch.forward of -v^2 dt^2 f, one sample later."""
+    v, amp, src, rec = _scalar_case()
+    d = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp, source_locations=src, receiver_locations=rec,
+                      pml_width=10)
+    assert len(d) == 7 and all(x is None for x in d[:-1])
+    ref = kt.forward(v, DH, 0.001, amp * (-(2000.0**2) * 0.001**2), src.numpy(), rec.numpy(), order=4, pml_width=10,
+                     pml_velocity=2500.0)
+    assert torch.equal(d[-1][..., 1:], ref[..., :-1]) and not d[-1][..., 0].any()
+
+
+def test_scalar_absent_points_and_ragged_shots():
+    """-1 locations: an absent receiver records zeros, an absent source injects nothing; the
+    other points are the bits of the run without them."""
+    v, amp, src, rec = _scalar_case()
+    full = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp, source_locations=src, receiver_locations=rec,
+                         pml_width=10)[-1]
+    rec2 = rec.clone()
+    rec2[0, 3] = -1
+    src2 = torch.cat([src, torch.full((2, 1, 2), -1)], dim=1)
+    d = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=torch.cat([amp, 3 * amp], dim=1), source_locations=src2,
+                      receiver_locations=rec2, pml_width=10)[-1]
+    assert not d[0, 3].any()
+    keep = [i for i in range(10) if i != 3]
+    assert torch.equal(d[0, keep], full[0, keep]) and torch.equal(d[1], full[1])
+    with pytest.raises(ValueError, match="absent when all its coordinates are -1"):
+        ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp, source_locations=src, receiver_locations=rec * 0 - 2)
+
+
+def test_scalar_resamples_a_step_above_the_stability_limit():
+    """dt = 4 ms exceeds 0.6 / (max_vel sqrt(2) / dh) = 1.7 ms: the run takes 3 steps per sample,
+    the source interpolated; the data are those of a run at 4/3 ms, every third sample."""
+    v, _, src, rec = _scalar_case()
+    coarse = torch.from_numpy(ksweep.ricker(15.0, 75, 0.004)).reshape(1, 1, 75).repeat(2, 1, 1)
+    fine = torch.from_numpy(ksweep.ricker(15.0, 225, 0.004 / 3)).reshape(1, 1, 225).repeat(2, 1, 1)
+    dc = ksweep.scalar(v, 10.0, 0.004, source_amplitudes=coarse, source_locations=src, receiver_locations=rec,
+                       pml_width=10)[-1]
+    df = ksweep.scalar(v, 10.0, 0.004 / 3, source_amplitudes=fine, source_locations=src, receiver_locations=rec,
+                       pml_width=10)[-1]
+    assert dc.shape == (2, 10, 75)
+    assert float((dc - df[..., ::3]).abs().max() / df.abs().max()) < 1e-6
+
+
+def test_scalar_gradcheck_float64():
+    """gradcheck through the convention (the source term's -v^2 included), with respect to the
+    source amplitudes and to v's cells away from the layer (the layer's copy of the edge cells
+    is held fixed; max_vel given, as the damping profile's velocity)."""
+    v0 = torch.tensor(layered((10, 12), np.float64))
+    src = torch.tensor([[[4, 5]]])
+    rec = torch.tensor([[[5, 2], [5, 6], [5, 9]]])
+    amp = torch.tensor(amplitudes(1, 1, 40, DT, np.float64, freq=40.0), requires_grad=True)
+    inner = v0[2:-2, 2:-2].clone().requires_grad_(True)
+
+    def f(inner, amp):
+        v = v0.clone()
+        v[2:-2, 2:-2] = inner
+        return ksweep.scalar(v, DH, DT, source_amplitudes=amp, source_locations=src, receiver_locations=rec,
+                             pml_width=4, max_vel=3000.0)[-1]
+
+    assert torch.autograd.gradcheck(f, (inner, amp), eps=1e-3, atol=1e-7, rtol=1e-4)
+
+
+def test_scalar_refuses_what_it_does_not_model():
+    v, amp, src, rec = _scalar_case()
+    kw = dict(source_amplitudes=amp, source_locations=src, receiver_locations=rec)
+    for extra, needle in ((dict(wavefield_0=torch.zeros(40, 60)), "wavefield_0"), (dict(survey_pad=5), "survey_pad"),
+                          (dict(pml_width=[10, 0, 10, 10]), "reflecting edge")):
+        with pytest.raises(NotImplementedError, match=needle):
+            ksweep.scalar(v, 10.0, 0.001, **kw, **extra)
+    with pytest.raises(NotImplementedError, match="one spacing on every axis"):
+        ksweep.scalar(v, [10.0, 5.0], 0.001, **kw)
+    with pytest.raises(TypeError, match="same dtype"):
+        ksweep.scalar(v.float(), 10.0, 0.001, **kw)

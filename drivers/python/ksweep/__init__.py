@@ -34,7 +34,7 @@ from . import _ksweep  # noqa: E402
 
 __all__ = [
     "initialize", "info", "ricker", "load_model", "gaussian_smooth", "forward", "adjoint", "gradient", "Gradient", "Inversion",
-    "low_pass", "stage_data", "estimate_wavelet",
+    "low_pass", "stage_data", "estimate_wavelet", "scalar",
 ]
 __version__ = _ksweep.__version__
 
@@ -160,6 +160,13 @@ def low_pass(data, dt: float, max_freq: float) -> np.ndarray:
         raise ValueError(f"data has shape {d.shape}: a trace [time] or records [shot, receiver, time]")
     tm = np.ascontiguousarray(d.astype(np.float32, copy=False).transpose(0, 2, 1))
     return _ksweep.low_pass_records(tm, float(dt), float(max_freq)).transpose(0, 2, 1)
+
+
+def scalar(*args, **kwargs):
+    """Deepwave's `scalar(v, grid_spacing, dt, source_amplitudes=..., ...)` on ksweep, for torch
+    tensors (imports torch): see ksweep.torch.scalar."""
+    from . import torch as _torch
+    return _torch.scalar(*args, **kwargs)
 
 
 def stage_data(wavelet, observed_data, dt: float, max_freq: float):

@@ -26,7 +26,7 @@ import torch
 
 import ksweep as _ks
 
-__all__ = ["forward", "Forward"]
+__all__ = ["forward", "Forward", "scalar"]
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -104,3 +104,155 @@ def forward(v: torch.Tensor, dh: float, dt: float, source_amplitudes: torch.Tens
     src = source_locations.cpu().numpy() if torch.is_tensor(source_locations) else source_locations
     rec = receiver_locations.cpu().numpy() if torch.is_tensor(receiver_locations) else receiver_locations
     return Forward.apply(v, source_amplitudes, rho, dh, dt, src, rec, layer_velocity, options)
+
+
+# --- Deepwave's calling convention -------------------------------------------------------------
+
+def _deepwave_faces(pml_width, ndim: int) -> list:
+    """Deepwave's pml_width (one value, or 2 per dimension in its axis order: [z0, z1, x0, x1] in
+    2D, [z0, z1, y0, y1, x0, x1] in 3D) as ksweep's six faces (top, bottom, front, back, left,
+    right)."""
+    w = np.atleast_1d(np.asarray(pml_width.cpu() if torch.is_tensor(pml_width) else pml_width))
+    if w.size == 1:
+        w = np.repeat(w, 2 * ndim)
+    if w.ndim != 1 or w.size != 2 * ndim or w.dtype.kind not in "iu":
+        raise ValueError(f"pml_width = {pml_width!r}: one integer or {2 * ndim} (two per dimension)")
+    if np.any(w == 0):
+        raise NotImplementedError(f"pml_width = {pml_width!r}: a face without an absorbing layer (0) is Deepwave's "
+                                  "reflecting edge, which ksweep does not model (its free surface, "
+                                  "ksweep.torch.forward(free_surface=True), is another boundary condition)")
+    z0, z1 = int(w[0]), int(w[1])
+    y0, y1 = (int(w[2]), int(w[3])) if ndim == 3 else (0, 0)
+    x0, x1 = int(w[-2]), int(w[-1])
+    return [z0, z1, y0, y1, x0, x1]
+
+
+def _resample(x: torch.Tensor, n: int, taper_frac: float) -> torch.Tensor:
+    """`x` [..., t] band-limited to n samples over the same time span (zero-padding or cutting
+    its spectrum, the cut's top `taper_frac` tapered by a cosine), differentiable."""
+    m = x.shape[-1]
+    if n == m:
+        return x
+    spec = torch.fft.rfft(x, dim=-1)
+    keep = min(spec.shape[-1], n // 2 + 1)
+    spec = spec[..., :keep]
+    if taper_frac > 0:
+        k = int(round(taper_frac * keep))
+        if k > 0:
+            ramp = 0.5 * (1 + torch.cos(torch.linspace(0, np.pi, k, dtype=x.dtype, device=x.device)))
+            spec = torch.cat([spec[..., :keep - k], spec[..., keep - k:] * ramp], dim=-1)
+    return torch.fft.irfft(spec, n=n, dim=-1) * (n / m)
+
+
+def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=None, receiver_locations=None,
+           accuracy: int = 4, pml_width=20, pml_freq=None, max_vel=None, survey_pad=None, origin=None,
+           wavefield_0=None, wavefield_m1=None, psiy_m1=None, psix_m1=None, zetay_m1=None, zetax_m1=None,
+           nt=None, model_gradient_sampling_interval: int = 1, freq_taper_frac: float = 0.0,
+           time_pad_frac: float = 0.0, time_taper: bool = False, forward_callback=None, backward_callback=None,
+           callback_frequency: int = 1, storage_mode: str = "device", storage_compression: bool = False):
+    """Deepwave's `scalar` on ksweep's propagator: the same arguments, units and return.
+
+    Sources add -v^2 dt^2 f[t] at their cell (the amplitudes are scaled so; ksweep's own calls
+    add f itself) to the step from u^t to u^{t+1}, and receivers record u^t at sample t (ksweep's
+    own calls record u^{t+1}, one step later); locations are cells, -1 for an absent source
+    or receiver (ragged shots); `accuracy` is the stencil order; `pml_width` one value or two
+    per dimension; `max_vel` the damping profiles' velocity (default: the model's largest |v|);
+    `pml_freq` (default 25 Hz). A `dt` above the stability limit 0.6 / (max_vel sqrt(sum
+    dx^-2)) runs on the divided step: the sources are interpolated (band-limited,
+    `freq_taper_frac` of the band tapered, `time_pad_frac` of the record's length of zeros
+    appended to the sources while resampling, and `time_taper` a Hann taper of the sources)
+    and the data come back at `dt`, every step-ratio-th sample. Differentiable with respect to `v` and
+    `source_amplitudes`.
+
+    Returns Deepwave's 7-tuple (3D: 10) whose last element is the receiver data
+    [shot, receiver, time]. The final wavefields and layer memories are not returned (None):
+    ksweep does not hand its wavefields out. Arguments that ksweep does not support
+    (initial wavefields, `survey_pad`, `origin`, callbacks, a reflecting edge) raise
+    NotImplementedError naming them."""
+    unsupported = {"survey_pad": survey_pad, "origin": origin, "wavefield_0": wavefield_0,
+                   "wavefield_m1": wavefield_m1, "psiy_m1": psiy_m1, "psix_m1": psix_m1, "zetay_m1": zetay_m1,
+                   "zetax_m1": zetax_m1, "forward_callback": forward_callback,
+                   "backward_callback": backward_callback}
+    for name, value in unsupported.items():
+        if value is not None:
+            raise NotImplementedError(f"ksweep.scalar: {name} is not supported (ksweep neither takes initial "
+                                      "wavefields nor crops the model per shot, and calls no callback)")
+    if model_gradient_sampling_interval != 1:
+        raise NotImplementedError("ksweep.scalar: model_gradient_sampling_interval other than 1 is not supported "
+                                  "(ksweep's gradient is exact at every step)")
+    if storage_mode not in ("device", "cpu", "disk", "none"):
+        raise ValueError(f'storage_mode = {storage_mode!r} is not one of "device", "cpu", "disk", "none"')
+    if not torch.is_tensor(v):
+        v = torch.as_tensor(np.asarray(v))
+    if v.dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"v has dtype {v.dtype}; ksweep computes in float32 or float64")
+    ndim = v.ndim
+    if ndim not in (2, 3):
+        raise ValueError(f"v has shape {tuple(v.shape)}: ksweep.scalar takes a 2D or 3D model")
+    spacing = np.atleast_1d(np.asarray(grid_spacing, dtype=np.float64))
+    if spacing.size == 1:
+        spacing = np.repeat(spacing, ndim)
+    if spacing.size != ndim or not np.all(np.isfinite(spacing)) or np.any(spacing <= 0):
+        raise ValueError(f"grid_spacing = {grid_spacing!r}: one spacing > 0, or one per dimension")
+    if not np.all(spacing == spacing[0]):
+        raise NotImplementedError(f"grid_spacing = {list(spacing)}: ksweep's grids have one spacing on every axis")
+    dh = float(spacing[0])
+    if source_amplitudes is None and nt is None:
+        raise ValueError("ksweep.scalar: give source_amplitudes, or nt for a run without sources")
+    if receiver_locations is None:
+        raise NotImplementedError("ksweep.scalar: a run without receivers returns nothing ksweep computes")
+    rec = torch.as_tensor(receiver_locations).long()
+    shots = rec.shape[0]
+    if source_amplitudes is None:  # nt steps without sources: one silent source per shot
+        source_amplitudes = torch.zeros(shots, 1, int(nt), dtype=v.dtype, device=v.device)
+        source_locations = torch.zeros(shots, 1, ndim, dtype=torch.long)
+    amp = torch.as_tensor(source_amplitudes)
+    src = torch.as_tensor(source_locations).long()
+    if amp.dtype != v.dtype:
+        raise TypeError(f"source_amplitudes has dtype {amp.dtype}, v has {v.dtype}: pass both in the same dtype")
+    if amp.ndim != 3 or src.ndim != 3 or src.shape[:2] != amp.shape[:2] or src.shape[2] != ndim:
+        raise ValueError(f"source_amplitudes {tuple(amp.shape)} and source_locations {tuple(src.shape)} must be "
+                         f"[shot, source, time] and [shot, source, {ndim}]")
+    if rec.ndim != 3 or rec.shape[2] != ndim or rec.shape[0] != src.shape[0]:
+        raise ValueError(f"receiver_locations {tuple(rec.shape)} must be [shot, receiver, {ndim}] with the "
+                         f"sources' {src.shape[0]} shots")
+    nt_user = amp.shape[2] if nt is None else int(nt)
+    if nt is not None and int(nt) != amp.shape[2]:
+        raise ValueError(f"nt = {nt} but source_amplitudes has {amp.shape[2]} time samples")
+    # Absent points (-1): a source injects nothing, a receiver records zeros; both sit at cell 0.
+    src_absent = (src < 0).any(dim=2)
+    rec_absent = (rec < 0).any(dim=2)
+    for name, loc, absent in (("source_locations", src, src_absent), ("receiver_locations", rec, rec_absent)):
+        bad = (loc < 0) & ~absent.unsqueeze(-1)
+        if bad.any() or ((loc < 0) & (loc != -1)).any():
+            raise ValueError(f"{name}: a point is absent when all its coordinates are -1; other negative "
+                             "coordinates are outside the model")
+    src_c = torch.where(src_absent.unsqueeze(-1), torch.zeros_like(src), src)
+    rec_c = torch.where(rec_absent.unsqueeze(-1), torch.zeros_like(rec), rec)
+    vmax = float(v.detach().abs().max()) if max_vel is None else float(max_vel)
+    # Deepwave's time step limit and its internal step.
+    dt_max = 0.6 / (vmax * float(np.sqrt(np.sum(1.0 / spacing**2))))
+    ratio = max(1, int(np.ceil(abs(dt) / dt_max - 1e-12)))
+    inner_dt = dt / ratio
+    if time_taper:
+        amp = amp * torch.hann_window(nt_user + 2, periodic=False, dtype=amp.dtype, device=amp.device)[1:-1]
+    pad = int(round(time_pad_frac * nt_user))
+    if pad > 0:
+        amp = torch.cat([amp, torch.zeros(*amp.shape[:2], pad, dtype=amp.dtype, device=amp.device)], dim=-1)
+    n_run = amp.shape[-1] * ratio
+    amp = _resample(amp, n_run, freq_taper_frac) if ratio > 1 else amp
+    # -v^2 dt^2 f at the source cell (differentiable in v through the gather).
+    idx = tuple(src_c[..., d] for d in range(ndim))
+    scale = -(v[idx] ** 2) * inner_dt**2 * (~src_absent).to(v.dtype)
+    data = forward(v, dh, inner_dt, amp * scale.unsqueeze(-1), src_c.cpu().numpy(), rec_c.cpu().numpy(),
+                   order=_ks._int(accuracy, "accuracy"), pml_width=_deepwave_faces(pml_width, ndim),
+                   pml_freq=25.0 if pml_freq is None else float(pml_freq), pml_velocity=vmax,
+                   storage_location={"cpu": "host", "disk": "disk"}.get(storage_mode, "device"),
+                   storage_dtype="fp16" if storage_compression else "fp32")
+    # Deepwave's receivers record u^t at sample t (the field before the step that injects f[t]);
+    # ksweep's record u^{t+1}, after it: one step later.
+    data = torch.cat([torch.zeros_like(data[..., :1]), data[..., :-1]], dim=-1)
+    if ratio > 1:  # the data are band-limited by the source: every ratio-th sample is exact (an FFT
+        data = data[..., ::ratio]  # cut of the record's truncated end would ring)
+    data = data[..., :nt_user] * (~rec_absent).to(data.dtype).unsqueeze(-1)
+    return (None,) * (6 if ndim == 2 else 9) + (data,)
