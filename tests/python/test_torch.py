@@ -179,3 +179,19 @@ def test_scalar_refuses_what_it_does_not_model():
         ksweep.scalar(v, [10.0, 5.0], 0.001, **kw)
     with pytest.raises(TypeError, match="same dtype"):
         ksweep.scalar(v.float(), 10.0, 0.001, **kw)
+
+
+def test_numpy_calls_take_tensors_and_return_tensors():
+    """ksweep.forward, adjoint and gradient with torch tensors: the same bits as with arrays,
+    tensors back on v's device, of v's dtype."""
+    v, amp, src, rec = _scalar_case(torch.float32)
+    d = ksweep.forward(v, 10.0, 0.001, amp, src, rec, pml_width=10)
+    ref = ksweep.forward(v.numpy(), 10.0, 0.001, amp.numpy(), src.numpy(), rec.numpy(), pml_width=10)
+    assert torch.is_tensor(d) and d.dtype == torch.float32 and d.device == v.device
+    assert np.array_equal(d.numpy(), ref)
+    a = ksweep.adjoint(v, 10.0, 0.001, d, src, rec, pml_width=10)
+    assert torch.is_tensor(a) and np.array_equal(a.numpy(), ksweep.adjoint(v.numpy(), 10.0, 0.001, ref, src.numpy(),
+                                                                            rec.numpy(), pml_width=10))
+    g = ksweep.gradient(v.requires_grad_(True), 10.0, 0.001, amp, src, rec, d * 0.5, pml_width=10)
+    assert torch.is_tensor(g.grad["vp"]) and torch.is_tensor(g.data) and g.grad["vp"].shape == v.shape
+    assert np.array_equal(g.data.numpy(), ref)

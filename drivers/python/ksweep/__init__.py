@@ -277,6 +277,40 @@ def _set_model(m, s: _Survey, rho, layer_velocity, layer_density):
 # Modelling, adjoint, gradient
 # ------------------------------------------------------------------------------------------
 
+def _is_tensor(x) -> bool:
+    return type(x).__module__.split(".")[0] == "torch"
+
+
+def _tensors_in_out(f):
+    """Lets `f` (numpy in, numpy out) take torch tensors: every tensor argument is read on the
+    host (detached; a CPU tensor shares its memory), and when `v` is a tensor the arrays come
+    back as tensors on v's device. Gradients through them are ksweep.torch's."""
+    import functools
+
+    def host(x):
+        return x.detach().cpu().numpy() if _is_tensor(x) else x
+
+    @functools.wraps(f)
+    def wrapped(v, *args, **kwargs):
+        out = f(host(v), *[host(a) for a in args], **{k: host(a) for k, a in kwargs.items()})
+        if not _is_tensor(v):
+            return out
+        import torch
+
+        def back(a):
+            if isinstance(a, np.ndarray):
+                return torch.from_numpy(np.ascontiguousarray(a)).to(v.device)
+            if isinstance(a, dict):
+                return {k: back(x) for k, x in a.items()}
+            return a
+        if isinstance(out, Gradient):
+            return Gradient(out.loss, back(out.grad), back(out.illum_src), back(out.illum_rec), back(out.data),
+                            back(out.shot_losses))
+        return back(out)
+    return wrapped
+
+
+@_tensors_in_out
 def forward(v, dh: float, dt: float, source_amplitudes, source_locations, receiver_locations, *,
             order: int = 4, pml_width=20, pml_reflection: float = 1e-3, pml_freq: float = 25.0,
             pml_velocity: Optional[float] = None, free_surface: bool = False, batch: int = 0, schedule: str = "auto",
@@ -299,6 +333,7 @@ def forward(v, dh: float, dt: float, source_amplitudes, source_locations, receiv
     return m.forward(amp).transpose(0, 2, 1)
 
 
+@_tensors_in_out
 def adjoint(v, dh: float, dt: float, data, source_locations, receiver_locations, *, order: int = 4,
             pml_width=20, pml_reflection: float = 1e-3, pml_freq: float = 25.0,
             pml_velocity: Optional[float] = None, free_surface: bool = False, batch: int = 0,
@@ -330,6 +365,7 @@ class Gradient:
     shot_losses: np.ndarray = field(repr=False)
 
 
+@_tensors_in_out
 def gradient(v, dh: float, dt: float, source_amplitudes, source_locations, receiver_locations, observed_data, *,
              loss_scale: float = 1.0, storage: str = "boundary", storage_location: str = "device",
              storage_dtype: str = "fp32", disk_dir: str = "", order: int = 4, pml_width=20,
