@@ -140,7 +140,14 @@ MemoryEstimate estimate_fwi(io::Config const& cfg, io::VelocityModel const& vm, 
   add("gradient and illumination images (per shot and summed)", Place::device,
       core::image_bytes(L.l, shots) + (split.split() ? 6 : 3) * n * sizeof(double));
   sz const params = L.vd ? 2 : 1;
-  add("models and Adam moments", Place::device, params * 6 * n * R);
+  // The model, its gradient, the true and held parameters (4 vectors), then the optimizer's:
+  // Adam's two moments, or L-BFGS's fwi.lbfgs_memory pairs (s, y) and five vectors of its own
+  // (gradient, direction, start, trial gradient, step).
+  bool const lbfgs = cfg.fwi.optimizer == "lbfgs";
+  sz const optimizer_vectors = lbfgs ? 2 * static_cast<sz>(cfg.fwi.lbfgs_memory) + 5 : 2;
+  add(lbfgs ? "models and L-BFGS's " + std::to_string(cfg.fwi.lbfgs_memory) + " correction pairs"
+            : "models and Adam moments",
+      Place::device, params * (4 + optimizer_vectors) * n * R);
   add("host copies of models and images", Place::host, params * 8 * n * sizeof(double));
   if (L.vd) add("density gradient images (per shot and summed)", Place::device, (S + 1) * n * sizeof(double));
   add_density(e, L, R);

@@ -613,3 +613,33 @@ def test_pml_velocity_is_the_damping_profiles_velocity():
     for bad in (-1.0, 0.0, float("nan")):
         with pytest.raises(ValueError, match="pml_velocity"):
             ksweep.forward(v, DH, DT, amp, src, rec, pml_velocity=bad)
+
+
+def test_sources_alone_or_receivers_alone():
+    """A shot of sources without receivers, or receivers without sources: exact results, not a
+    refusal (the wave equation from rest, without a source, stays at rest)."""
+    v = np.full((20, 24), 2000.0, np.float32)
+    nt = 120
+    amp = ksweep.ricker(20.0, nt, DT).astype(np.float32)[None, None]
+    src, rec = np.array([[[5, 10]]]), np.array([[[5, 4], [6, 18]]])
+    none_rec, none_src = np.zeros((1, 0, 2), int), np.zeros((1, 0, 2), int)
+    kw = dict(pml_width=6)
+    d = ksweep.forward(v, DH, DT, amp, src, none_rec, **kw)
+    assert d.shape == (1, 0, nt)
+    silent = ksweep.forward(v, DH, DT, np.zeros((1, 0, nt), np.float32), none_src, rec, **kw)
+    assert silent.shape == (1, 2, nt) and not silent.any()
+    a = ksweep.adjoint(v, DH, DT, np.zeros((1, 0, nt), np.float32), src, none_rec, **kw)
+    assert a.shape == (1, 1, nt) and not a.any()
+    obs = ksweep.forward(v, DH, DT, amp, src, rec, **kw)
+    assert ksweep.adjoint(v, DH, DT, obs, none_src, rec, **kw).shape == (1, 0, nt)
+    # Without receivers: loss 0, gradient 0, the source illumination of the forward wavefield
+    # (the run with receivers whose data are its own synthetic data has the same).
+    g = ksweep.gradient(v, DH, DT, amp, src, none_rec, np.zeros((1, 0, nt), np.float32), **kw)
+    same = ksweep.gradient(v, DH, DT, amp, src, rec, obs, **kw)
+    assert g.loss == 0 and not g.grad["vp"].any() and g.data.shape == (1, 0, nt)
+    assert np.array_equal(g.illum_src, same.illum_src) and g.illum_src.any() and not g.illum_rec.any()
+    # Without sources: the synthetic data are zero, the loss is the observed data's energy, the
+    # gradient zero.
+    g = ksweep.gradient(v, DH, DT, np.zeros((1, 0, nt), np.float32), none_src, rec, obs, **kw)
+    assert not g.data.any() and not g.grad["vp"].any() and not g.illum_src.any() and g.illum_rec.any()
+    assert np.isclose(g.loss, float(np.sum(obs.astype(np.float64) ** 2)), rtol=1e-6)

@@ -254,6 +254,22 @@ def _amplitudes(a, s: _Survey) -> np.ndarray:
     return a
 
 
+def _with_placeholders(s: _Survey):
+    """A survey without sources or without receivers (a shot of sources alone, receivers
+    alone): one placeholder point per shot (at a point of the other kind, or cell 0) where the
+    other has none. The caller gives a placeholder source zero amplitudes (it injects nothing)
+    and drops a placeholder receiver's data, so that every result is exact. Returns the survey
+    and whether sources / receivers were added."""
+    no_src, no_rec = s.src.shape[1] == 0, s.rec.shape[1] == 0
+    if not (no_src or no_rec):
+        return s, False, False
+    shots, ndim = s.src.shape[0], s.v.ndim
+    cell0 = np.zeros((shots, 1, ndim))
+    src = (s.rec[:, :1] if not no_rec else cell0) if no_src else s.src
+    rec = (s.src[:, :1] if not no_src else cell0) if no_rec else s.rec
+    return _Survey(s.v, np.ascontiguousarray(src), np.ascontiguousarray(rec)), no_src, no_rec
+
+
 def _layer(layer_velocity, s: _Survey, name="layer_velocity"):
     if layer_velocity is None:
         return None
@@ -325,12 +341,16 @@ def forward(v, dh: float, dt: float, source_amplitudes, source_locations, receiv
     `rho` (kg/m^3, the shape of v) the physics is variable-density acoustics."""
     s = _survey(v, source_locations, receiver_locations, dh, location_units)
     amp = _amplitudes(source_amplitudes, s)
+    s, no_src, no_rec = _with_placeholders(s)
+    if no_src:  # a silent placeholder: the records are zero, as the wave equation from rest gives
+        amp = np.zeros((s.src.shape[0], 1, amp.shape[2]), s.v.dtype)
     m = _modeling(s, dh, dt, amp.shape[2], order=order, pml_width=pml_width, pml_reflection=pml_reflection,
                   pml_freq=pml_freq, pml_velocity=pml_velocity, free_surface=free_surface, batch=batch,
                   schedule=schedule,
                   physics="acoustic" if rho is None else "acoustic_vd")
     _set_model(m, s, rho, layer_velocity, layer_density)
-    return m.forward(amp).transpose(0, 2, 1)
+    records = m.forward(amp).transpose(0, 2, 1)
+    return records[:, :0] if no_rec else records
 
 
 @_tensors_in_out
@@ -343,12 +363,16 @@ def adjoint(v, dh: float, dt: float, data, source_locations, receiver_locations,
     [shot, source, time] such that <forward(a), d> = <a, adjoint(d)> to round-off."""
     s = _survey(v, source_locations, receiver_locations, dh, location_units)
     d = _data_time_major(data, s.v.dtype, s.src.shape[0], s.rec.shape[1], "data")
+    s, no_src, no_rec = _with_placeholders(s)
+    if no_rec:  # a placeholder receiver that injects nothing
+        d = np.zeros((d.shape[0], d.shape[1], 1), s.v.dtype)
     m = _modeling(s, dh, dt, d.shape[1], order=order, pml_width=pml_width, pml_reflection=pml_reflection,
                   pml_freq=pml_freq, pml_velocity=pml_velocity, free_surface=free_surface, batch=batch,
                   schedule=schedule,
                   physics="acoustic" if rho is None else "acoustic_vd")
     _set_model(m, s, rho, layer_velocity, layer_density)
-    return m.adjoint(d)
+    a = m.adjoint(d)
+    return a[:, :0] if no_src else a
 
 
 @dataclass
@@ -382,13 +406,21 @@ def gradient(v, dh: float, dt: float, source_amplitudes, source_locations, recei
     obs = _data_time_major(observed_data, s.v.dtype, s.src.shape[0], s.rec.shape[1], "observed_data")
     if obs.shape[1] != amp.shape[2]:
         raise ValueError(f"observed_data has {obs.shape[1]} time samples, source_amplitudes {amp.shape[2]}")
+    s, no_src, no_rec = _with_placeholders(s)
+    if no_src:  # a silent placeholder source: the synthetic data are zero
+        amp = np.zeros((s.src.shape[0], 1, amp.shape[2]), s.v.dtype)
     m = _modeling(s, dh, dt, amp.shape[2], order=order, pml_width=pml_width, pml_reflection=pml_reflection,
                   pml_freq=pml_freq, pml_velocity=pml_velocity, free_surface=free_surface, batch=batch,
                   schedule=schedule, storage=storage,
                   storage_location=storage_location, storage_dtype=storage_dtype, disk_dir=disk_dir,
                   physics="acoustic" if rho is None else "acoustic_vd")
     _set_model(m, s, rho, layer_velocity, layer_density)
-    loss, g, isrc, irec, syn, losses, grho = m.gradient(amp, obs, float(loss_scale))
+    if no_rec:  # no data: the loss is 0, its gradient 0; the source illumination is the forward's
+        shots, nt = amp.shape[0], amp.shape[2]
+        g, isrc, irec, grho = m.vjp(amp, np.zeros((shots, nt, 1), s.v.dtype))
+        loss, syn, losses = 0.0, np.zeros((shots, nt, 0), s.v.dtype), np.zeros(shots)
+    else:
+        loss, g, isrc, irec, syn, losses, grho = m.gradient(amp, obs, float(loss_scale))
     grads = {"vp": g.astype(s.v.dtype, copy=False)}
     if grho is not None:
         grads["rho"] = grho.astype(s.v.dtype, copy=False)

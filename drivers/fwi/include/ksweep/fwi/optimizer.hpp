@@ -129,8 +129,8 @@ class Adam final : public Optimizer<Real, ExecSpace> {
     KSWEEP_REQUIRE(p.beta1 >= 0 && p.beta1 < 1, "ksweep::core::Adam: beta1 = " << p.beta1 << " must be in [0, 1)");
     KSWEEP_REQUIRE(p.beta2 >= 0 && p.beta2 < 1, "ksweep::core::Adam: beta2 = " << p.beta2 << " must be in [0, 1)");
     box.check(n, "ksweep::core::Adam");
-    m_m = vector_type(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::core::adam_m")), n);
-    m_v = vector_type(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::core::adam_v")), n);
+    m_m = vector_type(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::fwi::adam_m")), n);
+    m_v = vector_type(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::fwi::adam_v")), n);
     Kokkos::deep_copy(space, m_m, Real(0));
     Kokkos::deep_copy(space, m_v, Real(0));
   }
@@ -174,7 +174,7 @@ class Adam final : public Optimizer<Real, ExecSpace> {
     auto g = gradient;
     auto x = model;
     launch_for(
-        "ksweep::core::adam_step", Kokkos::RangePolicy<ExecSpace>(space, 0, n), KOKKOS_LAMBDA(std::size_t i) {
+        "ksweep::fwi::adam_step", Kokkos::RangePolicy<ExecSpace>(space, 0, n), KOKKOS_LAMBDA(std::size_t i) {
           Real const gi = g(i);
           Real const mi = keep_m ? a1 * gi + b1 * mm(i) : a1 * gi;
           Real const vi = keep_v ? b2 * vv(i) + a2 * gi * gi : a2 * gi * gi;
