@@ -210,21 +210,20 @@ void check_grid(ModelGrid const& grid, PmlConfig const& pml, int order, int radi
     if ((f == PmlConfig::top && pml.free_surface) || pml.cut[f]) continue;
     int const w = pml.face(f);
     // Named as the program's configuration and Python's arguments both call it.
-    std::string const what = std::string("the absorbing layer's ") + face_names[f] + " face (" +
-                             (pml.faces[f] >= 0 ? std::string("propagator.pml_") + face_names[f] +
-                                                      "; Python: pml_width[" + std::to_string(f) + "]"
-                                                : std::string("propagator.pml_width; Python: pml_width")) +
-                             ")";
-    KSWEEP_REQUIRE(w >= m, what << " = " << w << " cells is too small for order " << order << ": it must be >= " << m
-                                << " (the stencil radius)");
-    KSWEEP_REQUIRE(w <= 1000, what << " = " << w << " cells exceeds the limit 1000");
+    std::string const key = pml.faces[f] >= 0 ? std::string("propagator.pml_") + face_names[f] : "propagator.pml_width";
+    std::string const python = pml.faces[f] >= 0 ? "pml_width[" + std::to_string(f) + "]" : "pml_width";
+    std::string const which = " (Python: " + python + "; the absorbing layer's " + face_names[f] + " face)";
+    KSWEEP_REQUIRE(w >= m, key << " = " << w << " cells" << which << " is too small for order " << order
+                               << ": it must be >= " << m << " (the stencil radius)");
+    KSWEEP_REQUIRE(w <= 1000, key << " = " << w << " cells" << which << " exceeds the limit 1000");
   }
   KSWEEP_REQUIRE(std::isfinite(pml.reflection) && pml.reflection > 0 && pml.reflection < 1,
-                 "the absorbing layer's reflection coefficient (propagator.pml_reflection; Python: pml_reflection) = "
-                     << pml.reflection << " must be in (0, 1)");
+                 "propagator.pml_reflection = " << pml.reflection
+                                                << " (Python: pml_reflection; the absorbing layer's reflection "
+                                                   "coefficient) must be in (0, 1)");
   KSWEEP_REQUIRE(
       std::isfinite(pml.freq) && pml.freq >= 0,
-      "the absorbing layer's frequency (propagator.pml_freq; Python: pml_freq) = " << pml.freq << " Hz must be >= 0");
+      "propagator.pml_freq = " << pml.freq << " Hz (Python: pml_freq; the absorbing layer's frequency) must be >= 0");
   KSWEEP_REQUIRE(std::isfinite(pml.profile_velocity) && pml.profile_velocity >= 0,
                  "ksweep::core: the damping profiles' velocity " << pml.profile_velocity << " m/s must be >= 0");
   if (pml.free_surface) {
