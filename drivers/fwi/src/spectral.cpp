@@ -28,6 +28,22 @@ int fast_length(int n) {
   }
 }
 
+/// A record is cut off in the middle of its arrivals, where zeros would make a step whose high
+/// frequencies a low-pass removes and rings with. Writes x[nt, 2 nt - 1) (the buffer holds at
+/// least 2 nt samples): the odd reflection about the last sample, 2 x[nt-1] - x[nt-1-k],
+/// continuous in value and slope, brought to zero by a Hann taper over nt - 1 samples (its own
+/// band is below 1 / ((nt - 1) dt)). With `n` (the buffer's length) it writes the same before
+/// t = 0 too, at the end of the periodic axis: x[n - k] = 2 x[0] - x[k], tapered (a wavelet
+/// judged by its band, not by its cut start).
+void continue_past_end(double* x, int nt, int n = 0) {
+  int const taper = nt - 1;
+  for (int k = 1; k <= taper; ++k) {
+    double const w = 0.5 * (1.0 + std::cos(kPi * k / (taper + 1)));
+    x[nt - 1 + k] = w * (2.0 * x[nt - 1] - x[nt - 1 - k]);
+    if (n > 0) x[n - k] = w * (2.0 * x[0] - x[k]);
+  }
+}
+
 /// A forward (real to complex) and an inverse (complex to real) transform of length n, over
 /// buffers of their own. FFTW's planner is not thread-safe: plans are made under a lock.
 class Transform {
@@ -57,34 +73,6 @@ class Transform {
   /// The frequency of bin k (Hz) for samples of dt seconds.
   double frequency(int k, double dt) const { return k / (m_n * dt); }
 
-  /// The spectrum of `nt` samples read by `at(t)`, zero-padded.
-  template <class At>
-  void forward(int nt, At at, std::vector<cplx>& spectrum) {
-    for (int t = 0; t < nt; ++t) m_time[t] = at(t);
-    std::fill(m_time + nt, m_time + m_n, 0.0);
-    fftw_execute(m_forward);
-    spectrum.resize(static_cast<std::size_t>(m_nf));
-    for (int k = 0; k < m_nf; ++k) spectrum[static_cast<std::size_t>(k)] = {m_freq[k][0], m_freq[k][1]};
-  }
-  /// The spectrum of `nt` samples of a record read by `at(t)`, continued past its last sample
-  /// (a record is cut off in the middle of its arrivals, where zeros would make a step whose
-  /// high frequencies a low-pass removes and rings with): the odd reflection about the last
-  /// sample, 2 x[nt-1] - x[nt-1-k], continuous in value and slope, brought to zero by a Hann
-  /// taper over nt - 1 samples (its own band is below 1 / ((nt - 1) dt)), then zeros.
-  template <class At>
-  void forward_continued(int nt, At at, std::vector<cplx>& spectrum) {
-    for (int t = 0; t < nt; ++t) m_time[t] = at(t);
-    int const taper = nt - 1;  // m_n >= 2 nt: the continuation fits before the zeros
-    double const last = nt > 0 ? m_time[nt - 1] : 0.0;
-    for (int k = 1; k <= taper; ++k) {
-      double const w = 0.5 * (1.0 + std::cos(kPi * k / (taper + 1)));
-      m_time[nt - 1 + k] = w * (2.0 * last - m_time[nt - 1 - k]);
-    }
-    std::fill(m_time + std::max(nt, nt + taper), m_time + m_n, 0.0);
-    fftw_execute(m_forward);
-    spectrum.resize(static_cast<std::size_t>(m_nf));
-    for (int k = 0; k < m_nf; ++k) spectrum[static_cast<std::size_t>(k)] = {m_freq[k][0], m_freq[k][1]};
-  }
   /// The spectrum of the m_n samples `fill(samples, m_n)` writes.
   template <class Fill>
   void forward_filled(Fill fill, std::vector<cplx>& spectrum) {
@@ -92,6 +80,28 @@ class Transform {
     fftw_execute(m_forward);
     spectrum.resize(static_cast<std::size_t>(m_nf));
     for (int k = 0; k < m_nf; ++k) spectrum[static_cast<std::size_t>(k)] = {m_freq[k][0], m_freq[k][1]};
+  }
+  /// The spectrum of `nt` samples read by `at(t)`, zero-padded.
+  template <class At>
+  void forward(int nt, At at, std::vector<cplx>& spectrum) {
+    forward_filled(
+        [&](double* x, int n) {
+          for (int t = 0; t < nt; ++t) x[t] = at(t);
+          std::fill(x + nt, x + n, 0.0);
+        },
+        spectrum);
+  }
+  /// The spectrum of `nt` samples of a record read by `at(t)`, continued past its last sample
+  /// (continue_past_end), then zeros.
+  template <class At>
+  void forward_continued(int nt, At at, std::vector<cplx>& spectrum) {
+    forward_filled(
+        [&](double* x, int n) {
+          for (int t = 0; t < nt; ++t) x[t] = at(t);
+          std::fill(x + nt, x + n, 0.0);
+          continue_past_end(x, nt);
+        },
+        spectrum);
   }
   /// The first `nt` samples of the inverse of `spectrum`, scaled by 1/n, passed to `put(t, value)`.
   template <class Put>
@@ -157,19 +167,13 @@ bool low_pass_keeps(std::vector<double> const& wavelet, double dt, double max_fr
   // The wavelet's band, not its cut ends': continued past either end as records are (the odd
   // reflection about the end sample, tapered to zero), before t = 0 at the end of the periodic
   // axis.
-  Transform tr(2 * nt);
+  Transform tr(2 * nt);  // 4 nt samples at least: both continuations fit
   std::vector<cplx> spec;
   tr.forward_filled(
       [&](double* x, int n) {
         std::fill(x, x + n, 0.0);
-        int const taper = nt - 1;
-        auto const w = [&](int t) { return wavelet[static_cast<std::size_t>(t)]; };
-        for (int t = 0; t < nt; ++t) x[t] = w(t);
-        for (int k = 1; k <= taper; ++k) {
-          double const hann = 0.5 * (1.0 + std::cos(kPi * k / (taper + 1)));
-          x[nt - 1 + k] = hann * (2.0 * w(nt - 1) - w(nt - 1 - k));
-          x[n - k] = hann * (2.0 * w(0) - w(k));
-        }
+        std::copy(wavelet.begin(), wavelet.end(), x);
+        continue_past_end(x, nt, n);
       },
       spec);
   double peak = 0, changed = 0;
