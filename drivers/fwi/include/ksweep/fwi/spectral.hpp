@@ -4,12 +4,13 @@
 /// low-pass of frequency continuation (applied to the observed data and the wavelet alike), and
 /// the estimation of the source wavelet from observed data by frequency-domain least squares.
 ///
-/// Every transform is of length nfft >= 2 nt (a product of 2, 3, 5 and 7), the traces padded
-/// with zeros, so that neither the filter's two-sided response nor the estimate's correlations
-/// wrap around. Plans are made with FFTW_ESTIMATE, which picks the same algorithm on every run
-/// (FFTW_MEASURE times candidates and may pick another one, and other bits, next time); sums over
-/// traces are in double, in trace order. The results are the same bits for the same inputs
-/// whatever the number of ranks or threads.
+/// Every transform is of length nfft >= 2 nt (a product of 2, 3, 5 and 7), so that neither the
+/// filter's two-sided response nor the estimate's correlations wrap around: wavelets are padded
+/// with zeros, records continued past their cut end (low_pass_records). Plans are made with
+/// FFTW_ESTIMATE, which picks the same algorithm on every run (FFTW_MEASURE times candidates and
+/// may pick another one, and other bits, next time); sums over traces are in double, in trace
+/// order. The results are the same bits for the same inputs whatever the number of ranks or
+/// threads.
 
 #include <vector>
 
