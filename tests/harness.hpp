@@ -54,6 +54,9 @@ struct GradientProblem {
   typename P::wavelet_view w;
   typename P::record_view observed, synthetic;
   std::vector<float> v_true, v0;
+  /// The layer's chain rule: the gradient takes it (GradientEngine::set_layer_chain) and the
+  /// loss's layer follows the model (update_layer); set by follow_layer().
+  bool chain = false;
 
   GradientProblem(core::ModelGrid const& grid, core::PmlConfig const& pml, double dt, core::Survey const& s,
                   std::vector<float> truth, std::vector<float> start, int nt_, double freq)
@@ -76,9 +79,17 @@ struct GradientProblem {
     prop.forward(w, observed);
     prop.set_velocity(v0.data());
   }
+  /// The layer follows the model from now on (its copy of the edge cells), with damping profiles
+  /// of the fixed velocity `profile` (m/s), so that the loss is a smooth function of every cell.
+  void follow_layer(double profile) {
+    chain = true;
+    prop.set_profile_velocity(profile);
+    prop.set_velocity(v0.data());
+  }
   /// Gradient with respect to the model velocity, on the host, and the loss.
   std::vector<double> gradient(storage::StorageConfig const& cfg, double* loss = nullptr) {
     E engine(prop, cfg);
+    engine.set_layer_chain(chain);
     typename E::images_type img(prop.layout().model_rows(), prop.layout().nx);
     double const l = engine.loss_and_gradient(w, observed, 0.5, img, synthetic);
     if (loss) *loss = l;
@@ -86,10 +97,10 @@ struct GradientProblem {
     return std::vector<double>(g.data(), g.data() + g.span());
   }
   double loss_at(std::vector<float> const& v) {
-    prop.set_velocity(v.data(), /*update_layer=*/false);
+    prop.set_velocity(v.data(), /*update_layer=*/chain);
     prop.forward(w, synthetic);
     double const d = dot(synthetic, synthetic) - 2 * dot(synthetic, observed) + dot(observed, observed);
-    prop.set_velocity(v0.data(), false);
+    prop.set_velocity(v0.data(), chain);
     return 0.5 * d;
   }
 };

@@ -131,6 +131,65 @@ KSWEEP_TEST(gradient_finite_difference_fp64_edge_cells) {
   edge_finite_difference_check<6>(false, "boundary");
 }
 
+// The layer's chain rule (GradientEngine::set_layer_chain): the layer a copy of the model's edge
+// cells in the loss as well, damping profiles of a fixed velocity. The gradient against central
+// differences along directions on the edge cells alone and on every cell; the batched and shots
+// schedules give the same bits. Without the chain rule the edge cells' derivative is off (the
+// test's own check that it can fail). A source between cells next to the model's edge has taps
+// in the layer (the sources' terms taken out of the saved layer differences).
+template <int Order>
+void layer_chain_check(bool free_surface, std::string const& strategy, bool source_in_layer_taps) {
+  Problem<double, Order> p(26, 34, 220, free_surface);
+  if (source_in_layer_taps) {
+    core::Survey s = test::line_survey(2, 26, 34, 2, 3, 17);
+    // (z, x) in cells: taps on both sides of the left and bottom edges.
+    s.source_points = {core::Point{12.5, 0.4}, core::Point{24.6, 20.5}};
+    p.prop.set_survey(s);
+    p.prop.set_velocity(p.v_true.data());
+    p.prop.forward(p.w, p.observed);
+  }
+  p.follow_layer(3600.0);
+  auto const loss_at = [&](std::vector<float> const& v) { return p.loss_at(v); };
+  std::vector<double> g[2];
+  for (int i = 0; i < 2; ++i) {
+    p.prop.set_schedule(i == 0 ? core::Schedule::batched : core::Schedule::shots);
+    g[i] = p.gradient(storage_cfg(strategy));
+  }
+  p.prop.set_schedule(core::Schedule::automatic);
+  EXPECT_TRUE(g[0] == g[1]) << "batched and shots schedules differ";
+  int const M = Order / 2;
+  std::mt19937 gen(13);
+  for (bool const edge_only : {true, false}) {
+    test::Direction dir(gen, g[0].size());
+    for (int iz = 0; iz < p.nz; ++iz)
+      for (int ix = 0; ix < p.nx; ++ix) {
+        bool const edge = ix < M || ix >= p.nx - M || iz >= p.nz - M || (!free_surface && iz < M);
+        if (edge_only && !edge) dir.d[static_cast<std::size_t>(iz) * p.nx + ix] = 0;
+      }
+    double const gd = dir.dot(g[0]);
+    double const fd = dir.central(loss_at, p.v0, 0.125);
+    double const err = std::abs(fd - gd) / std::abs(gd);
+    std::printf("order %d fs %d %s%s, layer chain, %s: <g,d> = %.10e, central FD = %.10e, relative error %.2e\n", Order,
+                free_surface, strategy.c_str(), source_in_layer_taps ? ", source taps in the layer" : "",
+                edge_only ? "edge cells" : "all cells", gd, fd, err);
+    EXPECT_LE(err, 1e-6) << "order " << Order << " free surface " << free_surface << " " << strategy;
+    if (edge_only) {  // the same direction without the chain rule: the layer's share is missing
+      p.chain = false;
+      double const fixed = dir.dot(p.gradient(storage_cfg(strategy)));
+      p.chain = true;
+      std::printf("  without the chain rule: relative error %.2e\n", std::abs(fd - fixed) / std::abs(fd));
+      EXPECT_GT(std::abs(fd - fixed) / std::abs(fd), 1e-3);
+    }
+  }
+}
+
+KSWEEP_TEST(gradient_layer_chain_finite_difference_fp64) {
+  layer_chain_check<2>(false, "boundary", false);
+  layer_chain_check<4>(true, "full", false);
+  layer_chain_check<6>(false, "full", true);
+  layer_chain_check<8>(false, "boundary", true);
+}
+
 template <int Order>
 void boundary_equals_full(bool free_surface) {
   Problem<float, Order> p(30, 40, 300, free_surface);

@@ -284,7 +284,12 @@ class ModelingRun final : public Modeling<Real>::Impl {
   }
 
   E& engine() {
-    if (!m_engine) m_engine = std::make_unique<E>(*m_prop, this->setup.storage);
+    if (!m_engine) {
+      m_engine = std::make_unique<E>(*m_prop, this->setup.storage);
+      // The exact gradient of the records as a function of the model: with the layer a copy of
+      // the edge cells (no separate layer velocity) its chain rule is taken.
+      m_engine->set_layer_chain(true);
+    }
     return *m_engine;
   }
 

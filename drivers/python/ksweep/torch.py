@@ -9,11 +9,16 @@
 Backward runs ksweep's exact discrete adjoint: a forward pass that saves the boundary of the
 wavefield (`storage`, `storage_location`, `storage_dtype`), then the reverse pass with imaging;
 the gradient with respect to the source amplitudes, when they require it, is the adjoint pass.
-The absorbing layer's velocity and damping come from `layer_velocity` (default: v itself, taken
-as a constant): with a fixed `layer_velocity` the records are a smooth function of v whose
-derivative is exactly what backward returns (torch.autograd.gradcheck passes in float64).
-With `rho` (a tensor, kg/m^3) the physics is variable-density acoustics and backward also
-returns dL/drho (`layer_density` then fixes the layer's density, as `layer_velocity` does).
+The absorbing layer is a copy of v's edge cells, and backward takes that copy's chain rule, so
+the edge cells' derivative is exact too (at the cost of saving the layer's cells every step);
+`layer_velocity` holds the layer at a velocity of its own instead (nothing more saved). The
+damping profiles' velocity is `pml_velocity` (default: the largest velocity of the model, a
+constant for the derivative: give it for a map that is smooth in every cell). Either way the
+records are a smooth function of v whose derivative is what backward returns
+(torch.autograd.gradcheck passes in float64). With `rho` (a tensor, kg/m^3) the physics is
+variable-density acoustics and backward also returns dL/drho; the layer's density is held at
+the edge cells' values for the derivative (`layer_density` fixes it, as `layer_velocity` does
+the velocity), the layer velocity's chain rule is taken.
 
 Tensors cross to ksweep as numpy arrays on the host (CPU tensors share their memory).
 This module imports torch; `import ksweep` does not.
@@ -51,13 +56,18 @@ class Forward(torch.autograd.Function):
 
         def host(a):
             return None if a is None else _np(a) if torch.is_tensor(a) else np.asarray(a)
-        layer = vn if layer_velocity is None else host(layer_velocity)
+        # No layer_velocity: the layer is the propagator's copy of v's edge cells, and backward
+        # takes its chain rule (the edge cells' exact derivative).
+        layer = None if layer_velocity is None else host(layer_velocity)
         if rho is None:
             m.set_velocity(s.v, _ks._layer(layer, s))
         else:
             rn = host(rho)
-            layer_rho = rn if options["layer_density"] is None else host(options["layer_density"])
-            _ks._set_model(m, s, rn, layer, layer_rho)
+            layer_rho = options["layer_density"]
+            if (layer is None) != (layer_rho is None):  # one of them fixed: the other one as given now
+                layer = vn if layer is None else layer
+                layer_rho = rn if layer_rho is None else host(layer_rho)
+            _ks._set_model(m, s, rn, layer, None if layer_rho is None else host(layer_rho))
         records = m.forward(amp)  # [shot, time, receiver]
         ctx.modeling = m
         ctx.amplitudes = amp

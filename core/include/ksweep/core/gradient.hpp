@@ -19,6 +19,16 @@
 /// Gradient with respect to the model velocity: dL/dv = sum_n lambda^{n+1} (L u^n) 2 c / v,
 /// with the absorbing layer's velocity held fixed; with variable density (AcousticVd) also with
 /// respect to the density (see scale_images), the layer's density held fixed.
+/// The layer's chain rule (set_layer_chain): when the layer's velocity is the propagator's copy
+/// of the model's edge cells (Propagator::layer_copies_model), each layer cell's c is its edge
+/// cell's, and dL/dv at an edge cell gains sum over its layer cells j of
+/// (2 / (v c_j)) sum_n mu_j^{n+1} D_j^n, with D_j^n = c_j T_j^n = u_j^{n+1} - 2 u_j^n + u_j^{n-1}
+/// minus the sources' taps in j (the layer step is u^{n+1} = 2 u^n - u^{n-1} + c T, and T does
+/// not depend on c). D of every layer cell is saved every forward step (layer cells x shots x
+/// nt values of Real on the device) and folded into the edge cells after the backward pass, in
+/// the layer cells' row-major order. The damping profiles' velocity is a constant (pml_velocity,
+/// or the maximum of the model, whose derivative is not taken); variable density: the layer's
+/// density stays fixed (its velocity's chain rule is applied).
 
 #include <ksweep/core/memory_report.hpp>
 #include <ksweep/core/profiling.hpp>
@@ -82,6 +92,35 @@ LayerTermCells layer_term_cells(Layout const& l, int reach, int R, int max_shots
           c.field.push_back(l.field_row(iz, iy) * row + ix + R);
         }
   }
+  return c;
+}
+
+/// The absorbing layer's cells of layout `l` (the padded cells outside the model grid, halo of R
+/// cells around the padded grid), in row-major order: `field` the cell's offset in a shot's
+/// padded field (increasing), `model` the row-major model index of the edge cell it copies
+/// (the nearest model cell, as Propagator::set_velocity fills the layer).
+template <int Dim>
+LayerTermCells layer_cells(Layout const& l, int R) {
+  LayerTermCells c;
+  int const lo[3] = {l.top, Dim == 3 ? l.front : 0, l.left}, nm[3] = {l.nz, Dim == 3 ? l.ny : 1, l.nx};
+  int const row = l.NX + 2 * R;
+  for (int iz = 0; iz < l.NZ; ++iz)
+    for (int iy = 0; iy < l.NY; ++iy)
+      for (int ix = 0; ix < l.NX; ++ix) {
+        int const p[3] = {iz, iy, ix};
+        bool model = true;
+        int m = 0;
+        for (int a = 0; a < 3; ++a) {
+          int const q = p[a] - lo[a];
+          model = model && q >= 0 && q < nm[a];
+          m = m * nm[a] + std::clamp(q, 0, nm[a] - 1);
+        }
+        if (model) continue;
+        long long const f = static_cast<long long>(l.field_row(iz, iy)) * row + ix + R;
+        KSWEEP_REQUIRE(f < (1LL << 31), "ksweep::core::layer_cells: field offset " << f << " exceeds 2^31");
+        c.field.push_back(static_cast<int>(f));
+        c.model.push_back(m);
+      }
   return c;
 }
 
@@ -180,6 +219,81 @@ class GradientEngine {
     KOKKOS_INLINE_FUNCTION void operator()(int s) const { apply(s, m_n, m_rebuild); }
   };
 
+  using layer_view = Kokkos::View<Real***, Kokkos::LayoutRight, memory_space>;  // [step or slot][shot][layer cell]
+  using layer_acc = Kokkos::View<double**, Kokkos::LayoutRight, memory_space>;  // [shot][layer cell]
+  using index_view = Kokkos::View<int const*, memory_space>;
+
+  // Forward step n (the layer's chain rule): D^n = u^{n+1} - 2 u^n + u^{n-1} of each layer cell
+  // (the last three levels in m_roll, slot k % 3 holding u^k), minus the step's sources at their
+  // taps in the layer, into m_d(n).
+  struct LayerSave {
+    layer_view m_roll, m_d;
+    field3 m_u;  // u^{n+1} (the batched schedule)
+    index_view m_field;
+    index_view m_src_off, m_src_cell, m_src_point;  // the sources' taps in layer cells, per shot
+    Kokkos::View<Real const*, memory_space> m_src_w;
+    wavelet_view m_w;
+    int m_cells = 0, m_n = 0;
+    KOKKOS_INLINE_FUNCTION void cell(Real const* u, int n, int s, int j) const {
+      Real const u1 = u[m_field(j)];
+      double const d = static_cast<double>(u1) - 2.0 * static_cast<double>(m_roll(n % 3, s, j)) +
+                       static_cast<double>(m_roll((n + 2) % 3, s, j));
+      m_d(n, s, j) = static_cast<Real>(d);
+      m_roll((n + 1) % 3, s, j) = u1;
+    }
+    KOKKOS_INLINE_FUNCTION void sources(int n, int s) const {
+      for (int k = m_src_off(s); k < m_src_off(s + 1); ++k)
+        m_d(n, s, m_src_cell(k)) -= m_src_w(k) * m_w(s, m_src_point(k), n);
+    }
+    KOKKOS_INLINE_FUNCTION void shot(Real const* u, int n, int s) const {
+      for (int j = 0; j < m_cells; ++j) cell(u, n, s, j);
+      sources(n, s);
+    }
+    KOKKOS_INLINE_FUNCTION void operator()(int i) const {
+      int const s = i / m_cells;
+      cell(m_u.data() + static_cast<std::size_t>(s) * m_u.stride(0), m_n, s, i % m_cells);
+    }
+  };
+  struct LayerSources {  // the batched schedule's second launch of LayerSave, per shot
+    LayerSave m_save;
+    KOKKOS_INLINE_FUNCTION void operator()(int s) const { m_save.sources(m_save.m_n, s); }
+  };
+
+  // Backward step n (the layer's chain rule): acc += mu^{n+1} D^n at each layer cell.
+  struct LayerChain {
+    Kokkos::View<Real const***, Kokkos::LayoutRight, memory_space> m_d;
+    Kokkos::View<Real const***, Kokkos::LayoutRight, memory_space> m_lambda;  // mu^{n+1}
+    layer_acc m_acc;
+    index_view m_field;
+    int m_cells = 0, m_n = 0;
+    KOKKOS_INLINE_FUNCTION void cell(int n, int s, int j) const {
+      Real const mu = m_lambda.data()[static_cast<std::size_t>(s) * m_lambda.stride(0) + m_field(j)];
+      m_acc(s, j) += static_cast<double>(mu) * static_cast<double>(m_d(n, s, j));
+    }
+    KOKKOS_INLINE_FUNCTION void shot(int s, int n) const {
+      for (int j = 0; j < m_cells; ++j) cell(n, s, j);
+    }
+    KOKKOS_INLINE_FUNCTION void operator()(int i) const { cell(m_n, i / m_cells, i % m_cells); }
+  };
+
+  // After the backward pass: each shot's layer sums folded into its edge cells' dL/dv, layer
+  // cell after layer cell (row-major), dL/dv += (2 / v) acc / c.
+  struct LayerFold {
+    layer_acc m_acc;
+    shot_images m_grad;
+    model_field m_c;
+    Kokkos::View<Real const**, Kokkos::LayoutRight, memory_space> m_vp;
+    index_view m_field, m_model;
+    int m_cells = 0;
+    KOKKOS_INLINE_FUNCTION void operator()(int s) const {
+      double* g = &m_grad(s, 0, 0);
+      for (int j = 0; j < m_cells; ++j) {
+        int const m = m_model(j);
+        g[m] += 2.0 / static_cast<double>(m_vp.data()[m]) * m_acc(s, j) / static_cast<double>(m_c.data()[m_field(j)]);
+      }
+    }
+  };
+
   GradientEngine(propagator_type& prop, storage::StorageConfig const& cfg) : m_prop(prop), m_cfg(cfg) {
     auto const& l = prop.layout();
     // The saved cells and, for codecs with a scale per block, the padding that keeps a block
@@ -239,6 +353,15 @@ class GradientEngine {
   }
 
   bool full() const { return m_cfg.strategy == storage::Strategy::full; }
+
+  /// The chain rule of the absorbing layer's copy of the model's edge cells (see the file
+  /// comment): applied by the next forward()/backward() when `on` and the propagator's layer is
+  /// that copy (Propagator::layer_copies_model), at the cost of layer cells x shots x nt values
+  /// of Real on the device. Off by default (the layer held fixed).
+  void set_layer_chain(bool on) { m_layer_chain = on; }
+  bool layer_chain() const { return m_layer_chain; }
+  /// The absorbing layer's cells per shot (those whose values the layer's chain rule saves).
+  int layer_cell_count() const { return static_cast<int>(core::layer_cells<Dim>(m_prop.layout(), R).field.size()); }
   /// Cells saved per shot and step.
   int ring_cells() const { return m_n_ring; }
   storage::StorageConfig const& config() const { return m_cfg; }
@@ -255,6 +378,7 @@ class GradientEngine {
     m_store = std::make_unique<storage::StepStore<Real, ExecSpace>>(p.space(), m_cfg,
                                                                     static_cast<std::size_t>(S) * m_stride, nt);
     p.forward_reset();
+    prepare_layer_chain(nt);
     if (m_n_terms > 0 && static_cast<int>(m_terms.extent(0)) != nt)
       m_terms = terms_view(
           Kokkos::view_alloc(p.space(), Kokkos::WithoutInitializing, std::string("ksweep::core::layer_terms")), nt,
@@ -268,6 +392,11 @@ class GradientEngine {
         if (m_n_terms > 0)
           core::launch_points(p.space(), "ksweep::core::save_layer_terms", save_terms(p.forward_state(), n),
                               S * m_n_terms);
+        if (m_chain_run) {
+          LayerSave const ls = layer_save(w, p.forward_newest(), n);
+          core::launch_points(p.space(), "ksweep::core::save_layer", ls, S * m_n_layer);
+          if (m_has_layer_sources) core::launch_points(p.space(), "ksweep::core::layer_sources", LayerSources{ls}, S);
+        }
       }
     }
     p.forward_finish(synthetic);
@@ -300,6 +429,7 @@ class GradientEngine {
     Kokkos::deep_copy(space, m_isrc, 0.0);
     Kokkos::deep_copy(space, m_irec, 0.0);
     if constexpr (variable_density) Kokkos::deep_copy(space, m_grad_rho, 0.0);
+    if (m_chain_run) Kokkos::deep_copy(space, m_layer_acc, 0.0);
     m_shots = S;
     p.adjoint_start(residual);  // lambda^{nt}
     if (p.runs_shots()) backward_shots(w, residual);
@@ -308,6 +438,10 @@ class GradientEngine {
     // dc/dv = 2 c / v: dL/dv = sum lambda L u 2 c / v = (2 / v) sum mu L u, and
     // sum lambda^2 = (sum mu^2) / c^2 (c is fixed in time). Per shot.
     scale_images(S);
+    if (m_chain_run)
+      core::launch_points(
+          space, "ksweep::core::layer_fold",
+          LayerFold{m_layer_acc, m_grad_c, p.c(), p.vp_model(), m_layer_field, m_layer_model, m_n_layer}, S);
     space.fence();
     m_store.reset();
     m_peak = std::max(m_peak, core::peak_memory_bytes());
@@ -442,7 +576,8 @@ class GradientEngine {
     std::size_t const values = static_cast<std::size_t>(m_prop.n_shots()) * m_stride;
     std::size_t const step = storage::encoded_bytes(m_cfg.dtype, values, sizeof(Real));
     r.boundary_bytes = step * static_cast<std::size_t>(m_nt);
-    r.layer_term_bytes = m_terms.span() * sizeof(Real);
+    r.layer_term_bytes = m_terms.span() * sizeof(Real) + (m_layer_d.span() + m_layer_roll.span()) * sizeof(Real) +
+                         m_layer_acc.span() * sizeof(double);
     r.staging_bytes =
         (m_cfg.location == storage::Location::device
              ? 0
@@ -480,10 +615,12 @@ class GradientEngine {
     stage_view m_stage;
     SaveLayerTerms m_terms[2];  // by parity of the steps from m_n0, as the step's kernels
     int m_stride, m_n0;
+    LayerSave m_layer;  // the layer's chain rule (m_cells 0: off)
     void operator()(int s, int n) const {
       m_step(s, n);
       auto const& u = m_step.at(n).m_out;  // u^{n+1}
       Real const* src = u.data() + static_cast<std::size_t>(s) * u.stride(0);
+      if (m_layer.m_cells > 0) m_layer.shot(src, n, s);
       Real* dst = &m_stage(n - m_n0, static_cast<std::size_t>(s) * m_stride);
       for (int k = 0; k < m_stride; ++k) {
         int const o = m_offsets(k);
@@ -500,7 +637,8 @@ class GradientEngine {
       stage(T);
       for (int n0 = 0; n0 < nt; n0 += T) {
         int const n1 = std::min(nt, n0 + T);
-        ForwardSave body{p.forward_shot_step(w, synthetic, n0), m_offsets, m_stage, {}, m_stride, n0};
+        ForwardSave body{p.forward_shot_step(w, synthetic, n0), m_offsets, m_stage, {}, m_stride, n0, {}};
+        if (m_chain_run) body.m_layer = layer_save(w, p.forward_newest(), n0);
         for (int par = 0; par < 2; ++par) {
           // The state after step n0 + par: its current memories are the ones that step wrote.
           typename propagator_type::State st = p.forward_state();
@@ -561,6 +699,8 @@ class GradientEngine {
         core::launch_points(space, "ksweep::core::adjoint_points", adj.f, adj.count);
         imaging(previous, newest, p.adjoint_newest(), false, S, n);
       }
+      if (m_chain_run)
+        core::launch_points(space, "ksweep::core::layer_chain", layer_chain(p.adjoint_newest(), n), S * m_n_layer);
       p.advance_adjoint();  // lambda^n
     }
   }
@@ -572,6 +712,7 @@ class GradientEngine {
     core::InjectPoints<Real, memory_space> m_src;  // w[n] taken out of u^{n+1}
     imaging_type m_img[2];                         // by parity of the steps from m_n_base
     ApplyLayerTerms m_terms[2];                    // the layer terms on the levels of m_img
+    LayerChain m_chain[2];                         // the layer's chain rule (m_cells 0: off), same parity
     field3 m_u0[2];                                // the u^n buffer of each parity (full: decoded into)
     Kokkos::View<int const*, memory_space> m_offsets;
     stage_view m_stage;
@@ -613,6 +754,8 @@ class GradientEngine {
         if (mr >= 0) img.row(s, mr, rebuild);
       }
       if (image) m_terms[(m_n_base - n) & 1].apply(s, n, rebuild);
+      LayerChain const& chain = m_chain[(m_n_base - n) & 1];
+      if (chain.m_cells > 0) chain.shot(s, n);
     }
   };
   // The `shots` schedule of backward(), chunk by chunk from the last step down to n = 0.
@@ -644,6 +787,7 @@ class GradientEngine {
           field3 const& older = same ? p.forward_previous() : p.forward_newest();
           body.m_img[par] = make_imaging(older, body.m_adj.m_k[par].m_cur, newer, !full());
           body.m_terms[par] = apply_terms(body.m_adj.m_k[par].m_cur, newer, 0, !full());
+          if (m_chain_run) body.m_chain[par] = layer_chain(body.m_adj.m_k[par].m_cur, 0);
           body.m_u0[par] = older;
         }
         body.m_offsets = m_offsets;
@@ -675,6 +819,105 @@ class GradientEngine {
   // level `u1`).
   ApplyLayerTerms apply_terms(field3 const& lambda, field3 const& u1, int n, bool rebuild) const {
     return {m_terms, lambda, u1, m_prop.c(), m_grad_c, m_term_model, m_term_field, m_n_terms, n, rebuild};
+  }
+
+  // The layer's chain rule for a forward run of nt steps: whether it runs (m_chain_run), the
+  // layer cells (once), the saved differences, and the sources' taps in layer cells (per batch,
+  // from the propagator's own taps: the ones the forward step injects).
+  void prepare_layer_chain(int nt) {
+    auto& p = m_prop;
+    m_chain_run = false;
+    if (!m_layer_chain || !p.layer_copies_model()) return;
+    auto const space = p.space();
+    using Kokkos::view_alloc;
+    using Kokkos::WithoutInitializing;
+    if (m_layer_field.extent(0) == 0 && !m_layer_listed) {
+      auto const lc = core::layer_cells<Dim>(p.layout(), R);
+      m_layer_listed = true;
+      m_n_layer = static_cast<int>(lc.field.size());
+      m_layer_field_host = lc.field;
+      auto upload = [&](std::vector<int> const& values, char const* label) {
+        Kokkos::View<int*, memory_space> d(view_alloc(space, WithoutInitializing, std::string(label)), values.size());
+        Kokkos::deep_copy(space, d,
+                          Kokkos::View<int const*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                              values.data(), values.size()));
+        return d;
+      };
+      m_layer_field = upload(lc.field, "ksweep::core::layer_field");
+      m_layer_model = upload(lc.model, "ksweep::core::layer_model");
+    }
+    if (m_n_layer == 0) return;
+    m_chain_run = true;
+    int const S = p.max_shots();
+    KSWEEP_REQUIRE(
+        static_cast<long long>(S) * m_n_layer < (1LL << 31),
+        "ksweep::core::GradientEngine: " << m_n_layer << " layer cells x " << S
+                                         << " shots exceeds 2^31 values per step; use fewer shots per batch");
+    if (static_cast<int>(m_layer_d.extent(0)) != nt || static_cast<int>(m_layer_d.extent(1)) != S)
+      m_layer_d =
+          layer_view(view_alloc(space, WithoutInitializing, std::string("ksweep::core::layer_d")), nt, S, m_n_layer);
+    if (m_layer_roll.extent(0) == 0) {
+      m_layer_roll = layer_view(view_alloc(space, std::string("ksweep::core::layer_roll")), 3, S, m_n_layer);
+      m_layer_acc = layer_acc(view_alloc(space, std::string("ksweep::core::layer_acc")), S, m_n_layer);
+    }
+    Kokkos::deep_copy(space, m_layer_roll, Real(0));  // u^0 = u^{-1} = 0
+    // The sources' taps that fall in layer cells (an interpolated point next to the model's edge).
+    auto const& src = p.sources();
+    int const ns = p.n_shots(), taps = src.taps();
+    Kokkos::View<int**, Kokkos::LayoutRight, Kokkos::HostSpace> zh("ksweep::core::src_z", src.z.extent(0),
+                                                                   src.z.extent(1)),
+        xh("ksweep::core::src_x", src.x.extent(0), src.x.extent(1));
+    Kokkos::View<Real**, Kokkos::LayoutRight, Kokkos::HostSpace> wh("ksweep::core::src_w", src.w.extent(0),
+                                                                    src.w.extent(1));
+    Kokkos::deep_copy(zh, src.z);
+    Kokkos::deep_copy(xh, src.x);
+    Kokkos::deep_copy(wh, src.w);
+    int const row = p.layout().NX + 2 * R;
+    std::vector<int> off(ns + 1, 0), cell, point;
+    std::vector<Real> weight;
+    for (int s = 0; s < ns; ++s) {
+      for (int k = 0; k < taps; ++k) {
+        int const f = zh(s, k) * row + xh(s, k);
+        auto const it = std::lower_bound(m_layer_field_host.begin(), m_layer_field_host.end(), f);
+        Real const wk = wh.extent(0) > 0 ? wh(s, k) : Real(1);
+        if (it == m_layer_field_host.end() || *it != f || wk == Real(0)) continue;
+        cell.push_back(static_cast<int>(it - m_layer_field_host.begin()));
+        point.push_back(src.per_point == 1 ? k : k / src.per_point);
+        weight.push_back(wk);
+      }
+      off[s + 1] = static_cast<int>(cell.size());
+    }
+    for (int s = ns; s < S; ++s) off.push_back(off.back());
+    m_has_layer_sources = !cell.empty();
+    auto upload = [&](auto const& values, char const* label) {
+      using T = typename std::decay_t<decltype(values)>::value_type;
+      Kokkos::View<T*, memory_space> d(view_alloc(space, WithoutInitializing, std::string(label)), values.size());
+      Kokkos::deep_copy(space, d,
+                        Kokkos::View<T const*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                            values.data(), values.size()));
+      return d;
+    };
+    m_layer_src_off = upload(off, "ksweep::core::layer_src_off");
+    m_layer_src_cell = upload(cell, "ksweep::core::layer_src_cell");
+    m_layer_src_point = upload(point, "ksweep::core::layer_src_point");
+    m_layer_src_w = upload(weight, "ksweep::core::layer_src_w");
+    space.fence();
+  }
+  LayerSave layer_save(wavelet_view const& w, field3 const& u, int n) const {
+    return {m_layer_roll,
+            m_layer_d,
+            u,
+            m_layer_field,
+            m_layer_src_off,
+            m_layer_src_cell,
+            m_layer_src_point,
+            m_layer_src_w,
+            w,
+            m_n_layer,
+            n};
+  }
+  LayerChain layer_chain(field3 const& lambda, int n) const {
+    return {m_layer_d, lambda, m_layer_acc, m_layer_field, m_n_layer, n};
   }
 
   // The saved cells of each shot's wavefield `u`, as a codec value source or sink.
@@ -772,6 +1015,17 @@ class GradientEngine {
   int m_n_terms = 0;
   Kokkos::View<int*, memory_space> m_term_axis, m_term_strip, m_term_model, m_term_field;
   terms_view m_terms;
+  // The layer's chain rule (set_layer_chain): the layer cells (row-major), their saved
+  // differences D [step][shot][cell], the last three levels, the per-shot sums, and the
+  // sources' taps in layer cells [shot offsets | cell, point, weight].
+  bool m_layer_chain = false, m_chain_run = false, m_layer_listed = false, m_has_layer_sources = false;
+  int m_n_layer = 0;
+  std::vector<int> m_layer_field_host;
+  Kokkos::View<int*, memory_space> m_layer_field, m_layer_model;
+  layer_view m_layer_d, m_layer_roll;
+  layer_acc m_layer_acc;
+  Kokkos::View<int*, memory_space> m_layer_src_off, m_layer_src_cell, m_layer_src_point;
+  Kokkos::View<Real*, memory_space> m_layer_src_w;
 };
 
 }  // namespace ksweep::core

@@ -241,7 +241,8 @@ class Propagator {
     int const width = l.left, mz_n = l.nz, my_n = l.ny, NY = l.NY, top = l.top, front = l.front;
     Rows<Dim> const rows(l);
     using policy2 = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>;
-    if (update_layer || m_vp_model.extent(0) == 0) {
+    m_layer_copies_model = update_layer || m_vp_model.extent(0) == 0;
+    if (m_layer_copies_model) {
       check_cfl(range.max_val, m_dt, m_grid.dh, Order, Dim);
       m_vmin = range.min_val;
       m_vmax = range.max_val;
@@ -294,6 +295,7 @@ class Propagator {
     // Padded-grid values [NZ][NY][NX]: the layer repeats the nearest model cell, or keeps its values.
     std::size_t const np = static_cast<std::size_t>(l.NZ) * l.NY * l.NX;
     bool const fresh = update_layer || m_padded_vp.size() != np;
+    m_layer_copies_model = fresh;
     if (fresh) {
       m_padded_vp.assign(np, 0.0);
       m_padded_rho.assign(np, 0.0);
@@ -647,6 +649,11 @@ class Propagator {
   }
   field2 const& c() const { return m_c; }
   field2 const& vp_model() const { return m_vp_model; }
+  /// Whether the absorbing layer's velocity (and density) is the copy of the model's edge cells
+  /// that the last set_velocity / set_model made (update_layer), so that a gradient with respect
+  /// to the model has the layer's chain rule (GradientEngine::set_layer_chain); false when the
+  /// layer kept its values from an earlier call.
+  bool layer_copies_model() const { return m_layer_copies_model; }
   /// Variable density: the model density (set_model), [model row][nx].
   field2 const& rho_model() const { return m_rho_model; }
   /// Variable density: the averaged buoyancy of axis a (z, (y,) x), laid out as c().
@@ -996,6 +1003,7 @@ class Propagator {
   Survey m_survey;
   double m_vmin = 0, m_vmax = 0;
   field2 m_c, m_vp_model;
+  bool m_layer_copies_model = false;  // see layer_copies_model()
   field1 m_prof_a[Dim], m_prof_b[Dim], m_prof_mask[Dim];  // CPML profiles per axis (z, (y,) x)
   // Variable density: the averaged buoyancy per axis (like c) and the half-point profiles.
   field2 m_bb[Dim], m_rho_model;
