@@ -317,6 +317,54 @@ KSWEEP_TEST(gradient_3d_finite_difference_fp64) {
   finite_difference_3d<6>(false, "boundary");
 }
 
+// The layer's chain rule in 3D (see layer_chain_check in tst_gradient.hpp): the layer a copy of
+// the edge cells in the loss too, damping of a fixed velocity; the gradient against central
+// differences on the cells next to the six faces and on every cell, the batched and shots
+// schedules the same bits, and the gradient without the chain rule off on the edge cells.
+template <int Order>
+void layer_chain_3d(bool fs, std::string const& strategy) {
+  Problem3<double, Order> p(14, 12, 16, 160, fs);
+  p.follow_layer(4000.0);
+  std::vector<double> g[2];
+  for (int i = 0; i < 2; ++i) {
+    p.prop.set_schedule(i == 0 ? core::Schedule::batched : core::Schedule::shots);
+    g[i] = p.gradient(storage3d(strategy));
+  }
+  p.prop.set_schedule(core::Schedule::automatic);
+  EXPECT_TRUE(g[0] == g[1]) << "batched and shots schedules differ";
+  int const M = Order / 2;
+  auto const near = [&](int i, int n) { return i < M || i >= n - M; };
+  std::mt19937 gen(17);
+  for (bool const edge_only : {true, false}) {
+    test::Direction dir(gen, g[0].size());
+    for (int iz = 0; iz < p.nz; ++iz)
+      for (int iy = 0; iy < p.ny; ++iy)
+        for (int ix = 0; ix < p.nx; ++ix) {
+          bool const edge = near(ix, p.nx) || near(iy, p.ny) || iz >= p.nz - M || (!fs && iz < M);
+          if (edge_only && !edge) dir.d[(static_cast<std::size_t>(iz) * p.ny + iy) * p.nx + ix] = 0;
+        }
+    double const gd = dir.dot(g[0]);
+    double const fd = dir.central([&](std::vector<float> const& v) { return p.loss_at(v); }, p.v0, 0.125);
+    double const err = std::abs(fd - gd) / std::abs(gd);
+    std::printf("3D order %d fs %d %s, layer chain, %s: <g,d> = %.10e, central FD = %.10e, relative error %.2e\n",
+                Order, fs, strategy.c_str(), edge_only ? "edge cells" : "all cells", gd, fd, err);
+    EXPECT_LE(err, 1e-6) << "order " << Order << " free surface " << fs << " " << strategy;
+    if (edge_only) {
+      p.chain = false;
+      double const fixed = dir.dot(p.gradient(storage3d(strategy)));
+      p.chain = true;
+      std::printf("  without the chain rule: relative error %.2e\n", std::abs(fd - fixed) / std::abs(fd));
+      EXPECT_GT(std::abs(fd - fixed) / std::abs(fd), 1e-3);
+    }
+  }
+}
+
+KSWEEP_TEST(gradient_3d_layer_chain_finite_difference_fp64) {
+  layer_chain_3d<2>(false, "boundary");
+  layer_chain_3d<4>(true, "full");
+  layer_chain_3d<8>(false, "boundary");
+}
+
 template <int Order>
 void boundary_equals_full_3d(bool fs) {
   Problem3<float, Order> p(20, 16, 24, 200, fs);

@@ -88,6 +88,12 @@ TEST(io, config_defaults_and_overrides) {
   Config const pv = config_from_string("[propagator]\npml_velocity = 4500.0\n", {});
   EXPECT_DOUBLE_EQ(pv.propagator.pml_velocity, 4500.0);
   EXPECT_DOUBLE_EQ(config_to_json(pv)["propagator"]["pml_velocity"].get<double>(), 4500.0);
+  // The layer's chain rule: off by default, recorded only when on.
+  EXPECT_FALSE(c.storage.layer_chain);
+  EXPECT_FALSE(config_to_json(c)["storage"].contains("layer_chain"));
+  Config const lc = config_from_string("[storage]\nlayer_chain = true\n", {});
+  EXPECT_TRUE(lc.storage.layer_chain);
+  EXPECT_TRUE(config_to_json(lc)["storage"]["layer_chain"].get<bool>());
   auto const sx = shot_x_positions(config_from_string("", {}), 681);
   ASSERT_EQ(sx.size(), 20u);
   EXPECT_EQ(sx.front(), 68);

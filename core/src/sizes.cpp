@@ -135,6 +135,8 @@ long long ring_stride(Layout const& l, bool full, storage::Dtype dtype) {
   return stride;
 }
 
+long long layer_cells(Layout const& l) { return l.padded_cells() - static_cast<long long>(l.nz) * l.ny * l.nx; }
+
 long long layer_term_cells(Layout const& l, int reach) {
   if (reach <= 0) return 0;
   long long const n[3] = {l.nz, l.dim == 3 ? l.ny : 1, l.nx};

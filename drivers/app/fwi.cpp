@@ -420,6 +420,7 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
   in.wavelet = on_every_rank(comm, [&] { return make_wavelet(cfg); });  // a wavelet file's errors first
   in.storage = storage::make_storage_config(cfg.storage.strategy, cfg.storage.location, cfg.storage.dtype,
                                             cfg.storage.transfer_interval, cfg.storage.disk_dir, cfg.storage.pinned);
+  in.storage.layer_chain = cfg.storage.layer_chain;
   int const nr = survey.n_receivers;
   int const batch = f.optimizer == "lbfgs" ? survey.n_shots : f.batch;
   // parallel.domains: shot groups of one rank per subdomain (the same message on every rank).

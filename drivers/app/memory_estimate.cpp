@@ -130,6 +130,13 @@ MemoryEstimate estimate_fwi(io::Config const& cfg, io::VelocityModel const& vm, 
   // The layer terms of the model cells next to the layer (constant density), every step.
   add("layer terms of the cells next to the layer (every step)", Place::device,
       S * nt * static_cast<sz>(core::layer_term_cells(L.l, L.vd ? 0 : L.l.radius)) * R);
+  // The layer's chain rule (storage.layer_chain): the layer's differences every step, the last
+  // three levels and the per-shot sums.
+  if (cfg.storage.layer_chain) {
+    sz const cells = static_cast<sz>(core::layer_cells(L.l));
+    add("absorbing layer's cells (storage.layer_chain, every step)", Place::device,
+        S * (nt + 3) * cells * R + S * cells * sizeof(double));
+  }
   // The `shots` schedule stages a chunk of steps of raw ring values between the shots' time
   // loops and the codec (core::chunk_steps); counted whatever the schedule.
   add("ring staging of the shots schedule", Place::device,

@@ -517,6 +517,7 @@ Config build(toml::table root, std::string const& origin, std::vector<std::strin
     r.get("transfer_interval", c.storage.transfer_interval);
     r.get("disk_dir", c.storage.disk_dir);
     r.get("pinned", c.storage.pinned);
+    r.get("layer_chain", c.storage.layer_chain);
     r.finish();
   }
   {
@@ -912,6 +913,7 @@ nlohmann::json config_to_json(Config const& c) {
   j["storage"] = {{"strategy", c.storage.strategy}, {"location", c.storage.location},
                   {"dtype", c.storage.dtype},       {"transfer_interval", c.storage.transfer_interval},
                   {"disk_dir", c.storage.disk_dir}, {"pinned", c.storage.pinned}};
+  if (c.storage.layer_chain) j["storage"]["layer_chain"] = true;  // absent: the runs before the key keep their identity
   j["fwi"] = {{"iterations", c.fwi.iterations},
               {"batch", c.fwi.batch},
               {"optimizer", c.fwi.optimizer},

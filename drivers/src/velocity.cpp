@@ -361,11 +361,11 @@ VelocityModel model_shape(ModelSection const& s, std::string const& dataset) {
                  "model.crop_y is set but " << key << " = \"" << shown(s.source) << "\" is a 2D model");
   KSWEEP_REQUIRE(!(extruded && s.crop_y),
                  "model.crop_y: \"marmousi2_3d\" is extruded to model.ny cells; set model.ny instead");
-  auto check_crop = [](char const* key, std::optional<std::array<int, 2>> const& c, int n, bool three) {
+  auto check_crop = [](char const* crop_key, std::optional<std::array<int, 2>> const& c, int n, bool three) {
     if (!c) return n;
     KSWEEP_REQUIRE((*c)[0] >= 0 && (*c)[0] < (*c)[1] && (*c)[1] <= n,
-                   key << " = [" << (*c)[0] << ", " << (*c)[1] << "] must satisfy 0 <= lo < hi <= " << n
-                       << (three ? " (cells after decimation)" : " (the model is 2D)"));
+                   crop_key << " = [" << (*c)[0] << ", " << (*c)[1] << "] must satisfy 0 <= lo < hi <= " << n
+                            << (three ? " (cells after decimation)" : " (the model is 2D)"));
     return (*c)[1] - (*c)[0];
   };
   m.nz = check_crop("model.crop_z", s.crop_z, m.nz, true);

@@ -1686,7 +1686,14 @@ def case_domains():
     with ThreadPoolExecutor(max_workers=2) as pool:
         ref_job = pool.submit(run, "dom_ref", ["fwi.iterations=3"])
         ref8_job = pool.submit(run, "dom_ref_int8", ["fwi.iterations=3", "storage.dtype=int8"])
-        (ref, _), (ref8, _) = ref_job.result(), ref8_job.result()
+        chain_job = pool.submit(run, "dom_ref_chain", ["fwi.iterations=3", "storage.layer_chain=true"])
+        (ref, _), (ref8, _), (refc, _) = ref_job.result(), ref8_job.result(), chain_job.result()
+    # The gradient with the layer's chain rule (storage.layer_chain): another model than the
+    # layer held fixed, and the same bits on a split model.
+    if model_bytes(refc) == model_bytes(ref):
+        fail("storage.layer_chain = true: the same model as the layer held fixed")
+    out, _ = run("dom_chain", ["fwi.iterations=3", "storage.layer_chain=true", "parallel.domains=[3]"], ranks=3)
+    same(refc, out, "storage.layer_chain = true, 3 ranks, parallel.domains = [3] vs 1 rank")
     for ranks, parts in ((2, 2), (3, 3), (4, 2), (4, 4)):
         out, r = run(f"dom_{ranks}_{parts}", ["fwi.iterations=3", f"parallel.domains=[{parts}]"], ranks=ranks)
         same(ref, out, f"{ranks} ranks, parallel.domains = [{parts}] ({ranks // parts} shot group(s)) vs 1 rank")

@@ -26,6 +26,48 @@ def test_gradcheck_float64():
     assert torch.autograd.gradcheck(f, (v, amp), eps=1e-3, atol=1e-7, rtol=1e-4)
 
 
+@pytest.mark.parametrize("shape,order", [((10, 12), 2), ((10, 12), 4), ((10, 12), 6), ((12, 12), 8),
+                                         ((6, 7, 8), 2), ((8, 8, 8), 4)])
+def test_gradcheck_every_cell_with_the_layer_following_v(shape, order):
+    """With the default layer (a copy of v's edge cells) the records' Jacobian with respect to
+    every cell of v, the edge cells next to the layer included, against backward (the layer's
+    chain rule), at orders 2-8 and in 3D; the damping profile's velocity given. Taking the layer
+    as fixed instead misses the edge cells' share of the Jacobian."""
+    v0 = layered(shape, np.float64)
+    src, rec = survey(v0.shape, shots=1, receivers=3, z_src=2, z_rec=1)
+    rec[..., -1] = [0, v0.shape[-1] // 2, v0.shape[-1] - 1]  # receivers on both edge columns
+    v = torch.tensor(v0, requires_grad=True)
+    amp = torch.tensor(amplitudes(1, 1, 40, DT, np.float64, freq=40.0))
+    kw = dict(order=order, pml_width=4, pml_velocity=2500.0)
+
+    def f(v):
+        return kt.forward(v, DH, DT, amp, src, rec, **kw)
+
+    assert torch.autograd.gradcheck(f, (v,), eps=1e-3, atol=1e-7, rtol=1e-4)
+    out = torch.randn(f(v).shape, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    g, = torch.autograd.grad((f(v) * out).sum(), v)
+    fixed, = torch.autograd.grad((kt.forward(v, DH, DT, amp, src, rec, layer_velocity=v0, **kw) * out).sum(), v)
+    edge = torch.zeros(shape, dtype=torch.bool)  # the outermost cells: the ones the layer copies
+    edge[0] = edge[-1] = True
+    edge[..., 0] = edge[..., -1] = True
+    if len(shape) == 3:
+        edge[:, 0] = edge[:, -1] = True
+    assert not torch.allclose(g[edge], fixed[edge], rtol=1e-2)
+    assert torch.equal(g[~edge], fixed[~edge])
+
+
+@pytest.mark.parametrize("shape,order", [((10, 12), 2), ((10, 12), 4), ((12, 12), 8), ((6, 7, 8), 4)])
+def test_gradcheck_with_default_arguments(shape, order):
+    """ksweep.torch.forward with its defaults (the layer follows v, the damping profile's
+    velocity the largest of v, taken as a constant): gradcheck with its own default tolerances,
+    every cell."""
+    v0 = layered(shape, np.float64)
+    src, rec = survey(v0.shape, shots=1, receivers=3, z_src=2, z_rec=1)
+    v = torch.tensor(v0, requires_grad=True)
+    amp = torch.tensor(amplitudes(1, 1, 40, DT, np.float64, freq=40.0))
+    assert torch.autograd.gradcheck(lambda v: kt.forward(v, DH, DT, amp, src, rec, order=order, pml_width=4), (v,))
+
+
 def test_gradcheck_variable_density_float64():
     """With rho: the Jacobian with respect to v and rho (both layers fixed) against backward."""
     v0 = layered((10, 12), np.float64)
@@ -151,21 +193,18 @@ def test_scalar_resamples_a_step_above_the_stability_limit():
 
 def test_scalar_gradcheck_float64():
     """gradcheck through the convention (the source term's -v^2 included), with respect to the
-    source amplitudes and to v's cells away from the layer (the layer's copy of the edge cells
-    is held fixed; max_vel given, as the damping profile's velocity)."""
-    v0 = torch.tensor(layered((10, 12), np.float64))
+    source amplitudes and to every cell of v, the edge cells the layer copies included (max_vel
+    given, as the damping profile's velocity)."""
+    v = torch.tensor(layered((10, 12), np.float64), requires_grad=True)
     src = torch.tensor([[[4, 5]]])
-    rec = torch.tensor([[[5, 2], [5, 6], [5, 9]]])
+    rec = torch.tensor([[[5, 0], [5, 6], [0, 11]]])
     amp = torch.tensor(amplitudes(1, 1, 40, DT, np.float64, freq=40.0), requires_grad=True)
-    inner = v0[2:-2, 2:-2].clone().requires_grad_(True)
 
-    def f(inner, amp):
-        v = v0.clone()
-        v[2:-2, 2:-2] = inner
+    def f(v, amp):
         return ksweep.scalar(v, DH, DT, source_amplitudes=amp, source_locations=src, receiver_locations=rec,
                              pml_width=4, max_vel=3000.0)[-1]
 
-    assert torch.autograd.gradcheck(f, (inner, amp), eps=1e-3, atol=1e-7, rtol=1e-4)
+    assert torch.autograd.gradcheck(f, (v, amp), eps=1e-3, atol=1e-7, rtol=1e-4)
 
 
 def test_scalar_refuses_what_it_does_not_model():

@@ -111,6 +111,13 @@ def _int(value, name: str) -> int:
     return int(value)
 
 
+def _bool(value, name: str) -> bool:
+    """`value` when it is a bool (numpy's too): 0, 1 or "yes" are refused, naming the argument."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} = {value!r} must be True or False")
+    return bool(value)
+
+
 def _same_dtype(a, dtype, name) -> np.ndarray:
     a = np.asarray(a)
     if a.dtype != dtype:
@@ -465,7 +472,12 @@ class Inversion:
     `domains` splits the model over MPI ranks ([nx_parts] in 2D, [ny_parts, nx_parts] in 3D,
     constant density): run the script with `mpirun -n N`; the ranks form N / parts shot groups,
     each rank propagates its subdomain, and every rank holds the same whole model after each
-    step, the same bits as one rank. Without MPI (or with one rank) only one domain fits."""
+    step, the same bits as one rank. Without MPI (or with one rank) only one domain fits.
+
+    `layer_chain=True` takes the gradient's chain rule of the absorbing layer's copy of the
+    model's edge cells (exact at the edge cells; the layer's cells saved every step: layer cells
+    x batch x nt x 4 bytes on the device), as the program's `storage.layer_chain`; the default
+    holds the layer fixed for the gradient."""
 
     def __init__(self, v, dh: float, dt: float, wavelet, source_locations, receiver_locations, observed_data, *,
                  true_model=None, optimizer: str = "adam", batch: int = 1, seed: int = 0, loss: str = "mean",
@@ -476,7 +488,7 @@ class Inversion:
                  pml_reflection: float = 1e-3, pml_freq: float = 25.0, free_surface: bool = False,
                  schedule: str = "auto", location_units: str = "cells", density=None, true_density=None,
                  invert=("vp",), rho_min: float = 1000.0, rho_max: float = 3000.0, lr_rho: float = 0.0,
-                 domains=None, pml_velocity: Optional[float] = None):
+                 domains=None, pml_velocity: Optional[float] = None, layer_chain: bool = False):
         v = np.asarray(v)
         if v.dtype not in _FLOATS:
             raise TypeError(f"v has dtype {v.dtype}; ksweep computes in float32 or float64")
@@ -520,7 +532,7 @@ class Inversion:
             bool(precondition), float(vmin), float(vmax), float(lr), float(betas[0]), float(betas[1]), float(eps),
             _int(lbfgs_memory, "lbfgs_memory"), str(schedule), str(storage), str(storage_location), str(storage_dtype),
             str(disk_dir), rho, true_rho, [str(p) for p in invert], float(rho_min), float(rho_max), float(lr_rho),
-            split, _pml_velocity(pml_velocity))
+            split, _pml_velocity(pml_velocity), _bool(layer_chain, "layer_chain"))
 
     def step(self) -> dict:
         """One iteration: {'iteration', 'loss', 'loss_start', 'rmse', 'seconds', 'shots', 'evaluations'}

@@ -512,7 +512,7 @@ class PyInversion {
               std::string const& schedule, std::string const& strategy, std::string const& location,
               std::string const& dtype, std::string const& disk_dir, std::optional<carray<float>> const& density,
               std::optional<carray<float>> const& truth_density, std::vector<std::string> const& invert, double rho_min,
-              double rho_max, double lr_rho, std::vector<int> const& domains, double pml_velocity) {
+              double rho_max, double lr_rho, std::vector<int> const& domains, double pml_velocity, bool layer_chain) {
     fwi::Problem pb;
     if (density) {
       pb.physics = fwi::Physics::acoustic_vd;
@@ -551,6 +551,7 @@ class PyInversion {
     o.lbfgs.first_step = lr;
     o.lbfgs.memory = lbfgs_memory;
     o.storage = storage::make_storage_config(strategy, location, dtype, 64, disk_dir, true);
+    o.storage.layer_chain = layer_chain;
     o.schedule = core::parse_schedule(schedule);
     o.invert = invert;
     o.rho_min = rho_min;
@@ -902,7 +903,7 @@ PYBIND11_MODULE(_ksweep, m) {
                     bool, int, double, bool, double, double, double, double, double, double, int, std::string const&,
                     std::string const&, std::string const&, std::string const&, std::string const&,
                     std::optional<carray<float>> const&, std::optional<carray<float>> const&,
-                    std::vector<std::string> const&, double, double, double, std::vector<int> const&, double>())
+                    std::vector<std::string> const&, double, double, double, std::vector<int> const&, double, bool>())
       .def("step", &PyInversion::step)
       .def("model", &PyInversion::model)
       .def("density", &PyInversion::density)

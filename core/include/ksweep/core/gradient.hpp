@@ -294,7 +294,8 @@ class GradientEngine {
     }
   };
 
-  GradientEngine(propagator_type& prop, storage::StorageConfig const& cfg) : m_prop(prop), m_cfg(cfg) {
+  GradientEngine(propagator_type& prop, storage::StorageConfig const& cfg)
+      : m_prop(prop), m_cfg(cfg), m_layer_chain(cfg.layer_chain) {
     auto const& l = prop.layout();
     // The saved cells and, for codecs with a scale per block, the padding that keeps a block
     // within one shot and one tile of the model (core::ring_layout, storage::RingValues).
@@ -357,7 +358,7 @@ class GradientEngine {
   /// The chain rule of the absorbing layer's copy of the model's edge cells (see the file
   /// comment): applied by the next forward()/backward() when `on` and the propagator's layer is
   /// that copy (Propagator::layer_copies_model), at the cost of layer cells x shots x nt values
-  /// of Real on the device. Off by default (the layer held fixed).
+  /// of Real on the device. The default is the configuration's (StorageConfig::layer_chain).
   void set_layer_chain(bool on) { m_layer_chain = on; }
   bool layer_chain() const { return m_layer_chain; }
   /// The absorbing layer's cells per shot (those whose values the layer's chain rule saves).

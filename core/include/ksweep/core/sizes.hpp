@@ -36,6 +36,10 @@ long long ring_cells(Layout const& l, bool full);
 /// cells within `reach` of a layer face, once per axis of such a face (reach 0: none).
 long long layer_term_cells(Layout const& l, int reach);
 
+/// Cells of the absorbing layer per shot (the padded grid without the model): what the
+/// gradient's layer chain rule saves every step (GradientEngine::set_layer_chain).
+long long layer_cells(Layout const& l);
+
 /// The width (model cells along y and x) of the tiles whose saved cells a codec with a scale per
 /// block codes together (1 for the codecs without: their codes do not depend on other values).
 /// A model split into domains with cuts on multiples of it codes every tile alike on every

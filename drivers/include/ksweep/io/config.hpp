@@ -117,6 +117,9 @@ struct StorageSection {
   /// Directory for location = "disk"; empty = the system temporary directory.
   std::string disk_dir;
   bool pinned = true;
+  /// The gradient's chain rule of the absorbing layer's copy of the model's edge cells
+  /// (storage::StorageConfig::layer_chain).
+  bool layer_chain = false;
 };
 
 /// [fwi]: full-waveform inversion.

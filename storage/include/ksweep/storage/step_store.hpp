@@ -48,6 +48,10 @@ struct StorageConfig {
   int transfer_interval = 64;  ///< steps per host/disk transfer
   std::string disk_dir;        ///< parent folder of the per-run folder (empty: system temp)
   bool pinned = true;          ///< page-locked host memory for host storage (CUDA)
+  /// The gradient takes the chain rule of the absorbing layer's copy of the model's edge cells
+  /// (core::GradientEngine::set_layer_chain): exact at the edge cells, at the cost of the layer's
+  /// cells x shots x steps values of the compute precision on the device.
+  bool layer_chain = false;
 };
 
 /// Parses and checks a storage configuration (errors name the value and the allowed ones).
