@@ -207,10 +207,53 @@ def test_scalar_gradcheck_float64():
     assert torch.autograd.gradcheck(f, (v, amp), eps=1e-3, atol=1e-7, rtol=1e-4)
 
 
+def test_scalar_survey_pad_propagates_the_box_around_the_survey():
+    """survey_pad: the records of the call are those of the model cut to the box around every
+    source and receiver (Deepwave's extents: pads per side, None to the edge), the same bits;
+    v's gradient is the cut model's inside the box and zero outside."""
+    v0, amp, src, rec = _scalar_case()
+    rec = rec[:, 3:6]  # x 18-30; sources at x 20 and 40, z 5
+    v = v0.clone().requires_grad_(True)
+    d = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp, source_locations=src, receiver_locations=rec,
+                      pml_width=10, survey_pad=[None, 6, 4, 5])[-1]
+    box = (slice(0, 12), slice(14, 46))  # z: 0 to 5 + 6; x: 18 - 4 to 40 + 5
+    vc = v0[box].clone().requires_grad_(True)
+    shift = torch.tensor([0, 14])
+    dc = ksweep.scalar(vc, 10.0, 0.001, source_amplitudes=amp, source_locations=src - shift,
+                       receiver_locations=rec - shift, pml_width=10, max_vel=float(v0.max()))[-1]
+    assert torch.equal(d, dc)
+    d.sum().backward()
+    dc.sum().backward()
+    assert torch.equal(v.grad[box], vc.grad)
+    outside = torch.ones_like(v.grad, dtype=torch.bool)
+    outside[box] = False
+    assert not v.grad[outside].any() and vc.grad.abs().sum() > 0
+    for bad in (-1, [1, 2, 3], 2.5):
+        with pytest.raises(ValueError, match="survey_pad"):
+            ksweep.scalar(v0, 10.0, 0.001, source_amplitudes=amp, source_locations=src, receiver_locations=rec,
+                          survey_pad=bad)
+
+
+def test_scalar_survey_pad_matches_the_analytic_green_function():
+    """A homogeneous model cut to 8 cells around its source and receivers propagates as the
+    whole one: the 2D Green's function, within the stencil's dispersion and the layer's reflection."""
+    n, dh, c, dt, nt = 161, 5.0, 1500.0, 0.0004, 500
+    v = torch.full((n, n), c, dtype=torch.float64)
+    f = ksweep.ricker(25.0, nt, dt, 0.05)
+    rec = torch.tensor([[[80, 100], [95, 95]]])
+    d = ksweep.scalar(v, dh, dt, source_amplitudes=torch.from_numpy(f).reshape(1, 1, nt),
+                      source_locations=torch.tensor([[[80, 80]]]), receiver_locations=rec, accuracy=8,
+                      pml_width=30, survey_pad=8)[-1][0].numpy()
+    for k, r in enumerate((20 * dh, np.hypot(15, 15) * dh)):
+        want = _green_2d(f, dt, r, c, dh)
+        err = np.linalg.norm(d[k] - want) / np.linalg.norm(want)
+        assert err < 5e-3, (k, err)
+
+
 def test_scalar_refuses_what_it_does_not_model():
     v, amp, src, rec = _scalar_case()
     kw = dict(source_amplitudes=amp, source_locations=src, receiver_locations=rec)
-    for extra, needle in ((dict(wavefield_0=torch.zeros(40, 60)), "wavefield_0"), (dict(survey_pad=5), "survey_pad"),
+    for extra, needle in ((dict(wavefield_0=torch.zeros(40, 60)), "wavefield_0"), (dict(origin=[0, 0]), "origin"),
                           (dict(pml_width=[10, 0, 10, 10]), "reflecting edge")):
         with pytest.raises(NotImplementedError, match=needle):
             ksweep.scalar(v, 10.0, 0.001, **kw, **extra)

@@ -154,6 +154,33 @@ def _resample(x: torch.Tensor, n: int, taper_frac: float) -> torch.Tensor:
     return torch.fft.irfft(spec, n=n, dim=-1) * (n / m)
 
 
+def _survey_box(shape, points, survey_pad):
+    """Deepwave's survey extents: per axis [low, high) around every point (rows of [n, ndim]
+    cells), `survey_pad` cells beyond them, clipped to the model; a side whose pad is None goes to
+    the model's edge, as does every side when there is no point."""
+    ndim = len(shape)
+    if isinstance(survey_pad, (list, tuple)):
+        pads = list(survey_pad)
+    else:
+        pads = [survey_pad] * 2 * ndim
+    if len(pads) != 2 * ndim:
+        raise ValueError(f"survey_pad = {survey_pad!r}: one number of cells, or {2 * ndim} (low and high "
+                         f"side of each of the {ndim} axes), None for a side that goes to the model's edge")
+    pads = [None if p is None else _ks._int(p, "survey_pad") for p in pads]
+    if any(p is not None and p < 0 for p in pads):
+        raise ValueError(f"survey_pad = {survey_pad!r}: the pads must be >= 0 cells (None: to the model's edge)")
+    pts = torch.cat([p.reshape(-1, ndim) for p in points]) if points else torch.zeros(0, ndim, dtype=torch.long)
+    lo, hi = [0] * ndim, list(shape)
+    if pts.shape[0] == 0:
+        return lo, hi
+    for a in range(ndim):
+        if pads[2 * a] is not None:
+            lo[a] = max(int(pts[:, a].min()) - pads[2 * a], 0)
+        if pads[2 * a + 1] is not None:
+            hi[a] = min(int(pts[:, a].max()) + pads[2 * a + 1] + 1, shape[a])
+    return lo, hi
+
+
 def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=None, receiver_locations=None,
            accuracy: int = 4, pml_width=20, pml_freq=None, max_vel=None, survey_pad=None, origin=None,
            wavefield_0=None, wavefield_m1=None, psiy_m1=None, psix_m1=None, zetay_m1=None, zetax_m1=None,
@@ -174,19 +201,24 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
     and the data come back at `dt`, every step-ratio-th sample. Differentiable with respect to `v` and
     `source_amplitudes`.
 
+    `survey_pad` (one number of cells, or one per side [first axis low, high, second axis low,
+    high, ...], None for a side that goes to the model's edge) propagates only the box around
+    every source and receiver of the call, padded so, as Deepwave does: the absorbing layer then
+    copies the box's edges, and v's gradient is zero outside the box.
+
     Returns Deepwave's 7-tuple (3D: 10) whose last element is the receiver data
     [shot, receiver, time]. The final wavefields and layer memories are not returned (None):
     ksweep does not hand its wavefields out. Arguments that ksweep does not support
-    (initial wavefields, `survey_pad`, `origin`, callbacks, a reflecting edge) raise
+    (initial wavefields and their `origin`, callbacks, a reflecting edge) raise
     NotImplementedError naming them."""
-    unsupported = {"survey_pad": survey_pad, "origin": origin, "wavefield_0": wavefield_0,
+    unsupported = {"origin": origin, "wavefield_0": wavefield_0,
                    "wavefield_m1": wavefield_m1, "psiy_m1": psiy_m1, "psix_m1": psix_m1, "zetay_m1": zetay_m1,
                    "zetax_m1": zetax_m1, "forward_callback": forward_callback,
                    "backward_callback": backward_callback}
     for name, value in unsupported.items():
         if value is not None:
-            raise NotImplementedError(f"ksweep.scalar: {name} is not supported (ksweep neither takes initial "
-                                      "wavefields nor crops the model per shot, and calls no callback)")
+            raise NotImplementedError(f"ksweep.scalar: {name} is not supported (ksweep takes no initial "
+                                      "wavefields, which origin places, and calls no callback)")
     if model_gradient_sampling_interval != 1:
         raise NotImplementedError("ksweep.scalar: model_gradient_sampling_interval other than 1 is not supported "
                                   "(ksweep's gradient is exact at every step)")
@@ -240,6 +272,12 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
     src_c = torch.where(src_absent.unsqueeze(-1), torch.zeros_like(src), src)
     rec_c = torch.where(rec_absent.unsqueeze(-1), torch.zeros_like(rec), rec)
     vmax = float(v.detach().abs().max()) if max_vel is None else float(max_vel)
+    if survey_pad is not None:  # the box around the call's sources and receivers (the whole model's vmax)
+        lo, hi = _survey_box(tuple(v.shape), [src[~src_absent], rec[~rec_absent]], survey_pad)
+        v = v[tuple(slice(a, b) for a, b in zip(lo, hi))]
+        shift = torch.tensor(lo, dtype=src_c.dtype)
+        src_c = torch.where(src_absent.unsqueeze(-1), src_c, src_c - shift)
+        rec_c = torch.where(rec_absent.unsqueeze(-1), rec_c, rec_c - shift)
     # Deepwave's time step limit and its internal step.
     dt_max = 0.6 / (vmax * float(np.sqrt(np.sum(1.0 / spacing**2))))
     ratio = max(1, int(np.ceil(abs(dt) / dt_max - 1e-12)))

@@ -1003,7 +1003,7 @@ class Propagator {
   Survey m_survey;
   double m_vmin = 0, m_vmax = 0;
   field2 m_c, m_vp_model;
-  bool m_layer_copies_model = false;  // see layer_copies_model()
+  bool m_layer_copies_model = false;                      // see layer_copies_model()
   field1 m_prof_a[Dim], m_prof_b[Dim], m_prof_mask[Dim];  // CPML profiles per axis (z, (y,) x)
   // Variable density: the averaged buoyancy per axis (like c) and the half-point profiles.
   field2 m_bb[Dim], m_rho_model;
