@@ -26,6 +26,8 @@ This module imports torch; `import ksweep` does not.
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import torch
 
@@ -181,6 +183,26 @@ def _survey_box(shape, points, survey_pad):
     return lo, hi
 
 
+def _per_shot_models(v, args):
+    """scalar() with a model per shot, v [shot, *model] (one axis more than a location has):
+    each shot runs alone on its model (its own max_vel unless given) and the tuple's data are
+    the shots' data in order."""
+    rec = torch.as_tensor(args["receiver_locations"])
+    if v.shape[0] != rec.shape[0]:
+        raise ValueError(f"v has {v.shape[0]} models (v {tuple(v.shape)}: a model per shot), receiver_locations "
+                         f"{rec.shape[0]} shots")
+    own = set(inspect.signature(scalar).parameters) - {"v", "source_amplitudes", "source_locations",
+                                                         "receiver_locations"}
+    kw = {k: args[k] for k in own}
+    out = []
+    for i in range(v.shape[0]):
+        one = {k: (None if x is None else torch.as_tensor(x)[i:i + 1])
+               for k, x in (("source_amplitudes", args["source_amplitudes"]),
+                            ("source_locations", args["source_locations"]))}
+        out.append(scalar(v[i], receiver_locations=rec[i:i + 1], **one, **kw)[-1])
+    return (None,) * (6 if v.ndim == 3 else 9) + (torch.cat(out),)
+
+
 def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=None, receiver_locations=None,
            accuracy: int = 4, pml_width=20, pml_freq=None, max_vel=None, survey_pad=None, origin=None,
            wavefield_0=None, wavefield_m1=None, psiy_m1=None, psix_m1=None, zetay_m1=None, zetax_m1=None,
@@ -206,6 +228,9 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
     every source and receiver of the call, padded so, as Deepwave does: the absorbing layer then
     copies the box's edges, and v's gradient is zero outside the box.
 
+    `v` may hold a model per shot, [shot, nz, nx] (3D: [shot, nz, ny, nx]): each shot then runs
+    on its own model.
+
     Returns Deepwave's 7-tuple (3D: 10) whose last element is the receiver data
     [shot, receiver, time]. The final wavefields and layer memories are not returned (None):
     ksweep does not hand its wavefields out. Arguments that ksweep does not support
@@ -228,6 +253,8 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
         v = torch.as_tensor(np.asarray(v))
     if v.dtype not in (torch.float32, torch.float64):
         raise TypeError(f"v has dtype {v.dtype}; ksweep computes in float32 or float64")
+    if receiver_locations is not None and v.ndim == torch.as_tensor(receiver_locations).shape[-1] + 1:
+        return _per_shot_models(v, locals())
     ndim = v.ndim
     if ndim not in (2, 3):
         raise ValueError(f"v has shape {tuple(v.shape)}: ksweep.scalar takes a 2D or 3D model")
