@@ -56,7 +56,8 @@ def test_gradcheck_every_cell_with_the_layer_following_v(shape, order):
     assert torch.equal(g[~edge], fixed[~edge])
 
 
-@pytest.mark.parametrize("shape,order", [((10, 12), 2), ((10, 12), 4), ((12, 12), 8), ((6, 7, 8), 4)])
+@pytest.mark.parametrize("shape,order", [((10, 12), 2), ((10, 12), 4), ((10, 12), 6), ((12, 12), 8),
+                                         ((6, 7, 8), 2), ((6, 7, 8), 4)])
 def test_gradcheck_with_default_arguments(shape, order):
     """ksweep.torch.forward with its defaults (the layer follows v, the damping profile's
     velocity the largest of v, taken as a constant): gradcheck with its own default tolerances,
