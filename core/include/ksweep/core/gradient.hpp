@@ -339,17 +339,10 @@ class GradientEngine {
     KSWEEP_REQUIRE(m_n_terms == core::layer_term_cells(l, body_type::forward_reach),
                    "ksweep::core::GradientEngine: " << m_n_terms << " layer-term cells, layer_term_cells says "
                                                     << core::layer_term_cells(l, body_type::forward_reach));
-    auto upload = [&](std::vector<int> const& values, char const* label) {
-      Kokkos::View<int*, memory_space> d(view_alloc(space, WithoutInitializing, std::string(label)), values.size());
-      Kokkos::deep_copy(space, d,
-                        Kokkos::View<int const*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-                            values.data(), values.size()));
-      return d;
-    };
-    m_term_axis = upload(lt.axis, "ksweep::core::term_axis");
-    m_term_strip = upload(lt.strip, "ksweep::core::term_strip");
-    m_term_model = upload(lt.model, "ksweep::core::term_model");
-    m_term_field = upload(lt.field, "ksweep::core::term_field");
+    m_term_axis = upload(space, lt.axis, "ksweep::core::term_axis");
+    m_term_strip = upload(space, lt.strip, "ksweep::core::term_strip");
+    m_term_model = upload(space, lt.model, "ksweep::core::term_model");
+    m_term_field = upload(space, lt.field, "ksweep::core::term_field");
     space.fence();
   }
 
@@ -837,15 +830,8 @@ class GradientEngine {
       m_layer_listed = true;
       m_n_layer = static_cast<int>(lc.field.size());
       m_layer_field_host = lc.field;
-      auto upload = [&](std::vector<int> const& values, char const* label) {
-        Kokkos::View<int*, memory_space> d(view_alloc(space, WithoutInitializing, std::string(label)), values.size());
-        Kokkos::deep_copy(space, d,
-                          Kokkos::View<int const*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-                              values.data(), values.size()));
-        return d;
-      };
-      m_layer_field = upload(lc.field, "ksweep::core::layer_field");
-      m_layer_model = upload(lc.model, "ksweep::core::layer_model");
+      m_layer_field = upload(space, lc.field, "ksweep::core::layer_field");
+      m_layer_model = upload(space, lc.model, "ksweep::core::layer_model");
     }
     if (m_n_layer == 0) return;
     m_chain_run = true;
@@ -890,18 +876,10 @@ class GradientEngine {
     }
     for (int s = ns; s < S; ++s) off.push_back(off.back());
     m_has_layer_sources = !cell.empty();
-    auto upload = [&](auto const& values, char const* label) {
-      using T = typename std::decay_t<decltype(values)>::value_type;
-      Kokkos::View<T*, memory_space> d(view_alloc(space, WithoutInitializing, std::string(label)), values.size());
-      Kokkos::deep_copy(space, d,
-                        Kokkos::View<T const*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-                            values.data(), values.size()));
-      return d;
-    };
-    m_layer_src_off = upload(off, "ksweep::core::layer_src_off");
-    m_layer_src_cell = upload(cell, "ksweep::core::layer_src_cell");
-    m_layer_src_point = upload(point, "ksweep::core::layer_src_point");
-    m_layer_src_w = upload(weight, "ksweep::core::layer_src_w");
+    m_layer_src_off = upload(space, off, "ksweep::core::layer_src_off");
+    m_layer_src_cell = upload(space, cell, "ksweep::core::layer_src_cell");
+    m_layer_src_point = upload(space, point, "ksweep::core::layer_src_point");
+    m_layer_src_w = upload(space, weight, "ksweep::core::layer_src_w");
     space.fence();
   }
   LayerSave layer_save(wavelet_view const& w, field3 const& u, int n) const {
@@ -919,6 +897,18 @@ class GradientEngine {
   }
   LayerChain layer_chain(field3 const& lambda, int n) const {
     return {m_layer_d, lambda, m_layer_acc, m_layer_field, m_n_layer, n};
+  }
+
+  // A device copy of host values, allocated and filled on `space` (not fenced).
+  template <class T>
+  static Kokkos::View<T*, memory_space> upload(ExecSpace const& space, std::vector<T> const& values,
+                                               char const* label) {
+    Kokkos::View<T*, memory_space> d(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string(label)),
+                                     values.size());
+    Kokkos::deep_copy(space, d,
+                      Kokkos::View<T const*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                          values.data(), values.size()));
+    return d;
   }
 
   // The saved cells of each shot's wavefield `u`, as a codec value source or sink.
