@@ -81,25 +81,15 @@ class Transform {
     spectrum.resize(static_cast<std::size_t>(m_nf));
     for (int k = 0; k < m_nf; ++k) spectrum[static_cast<std::size_t>(k)] = {m_freq[k][0], m_freq[k][1]};
   }
-  /// The spectrum of `nt` samples read by `at(t)`, zero-padded.
+  /// The spectrum of `nt` samples read by `at(t)`, zero-padded; `continued`: a record continued
+  /// past its last sample first (continue_past_end).
   template <class At>
-  void forward(int nt, At at, std::vector<cplx>& spectrum) {
+  void forward(int nt, At at, std::vector<cplx>& spectrum, bool continued = false) {
     forward_filled(
         [&](double* x, int n) {
           for (int t = 0; t < nt; ++t) x[t] = at(t);
           std::fill(x + nt, x + n, 0.0);
-        },
-        spectrum);
-  }
-  /// The spectrum of `nt` samples of a record read by `at(t)`, continued past its last sample
-  /// (continue_past_end), then zeros.
-  template <class At>
-  void forward_continued(int nt, At at, std::vector<cplx>& spectrum) {
-    forward_filled(
-        [&](double* x, int n) {
-          for (int t = 0; t < nt; ++t) x[t] = at(t);
-          std::fill(x + nt, x + n, 0.0);
-          continue_past_end(x, nt);
+          if (continued) continue_past_end(x, nt);
         },
         spectrum);
   }
@@ -203,7 +193,7 @@ void low_pass_records(std::vector<float>& records, int shots, int nt, int receiv
     for (std::size_t r = 0; r < nr; ++r) {
       float* const base = records.data() + s * static_cast<std::size_t>(nt) * nr + r;
       auto at = [&](int t) { return static_cast<double>(base[static_cast<std::size_t>(t) * nr]); };
-      tr.forward_continued(nt, at, spec);
+      tr.forward(nt, at, spec, true);
       for (std::size_t k = 0; k < spec.size(); ++k) spec[k] *= gain[k];
       tr.inverse(spec, nt, [&](int t, double v) { base[static_cast<std::size_t>(t) * nr] = static_cast<float>(v); });
     }
