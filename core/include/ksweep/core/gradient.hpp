@@ -354,8 +354,6 @@ class GradientEngine {
   /// of Real on the device. The default is the configuration's (StorageConfig::layer_chain).
   void set_layer_chain(bool on) { m_layer_chain = on; }
   bool layer_chain() const { return m_layer_chain; }
-  /// The absorbing layer's cells per shot (those whose values the layer's chain rule saves).
-  int layer_cell_count() const { return static_cast<int>(core::layer_cells<Dim>(m_prop.layout(), R).field.size()); }
   /// Cells saved per shot and step.
   int ring_cells() const { return m_n_ring; }
   storage::StorageConfig const& config() const { return m_cfg; }
