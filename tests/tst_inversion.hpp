@@ -9,6 +9,7 @@
 #include <ksweep/core/wavelet.hpp>
 #include <ksweep/fwi/inversion.hpp>
 #include <ksweep/fwi/spectral.hpp>
+#include <ksweep/fwi/workflow.hpp>
 
 #include <gtest/gtest.h>
 
@@ -133,6 +134,84 @@ KSWEEP_TEST(lbfgs_resumes_bit_for_bit) {
   bad.lbfgs.rho.pop_back();
   fwi::Inversion other(small.pb, o, comm);
   EXPECT_THROW(other.restore(bad), Error);
+}
+
+// The workflow's stages (fwi::Workflow, which the program and Python run): each stage's data from
+// its first iteration and the optimizer restarted there, the steps of set_data() and
+// restart_optimizer() by hand; restored inside a stage or at a stage's first iteration (Adam's
+// step count from the stage's start), the uninterrupted run's bits. Fails if a switch comes an
+// iteration early or late, or if restore() keeps the first stage's data.
+KSWEEP_TEST(workflow_stages_match_by_hand_and_restore_bit_for_bit) {
+  SmallInversion const small;
+  comm::Communicator const comm;
+  auto o = small.options(fwi::Method::adam);
+  o.batch = 2;
+  o.seed = 5;
+  auto const& pb = small.pb;
+  int const shots = pb.survey.n_shots, nr = pb.survey.n_receivers;
+  fwi::Stages const stages({{2, 8.0}, {2, 14.0}}, pb.wavelet, pb.dt);
+  ASSERT_FALSE(stages.keeps(0));
+  ASSERT_EQ(stages.iterations(), 4);
+  fwi::Workflow whole(pb, o, stages, comm);
+  std::vector<fwi::Report> want;
+  for (int it = 0; it < 5; ++it) want.push_back(whole.step());  // the last stage goes on past its iterations
+  auto staged = pb;
+  staged.wavelet = stages.wavelet(0);
+  staged.observed = stages.observed(0, pb.observed, shots, pb.nt, nr);
+  fwi::Inversion hand(staged, o, comm);
+  for (int it = 0; it < 5; ++it) {
+    if (it == 2) {
+      hand.set_data(stages.wavelet(1), stages.observed(1, pb.observed, shots, pb.nt, nr));
+      hand.restart_optimizer();
+    }
+    auto const r = hand.step();
+    EXPECT_EQ(std::memcmp(&r.loss, &want[it].loss, sizeof r.loss), 0)
+        << "iteration " << it + 1 << ": " << r.loss << " by hand, " << want[it].loss << " by the workflow";
+  }
+  EXPECT_TRUE(same_model_bits(hand.model(), whole.inversion().model()));
+  for (int at : {1, 2, 3}) {
+    fwi::Workflow first(pb, o, stages, comm);
+    for (int it = 0; it < at; ++it) first.step();
+    auto st = first.inversion().state();
+    st.optimizer_steps = -1;  // counted from the stage's start by restore()
+    fwi::Workflow resumed(pb, o, stages, comm);
+    resumed.restore(st);
+    EXPECT_EQ(resumed.stage().index, at < 2 ? 0 : 1);
+    for (int it = at; it < 5; ++it) {
+      auto const r = resumed.step();
+      EXPECT_EQ(std::memcmp(&r.loss, &want[static_cast<std::size_t>(it)].loss, sizeof r.loss), 0)
+          << "restored after " << at << ", iteration " << it + 1;
+    }
+    EXPECT_TRUE(same_model_bits(resumed.inversion().model(), whole.inversion().model())) << "restored after " << at;
+  }
+}
+
+// The options' checks name the program's keys when it asks (the library's own names otherwise),
+// and hold for every caller: L-BFGS takes the gradient of the loss as it is.
+KSWEEP_TEST(check_options_names_the_callers_keys) {
+  SmallInversion const small;
+  auto o = small.options(fwi::Method::lbfgs);
+  o.grad_smooth = 2;
+  auto const message = [&](fwi::Options const& opt, fwi::OptionNames const& names) -> std::string {
+    try {
+      fwi::check_options(small.pb, opt, names);
+    } catch (Error const& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(message(o, {"fwi.", "time.dt"}).find("fwi.optimizer = \"lbfgs\" needs the gradient of the loss as it is"),
+            std::string::npos);
+  EXPECT_NE(message(o, {}).find("optimizer = \"lbfgs\" needs"), std::string::npos);
+  EXPECT_THROW(fwi::Inversion(small.pb, o, comm::Communicator()), Error);
+  o.grad_smooth = 0;
+  EXPECT_EQ(message(o, {"fwi.", "time.dt"}), "");
+  o.vmax = 1e5;
+  EXPECT_NE(message(o, {"fwi.", "time.dt"}).find("fwi.vmax = 100000 m/s lets the model reach velocities that time.dt"),
+            std::string::npos);
+  o = small.options(fwi::Method::adam);
+  o.batch = 7;
+  EXPECT_NE(message(o, {"fwi.", "time.dt"}).find("fwi.batch = 7 shots must be in [1, 6]"), std::string::npos);
 }
 
 KSWEEP_TEST(lbfgs_inversion_beats_adam_in_evaluations) {

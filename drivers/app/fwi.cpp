@@ -12,6 +12,7 @@
 #include <ksweep/core/runtime.hpp>
 #include <ksweep/core/stencil.hpp>
 #include <ksweep/fwi/inversion.hpp>
+#include <ksweep/fwi/workflow.hpp>
 #include <ksweep/fwi/smoothing.hpp>
 #include <ksweep/fwi/spectral.hpp>
 #include <ksweep/io/atomic_file.hpp>
@@ -104,21 +105,13 @@ double velocity_bound(io::Config const& cfg, double dh, int order, int dim) {
   return cfg.fwi.vmax > 0 ? cfg.fwi.vmax : stable_velocity(cfg, dh, order, dim);
 }
 
-/// Stability of the inversion, before anything runs: the true and starting models must be
-/// stable with time.dt, and so must every velocity the inversion may reach (up to fwi.vmax).
+/// Stability of the models, before anything runs: the true and starting models must be stable
+/// with time.dt (every velocity the inversion may reach, up to fwi.vmax, is the library's
+/// check_options).
 void check_stability(io::Config const& cfg, io::VelocityModel const& truth, std::vector<float> const& v0, int order) {
   double const vtrue = *std::max_element(truth.vp.begin(), truth.vp.end());
   core::check_cfl(vtrue, cfg.time.dt, truth.dh, order, truth.dim());
   core::check_cfl(*std::max_element(v0.begin(), v0.end()), cfg.time.dt, truth.dh, order, truth.dim());
-  double const limit = core::courant_limit(order, truth.dim());
-  double const vstable = stable_velocity(cfg, truth.dh, order, truth.dim());
-  double const vmax = cfg.fwi.vmax;
-  KSWEEP_REQUIRE(vmax <= 0 || vmax <= vstable,
-                 "fwi.vmax = " << vmax << " m/s lets the inversion reach velocities that time.dt = " << cfg.time.dt
-                               << " s cannot propagate stably: the CFL limit " << limit << " of order " << order
-                               << " at dh = " << truth.dh << " m allows at most " << vstable
-                               << " m/s; lower fwi.vmax to at most " << vstable << " m/s or time.dt to at most "
-                               << limit * truth.dh / vmax << " s");
 }
 
 /// The inversion keeps velocities in [fwi.vmin, `vmax`] (velocity_bound); a model
@@ -155,15 +148,15 @@ bool inverts(io::Config const& cfg, char const* p) {
   return std::find(cfg.fwi.invert.begin(), cfg.fwi.invert.end(), p) != cfg.fwi.invert.end();
 }
 
-/// The smoothing lengths (cells) against the model: a Gaussian wider than the model's largest
-/// extent is a constant, and its cost grows with its width.
+/// The starting model's smoothing length (cells) against the model: a Gaussian wider than the
+/// model's largest extent is a constant, and its cost grows with its width (fwi.grad_smooth is
+/// the library's check_options).
 void check_smoothing(io::Config const& cfg, io::VelocityModel const& shape) {
   int const extent = std::max({shape.nz, shape.nx, shape.ny});
-  for (auto const& [key, sigma] : {std::pair<char const*, double>{"fwi.smooth_sigma", cfg.fwi.smooth_sigma},
-                                   std::pair<char const*, double>{"fwi.grad_smooth", cfg.fwi.grad_smooth}})
-    KSWEEP_REQUIRE(sigma <= extent, key << " = " << sigma << " cells is wider than the model's largest extent, "
-                                        << extent << " cells (" << shape.shape()
-                                        << "): a Gaussian that wide smooths to a constant; use at most " << extent);
+  KSWEEP_REQUIRE(cfg.fwi.smooth_sigma <= extent,
+                 "fwi.smooth_sigma = " << cfg.fwi.smooth_sigma << " cells is wider than the model's largest extent, "
+                                       << extent << " cells (" << shape.shape()
+                                       << "): a Gaussian that wide smooths to a constant; use at most " << extent);
 }
 
 /// fwi.observed: ksweep's HDF5 records, or SEG-Y shot gathers (.sgy, .segy) on the model's grid,
@@ -251,20 +244,6 @@ void check_observed(io::RecordsFile const& r, io::Config const& cfg, core::Surve
                                       << ", the survey places it at " << at(want.rec_pos[j]));
     }
   }
-}
-
-/// The optimizer against the options it cannot honour: L-BFGS needs the gradient of the loss
-/// itself (its line search compares the loss with the gradient's slope), so no smoothing or
-/// preconditioning of it.
-void check_method(io::Config const& cfg) {
-  auto const& f = cfg.fwi;
-  if (f.optimizer != "lbfgs") return;
-  KSWEEP_REQUIRE(f.grad_smooth == 0 && !f.precondition,
-                 "fwi.optimizer = \"lbfgs\" needs the gradient of the loss as it is (its line search checks the "
-                 "loss against the gradient's slope), but fwi.grad_smooth = "
-                     << f.grad_smooth << " and fwi.precondition = " << (f.precondition ? "true" : "false")
-                     << " change it; set fwi.grad_smooth = 0 and fwi.precondition = false, or use fwi.optimizer = "
-                        "\"adam\"");
 }
 
 /// An input whose values the run identity hashes (data.<name>_sha256), the key naming its file
@@ -366,10 +345,44 @@ core::Survey fwi_survey(io::Config const& cfg, io::VelocityModel const& shape) {
   return survey_of(io::read_records_segy(obs, shape.dh, shape.ny, false, model_end(shape)), shape.dh);
 }
 
+/// The library's options from the configuration: `water` rows kept (fwi.water_rows, or the
+/// rows detected in the model), fwi.vmax = 0 the stability limit of time.dt.
+fwi::Options inversion_options(io::Config const& cfg, core::ModelGrid const& grid, int water) {
+  auto const& f = cfg.fwi;
+  fwi::Options o;
+  o.method = f.optimizer == "lbfgs" ? fwi::Method::lbfgs : fwi::Method::adam;
+  o.batch = f.batch;
+  o.seed = static_cast<std::uint64_t>(f.seed);
+  o.loss_sum = f.loss_norm == "sum";
+  o.water_rows = water;
+  o.grad_smooth = f.grad_smooth;
+  o.precondition = f.precondition;
+  o.vmin = f.vmin;
+  o.vmax = velocity_bound(cfg, grid.dh, cfg.propagator.order, grid.dim());  // velocities stay physical and stable
+  o.adam.lr = f.lr;
+  o.adam.beta1 = f.beta1;
+  o.adam.beta2 = f.beta2;
+  o.adam.eps = f.eps;
+  o.lbfgs.first_step = f.lr;
+  o.lbfgs.memory = f.lbfgs_memory;
+  o.storage = storage::make_storage_config(cfg.storage.strategy, cfg.storage.location, cfg.storage.dtype,
+                                           cfg.storage.transfer_interval, cfg.storage.disk_dir, cfg.storage.pinned);
+  o.storage.layer_chain = cfg.storage.layer_chain;
+  o.schedule = core::parse_schedule(cfg.propagator.schedule);
+  o.domains = domain_split(cfg, grid);
+  if (variable_density(cfg)) {
+    o.invert = f.invert;
+    o.rho_min = f.rho_min;
+    o.rho_max = f.rho_max;
+    o.lr_rho = f.lr_rho;
+  }
+  if (char const* e = std::getenv("KSWEEP_FAULT_NAN")) o.fault = e;  // test hook (see Options::fault)
+  return o;
+}
+
 /// What the checks before the first write leave for the run.
 struct Inputs {
   core::Survey survey;
-  storage::StorageConfig storage;
   io::VelocityModel truth;
   std::vector<float> v0;                  ///< the starting model
   std::vector<float> rho_true, rho0;      ///< variable density: the true and starting densities
@@ -377,15 +390,10 @@ struct Inputs {
   io::RecordsFile obs;                    ///< observed data read from fwi.observed (rank 0)
   std::pair<double, int> obs_axis{0, 0};  ///< the observed file's own dt and nt (rank 0; 0: modelled)
   std::vector<double> wavelet;            ///< the source (full band): Ricker, a file's, or the estimate
-  /// Each stage's wavelet (low-passed once, on every rank), the share of its energy the
-  /// low-pass spread outside the record (fwi::low_pass's `outside`), and whether the stage keeps
-  /// the wavelet as it is (fwi::low_pass_keeps: wavelet and data then used unfiltered).
-  std::vector<std::vector<double>> stage_wavelets;
-  std::vector<double> stage_outside;
-  std::vector<char> stage_keeps;
-  fwi::WaveletEstimate estimate;  ///< wavelet.source = "estimate": the estimate and its residuals
-  nlohmann::json run;             ///< the run's identity
-  io::Checkpoint ck;              ///< --resume: the checkpoint
+  fwi::Stages stages;                     ///< frequency continuation (each stage's wavelet low-passed once)
+  fwi::WaveletEstimate estimate;          ///< wavelet.source = "estimate": the estimate and its residuals
+  nlohmann::json run;                     ///< the run's identity
+  io::Checkpoint ck;                      ///< --resume: the checkpoint
   bool resuming = false, in_place = false;
 };
 
@@ -407,20 +415,21 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
   // when they fail, not every rank's and an MPI abort.
   collectively(comm, [&] {
     in.survey = fwi_survey(cfg, shape);
-    KSWEEP_REQUIRE(f.batch <= in.survey.n_shots,
-                   "fwi.batch = " << f.batch << " exceeds the number of shots shots.count = " << in.survey.n_shots);
     core::check_time(cfg.time.dt, cfg.time.nt);
-    KSWEEP_REQUIRE(f.water_rows < nz, "fwi.water_rows = " << f.water_rows << " must be < nz = " << nz);
     core::check_grid(grid, make_pml(cfg), order);
     core::check_survey(in.survey, grid, make_pml(cfg));
     check_smoothing(cfg, shape);
-    check_method(cfg);
+    // The library's checks of the options (the water rows detected later lie inside the model).
+    fwi::Problem pb;
+    pb.grid = grid;
+    pb.order = order;
+    pb.dt = cfg.time.dt;
+    pb.survey = in.survey;
+    pb.physics = fwi::parse_physics(cfg.propagator.physics);
+    fwi::check_options(pb, inversion_options(cfg, grid, std::max(f.water_rows, 0)), {"fwi.", "time.dt"});
   });
   auto const& survey = in.survey;
   in.wavelet = on_every_rank(comm, [&] { return make_wavelet(cfg); });  // a wavelet file's errors first
-  in.storage = storage::make_storage_config(cfg.storage.strategy, cfg.storage.location, cfg.storage.dtype,
-                                            cfg.storage.transfer_interval, cfg.storage.disk_dir, cfg.storage.pinned);
-  in.storage.layer_chain = cfg.storage.layer_chain;
   int const nr = survey.n_receivers;
   int const batch = f.optimizer == "lbfgs" ? survey.n_shots : f.batch;
   // parallel.domains: shot groups of one rank per subdomain (the same message on every rank).
@@ -603,96 +612,26 @@ Inputs check_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communic
   return in;
 }
 
-/// Frequency continuation: the stage iteration `it` (0-based) belongs to, and where it starts;
-/// {-1, 0} without stages (the whole band throughout).
-struct StageAt {
-  int index = -1;
-  int first = 0;
-};
-StageAt stage_at(io::Config const& cfg, int it) {
-  int first = 0;
-  auto const& stages = cfg.fwi.stages;
-  for (std::size_t k = 0; k < stages.size(); ++k) {
-    if (it < first + stages[k].iterations || k + 1 == stages.size()) return {static_cast<int>(k), first};
-    first += stages[k].iterations;
-  }
-  return {};
-}
-
-/// Low-passes the run's wavelet once for every stage (Inputs::stage_wavelets).
-void filter_stage_wavelets(io::Config const& cfg, Inputs& in) {
-  for (auto const& st : cfg.fwi.stages) {
-    double outside = 0;
-    bool const keeps = fwi::low_pass_keeps(in.wavelet, cfg.time.dt, st.max_freq);
-    in.stage_wavelets.push_back(keeps ? in.wavelet : fwi::low_pass(in.wavelet, cfg.time.dt, st.max_freq, &outside));
-    in.stage_outside.push_back(outside);
-    in.stage_keeps.push_back(keeps);
-  }
-}
-
-/// The wavelet and the observed data of a stage: low-passed with zero phase below its max_freq
-/// (the whole band without stages, or where the stage keeps the wavelet).
-std::vector<double> const& stage_wavelet(Inputs const& in, StageAt st) {
-  return st.index < 0 ? in.wavelet : in.stage_wavelets[static_cast<std::size_t>(st.index)];
-}
-std::vector<float> stage_observed(io::Config const& cfg, Inputs const& in, StageAt st) {
-  std::vector<float> out = in.obs.data;
-  if (st.index < 0 || out.empty() || in.stage_keeps[static_cast<std::size_t>(st.index)]) return out;
-  fwi::low_pass_records(out, in.survey.n_shots, cfg.time.nt, in.survey.n_receivers, cfg.time.dt,
-                        cfg.fwi.stages[static_cast<std::size_t>(st.index)].max_freq);
-  return out;
-}
-
-/// The library's problem and options from the configuration and the checked inputs.
-std::pair<fwi::Problem, fwi::Options> inversion_setup(io::Config const& cfg, Inputs& in) {
-  auto const& f = cfg.fwi;
-  auto const& truth = in.truth;
+/// The library's problem from the checked inputs: the whole band's wavelet and data (the
+/// workflow's stages low-pass them).
+fwi::Problem inversion_problem(io::Config const& cfg, Inputs& in) {
   fwi::Problem pb;
-  pb.grid = model_grid(truth);
+  pb.grid = model_grid(in.truth);
   pb.pml = make_pml(cfg);
   pb.order = cfg.propagator.order;
   pb.dt = cfg.time.dt;
   pb.nt = cfg.time.nt;
   pb.survey = in.survey;
-  // The data of the stage the run starts in (set_stage() switches later stages).
-  int const it = in.resuming ? in.ck.iteration : 0;
-  pb.wavelet = stage_wavelet(in, stage_at(cfg, it));
-  pb.observed = stage_observed(cfg, in, stage_at(cfg, it));
-  if (f.stages.empty()) std::vector<float>().swap(in.obs.data);  // the inversion holds the one copy
+  pb.wavelet = in.wavelet;
+  pb.observed = std::move(in.obs.data);  // the workflow holds the one copy
   pb.start = in.v0;
-  pb.truth = truth.vp;
+  pb.truth = in.truth.vp;
   pb.physics = fwi::parse_physics(cfg.propagator.physics);
   if (variable_density(cfg)) {
     pb.density = in.rho0;
     pb.truth_density = in.rho_true;
   }
-  fwi::Options o;
-  o.method = f.optimizer == "lbfgs" ? fwi::Method::lbfgs : fwi::Method::adam;
-  o.batch = f.batch;
-  o.seed = static_cast<std::uint64_t>(f.seed);
-  o.loss_sum = f.loss_norm == "sum";
-  o.water_rows = in.water;
-  o.grad_smooth = f.grad_smooth;
-  o.precondition = f.precondition;
-  o.vmin = f.vmin;
-  o.vmax = velocity_bound(cfg, truth.dh, cfg.propagator.order, truth.dim());  // velocities stay physical and stable
-  o.adam.lr = f.lr;
-  o.adam.beta1 = f.beta1;
-  o.adam.beta2 = f.beta2;
-  o.adam.eps = f.eps;
-  o.lbfgs.first_step = f.lr;
-  o.lbfgs.memory = f.lbfgs_memory;
-  o.storage = in.storage;
-  o.schedule = core::parse_schedule(cfg.propagator.schedule);
-  o.domains = domain_split(cfg, pb.grid);
-  if (variable_density(cfg)) {
-    o.invert = f.invert;
-    o.rho_min = f.rho_min;
-    o.rho_max = f.rho_max;
-    o.lr_rho = f.lr_rho;
-  }
-  if (char const* e = std::getenv("KSWEEP_FAULT_NAN")) o.fault = e;  // test hook (see Options::fault)
-  return {std::move(pb), std::move(o)};
+  return pb;
 }
 
 /// The model as written to HDF5: [nz][nx], or [nz][ny][nx] in 3D.
@@ -716,8 +655,8 @@ void write_models(fs::path const& path, io::VelocityModel const& truth, std::vec
 void write_wavelet_file(fs::path const& path, io::Config const& cfg, Inputs const& in) {
   std::vector<io::NamedTrace> traces{{"wavelet", in.wavelet}};
   if (cfg.wavelet.source == "estimate") traces.push_back({"reference", ricker_wavelet(cfg)});
-  for (std::size_t k = 0; k < in.stage_wavelets.size(); ++k)
-    traces.push_back({"stage_" + std::to_string(k + 1), in.stage_wavelets[k]});
+  for (std::size_t k = 0; k < in.stages.size(); ++k)
+    traces.push_back({"stage_" + std::to_string(k + 1), in.stages.wavelet(static_cast<int>(k))});
   io::write_wavelets(path, traces, cfg.time.dt);
 }
 
@@ -899,12 +838,16 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
                                        : std::string("")));
   settle(comm, silent);
   comm.broadcast(in.wavelet);
-  filter_stage_wavelets(cfg, in);
+  {
+    std::vector<fwi::Stage> stages;
+    for (auto const& st : f.stages) stages.push_back({st.iterations, st.max_freq});
+    in.stages = fwi::Stages(std::move(stages), in.wavelet, cfg.time.dt);
+  }
   // A stage's low-pass spreads the wavelet before t = 0, where no source acts: the filtered data
   // keep what the filtered wavelet loses.
   if (comm.is_root())
     for (std::size_t k = 0; k < f.stages.size(); ++k) {
-      double const outside = in.stage_outside[k];
+      double const outside = in.stages.outside(static_cast<int>(k));
       if (outside > 0.01)
         std::fprintf(stderr,
                      "ksweep: warning: stage %zu's wavelet (low-passed below %g Hz) has %.1f %% of its energy before "
@@ -923,24 +866,16 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
   }
   comm.broadcast(in.obs.data);
 
-  auto [problem, options] = inversion_setup(cfg, in);
-  fwi::Inversion inv(std::move(problem), options, comm);
+  auto const options = inversion_options(cfg, model_grid(in.truth), in.water);
+  fwi::Workflow flow(inversion_problem(cfg, in), options, in.stages, comm);
+  auto& inv = flow.inversion();
   if (in.resuming) {
     auto const n = static_cast<std::ptrdiff_t>(in.ck.model.size() / static_cast<std::size_t>(in.ck.parameters));
     std::vector<float> vp(in.ck.model.begin(), in.ck.model.begin() + n),
         rho(in.ck.model.begin() + n, in.ck.model.end());
-    // Adam counts its steps from the start of the stage (restart_optimizer()).
-    StageAt const st = stage_at(cfg, in.ck.iteration);
-    fwi::State s{in.ck.iteration,
-                 in.ck.rng,
-                 std::move(vp),
-                 std::move(rho),
-                 in.ck.m,
-                 in.ck.v,
-                 st.index >= 0 ? in.ck.iteration - st.first : -1,
-                 {}};
+    fwi::State s{in.ck.iteration, in.ck.rng, std::move(vp), std::move(rho), in.ck.m, in.ck.v, -1, {}};
     if (in.ck.lbfgs.pairs >= 0) copy_lbfgs(in.ck.lbfgs, s.lbfgs);
-    inv.restore(s);
+    flow.restore(std::move(s));  // Adam counts its steps from the start of the stage
   }
   auto const& truth = in.truth;
   if (comm.is_root() && !in.in_place) {
@@ -1009,24 +944,16 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
     std::fflush(stdout);
   }
 
-  StageAt stage = stage_at(cfg, start);
   while (inv.iteration() < f.iterations) {
     int const it = inv.iteration();
-    // Frequency continuation: a stage's data and wavelet from its first iteration on, the
-    // optimizer started afresh there (a run resumed inside a stage has them from the start; the
-    // first stage's optimizer is the inversion's new one).
-    if (StageAt const now = stage_at(cfg, it); now.index >= 0 && it == now.first && it > 0) {
-      if (now.index != stage.index) inv.set_data(stage_wavelet(in, now), stage_observed(cfg, in, now));
-      inv.restart_optimizer();
-      stage = now;
-    }
+    auto const stage = flow.stage();  // frequency continuation: the workflow switches the data
     if (stage.index >= 0 && it == stage.first && comm.is_root()) {
-      auto const& st = f.stages[static_cast<std::size_t>(stage.index)];
-      bool const keeps = in.stage_keeps[static_cast<std::size_t>(stage.index)];
-      std::printf(keeps ? "stage %d/%zu: data and wavelet as they are (the wavelet's whole band is below %g Hz), "
-                          "iterations %d-%d\n"
-                        : "stage %d/%zu: data and wavelet low-passed below %g Hz, iterations %d-%d\n",
-                  stage.index + 1, f.stages.size(), st.max_freq, it + 1, it + st.iterations);
+      auto const& st = in.stages[static_cast<std::size_t>(stage.index)];
+      std::printf(in.stages.keeps(stage.index)
+                      ? "stage %d/%zu: data and wavelet as they are (the wavelet's whole band is below %g Hz), "
+                        "iterations %d-%d\n"
+                      : "stage %d/%zu: data and wavelet low-passed below %g Hz, iterations %d-%d\n",
+                  stage.index + 1, in.stages.size(), st.max_freq, it + 1, it + st.iterations);
       std::fflush(stdout);
     }
     // SIGINT / SIGTERM: every rank agrees at the iteration boundary, then unwinds (removing the
@@ -1037,7 +964,7 @@ int fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& 
                                  "; the scratch folder and temporary files were removed; " + where_to_continue());
     fwi::Report r;
     try {
-      r = inv.step();
+      r = flow.step();
     } catch (fwi::IterationError const& e) {
       throw CollectiveError(std::string(e.what()) + ". Nothing of this iteration was written; " + where_to_continue());
     } catch (Error const& e) {

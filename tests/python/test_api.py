@@ -41,7 +41,8 @@ def test_thread_counts_beyond_the_backend_are_refused():
 def test_the_library_s_checks_reach_python():
     """What the program refuses, Python refuses too, by the library's own checks (they were
     accepted: NaN in the data, a NaN loss scale, order 4.9 truncated, lr <= 0, a vmax beyond the
-    CFL limit, 10^6 L-BFGS pairs, a transposed set_data, a NaN state, a density in g/cm^3)."""
+    CFL limit, 10^6 L-BFGS pairs, L-BFGS with grad_smooth or precondition, a batch beyond the
+    shots, water rows beyond the model, a transposed set_data, a NaN state, a density in g/cm^3)."""
     v = np.full((30, 40), 2000.0, np.float32)
     src, rec = np.array([[[2, 20]]]), np.array([[[2, r] for r in range(0, 40, 4)]])
     amp = ksweep.ricker(15.0, 200, DT).astype(np.float32)[None, None]
@@ -69,7 +70,12 @@ def test_the_library_s_checks_reach_python():
                        (dict(lr=-1.0), "lr = -1 must be a finite step > 0"),
                        (dict(vmax=1e5), "vmax = 100000 m/s lets the model reach velocities"),
                        (dict(optimizer="lbfgs", lbfgs_memory=10**6), "lbfgs_memory = 1000000 correction pairs"),
-                       (dict(batch=1.5), "batch = 1.5 must be an integer")):
+                       (dict(batch=1.5), "batch = 1.5 must be an integer"),
+                       (dict(optimizer="lbfgs", grad_smooth=2.0), 'optimizer = "lbfgs" needs the gradient of the '
+                        'loss as it is .* but grad_smooth = 2 and precondition = false change it'),
+                       (dict(optimizer="lbfgs", precondition=True), "grad_smooth = 0 and precondition = true"),
+                       (dict(batch=3), r"batch = 3 shots must be in \[1, 1\], the survey's shots"),
+                       (dict(water_rows=99), r"water_rows = 99 must be in \[0, nz = ")):
         with pytest.raises(ValueError, match=needle):
             ksweep.Inversion(v, DH, DT, w, src, rec, obs, pml_width=6, **kw)
     inv = ksweep.Inversion(v, DH, DT, w, src, rec, obs, pml_width=6)
@@ -159,7 +165,7 @@ def test_bad_smoothing_and_wavelet_arguments_are_value_errors():
     rec = np.array([[[2, r] for r in range(0, 30, 3)]])
     amp = ksweep.ricker(15.0, 200, DT)
     obs = np.zeros((1, 10, 200), np.float32)
-    with pytest.raises(ValueError, match="grad_smooth = 1e\\+09 cells must be in"):
+    with pytest.raises(ValueError, match="grad_smooth = 1e\\+09 cells is wider than the model's largest extent"):
         ksweep.Inversion(v, DH, DT, amp, src, rec, obs, grad_smooth=1e9, pml_width=4)
 
 
@@ -403,16 +409,61 @@ def test_ctrl_c_stops_at_the_end_of_a_batch(tmp_path):
     assert time.time() - t0 < 10, "the run did not stop at the end of a batch"
 
 
-def test_inversion_gives_the_program_s_loss_history(program, tmp_path):
+STAGES = "stages = [{max_freq = 3.0, iterations = 2}, {max_freq = 6.0, iterations = 2}]\n"
+
+
+@pytest.mark.parametrize("stages", [False, True])
+def test_inversion_gives_the_program_s_loss_history(program, tmp_path, stages):
+    """The example's Inversion against the program on the same config: the same losses to the
+    bit, with frequency stages too (one workflow in the library for both)."""
     cfg = tmp_path / "c.toml"
-    cfg.write_text(MARMOUSI_CROP)
+    cfg.write_text(MARMOUSI_CROP.replace("iterations = 3\n", STAGES) if stages else MARMOUSI_CROP)
     run([program, "fwi", "--config", str(cfg), "--out", str(tmp_path / "p")])
-    losses = [h["loss"] for h in json.load(open(tmp_path / "p" / "summary.json"))["iterations"]]
+    hist = json.load(open(tmp_path / "p" / "summary.json"))["iterations"]
+    losses = [h["loss"] for h in hist]
     example = os.path.join(SOURCE_DIR, "share", "examples", "python", "marmousi_fwi.py")
     run([sys.executable, example, str(cfg), "--out", str(tmp_path / "py")], cwd=tmp_path)
-    py = [h["loss"] for h in json.load(open(tmp_path / "py" / "history.json"))]
-    assert len(losses) == 3 and py == losses, (py, losses)
+    py = json.load(open(tmp_path / "py" / "history.json"))
+    assert len(losses) == (4 if stages else 3) and [h["loss"] for h in py] == losses, (py, losses)
+    assert [h["stage"] for h in py] == [h.get("stage", 0) for h in hist] == ([1, 1, 2, 2] if stages else [0] * 3)
     assert os.path.getsize(tmp_path / "py" / "models.png") > 10000
+
+
+def test_stages_restore_inside_and_across_a_stage():
+    """Inversion(stages=...): a state restored inside a stage or at a stage's first iteration
+    takes the uninterrupted run's steps (the stage's data and Adam's count from the stage's
+    start), and the stages are those of set_data() and restart_optimizer() by hand."""
+    v = layered((32, 48))
+    src, rec = survey(v.shape, shots=4)
+    w = ksweep.ricker(12.0, 300, DT, 0.12)
+    obs = ksweep.forward(v, DH, DT, np.broadcast_to(w.astype(np.float32), (4, 1, 300)), src, rec)
+    v0 = (v * 0.97).astype(np.float32)
+    kw = dict(true_model=v, batch=2, seed=3, lr=5.0, stages=[(2, 8.0), (2, 14.0)])
+    a = ksweep.Inversion(v0, DH, DT, w, src, rec, obs, **kw)
+    whole = a.run()
+    assert [h["stage"] for h in whole] == [1, 1, 2, 2] and a.iteration == 4
+    w1, obs1 = ksweep.stage_data(w, obs, DT, 8.0)
+    by_hand = ksweep.Inversion(v0, DH, DT, w1, src, rec, obs1, **{k: x for k, x in kw.items() if k != "stages"})
+    hand = by_hand.run(2)
+    by_hand.set_data(*ksweep.stage_data(w, obs, DT, 14.0))
+    by_hand.restart_optimizer()
+    hand += by_hand.run(4)
+    assert [h["loss"] for h in hand] == [h["loss"] for h in whole]
+    assert np.array_equal(by_hand.model, a.model)
+    for at in (1, 2, 3):  # inside stage 1, at stage 2's first iteration, inside stage 2
+        b = ksweep.Inversion(v0, DH, DT, w, src, rec, obs, **kw)
+        b.run(at)
+        s = b.state()
+        s.pop("optimizer_steps")  # counted from the stage's start
+        c = ksweep.Inversion(v0, DH, DT, w, src, rec, obs, **kw)
+        c.restore(s)
+        rest = c.run()
+        assert [h["loss"] for h in rest] == [h["loss"] for h in whole[at:]], at
+        assert np.array_equal(c.model, a.model), at
+    with pytest.raises(ValueError, match=r"stage 2: max_freq = 0 Hz must be a finite number > 0"):
+        ksweep.Inversion(v0, DH, DT, w, src, rec, obs, stages=[(2, 8.0), (1, 0.0)])
+    with pytest.raises(ValueError, match=r"stages\[0\] = \(2,\) is not an \(iterations, max_freq\) pair"):
+        ksweep.Inversion(v0, DH, DT, w, src, rec, obs, stages=[(2,)])
 
 
 def test_inversion_state_restores_the_same_bits():

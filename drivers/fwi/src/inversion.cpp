@@ -38,47 +38,41 @@ void check_density_units(std::vector<float> const& rho, std::string const& what)
                                                "Densities are in kg/m^3 (multiply by 1000)");
 }
 
-/// The checks of values (finite samples, the optimizers' parameters, stability of the bounds)
-/// every caller gets, before anything is allocated; the shapes are checked by the inversion.
-void check_values(Problem const& pb, Options const& opt) {
-  check_data(pb.wavelet, pb.observed, pb.nt, pb.survey.n_receivers, kWho);
+/// The shapes and values of the problem (finite samples, the arrays' sizes against the grid and
+/// the survey, densities in kg/m^3), before anything is allocated.
+void check_problem(Problem const& pb) {
+  auto const& g = pb.grid;
+  auto const cells = static_cast<std::size_t>(g.cells());
+  int const shots = pb.survey.n_shots, nr = pb.survey.n_receivers;
+  KSWEEP_REQUIRE(pb.nt >= 1, kWho << "nt = " << pb.nt << " must be >= 1");
+  KSWEEP_REQUIRE(pb.wavelet.size() == static_cast<std::size_t>(pb.nt),
+                 kWho << "a wavelet of " << pb.wavelet.size() << " samples for nt = " << pb.nt);
+  KSWEEP_REQUIRE(pb.start.size() == cells,
+                 kWho << "a starting model of " << pb.start.size() << " cells for a grid of " << cells);
+  KSWEEP_REQUIRE(pb.truth.empty() || pb.truth.size() == cells,
+                 kWho << "a true model of " << pb.truth.size() << " cells for a grid of " << cells);
+  KSWEEP_REQUIRE(shots >= 1 && pb.survey.n_sources == 1, kWho << "the survey needs >= 1 shot of one source each, not "
+                                                              << shots << " shots of " << pb.survey.n_sources);
+  auto const samples = static_cast<std::size_t>(shots) * static_cast<std::size_t>(pb.nt) * static_cast<std::size_t>(nr);
+  KSWEEP_REQUIRE(pb.observed.size() == samples, kWho << pb.observed.size() << " observed samples, the survey has "
+                                                     << samples << " (shots x nt x receivers)");
+  check_data(pb.wavelet, pb.observed, pb.nt, nr, kWho);
   detail::require_finite(pb.start.data(), pb.start.size(), std::string(kWho) + "the starting model",
                          detail::cell_position);
-  auto const finite_positive = [](double x) { return std::isfinite(x) && x > 0; };
-  KSWEEP_REQUIRE(finite_positive(opt.vmin) && std::isfinite(opt.vmax), kWho << "the bounds vmin = " << opt.vmin
-                                                                            << " and vmax = " << opt.vmax
-                                                                            << " m/s must be finite, vmin > 0");
-  if (opt.method == Method::adam) {
-    auto const& a = opt.adam;
-    KSWEEP_REQUIRE(finite_positive(a.lr), kWho << "lr = " << a.lr << " must be a finite step > 0 (m/s)");
-    KSWEEP_REQUIRE(a.beta1 >= 0 && a.beta1 < 1, kWho << "beta1 = " << a.beta1 << " must be in [0, 1)");
-    KSWEEP_REQUIRE(a.beta2 >= 0 && a.beta2 < 1, kWho << "beta2 = " << a.beta2 << " must be in [0, 1)");
-    KSWEEP_REQUIRE(finite_positive(a.eps), kWho << "eps = " << a.eps << " must be a finite number > 0");
-    KSWEEP_REQUIRE(std::isfinite(opt.lr_rho) && opt.lr_rho >= 0,
-                   kWho << "lr_rho = " << opt.lr_rho << " must be finite and >= 0 (0: lr)");
-  } else {
-    auto const& l = opt.lbfgs;
-    KSWEEP_REQUIRE(l.memory >= 1 && l.memory <= kLbfgsMaxMemory,
-                   kWho << "lbfgs_memory = " << l.memory << " correction pairs must be in [1, " << kLbfgsMaxMemory
-                        << "] (each pair holds two vectors of the model's size)");
-    KSWEEP_REQUIRE(finite_positive(l.first_step),
-                   kWho << "lr = " << l.first_step << " (L-BFGS's first step) must be a finite step > 0 (m/s)");
-  }
-  // Every velocity the inversion may reach must propagate stably (constant density: the CFL
-  // limit of vp alone).
-  if (pb.physics == Physics::acoustic && pb.dt > 0 && pb.grid.dh > 0) {
-    double const limit = core::courant_limit(pb.order, pb.grid.dim());
-    KSWEEP_REQUIRE(opt.vmax * pb.dt / pb.grid.dh <= limit * (1 + 1e-12),  // vmax = 0 gave the limit itself
-                   kWho << "vmax = " << opt.vmax << " m/s lets the model reach velocities that dt = " << pb.dt
-                        << " s cannot propagate stably: vmax dt / dh = " << opt.vmax * pb.dt / pb.grid.dh
-                        << " exceeds the CFL limit " << limit << " of order " << pb.order << "; lower vmax to at most "
-                        << limit * pb.grid.dh / pb.dt << " m/s or dt");
-  }
   if (pb.physics == Physics::acoustic_vd) {
+    KSWEEP_REQUIRE(pb.density.size() == cells,
+                   kWho << "a density of " << pb.density.size() << " cells for a grid of " << cells);
     detail::require_finite(pb.density.data(), pb.density.size(), std::string(kWho) + "the density",
                            detail::cell_position);
+    core::check_density(pb.density.data(), static_cast<long long>(cells));
+    KSWEEP_REQUIRE(pb.truth_density.empty() || pb.truth_density.size() == cells,
+                   kWho << "a true density of " << pb.truth_density.size() << " cells for a grid of " << cells);
     check_density_units(pb.density, "the density");
     check_density_units(pb.truth_density, "the true density");
+  } else {
+    KSWEEP_REQUIRE(pb.density.empty() && pb.truth_density.empty(),
+                   kWho << "a density given to constant-density acoustics (physics \"acoustic\"); variable density "
+                           "is physics \"acoustic_vd\"");
   }
 }
 
@@ -99,11 +93,87 @@ void check_state(State const& s) {
 
 }  // namespace
 
+void check_options(Problem const& pb, Options const& opt, OptionNames const& names) {
+  auto const key = [&](char const* name) { return names.prefix + name; };
+  auto const finite_positive = [](double x) { return std::isfinite(x) && x > 0; };
+  auto const& g = pb.grid;
+  bool const adam = opt.method == Method::adam;
+  if (adam)
+    KSWEEP_REQUIRE(
+        opt.batch >= 1 && opt.batch <= pb.survey.n_shots,
+        key("batch") << " = " << opt.batch << " shots must be in [1, " << pb.survey.n_shots << "], the survey's shots");
+  KSWEEP_REQUIRE(opt.water_rows >= 0 && opt.water_rows < g.nz,
+                 key("water_rows") << " = " << opt.water_rows << " must be in [0, nz = " << g.nz << ")");
+  int const extent = std::max({g.nz, g.ny, g.nx});
+  KSWEEP_REQUIRE(std::isfinite(opt.grad_smooth) && opt.grad_smooth >= 0,
+                 key("grad_smooth") << " = " << opt.grad_smooth << " cells must be a finite number >= 0");
+  KSWEEP_REQUIRE(opt.grad_smooth <= extent,
+                 key("grad_smooth") << " = " << opt.grad_smooth << " cells is wider than the model's largest extent, "
+                                    << extent << " cells: a Gaussian that wide smooths the gradient to a constant; "
+                                    << "use at most " << extent);
+  // L-BFGS's line search compares the loss with the gradient's slope: the gradient must be the
+  // loss's own.
+  KSWEEP_REQUIRE(adam || (opt.grad_smooth == 0 && !opt.precondition),
+                 key("optimizer") << " = \"lbfgs\" needs the gradient of the loss as it is (its line search checks "
+                                     "the loss against the gradient's slope), but "
+                                  << key("grad_smooth") << " = " << opt.grad_smooth << " and " << key("precondition")
+                                  << " = " << (opt.precondition ? "true" : "false") << " change it; set "
+                                  << key("grad_smooth") << " = 0 and " << key("precondition") << " = false, or use "
+                                  << key("optimizer") << " = \"adam\"");
+  KSWEEP_REQUIRE(finite_positive(opt.vmin) && std::isfinite(opt.vmax) && opt.vmax >= opt.vmin,
+                 "the bounds " << key("vmin") << " = " << opt.vmin << " and " << key("vmax") << " = " << opt.vmax
+                               << " m/s must be finite, 0 < vmin <= vmax");
+  if (adam) {
+    auto const& a = opt.adam;
+    KSWEEP_REQUIRE(finite_positive(a.lr), key("lr") << " = " << a.lr << " must be a finite step > 0 (m/s)");
+    KSWEEP_REQUIRE(a.beta1 >= 0 && a.beta1 < 1, key("beta1") << " = " << a.beta1 << " must be in [0, 1)");
+    KSWEEP_REQUIRE(a.beta2 >= 0 && a.beta2 < 1, key("beta2") << " = " << a.beta2 << " must be in [0, 1)");
+    KSWEEP_REQUIRE(finite_positive(a.eps), key("eps") << " = " << a.eps << " must be a finite number > 0");
+    KSWEEP_REQUIRE(std::isfinite(opt.lr_rho) && opt.lr_rho >= 0,
+                   key("lr_rho") << " = " << opt.lr_rho << " must be finite and >= 0 (0: lr)");
+  } else {
+    auto const& l = opt.lbfgs;
+    KSWEEP_REQUIRE(l.memory >= 1 && l.memory <= kLbfgsMaxMemory,
+                   key("lbfgs_memory") << " = " << l.memory << " correction pairs must be in [1, " << kLbfgsMaxMemory
+                                       << "] (each pair holds two vectors of the model's size)");
+    KSWEEP_REQUIRE(finite_positive(l.first_step),
+                   key("lr") << " = " << l.first_step << " (L-BFGS's first step) must be a finite step > 0 (m/s)");
+  }
+  // Every velocity the inversion may reach must propagate stably (constant density: the CFL
+  // limit of vp alone).
+  if (pb.physics == Physics::acoustic && pb.dt > 0 && g.dh > 0) {
+    double const limit = core::courant_limit(pb.order, g.dim());
+    double const stable = limit * g.dh / pb.dt;
+    KSWEEP_REQUIRE(opt.vmax * pb.dt / g.dh <= limit * (1 + 1e-12),  // vmax = 0 gave the limit itself
+                   key("vmax") << " = " << opt.vmax << " m/s lets the model reach velocities that " << names.dt << " = "
+                               << pb.dt << " s cannot propagate stably: the CFL limit " << limit << " of order "
+                               << pb.order << " at dh = " << g.dh << " m allows at most " << stable << " m/s; lower "
+                               << key("vmax") << " to at most " << stable << " m/s or " << names.dt << " to at most "
+                               << limit * g.dh / opt.vmax << " s");
+  }
+  KSWEEP_REQUIRE(!opt.invert.empty(), key("invert") << " is empty: no parameter to invert");
+  for (std::size_t i = 0; i < opt.invert.size(); ++i) {
+    parameter_index(pb.physics, opt.invert[i]);  // names the unknown one
+    for (std::size_t j = 0; j < i; ++j)
+      KSWEEP_REQUIRE(opt.invert[j] != opt.invert[i], key("invert")
+                                                         << " names parameter \"" << opt.invert[i] << "\" twice");
+  }
+  bool const rho = std::find(opt.invert.begin(), opt.invert.end(), "rho") != opt.invert.end();
+  KSWEEP_REQUIRE(!rho || (finite_positive(opt.rho_min) && std::isfinite(opt.rho_max) && opt.rho_max >= opt.rho_min),
+                 "the density bounds " << key("rho_min") << " = " << opt.rho_min << " and " << key("rho_max") << " = "
+                                       << opt.rho_max << " kg/m^3 must be finite, 0 < rho_min <= rho_max");
+}
+
 Inversion::Inversion(Problem problem, Options options, comm::Communicator const& comm) {
   // vmax = 0, constant density: the largest velocity dt propagates stably (as fwi.vmax = 0).
   if (options.vmax == 0 && problem.physics == Physics::acoustic && problem.dt > 0 && problem.grid.dh > 0)
     options.vmax = core::courant_limit(problem.order, problem.grid.dim()) * problem.grid.dh / problem.dt;
-  check_values(problem, options);
+  check_problem(problem);
+  try {
+    check_options(problem, options);
+  } catch (Error const& e) {
+    throw Error(kWho + std::string(e.what()));
+  }
   int const dim = problem.grid.dim();
   m_impl = core::dispatch_order(problem.order, [&](auto o) {
     constexpr int order = decltype(o)::value;

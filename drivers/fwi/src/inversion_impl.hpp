@@ -122,8 +122,7 @@ class Run final : public Inversion::Impl {
     m_plane = static_cast<std::size_t>(m_rows / g.nz) * g.nx;
     m_shots = m_pb.survey.n_shots;
     m_nr = m_pb.survey.n_receivers;
-    if (m_opt.method == Method::lbfgs) m_opt.batch = m_shots;  // full batch
-    check();
+    if (m_opt.method == Method::lbfgs) m_opt.batch = m_shots;  // full batch (the options checked by Inversion)
     // A split model: shot groups of one rank per subdomain (checked before any allocation).
     m_split = m_opt.domains.split();
     if (m_split) {
@@ -367,67 +366,6 @@ class Run final : public Inversion::Impl {
 
   // The machinery of an iteration: public, since CUDA's extended lambdas may not live in private
   // member functions (this class is the implementation behind Inversion, not an interface).
-  void check() const {
-    auto const& g = m_pb.grid;
-    auto const cells = static_cast<std::size_t>(g.cells());
-    KSWEEP_REQUIRE(g.dim() == Dim,
-                   "ksweep::fwi::Inversion: a " << g.dim() << "D grid for the " << Dim << "D inversion");
-    KSWEEP_REQUIRE(m_pb.nt >= 1, "ksweep::fwi::Inversion: nt = " << m_pb.nt << " must be >= 1");
-    KSWEEP_REQUIRE(m_pb.wavelet.size() == static_cast<std::size_t>(m_pb.nt),
-                   "ksweep::fwi::Inversion: a wavelet of " << m_pb.wavelet.size() << " samples for nt = " << m_pb.nt);
-    KSWEEP_REQUIRE(m_pb.start.size() == cells, "ksweep::fwi::Inversion: a starting model of "
-                                                   << m_pb.start.size() << " cells for a grid of " << cells);
-    KSWEEP_REQUIRE(m_pb.truth.empty() || m_pb.truth.size() == cells,
-                   "ksweep::fwi::Inversion: a true model of " << m_pb.truth.size() << " cells for a grid of " << cells);
-    KSWEEP_REQUIRE(m_shots >= 1 && m_pb.survey.n_sources == 1,
-                   "ksweep::fwi::Inversion: the survey needs >= 1 shot of one source each, not "
-                       << m_shots << " shots of " << m_pb.survey.n_sources);
-    auto const samples = static_cast<std::size_t>(m_shots) * m_pb.nt * m_nr;
-    KSWEEP_REQUIRE(m_pb.observed.size() == samples,
-                   "ksweep::fwi::Inversion: " << m_pb.observed.size() << " observed samples, the survey has " << samples
-                                              << " (shots x nt x receivers)");
-    KSWEEP_REQUIRE(m_opt.batch >= 1 && m_opt.batch <= m_shots,
-                   "ksweep::fwi::Inversion: a batch of " << m_opt.batch << " shots must be in [1, " << m_shots << "]");
-    KSWEEP_REQUIRE(
-        m_opt.water_rows >= 0 && m_opt.water_rows < g.nz,
-        "ksweep::fwi::Inversion: water_rows = " << m_opt.water_rows << " must be in [0, nz = " << g.nz << ")");
-    int const extent = std::max({g.nz, g.ny, g.nx});
-    KSWEEP_REQUIRE(std::isfinite(m_opt.grad_smooth) && m_opt.grad_smooth >= 0 && m_opt.grad_smooth <= extent,
-                   "ksweep::fwi::Inversion: grad_smooth = "
-                       << m_opt.grad_smooth << " cells must be in [0, " << extent
-                       << "] (the model's largest extent; a wider Gaussian smooths the gradient flat)");
-    KSWEEP_REQUIRE(m_opt.vmin > 0 && m_opt.vmax >= m_opt.vmin, "ksweep::fwi::Inversion: the bounds ["
-                                                                   << m_opt.vmin << ", " << m_opt.vmax
-                                                                   << "] m/s need 0 < vmin <= vmax");
-    KSWEEP_REQUIRE((m_pb.physics == fwi::Physics::acoustic_vd) == variable_density,
-                   "ksweep::fwi::Inversion: physics " << to_string(m_pb.physics) << " given to the "
-                                                      << (variable_density ? "variable" : "constant")
-                                                      << "-density inversion");
-    KSWEEP_REQUIRE(!m_opt.invert.empty(), "ksweep::fwi::Inversion: no parameter to invert (invert is empty)");
-    for (std::size_t i = 0; i < m_opt.invert.size(); ++i) {
-      parameter_index(m_pb.physics, m_opt.invert[i]);  // names the unknown one
-      for (std::size_t j = 0; j < i; ++j)
-        KSWEEP_REQUIRE(m_opt.invert[j] != m_opt.invert[i],
-                       "ksweep::fwi::Inversion: parameter \"" << m_opt.invert[i] << "\" is inverted twice");
-    }
-    if constexpr (variable_density) {
-      KSWEEP_REQUIRE(m_pb.density.size() == cells, "ksweep::fwi::Inversion: a density of "
-                                                       << m_pb.density.size() << " cells for a grid of " << cells);
-      core::check_density(m_pb.density.data(), static_cast<long long>(cells));
-      KSWEEP_REQUIRE(m_pb.truth_density.empty() || m_pb.truth_density.size() == cells,
-                     "ksweep::fwi::Inversion: a true density of " << m_pb.truth_density.size()
-                                                                  << " cells for a grid of " << cells);
-      bool const rho = std::find(m_opt.invert.begin(), m_opt.invert.end(), "rho") != m_opt.invert.end();
-      KSWEEP_REQUIRE(!rho || (m_opt.rho_min > 0 && m_opt.rho_max >= m_opt.rho_min),
-                     "ksweep::fwi::Inversion: the density bounds [" << m_opt.rho_min << ", " << m_opt.rho_max
-                                                                    << "] kg/m^3 need 0 < rho_min <= rho_max");
-    } else {
-      KSWEEP_REQUIRE(m_pb.density.empty() && m_pb.truth_density.empty(),
-                     "ksweep::fwi::Inversion: a density given to constant-density acoustics (physics "
-                     "\"acoustic\"); variable density is physics \"acoustic_vd\"");
-    }
-  }
-
   vec upload(std::vector<float> const& h, char const* label) const {
     vec d(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(label)), h.size());
     copy_in(h, d);

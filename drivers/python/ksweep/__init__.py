@@ -477,7 +477,13 @@ class Inversion:
     `layer_chain=True` takes the gradient's chain rule of the absorbing layer's copy of the
     model's edge cells (exact at the edge cells; the layer's cells saved every step: layer cells
     x batch x nt x 4 bytes on the device), as the program's `storage.layer_chain`; the default
-    holds the layer fixed for the gradient."""
+    holds the layer fixed for the gradient.
+
+    `stages` runs frequency continuation as the program's `fwi.stages` does: a list of
+    `(iterations, max_freq)` pairs; each stage inverts the data and the wavelet low-passed with
+    zero phase below `max_freq` (Hz) for its iterations, the optimizer started afresh at its
+    first, and the last stage goes on past its iterations. `observed_data` and `wavelet` are the
+    whole band; `run()` without a count runs every stage's iterations."""
 
     def __init__(self, v, dh: float, dt: float, wavelet, source_locations, receiver_locations, observed_data, *,
                  true_model=None, optimizer: str = "adam", batch: int = 1, seed: int = 0, loss: str = "mean",
@@ -488,7 +494,7 @@ class Inversion:
                  pml_reflection: float = 1e-3, pml_freq: float = 25.0, free_surface: bool = False,
                  schedule: str = "auto", location_units: str = "cells", density=None, true_density=None,
                  invert=("vp",), rho_min: float = 1000.0, rho_max: float = 3000.0, lr_rho: float = 0.0,
-                 domains=None, pml_velocity: Optional[float] = None, layer_chain: bool = False):
+                 domains=None, pml_velocity: Optional[float] = None, layer_chain: bool = False, stages=None):
         v = np.asarray(v)
         if v.dtype not in _FLOATS:
             raise TypeError(f"v has dtype {v.dtype}; ksweep computes in float32 or float64")
@@ -523,6 +529,12 @@ class Inversion:
         elif true_density is not None or tuple(invert) != ("vp",):
             raise ValueError("true_density and invert other than ('vp',) need a density (variable density)")
         split = _domains(domains, s.v.ndim)
+        plan = []
+        for k, st in enumerate(stages or ()):
+            if len(st) != 2:
+                raise ValueError(f"stages[{k}] = {st!r} is not an (iterations, max_freq) pair")
+            plan.append((_int(st[0], f"stages[{k}] iterations"), float(st[1])))
+        self._stage_iterations = sum(n for n, _ in plan)
         self.shape = s.v.shape
         self._data_shape = (s.src.shape[0], s.rec.shape[1], w.size)  # [shot, receiver, time]
         self._inv = _ksweep.Inversion(
@@ -532,15 +544,21 @@ class Inversion:
             bool(precondition), float(vmin), float(vmax), float(lr), float(betas[0]), float(betas[1]), float(eps),
             _int(lbfgs_memory, "lbfgs_memory"), str(schedule), str(storage), str(storage_location), str(storage_dtype),
             str(disk_dir), rho, true_rho, [str(p) for p in invert], float(rho_min), float(rho_max), float(lr_rho),
-            split, _pml_velocity(pml_velocity), _bool(layer_chain, "layer_chain"))
+            split, _pml_velocity(pml_velocity), _bool(layer_chain, "layer_chain"), plan)
 
     def step(self) -> dict:
         """One iteration: {'iteration', 'loss', 'loss_start', 'rmse', 'seconds', 'shots', 'evaluations'}
         ('loss': after the step for L-BFGS, before it for Adam; 'loss_start': before it)."""
         return dict(self._inv.step())
 
-    def run(self, iterations: int, callback: Optional[Callable[[dict], Optional[bool]]] = None) -> list:
-        """Runs until `iterations` are done in all (or `callback` returns False); the reports."""
+    def run(self, iterations: Optional[int] = None,
+            callback: Optional[Callable[[dict], Optional[bool]]] = None) -> list:
+        """Runs until `iterations` are done in all (None: every stage's; or until `callback`
+        returns False); the reports."""
+        if iterations is None:
+            if not self._stage_iterations:
+                raise ValueError("run() needs a number of iterations (no stages were given)")
+            iterations = self._stage_iterations
         reports = []
         while self._inv.iteration() < iterations:
             r = self.step()
@@ -589,7 +607,8 @@ class Inversion:
     def set_data(self, wavelet, observed_data) -> None:
         """A new stage (frequency continuation): `wavelet` (nt samples) and `observed_data`
         [shot, receiver, time] replace the inversion's from the next step on. The optimizer's
-        state is kept; call restart_optimizer() as well when the stage begins."""
+        state is kept; call restart_optimizer() as well when the stage begins. (With `stages`
+        the inversion switches the data itself: use one or the other.)"""
         w = np.ascontiguousarray(np.asarray(wavelet, dtype=np.float64))
         obs = np.asarray(observed_data).astype(np.float32, copy=False)
         if obs.shape != self._data_shape:

@@ -17,6 +17,7 @@
 #include <ksweep/core/schedule.hpp>
 #include <ksweep/core/wavelet.hpp>
 #include <ksweep/fwi/inversion.hpp>
+#include <ksweep/fwi/workflow.hpp>
 #include <ksweep/fwi/spectral.hpp>
 #include <ksweep/fwi/modeling.hpp>
 #include <ksweep/fwi/smoothing.hpp>
@@ -512,7 +513,8 @@ class PyInversion {
               std::string const& schedule, std::string const& strategy, std::string const& location,
               std::string const& dtype, std::string const& disk_dir, std::optional<carray<float>> const& density,
               std::optional<carray<float>> const& truth_density, std::vector<std::string> const& invert, double rho_min,
-              double rho_max, double lr_rho, std::vector<int> const& domains, double pml_velocity, bool layer_chain) {
+              double rho_max, double lr_rho, std::vector<int> const& domains, double pml_velocity, bool layer_chain,
+              std::vector<std::pair<int, double>> const& stages) {
     fwi::Problem pb;
     if (density) {
       pb.physics = fwi::Physics::acoustic_vd;
@@ -563,17 +565,26 @@ class PyInversion {
     m_shape = shape;
     on_worker([&] {
       ensure_initialized();
-      m_inv = std::make_unique<fwi::Inversion>(std::move(pb), std::move(o), comm::Communicator());
+      std::vector<fwi::Stage> st;
+      for (auto const& [iterations, max_freq] : stages) st.push_back({iterations, max_freq});
+      fwi::Stages plan(std::move(st), pb.wavelet, dt);
+      m_flow = std::make_unique<fwi::Workflow>(std::move(pb), std::move(o), std::move(plan), comm::Communicator());
+      m_inv = &m_flow->inversion();
     });
   }
-  ~PyInversion() { release(m_inv); }
+  ~PyInversion() { release(m_flow); }
   PyInversion(PyInversion const&) = delete;
   PyInversion& operator=(PyInversion const&) = delete;
 
   py::dict step() {
     fwi::Report r;
-    on_worker([&] { r = m_inv->step(); });
+    int stage = -1;
+    on_worker([&] {
+      stage = m_flow->stage().index;
+      r = m_flow->step();
+    });
     py::dict d;
+    d["stage"] = stage + 1;  // 1-based; 0 without stages
     d["iteration"] = r.iteration;
     d["loss"] = r.loss;
     d["loss_start"] = r.loss_start;
@@ -685,7 +696,7 @@ class PyInversion {
       lb.iterations = m["iterations"].cast<int>();
       lb.evaluations = m["evaluations"].cast<int>();
     }
-    on_worker([&] { m_inv->restore(s); });
+    on_worker([&] { m_flow->restore(std::move(s)); });
   }
 
  private:
@@ -696,7 +707,8 @@ class PyInversion {
     return a;
   }
   Live m_live;  // declared first: destroyed after the inversion's memory
-  std::unique_ptr<fwi::Inversion> m_inv;
+  std::unique_ptr<fwi::Workflow> m_flow;
+  fwi::Inversion* m_inv = nullptr;  ///< the workflow's inversion
   std::size_t m_cells = 0;
   std::vector<int> m_shape;
 };
@@ -903,7 +915,8 @@ PYBIND11_MODULE(_ksweep, m) {
                     bool, int, double, bool, double, double, double, double, double, double, int, std::string const&,
                     std::string const&, std::string const&, std::string const&, std::string const&,
                     std::optional<carray<float>> const&, std::optional<carray<float>> const&,
-                    std::vector<std::string> const&, double, double, double, std::vector<int> const&, double, bool>())
+                    std::vector<std::string> const&, double, double, double, std::vector<int> const&, double, bool,
+                    std::vector<std::pair<int, double>> const&>())
       .def("step", &PyInversion::step)
       .def("model", &PyInversion::model)
       .def("density", &PyInversion::density)

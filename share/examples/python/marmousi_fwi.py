@@ -41,27 +41,16 @@ if water < 0:
 v0 = (1.0 / ksweep.gaussian_smooth(1.0 / v.astype(np.float64), f.get("smooth_sigma", 8.0))).astype(np.float32)
 v0[:water] = v[:water]
 
+stages = [(st["iterations"], st["max_freq"]) for st in f.get("stages", [])]  # frequency continuation
 inv = ksweep.Inversion(v0, dh, dt, wavelet, src, rec, observed, true_model=v, optimizer=f.get("optimizer", "adam"),
                        batch=f.get("batch", 8), seed=f.get("seed", 1234), lr=f.get("lr", 25.0),
                        eps=f.get("eps", 1e-16), water_rows=water, grad_smooth=f.get("grad_smooth", 0.0),
                        vmin=f.get("vmin", 1000.0), vmax=f.get("vmax", 5000.0), order=order, pml_width=pml,
-                       storage_dtype=cfg.get("storage", {}).get("dtype", "fp32"))
+                       storage_dtype=cfg.get("storage", {}).get("dtype", "fp32"), stages=stages)
 print(f"initial RMSE {inv.rmse():.2f} m/s on {nz} x {nx} cells at {dh} m, {len(sx)} shots")
-report = lambda r: print(f"iter {r['iteration']:4d}  loss {r['loss']:.6e}  rmse {r['rmse']:8.2f} m/s")
-stages = f.get("stages", [])
-if not stages:
-    history = inv.run(a.iterations or f.get("iterations", 30), report)
-else:  # frequency continuation: each stage's data and wavelet low-passed, the optimizer restarted
-    history, left = [], a.iterations or sum(st["iterations"] for st in stages)
-    for k, st in enumerate(stages):
-        n = min(st["iterations"], left)
-        if n <= 0:
-            break
-        print(f"stage {k + 1}/{len(stages)}: data and wavelet below {st['max_freq']:g} Hz")
-        inv.set_data(*ksweep.stage_data(wavelet, observed, dt, st["max_freq"]))
-        inv.restart_optimizer()
-        history += inv.run(n, report)
-        left -= n
+report = lambda r: print(f"iter {r['iteration']:4d}  loss {r['loss']:.6e}  rmse {r['rmse']:8.2f} m/s"
+                         + (f"  stage {r['stage']}" if r["stage"] else ""))
+history = inv.run(a.iterations or f.get("iterations") or sum(n for n, _ in stages) or 30, report)
 os.makedirs(a.out, exist_ok=True)
 json.dump(history, open(os.path.join(a.out, "history.json"), "w"), indent=1)
 np.save(os.path.join(a.out, "model.npy"), inv.model)

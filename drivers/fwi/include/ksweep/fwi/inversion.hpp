@@ -128,6 +128,20 @@ class IterationError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// The checks of the options against the problem that every caller gets before anything is
+/// allocated (the constructor runs them; the program runs them before it reads the model):
+/// Adam's batch within the survey's shots, water_rows within the grid, grad_smooth within the
+/// model's extent, the optimizer's parameters, the bounds (vmax propagating stably with dt), the
+/// parameters inverted, and the optimizers' rules (L-BFGS takes the gradient of the loss as it
+/// is: no grad_smooth, no precondition). Only the problem's grid, survey, order, dt and physics
+/// are read. Messages name the options and dt as `names` says.
+struct OptionNames {
+  std::string
+      prefix;  ///< before each option's name: "fwi." for the program's keys, none for the library's and Python's
+  std::string dt = "dt";  ///< the time step's name ("time.dt" in the program)
+};
+void check_options(Problem const& problem, Options const& options, OptionNames const& names = {});
+
 class Inversion {
  public:
   /// Checks the problem and allocates everything on the device (collective). The communicator
