@@ -355,7 +355,7 @@ fwi::Inversion inversion(Problem const& p, core::DomainSplit const& split, comm:
   fwi::Options o;
   o.batch = 2;
   o.seed = 5;
-  o.vmin = 1400;
+  o.vmin = 1000;  // below the starting model's slowest cell (1141 m/s): nothing clipped at the start
   o.vmax = 3500;
   o.adam.lr = 20;
   o.water_rows = 3;

@@ -487,7 +487,7 @@ KSWEEP_TEST(variable_density_inversion_refuses_bad_setups) {
   o.invert = {"vp", "eta"};
   refuses(small.pb, o, "parameter \"eta\" is not one of acoustic_vd's");
   o.invert = {"rho", "rho"};
-  refuses(small.pb, o, "inverted twice");
+  refuses(small.pb, o, "invert names parameter \"rho\" twice");
   o = small.options(fwi::Method::adam);
   auto pb = small.pb;
   pb.density.pop_back();

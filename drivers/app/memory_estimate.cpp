@@ -5,6 +5,7 @@
 #include <ksweep/base/error.hpp>
 #include <ksweep/core/geometry.hpp>
 #include <ksweep/core/sizes.hpp>
+#include <ksweep/fwi/inversion.hpp>
 #include <ksweep/storage/codec.hpp>
 #include <ksweep/storage/step_store.hpp>
 
@@ -151,7 +152,10 @@ MemoryEstimate estimate_fwi(io::Config const& cfg, io::VelocityModel const& vm, 
   // Adam's two moments, or L-BFGS's fwi.lbfgs_memory pairs (s, y) and five vectors of its own
   // (gradient, direction, start, trial gradient, step).
   bool const lbfgs = cfg.fwi.optimizer == "lbfgs";
-  sz const optimizer_vectors = lbfgs ? 2 * static_cast<sz>(cfg.fwi.lbfgs_memory) + 5 : 2;
+  fwi::Options optimizer;  // the optimizer counts its own vectors
+  optimizer.method = lbfgs ? fwi::Method::lbfgs : fwi::Method::adam;
+  optimizer.lbfgs.memory = cfg.fwi.lbfgs_memory;
+  sz const optimizer_vectors = fwi::optimizer_vectors(optimizer);
   add(lbfgs ? "models and L-BFGS's " + std::to_string(cfg.fwi.lbfgs_memory) + " correction pairs"
             : "models and Adam moments",
       Place::device, params * (4 + optimizer_vectors) * n * R);

@@ -210,7 +210,7 @@ def case_crashes():
         f["data"][...] = f["data"][...] * np.float32(1e30)
     big_out = fresh("crash_huge")
     run_error(["fwi", "-c", cfg, "-o", big_out, "--set", f'fwi.observed="{huge}"'],
-              ["overflowed at iteration 1", "extreme amplitude"])
+              ["moments overflowed (the squared gradient exceeds the float range) at iteration 1", "extreme amplitude"])
     if os.path.exists(os.path.join(big_out, "checkpoint.bin")):
         fail("a checkpoint was written for an overflowed iteration")
     # A key nested 50000 levels deep.

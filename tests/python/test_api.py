@@ -75,7 +75,9 @@ def test_the_library_s_checks_reach_python():
                         'loss as it is .* but grad_smooth = 2 and precondition = false change it'),
                        (dict(optimizer="lbfgs", precondition=True), "grad_smooth = 0 and precondition = true"),
                        (dict(batch=3), r"batch = 3 shots must be in \[1, 1\], the survey's shots"),
-                       (dict(water_rows=99), r"water_rows = 99 must be in \[0, nz = ")):
+                       (dict(water_rows=99), r"water_rows = 99 must be in \[0, nz = "),
+                       (dict(vmin=2100.0), r"the starting model has velocities in \[2000, 2000\] m/s outside the "
+                        r"water rows, outside the bounds the inversion keeps, \[vmin, vmax\] = \[2100, 5000\]")):
         with pytest.raises(ValueError, match=needle):
             ksweep.Inversion(v, DH, DT, w, src, rec, obs, pml_width=6, **kw)
     inv = ksweep.Inversion(v, DH, DT, w, src, rec, obs, pml_width=6)

@@ -164,6 +164,31 @@ void check_options(Problem const& pb, Options const& opt, OptionNames const& nam
                                        << opt.rho_max << " kg/m^3 must be finite, 0 < rho_min <= rho_max");
 }
 
+void check_bounds(Problem const& pb, Options const& opt, std::vector<float> const& vp, std::vector<float> const& rho,
+                  std::string const& what, OptionNames const& names) {
+  auto const key = [&](char const* name) { return names.prefix + name; };
+  auto const& g = pb.grid;
+  auto const fixed = static_cast<std::size_t>(opt.water_rows) * static_cast<std::size_t>(g.cells() / g.nz);
+  auto const outside = [&](std::vector<float> const& v, double lo, double hi, char const* quantity, char const* low,
+                           char const* high, char const* units) {
+    if (fixed >= v.size()) return;
+    auto const [a, b] = std::minmax_element(v.begin() + static_cast<std::ptrdiff_t>(fixed), v.end());
+    KSWEEP_REQUIRE(*a >= lo && *b <= hi,
+                   what << " has " << quantity << " in [" << *a << ", " << *b << "] " << units
+                        << " outside the water rows, outside the bounds the inversion keeps, [" << key(low) << ", "
+                        << key(high) << "] = [" << lo << ", " << hi << "] " << units
+                        << "; every cell outside would be clipped at the first step: widen the bounds to cover "
+                        << "the model, or check its values (units: " << units << ")");
+  };
+  outside(vp, opt.vmin, opt.vmax, "velocities", "vmin", "vmax", "m/s");
+  if (std::find(opt.invert.begin(), opt.invert.end(), "rho") != opt.invert.end())
+    outside(rho, opt.rho_min, opt.rho_max, "densities", "rho_min", "rho_max", "kg/m^3");
+}
+
+std::size_t optimizer_vectors(Options const& o) {
+  return o.method == Method::lbfgs ? Lbfgs<float>::device_vectors(o.lbfgs.memory) : Adam<float>::device_vectors();
+}
+
 Inversion::Inversion(Problem problem, Options options, comm::Communicator const& comm) {
   // vmax = 0, constant density: the largest velocity dt propagates stably (as fwi.vmax = 0).
   if (options.vmax == 0 && problem.physics == Physics::acoustic && problem.dt > 0 && problem.grid.dh > 0)
@@ -171,6 +196,7 @@ Inversion::Inversion(Problem problem, Options options, comm::Communicator const&
   check_problem(problem);
   try {
     check_options(problem, options);
+    check_bounds(problem, options, problem.start, problem.density, "the starting model");
   } catch (Error const& e) {
     throw Error(kWho + std::string(e.what()));
   }

@@ -26,7 +26,6 @@
 #include <cstdlib>
 #include <limits>
 #include <memory>
-#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -40,19 +39,6 @@ namespace impl {
 inline bool fault_at(std::string const& fault, char const* what, int t) {
   auto const colon = fault.find(':');
   return colon != std::string::npos && fault.substr(0, colon) == what && std::atoi(fault.c_str() + colon + 1) == t;
-}
-
-template <class ExecSpace, class View>
-std::size_t count_non_finite(ExecSpace const& space, View const& x) {
-  std::size_t bad = 0;
-  launch_reduce(
-      "ksweep::fwi::count_non_finite", Kokkos::RangePolicy<ExecSpace>(space, 0, x.extent(0)),
-      KOKKOS_LAMBDA(std::size_t i, std::size_t & b) {
-        double const v = static_cast<double>(x(i));
-        b += (v == v && v - v == 0) ? 0 : 1;  // NaN fails the first test, infinity the second
-      },
-      Kokkos::Sum<std::size_t>(bad));
-  return bad;
 }
 
 /// A host copy of the device view `v` (copied on `space`, which is fenced).
@@ -94,6 +80,15 @@ double squared_distance(ExecSpace const& space, View const& x, View const& y, Su
   double sum = 0;
   for (int iz = 0; iz < rows; ++iz) sum += h(iz);
   return sum;
+}
+
+/// The optimizer `o` asks for, over `n` values within `box` (one interface: the inversion holds
+/// no branch per optimizer).
+template <class Real, class ExecSpace>
+std::unique_ptr<Optimizer<Real, ExecSpace>> make_optimizer(ExecSpace const& space, std::size_t n, Options const& o,
+                                                           Box const& box) {
+  if (o.method == Method::lbfgs) return std::make_unique<Lbfgs<Real, ExecSpace>>(space, n, o.lbfgs, box);
+  return std::make_unique<Adam<Real, ExecSpace>>(space, n, o.adam, box);
 }
 
 /// The inversion of stencil order `Order`, dimension `Dim` and physics `Physics`. The optimizer's
@@ -197,11 +192,8 @@ class Run final : public Inversion::Impl {
   }
 
   void restart_optimizer() override {
-    std::size_t const nv = m_model.extent(0);
-    m_adam.reset();
-    m_lbfgs.reset();
-    if (m_opt.method == Method::adam) m_adam.emplace(m_space, nv, m_opt.adam, m_box);
-    else m_lbfgs.emplace(m_space, nv, m_opt.lbfgs, m_box);
+    m_optimizer.reset();  // its memory before the new one's
+    m_optimizer = make_optimizer<Real, ExecSpace>(m_space, m_model.extent(0), m_opt, m_box);
     m_space.fence();
   }
 
@@ -248,16 +240,9 @@ class Run final : public Inversion::Impl {
       copy_in(s.density, parameter(m_model, 1));
     }
     copy_in(s.model, parameter(m_model, 0));
-    if (m_adam) {
-      std::size_t const nv = m_model.extent(0);
-      KSWEEP_REQUIRE(s.first.size() == nv && s.second.size() == nv, "ksweep::fwi::Inversion::restore: Adam moments of "
-                                                                        << s.first.size() << " and " << s.second.size()
-                                                                        << " values for " << m_inverted.size()
-                                                                        << " parameter(s) of " << m_n << " cells");
-      m_adam->restore(m_space, s.optimizer_steps >= 0 ? s.optimizer_steps : s.iteration,
-                      upload(s.first, "ksweep::fwi::adam_m"), upload(s.second, "ksweep::fwi::adam_v"));
-    }
-    if (m_lbfgs) m_lbfgs->restore(m_space, s.lbfgs);
+    // Adam's steps since its start: the iteration count when the state does not say.
+    m_optimizer->restore(m_space,
+                         {s.optimizer_steps >= 0 ? s.optimizer_steps : s.iteration, s.first, s.second, s.lbfgs});
     std::istringstream is(s.rng);
     is >> m_rng;
     KSWEEP_REQUIRE(!is.fail(), "ksweep::fwi::Inversion::restore: the generator state is not a std::mt19937_64's");
@@ -269,40 +254,32 @@ class Run final : public Inversion::Impl {
     auto const t0 = Clock::now();
     Report r;
     r.iteration = m_iteration + 1;
-    if (m_adam) {
-      {
-        core::ScopedRegion region("ksweep::fwi::model");
+    {
+      core::ScopedRegion region("ksweep::fwi::model");
+      if (m_optimizer->full_batch()) {  // every shot: the loss is one function of the model
+        r.shots.resize(static_cast<std::size_t>(m_shots));
+        for (int s = 0; s < m_shots; ++s) r.shots[static_cast<std::size_t>(s)] = s;
+      } else {
         if (m_comm.is_root()) r.shots = core::draw_batch(m_rng, m_shots, m_opt.batch);
         m_comm.broadcast(r.shots);
       }
-      r.loss = evaluate(r.shots, r.iteration, m_model, m_grad);
-      r.loss_start = r.loss;
-    } else {
-      r.shots.resize(static_cast<std::size_t>(m_shots));
-      for (int s = 0; s < m_shots; ++s) r.shots[static_cast<std::size_t>(s)] = s;
-      auto const res = m_lbfgs->step(m_space, m_model,
-                                     [&](vec const& x, vec const& g) { return evaluate(r.shots, r.iteration, x, g); });
-      r.loss = res.loss;
-      r.loss_start = res.start_loss;
-      r.evaluations = res.evaluations;
     }
+    auto const res = m_optimizer->iterate(
+        m_space, m_model, m_grad, [&](vec const& x, vec const& g) { return evaluate(r.shots, r.iteration, x, g); });
+    r.loss = res.loss;
+    r.loss_start = res.start_loss;
+    r.evaluations = res.evaluations;
     core::ScopedRegion region("ksweep::fwi::optimizer");
-    if (m_adam) {
-      m_adam->step(m_space, m_grad, m_model);
-      // The second moment holds the squared gradient: it overflows first, and alone (a step
-      // with an infinite second moment is 0, so the model stays finite).
-      if (std::size_t const bad = count_non_finite(m_space, m_adam->second_moment()))
-        throw IterationError(
-            "the optimizer's moments overflowed at iteration " + std::to_string(r.iteration) + " (" +
-            std::to_string(bad) +
-            " non-finite values; the squared gradient exceeds the float range): the gradient's scale is extreme, "
-            "likely from observed data of extreme amplitude (check their scale; the loss is " +
-            std::to_string(r.loss) + ")");
-    }
+    std::string why;
+    if (std::size_t const bad = m_optimizer->non_finite(m_space, why))
+      throw IterationError(why + " at iteration " + std::to_string(r.iteration) + " (" + std::to_string(bad) +
+                           " non-finite values): the gradient's scale is extreme, likely from observed data of extreme "
+                           "amplitude (check their scale; the loss is " +
+                           std::to_string(r.loss) + ")");
     if (fault_at(m_opt.fault, "model", r.iteration))
       Kokkos::deep_copy(m_space, Kokkos::subview(m_model, m_n / 2), Real(std::nan("")));
     if (std::size_t const bad = count_non_finite(m_space, m_model))
-      throw IterationError("the model after the " + std::string(m_adam ? "Adam" : "L-BFGS") + " step of iteration " +
+      throw IterationError("the model after the " + std::string(m_optimizer->name()) + " step of iteration " +
                            std::to_string(r.iteration) + " is non-finite (NaN or infinite) in " + std::to_string(bad) +
                            " of " + std::to_string(m_n) +
                            " cells; likely causes: fwi.eps too small for the gradient's scale, or fwi.lr too large");
@@ -324,12 +301,11 @@ class Run final : public Inversion::Impl {
     s.rng = os.str();
     s.model = model();
     s.density = density();
-    s.optimizer_steps = m_adam ? m_adam->steps() : -1;
-    if (m_adam) {
-      s.first = to_host_floats(m_space, m_adam->first_moment());
-      s.second = to_host_floats(m_space, m_adam->second_moment());
-    }
-    if (m_lbfgs) s.lbfgs = m_lbfgs->state(m_space);
+    auto o = m_optimizer->state(m_space);
+    s.optimizer_steps = o.steps;
+    s.first = std::move(o.first);
+    s.second = std::move(o.second);
+    s.lbfgs = std::move(o.lbfgs);
     return s;
   }
 
@@ -571,8 +547,7 @@ class Run final : public Inversion::Impl {
   vec m_held[2], m_truth[2];    // per parameter (vp, rho): held values, true values
   std::vector<int> m_inverted;  // the parameters in m_model, in order
   Box m_box;                    // the optimizer's bounds and fixed cells
-  std::optional<Adam<Real, ExecSpace>> m_adam;
-  std::optional<Lbfgs<Real, ExecSpace>> m_lbfgs;
+  std::unique_ptr<Optimizer<Real, ExecSpace>> m_optimizer;
   std::unique_ptr<P> m_prop;
   std::unique_ptr<E> m_engine;
   typename E::images_type m_img;

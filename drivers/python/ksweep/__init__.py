@@ -462,7 +462,10 @@ class Inversion:
     `state()` / `restore(state)` are the whole state between iterations. Every velocity stays
     in [`vmin`, `vmax`] (m/s); `vmax` must propagate stably with `dt` (the library refuses one
     beyond the CFL limit, as the program refuses fwi.vmax), and `vmax=0` is that limit
-    (constant density).
+    (constant density). A starting model outside the bounds (below the water rows) is refused,
+    as the program refuses it: its cells would be clipped at the first step. The options get
+    the program's checks, by the same library code (L-BFGS takes the gradient as it is: no
+    `grad_smooth`, no `precondition`).
 
     With `density` (kg/m^3, the shape of v) the physics is variable-density acoustics:
     `invert` names the parameters inverted ("vp", "rho"; the others held), `rho_min` and

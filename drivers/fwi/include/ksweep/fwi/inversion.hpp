@@ -142,6 +142,17 @@ struct OptionNames {
 };
 void check_options(Problem const& problem, Options const& options, OptionNames const& names = {});
 
+/// A model (the starting one, a checkpoint's) against the bounds the inversion keeps: outside
+/// the water rows, the velocity `vp` within [vmin, vmax] and, when the density is inverted,
+/// `rho` within [rho_min, rho_max]; a cell outside would be clipped at the first step. Throws
+/// naming `what` ("the starting model"), the values' range and the bounds (options.vmax > 0).
+void check_bounds(Problem const& problem, Options const& options, std::vector<float> const& vp,
+                  std::vector<float> const& rho, std::string const& what, OptionNames const& names = {});
+
+/// Device vectors of the model's size the optimizer of `options` holds (Adam: its two moments;
+/// L-BFGS: its correction pairs and five vectors): what a memory estimate counts.
+std::size_t optimizer_vectors(Options const& options);
+
 class Inversion {
  public:
   /// Checks the problem and allocates everything on the device (collective). The communicator

@@ -105,29 +105,22 @@ struct LbfgsStep {
   double step = 0;         ///< the accepted step length along the direction
 };
 
-/// What L-BFGS's next iteration reads, as host copies (Lbfgs::state, Lbfgs::restore): a
-/// checkpoint holds it, so that a resumed run takes the steps of an uninterrupted one.
-template <class Real>
-struct LbfgsState {
-  int pairs = 0;               ///< correction pairs held
-  std::vector<Real> s, y;      ///< [pair][value], oldest pair first
-  std::vector<double> rho;     ///< 1 / (s . y) of each pair
-  std::vector<Real> gradient;  ///< at the current model (empty before the first iteration)
-  double loss = 0;             ///< at the current model
-  double gamma = 0;            ///< the scaling of H0 from the newest pair (0: none yet)
-  int iterations = 0, evaluations = 0;
-};
-
 /// L-BFGS over a model of `n` cells of which the first `fixed_cells` never change, with trial
 /// points projected onto [vmin, vmax] (each bound only when > 0). The evaluator is called as
 /// `double f = evaluate(x, g)`: the loss at `x` and its gradient into `g` (both of n cells),
 /// the same on every rank. The sufficient decrease is measured along the projected step
 /// (g0 . (x - x0)), so that clamped cells count as they moved.
 template <class Real, class ExecSpace = Kokkos::DefaultExecutionSpace>
-class Lbfgs {
+class Lbfgs final : public Optimizer<Real, ExecSpace> {
  public:
-  using memory_space = typename ExecSpace::memory_space;
-  using vector_type = Kokkos::View<Real*, memory_space>;
+  using base_type = Optimizer<Real, ExecSpace>;
+  using typename base_type::Evaluate;
+  using typename base_type::memory_space;
+  using typename base_type::vector_type;
+
+  /// Device vectors it holds for a model of n values: `memory` pairs (s, y) and five of its own
+  /// (gradient, direction, start, trial gradient, step).
+  static constexpr std::size_t device_vectors(int memory) { return 2 * static_cast<std::size_t>(memory) + 5; }
 
   Lbfgs(ExecSpace const& space, std::size_t n, LbfgsParameters const& p, std::size_t fixed_cells = 0)
       : Lbfgs(space, n, p, Box::one(p.vmin, p.vmax, fixed_cells)) {}
@@ -157,7 +150,10 @@ class Lbfgs {
     m_step = alloc("step");
   }
 
-  std::size_t size() const { return m_n; }
+  char const* name() const override { return "L-BFGS"; }
+  std::size_t size() const override { return m_n; }
+  bool full_batch() const override { return true; }
+  std::size_t bytes() const override { return device_vectors(m_p.memory) * m_n * sizeof(Real); }
   int iterations() const { return m_iterations; }
   /// Gradient evaluations so far.
   int evaluations() const { return m_evaluations; }
@@ -167,8 +163,22 @@ class Lbfgs {
   /// The gradient at the current model (valid after the first step).
   vector_type const& gradient() const { return m_g; }
 
+  OptimizerState<Real> state(ExecSpace const& space) const override {
+    OptimizerState<Real> s;
+    s.lbfgs = memory(space);
+    return s;
+  }
+  void restore(ExecSpace const& space, OptimizerState<Real> const& s) override { restore(space, s.lbfgs); }
+  OptimizerStep iterate(ExecSpace const& space, vector_type const& model, vector_type const&,
+                        Evaluate const& evaluate) override {
+    auto const r = step(space, model, evaluate);
+    return {r.loss, r.start_loss, r.evaluations};
+  }
+  /// Its state is checked as it is computed (a non-finite loss rejects a trial point).
+  std::size_t non_finite(ExecSpace const&, std::string&) const override { return 0; }
+
   /// Host copies of what the next iteration reads (fences `space`).
-  LbfgsState<Real> state(ExecSpace const& space) const {
+  LbfgsState<Real> memory(ExecSpace const& space) const {
     LbfgsState<Real> st;
     st.pairs = m_count;
     auto append = [&](vector_type const& v, std::vector<Real>& out) {
