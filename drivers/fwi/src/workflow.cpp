@@ -55,6 +55,8 @@ namespace {
 /// The problem with the first stage's data (the whole band without stages).
 Problem first_stage(Problem pb, Stages const& stages) {
   if (stages.empty()) return pb;
+  KSWEEP_REQUIRE(stages.wavelet(-1) == pb.wavelet,
+                 "ksweep::fwi::Workflow: the stages were made from another wavelet than the problem's");
   pb.wavelet = stages.wavelet(0);
   pb.observed = stages.observed(0, pb.observed, pb.survey.n_shots, pb.nt, pb.survey.n_receivers);
   return pb;
@@ -64,16 +66,12 @@ Problem first_stage(Problem pb, Stages const& stages) {
 
 Workflow::Workflow(Problem problem, Options options, Stages stages, comm::Communicator const& comm)
     : m_stages(std::move(stages)),
-      m_whole_wavelet(problem.wavelet),
       m_whole_observed(m_stages.empty() ? std::vector<float>() : problem.observed),
       m_shots(problem.survey.n_shots),
       m_nt(problem.nt),
       m_receivers(problem.survey.n_receivers),
       m_current(m_stages.empty() ? -1 : 0),
-      m_inv(first_stage(std::move(problem), m_stages), std::move(options), comm) {
-  KSWEEP_REQUIRE(m_stages.empty() || m_stages.wavelet(-1) == m_whole_wavelet,
-                 "ksweep::fwi::Workflow: the stages were made from another wavelet than the problem's");
-}
+      m_inv(first_stage(std::move(problem), m_stages), std::move(options), comm) {}
 
 void Workflow::switch_to(int to) {
   m_inv.set_data(m_stages.wavelet(to), m_stages.observed(to, m_whole_observed, m_shots, m_nt, m_receivers));

@@ -100,7 +100,6 @@ class Workflow {
   void switch_to(int to);
 
   Stages m_stages;
-  std::vector<double> m_whole_wavelet;
   std::vector<float> m_whole_observed;  ///< kept with stages only (the inversion holds the one copy otherwise)
   int m_shots = 0, m_nt = 0, m_receivers = 0;
   int m_current = -1;  ///< the stage whose data the inversion holds
