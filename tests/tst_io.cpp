@@ -7,6 +7,7 @@
 #include <ksweep/io/config.hpp>
 #include <ksweep/io/hdf5_io.hpp>
 #include <ksweep/io/json_io.hpp>
+#include <ksweep/io/keys.hpp>
 #include <ksweep/io/resample.hpp>
 #include <ksweep/io/segy.hpp>
 #include <ksweep/io/survey.hpp>
@@ -25,6 +26,7 @@
 #include <fstream>
 #include <limits>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -1025,3 +1027,106 @@ TEST(io, resampling_is_band_limited_and_exact_on_samples) {
   EXPECT_EQ(padded, 602);  // 1.202 s is within half an input interval (2 ms) of the last sample
   EXPECT_EQ(longer.data[(static_cast<std::size_t>(700)) * in.receivers], 0.0f);
 }
+
+// The key table (ksweep/io/keys.hpp) against what reads, checks and records the keys.
+namespace keytable {
+
+using namespace ksweep::io;
+
+/// TOML values that break each of `k`'s limits, or its choices; none when the key has none.
+std::vector<std::string> bad_values(Key const& k) {
+  if (k.choices != nullptr) {
+    std::string const v = k.choices->quoted ? "\"nonsense\"" : "3";
+    return {k.type().rfind("array", 0) == 0 ? "[" + v + "]" : v};
+  }
+  auto const num = [&](double v) {
+    std::ostringstream os;
+    bool const integer = k.type().find("integer") != std::string::npos;
+    if (integer) os << static_cast<long long>(v);
+    else os << std::showpoint << v;
+    std::string s = os.str();
+    return k.type().rfind("array", 0) == 0 ? "[" + s + "]" : s;
+  };
+  std::vector<std::string> out;
+  if (k.min) out.push_back(num(k.min_open ? *k.min : *k.min - 1));
+  if (k.max) out.push_back(num(k.max_open ? *k.max : *k.max + 1));
+  return out;
+}
+
+TEST(io, every_limit_and_choice_of_the_key_table_is_enforced) {
+  int checked = 0;
+  for (auto const& k : keys())
+    for (auto const& bad : bad_values(k)) {
+      // Each key's own limits are checked before what keys mean together (a feature's keys
+      // without the feature): the error names the key and its limit.
+      std::vector<std::string> const sets{k.dotted() + "=" + bad};
+      try {
+        (void)config_from_string("", sets);
+        ADD_FAILURE() << k.dotted() << " = " << bad << " was accepted; the table says " << k.limits();
+      } catch (ksweep::Error const& e) {
+        std::string const what = e.what();
+        EXPECT_NE(what.find(k.dotted()), std::string::npos) << what;
+        EXPECT_TRUE(what.find("must be") != std::string::npos || what.find("is not allowed") != std::string::npos)
+            << what;
+      }
+      ++checked;
+    }
+  EXPECT_GE(checked, 40);
+}
+
+TEST(io, the_key_table_reads_and_records_every_key) {
+  Config const defaults = config_from_string("", {});
+  auto const json = config_to_json(defaults);
+  std::set<std::string> dotted;
+  for (auto const& k : keys()) {
+    EXPECT_TRUE(dotted.insert(k.dotted()).second) << k.dotted() << " twice";
+    EXPECT_FALSE(k.help.empty()) << k.dotted();
+    // Recorded by default unless its rule says when.
+    if (k.recorded == nullptr) {
+      ASSERT_TRUE(json.contains(k.section) && json[k.section].contains(k.name)) << k.dotted();
+      EXPECT_EQ(json[k.section][k.name], key_value(k, defaults)) << k.dotted();
+    } else {
+      EXPECT_FALSE(k.recorded(defaults)) << k.dotted() << ": a key recorded only when set is recorded by default";
+    }
+  }
+  EXPECT_EQ(dotted.size(), keys().size());
+  // Every key the table names is one the reader takes; a name not in it is refused, listing it.
+  for (auto const& k : keys()) EXPECT_NO_THROW(config_from_string("[" + k.section + "]\n", {})) << k.dotted();
+  expect_error([] { config_from_string("[fwi]\nlearning_rate = 3\n", {}); }, "lbfgs_memory");
+  // A key set is recorded with its value (the rule of a feature's key holds with the feature).
+  auto const j = config_to_json(config_from_string(
+      "", {"propagator.physics=acoustic_vd", "fwi.rho_max=2800", "storage.layer_chain=true", "output.segy=true"}));
+  EXPECT_EQ(config_to_json(config_from_string("", {"parallel.domains=[2]"}))["parallel"]["domains"],
+            nlohmann::json::array({2}));
+  EXPECT_EQ(j["fwi"]["rho_max"], 2800.0);
+  EXPECT_EQ(j["model"]["density"], "gardner");
+  EXPECT_EQ(j["storage"]["layer_chain"], true);
+  EXPECT_EQ(j["output"]["segy"], true);
+  // Path-valued keys are the input paths the program protects.
+  std::set<std::string> paths;
+  for (auto const& [key, value] : defaults.input_paths) paths.insert(key);
+  for (auto const& k : keys()) EXPECT_EQ(paths.count(k.dotted()), k.path ? 1u : 0u) << k.dotted();
+}
+
+TEST(io, every_name_registry_is_a_keys_choices) {
+  for (auto const* option : ksweep::names::options) {
+    Key const* k = find_key(option->key);
+    ASSERT_NE(k, nullptr) << option->key;
+    EXPECT_EQ(k->choices, option) << option->key;
+  }
+}
+
+TEST(io, readme_key_table_is_the_key_table) {
+  std::ifstream in(std::string(KSWEEP_SOURCE_DIR) + "/README.md");
+  std::ostringstream os;
+  os << in.rdbuf();
+  std::string const readme = os.str();
+  std::string const begin = "<!-- keys: `ksweep keys --markdown` -->\n", end = "<!-- /keys -->";
+  auto const a = readme.find(begin), b = readme.find(end);
+  ASSERT_NE(a, std::string::npos) << "README.md has no " << begin;
+  ASSERT_NE(b, std::string::npos) << "README.md has no " << end;
+  EXPECT_EQ(readme.substr(a + begin.size(), b - a - begin.size()), key_table_markdown())
+      << "the README's key table differs from the keys' table: paste `ksweep keys --markdown` between the markers";
+}
+
+}  // namespace keytable

@@ -1,7 +1,7 @@
-// The registry of allowed names (ksweep/base/names.hpp): the README's configuration table, the
-// errors, and the enums and dispatchers that follow its order.
+// The registry of allowed names (ksweep/base/names.hpp): the errors, and the enums and dispatchers
+// that follow its order. (The configuration keys that take these names, and the README's table of
+// them, are checked against the registry in tst_io.cpp.)
 
-#include <ksweep/base/config.hpp>
 #include <ksweep/base/error.hpp>
 #include <ksweep/base/names.hpp>
 #include <ksweep/core/schedule.hpp>
@@ -11,74 +11,12 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <regex>
 #include <set>
-#include <sstream>
 #include <string>
 
 namespace {
 
 using namespace ksweep;
-
-std::string read_readme() {
-  std::ifstream in(std::string(KSWEEP_SOURCE_DIR) + "/README.md");
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
-}
-
-/// The text between the parentheses after `key` in the README table row of `[section]`
-/// ("| `[storage]` | `strategy` ("boundary" or "full"), ..."), or "" if there is none.
-std::string table_entry(std::string const& readme, std::string const& dotted) {
-  auto const dot = dotted.find('.');
-  std::string const row_start = "| `[" + dotted.substr(0, dot) + "]` |";
-  auto const row = readme.find(row_start);
-  if (row == std::string::npos) return "";
-  std::string const line = readme.substr(row, readme.find('\n', row) - row);
-  std::string const key = "`" + dotted.substr(dot + 1) + "` (";
-  auto const k = line.find(key);
-  if (k == std::string::npos) return "";
-  std::size_t const open = k + key.size();
-  int depth = 1;
-  std::size_t i = open;
-  for (; i < line.size() && depth > 0; ++i) depth += line[i] == '(' ? 1 : (line[i] == ')' ? -1 : 0);
-  return line.substr(open, i - open - 1);
-}
-
-/// The names an entry lists: the quoted words of a string option, the numbers of another.
-std::set<std::string> listed_names(std::string const& entry, bool quoted) {
-  std::regex const word(quoted ? "\"([^\"]*)\"" : "\\b([0-9]+)\\b");
-  std::set<std::string> out;
-  for (std::sregex_iterator it(entry.begin(), entry.end(), word), end; it != end; ++it) out.insert((*it)[1].str());
-  return out;
-}
-
-TEST(names, readme_table_agrees_with_registry) {
-  std::string const readme = read_readme();
-  ASSERT_FALSE(readme.empty()) << "cannot read " << KSWEEP_SOURCE_DIR << "/README.md";
-  for (auto const* option : names::options) {
-    std::string const key(option->key);
-    std::string const entry = table_entry(readme, key);
-    ASSERT_FALSE(entry.empty()) << key << ": no `" << key.substr(key.find('.') + 1) << "` (...) in the README's table";
-    std::set<std::string> registry;
-    for (auto const& c : *option) registry.insert(std::string(c.name));
-    EXPECT_EQ(listed_names(entry, option->quoted), registry)
-        << key << ": the README lists (" << entry << "), the registry " << option->allowed();
-  }
-}
-
-TEST(names, readme_entry_parser_sees_a_difference) {
-  // The check above on a table that disagrees: a name missing, and one too many.
-  std::string const table =
-      "| `[storage]` | `dtype` (\"fp32\", \"fp16\" or \"int8\"), `location` (\"device\", \"host\", "
-      "\"disk\", \"tape\") |\n| `[propagator]` | `order` (4; 2, 4 or 6), `schedule` (\"auto\": how (see below)) |\n";
-  EXPECT_EQ(listed_names(table_entry(table, "storage.dtype"), true), (std::set<std::string>{"fp32", "fp16", "int8"}));
-  EXPECT_EQ(listed_names(table_entry(table, "storage.location"), true).size(), 4u);
-  EXPECT_EQ(listed_names(table_entry(table, "propagator.order"), false), (std::set<std::string>{"2", "4", "6"}));
-  EXPECT_EQ(table_entry(table, "propagator.schedule"), "\"auto\": how (see below)");
-  EXPECT_EQ(table_entry(table, "storage.strategy"), "");
-}
 
 TEST(names, registry_is_well_formed) {
   std::set<std::string> keys;

@@ -9,6 +9,7 @@
 #include <ksweep/core/runtime.hpp>
 #include <ksweep/io/atomic_file.hpp>
 #include <ksweep/io/config.hpp>
+#include <ksweep/io/keys.hpp>
 
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
@@ -142,7 +143,7 @@ void begin_startup(char const* what) {
 
 void end_startup() { g_starting = false; }
 
-bool known_subcommand(std::string const& s) { return s == "info" || s == "model" || s == "fwi"; }
+bool known_subcommand(std::string const& s) { return s == "info" || s == "model" || s == "fwi" || s == "keys"; }
 
 }  // namespace
 
@@ -191,7 +192,8 @@ int main(int argc, char** argv) {
   }
   if (argc >= 2 && argv[1][0] != '-' && !known_subcommand(argv[1])) {
     if (comm.is_root())
-      std::fprintf(stderr, "ksweep: error: unknown subcommand '%s' (allowed: info, model, fwi); see ksweep --help\n",
+      std::fprintf(stderr,
+                   "ksweep: error: unknown subcommand '%s' (allowed: info, model, fwi, keys); see ksweep --help\n",
                    ksweep::shown(argv[1]).c_str());
     return 2;
   }
@@ -205,6 +207,9 @@ int main(int argc, char** argv) {
   auto* info = app.add_subcommand("info", "backends, Kokkos configuration, threads, MPI, versions");
   auto* model = app.add_subcommand("model", "forward-model every shot of a config into OUT/observed.h5");
   auto* fwi = app.add_subcommand("fwi", "full-waveform inversion (MPI shot-parallel)");
+  auto* keys = app.add_subcommand("keys", "the configuration keys: type, default, allowed values, meaning");
+  bool markdown = false;
+  keys->add_flag("--markdown", markdown, "as the README's Markdown table");
   for (auto* sc : {model, fwi}) {
     sc->add_option("--config,-c", config, "TOML configuration file")->required()->check(CLI::ExistingFile);
     sc->add_option("--out,-o", out, "output folder")->required();
@@ -232,6 +237,11 @@ int main(int argc, char** argv) {
                    "ksweep: error: --resume '' names no folder: give the output folder of the run to "
                    "continue (the one holding its checkpoint.bin)\n");
     return 2;
+  }
+  if (*keys) {
+    if (comm.is_root())
+      std::fputs((markdown ? ksweep::io::key_table_markdown() : ksweep::io::key_table_text()).c_str(), stdout);
+    return 0;
   }
   int rc = 0;
   try {

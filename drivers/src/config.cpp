@@ -1,9 +1,9 @@
 #include <ksweep/io/config.hpp>
+#include <ksweep/io/keys.hpp>
 
 #include <ksweep/io/segy.hpp>
 
 #include <ksweep/base/error.hpp>
-#include <ksweep/base/names.hpp>
 
 #include <toml++/toml.h>
 
@@ -54,12 +54,6 @@ std::string join(std::vector<std::string> const& items) {
     out += items[i];
   }
   return out;
-}
-
-std::vector<std::string> const& section_names() {
-  static std::vector<std::string> const names{"model",   "time", "wavelet", "shots",  "receivers", "propagator",
-                                              "storage", "fwi",  "output",  "survey", "parallel"};
-  return names;
 }
 
 /// Where each value came from, for error messages.
@@ -218,15 +212,6 @@ class SectionReader {
     out = std::move(v);
   }
 
-  /// A key whose value may name a file the run reads: read as a string (or a number kept as its
-  /// text, with `or_number`), and recorded in `paths` (Config::input_paths) under its dotted name.
-  void get_path(char const* key, std::string& out, std::vector<std::pair<std::string, std::string>>& paths,
-                bool or_number = false) {
-    if (or_number) get_text_or_number(key, out);
-    else get(key, out);
-    paths.emplace_back(dotted(key), out);
-  }
-
   /// A string, or a number kept as its text (a key that takes a name, a path or a value).
   void get_text_or_number(char const* key, std::string& out) {
     toml::node const* node = m_table == nullptr ? nullptr : m_table->get(key);
@@ -374,13 +359,13 @@ void apply_override(toml::table& root, std::string const& text, Origins& origins
   KSWEEP_REQUIRE(
       dot != std::string::npos && dot > 0 && dot + 1 < dotted.size() && dotted.find('.', dot + 1) == std::string::npos,
       "--set '" << shown(text) << "': key '" << shown(dotted)
-                << "' must have the form section.key (sections: " << join(section_names()) << ")");
+                << "' must have the form section.key (sections: " << join(key_sections()) << ")");
   KSWEEP_REQUIRE(!value.empty(), "--set '" << shown(text) << "': empty value for '" << shown(dotted) << "'");
   std::string const section = dotted.substr(0, dot);
   std::string const key = dotted.substr(dot + 1);
-  KSWEEP_REQUIRE(std::find(section_names().begin(), section_names().end(), section) != section_names().end(),
+  KSWEEP_REQUIRE(std::find(key_sections().begin(), key_sections().end(), section) != key_sections().end(),
                  "unknown section '" << shown(section) << "' in --set " << shown(text)
-                                     << " (allowed sections: " << join(section_names()) << ")");
+                                     << " (allowed sections: " << join(key_sections()) << ")");
 
   if (root.get(section) == nullptr) root.insert(section, toml::table{});
   toml::table* target = root.get(section)->as_table();
@@ -421,11 +406,6 @@ bool is_raw_path(std::string const& source) {
   return ext == ".f32" || ext == ".bin";
 }
 
-void require_one_of(std::string const& key, std::string const& value, std::vector<std::string> const& allowed) {
-  KSWEEP_REQUIRE(std::find(allowed.begin(), allowed.end(), value) != allowed.end(),
-                 key << " = \"" << shown(value) << "\" is not allowed (allowed: " << join(allowed) << ")");
-}
-
 void require_finite(std::string const& key, double value) {
   KSWEEP_REQUIRE(std::isfinite(value), key << " = " << value << " must be a finite number");
 }
@@ -436,9 +416,9 @@ Config build(toml::table root, std::string const& origin, std::vector<std::strin
 
   for (auto const& [k, node] : root) {
     std::string const name(k.str());
-    KSWEEP_REQUIRE(std::find(section_names().begin(), section_names().end(), name) != section_names().end(),
+    KSWEEP_REQUIRE(std::find(key_sections().begin(), key_sections().end(), name) != key_sections().end(),
                    "unknown section '" << shown(name) << "' in " << shown(origin)
-                                       << " (allowed sections: " << join(section_names()) << ")");
+                                       << " (allowed sections: " << join(key_sections()) << ")");
     KSWEEP_REQUIRE(node.is_table(), "'" << shown(name) << "' in " << shown(origin) << " is a " << type_name(node.type())
                                         << ", expected a table [" << name << "]");
   }
@@ -449,119 +429,23 @@ Config build(toml::table root, std::string const& origin, std::vector<std::strin
 
   Config c;
   c.source_path = origin;
-  {
-    SectionReader r(section("model"), "model", origins);
-    r.get_path("source", c.model.source, c.input_paths);
-    r.get("decimate", c.model.decimate);
-    r.get("nz", c.model.nz);
-    r.get("nx", c.model.nx);
-    r.get("dh", c.model.dh);
-    r.get("ny", c.model.ny);
-    r.get("crop_z", c.model.crop_z);
-    r.get("crop_x", c.model.crop_x);
-    r.get("crop_y", c.model.crop_y);
-    r.get_path("density", c.model.density, c.input_paths, true);
-    r.get("units", c.model.units);
-    r.finish();
-  }
-  {
-    SectionReader r(section("time"), "time", origins);
-    r.get("dt", c.time.dt);
-    r.get("nt", c.time.nt);
-    r.finish();
-  }
-  {
-    SectionReader r(section("wavelet"), "wavelet", origins);
-    r.get("freq", c.wavelet.freq);
-    r.get("delay", c.wavelet.delay);
-    r.get_path("source", c.wavelet.source, c.input_paths);
-    r.get("stabilisation", c.wavelet.stabilisation);
-    r.finish();
-  }
-  {
-    SectionReader r(section("shots"), "shots", origins);
-    r.get("count", c.shots.count);
-    r.get("z", c.shots.z);
-    r.get("x_range", c.shots.x_range);
-    r.get("count_y", c.shots.count_y);
-    r.get("y_range", c.shots.y_range);
-    r.finish();
-  }
-  {
-    SectionReader r(section("receivers"), "receivers", origins);
-    r.get("count", c.receivers.count);
-    r.get("z", c.receivers.z);
-    r.get("count_y", c.receivers.count_y);
-    r.get("y_range", c.receivers.y_range);
-    r.finish();
-  }
-  {
-    SectionReader r(section("propagator"), "propagator", origins);
-    r.get("order", c.propagator.order);
-    r.get("pml_width", c.propagator.pml_width);
-    r.get("pml_reflection", c.propagator.pml_reflection);
-    r.get("pml_freq", c.propagator.pml_freq);
-    r.get("pml_velocity", c.propagator.pml_velocity);
-    r.get("free_surface", c.propagator.free_surface);
-    r.get("precision", c.propagator.precision);
-    r.get("batch", c.propagator.batch);
-    r.get("schedule", c.propagator.schedule);
-    r.get("physics", c.propagator.physics);
-    r.finish();
-  }
-  {
-    SectionReader r(section("storage"), "storage", origins);
-    r.get("strategy", c.storage.strategy);
-    r.get("location", c.storage.location);
-    r.get("dtype", c.storage.dtype);
-    r.get("transfer_interval", c.storage.transfer_interval);
-    r.get("disk_dir", c.storage.disk_dir);
-    r.get("pinned", c.storage.pinned);
-    r.get("layer_chain", c.storage.layer_chain);
-    r.finish();
-  }
-  {
-    SectionReader r(section("fwi"), "fwi", origins);
-    r.get("iterations", c.fwi.iterations);
-    r.get("batch", c.fwi.batch);
-    r.get("optimizer", c.fwi.optimizer);
-    r.get("lbfgs_memory", c.fwi.lbfgs_memory);
-    r.get("lr", c.fwi.lr);
-    r.get("beta1", c.fwi.beta1);
-    r.get("beta2", c.fwi.beta2);
-    r.get("eps", c.fwi.eps);
-    r.get("seed", c.fwi.seed);
-    r.get("checkpoint_every", c.fwi.checkpoint_every);
-    r.get("vmin", c.fwi.vmin);
-    r.get("vmax", c.fwi.vmax);
-    r.get("water_rows", c.fwi.water_rows);
-    r.get("smooth_sigma", c.fwi.smooth_sigma);
-    r.get("loss_norm", c.fwi.loss_norm);
-    r.get_path("observed", c.fwi.observed, c.input_paths);
-    r.get("grad_smooth", c.fwi.grad_smooth);
-    r.get("precondition", c.fwi.precondition);
-    r.get("figures_every", c.fwi.figures_every);
-    r.get("save_models", c.fwi.save_models);
-    r.get("invert", c.fwi.invert);
-    r.get("rho_min", c.fwi.rho_min);
-    r.get("rho_max", c.fwi.rho_max);
-    r.get("lr_rho", c.fwi.lr_rho);
-    r.get("stages", c.fwi.stages);
-    r.finish();
-  }
-  {
-    SectionReader r(section("output"), "output", origins);
-    r.get("segy", c.output.segy);
-    r.finish();
-  }
-  {
-    SectionReader r(section("survey"), "survey", origins);
-    r.get_path("file", c.survey.file, c.input_paths);
-    r.finish();
-  }
-  {
-    SectionReader r(section("parallel"), "parallel", origins);
-    r.get("domains", c.parallel.domains);
+  for (auto const& name : key_sections()) {
+    SectionReader r(section(name.c_str()), name, origins);
+    for (auto const& k : keys()) {
+      if (k.section != name) continue;
+      std::visit(
+          [&](auto field) {
+            auto& value = field(c);
+            if constexpr (std::is_same_v<std::decay_t<decltype(value)>, std::string>) {
+              if (k.text_or_number) r.get_text_or_number(k.name.c_str(), value);
+              else r.get(k.name.c_str(), value);
+              if (k.path) c.input_paths.emplace_back(k.dotted(), value);
+            } else {
+              r.get(k.name.c_str(), value);
+            }
+          },
+          k.field);
+    }
     r.finish();
   }
   for (auto const& [name, node] : root)
@@ -581,25 +465,15 @@ Config build(toml::table root, std::string const& origin, std::vector<std::strin
   return c;
 }
 
-nlohmann::json crop_json(std::optional<std::array<int, 2>> const& crop) {
-  if (!crop) return nullptr;
-  return nlohmann::json::array({(*crop)[0], (*crop)[1]});
-}
-
 }  // namespace
 
 void validate(Config const& c) {
+  // Each key against its own limits and choices (keys.cpp), then what keys mean together.
+  for (auto const& k : keys()) check_key(k, c);
   auto const& m = c.model;
   KSWEEP_REQUIRE(!m.source.empty(),
                  "model.source is empty (allowed: marmousi2, marmousi2_fine, marmousi, layered3d, "
                  "marmousi2_3d, or a path to a .f32/.bin/.h5 file)");
-  KSWEEP_REQUIRE(m.decimate >= 1, "model.decimate = " << m.decimate << " must be >= 1");
-  KSWEEP_REQUIRE(m.nz >= 0, "model.nz = " << m.nz << " must be >= 0 (0 = not set)");
-  KSWEEP_REQUIRE(m.nx >= 0, "model.nx = " << m.nx << " must be >= 0 (0 = not set)");
-  KSWEEP_REQUIRE(m.ny >= 0, "model.ny = " << m.ny << " must be >= 0 (0 = a 2D model)");
-  require_finite("model.dh", m.dh);
-  KSWEEP_REQUIRE(m.dh >= 0, "model.dh = " << m.dh << " must be >= 0 (0 = not set)");
-  require_one_of("model.units", m.units, {"m/s", "km/s"});
   KSWEEP_REQUIRE(m.units == "m/s" || is_raw_path(m.source) || is_file_model(m.source),
                  "model.units = \"" << m.units << "\" applies to model files (.f32, .bin, .h5, .hdf5, .sgy, .segy); "
                                     << "model.source = \"" << shown(m.source) << "\" is in m/s");
@@ -624,9 +498,6 @@ void validate(Config const& c) {
                    name << " = [" << lo << ", " << hi << "] must satisfy 0 <= lo < hi (half-open cell range)");
   }
 
-  require_finite("time.dt", c.time.dt);
-  KSWEEP_REQUIRE(c.time.dt > 0, "time.dt = " << c.time.dt << " must be > 0");
-  KSWEEP_REQUIRE(c.time.nt >= 1, "time.nt = " << c.time.nt << " must be >= 1");
   if (c.output.segy) {  // SEG-Y rev 1 holds 16-bit sample counts and intervals in whole microseconds
     double const us = c.time.dt * 1e6;
     KSWEEP_REQUIRE(c.time.nt <= 32767,
@@ -636,9 +507,6 @@ void validate(Config const& c) {
                                              << "(SEG-Y stores the sample interval so)");
   }
 
-  require_finite("wavelet.freq", c.wavelet.freq);
-  require_finite("wavelet.delay", c.wavelet.delay);
-  KSWEEP_REQUIRE(c.wavelet.freq > 0, "wavelet.freq = " << c.wavelet.freq << " must be > 0");
   // Above the Nyquist frequency the sampled wavelet is aliased noise (a mild under-sampling below
   // it is a warning of the programs).
   KSWEEP_REQUIRE(c.wavelet.freq < 0.5 / c.time.dt,
@@ -646,7 +514,6 @@ void validate(Config const& c) {
                                    << " Hz of time.dt = " << c.time.dt << " s: the sampled wavelet is aliased; lower "
                                    << "wavelet.freq below " << 0.2 / c.time.dt << " Hz or time.dt below "
                                    << 0.2 / c.wavelet.freq << " s");
-  KSWEEP_REQUIRE(c.wavelet.delay >= 0, "wavelet.delay = " << c.wavelet.delay << " must be >= 0");
   // The record must reach the wavelet's peak, else the data hold (almost) nothing to invert.
   double const record = (c.time.nt - 1) * c.time.dt;
   KSWEEP_REQUIRE(c.wavelet.delay < record,
@@ -663,8 +530,6 @@ void validate(Config const& c) {
                                    << " s): the source is almost constant; raise wavelet.freq to at least "
                                    << 1 / record << " Hz or lengthen the record");
 
-  KSWEEP_REQUIRE(c.shots.count >= 1, "shots.count = " << c.shots.count << " must be >= 1");
-  KSWEEP_REQUIRE(c.shots.z >= 0, "shots.z = " << c.shots.z << " must be >= 0 (a cell index)");
   {
     auto const [lo, hi] = c.shots.x_range;
     KSWEEP_REQUIRE(std::isfinite(lo) && std::isfinite(hi) && lo >= 0 && hi <= 1 && lo < hi,
@@ -674,7 +539,6 @@ void validate(Config const& c) {
   }
 
   auto check_y = [](char const* section, int count, std::array<double, 2> const& range) {
-    KSWEEP_REQUIRE(count >= 1, section << ".count_y = " << count << " must be >= 1");
     auto const [lo, hi] = range;
     KSWEEP_REQUIRE(std::isfinite(lo) && std::isfinite(hi) && lo >= 0 && hi <= 1 && lo <= hi,
                    section << ".y_range = [" << lo << ", " << hi
@@ -684,29 +548,13 @@ void validate(Config const& c) {
   };
   check_y("shots", c.shots.count_y, c.shots.y_range);
   check_y("receivers", c.receivers.count_y, c.receivers.y_range);
-  KSWEEP_REQUIRE(c.receivers.count >= 1, "receivers.count = " << c.receivers.count << " must be >= 1");
-  KSWEEP_REQUIRE(c.receivers.z >= 0, "receivers.z = " << c.receivers.z << " must be >= 0 (a cell index)");
 
   auto const& p = c.propagator;
-  names::order.parse(std::to_string(p.order));
-  KSWEEP_REQUIRE(p.pml_width >= 0, "propagator.pml_width = " << p.pml_width << " must be >= 0");
-  require_finite("propagator.pml_reflection", p.pml_reflection);
-  require_finite("propagator.pml_freq", p.pml_freq);
-  KSWEEP_REQUIRE(p.pml_reflection > 0 && p.pml_reflection < 1,
-                 "propagator.pml_reflection = " << p.pml_reflection << " must be in (0, 1)");
-  KSWEEP_REQUIRE(p.pml_freq > 0, "propagator.pml_freq = " << p.pml_freq << " must be > 0");
-  require_finite("propagator.pml_velocity", p.pml_velocity);
-  KSWEEP_REQUIRE(p.pml_velocity >= 0,
-                 "propagator.pml_velocity = " << p.pml_velocity << " m/s must be >= 0 (0: the model's maximum)");
   KSWEEP_REQUIRE(p.pml_freq <= 0.5 / c.time.dt,
                  "propagator.pml_freq = " << p.pml_freq << " Hz is above the Nyquist frequency " << 0.5 / c.time.dt
                                           << " Hz of time.dt = " << c.time.dt
                                           << " s; set it near the wavelet's peak frequency wavelet.freq = "
                                           << c.wavelet.freq << " Hz");
-  require_one_of("propagator.precision", p.precision, {"fp32", "fp64"});
-  KSWEEP_REQUIRE(p.batch >= 1, "propagator.batch = " << p.batch << " must be >= 1");
-  names::schedule.parse(p.schedule);
-  require_one_of("propagator.physics", p.physics, {"acoustic", "acoustic_vd"});
   bool const vd = p.physics == "acoustic_vd";
   auto const& dom = c.parallel.domains;
   if (c.is_given("parallel.domains")) {
@@ -715,8 +563,6 @@ void validate(Config const& c) {
     text += "]";
     KSWEEP_REQUIRE(dom.size() == 1 || dom.size() == 2,
                    "parallel.domains = " << text << " must be [nx_parts] (2D) or [ny_parts, nx_parts] (3D)");
-    for (int d : dom)
-      KSWEEP_REQUIRE(d >= 1 && d <= 4096, "parallel.domains = " << text << ": each part count must be in [1, 4096]");
     long long const n = dom.size() == 2 ? 1LL * dom[0] * dom[1] : dom[0];
     KSWEEP_REQUIRE(!vd || n == 1, "parallel.domains = " << text
                                                         << " splits the model, but variable density (propagator."
@@ -747,61 +593,25 @@ void validate(Config const& c) {
     auto const& inv = c.fwi.invert;
     KSWEEP_REQUIRE(!inv.empty(), "fwi.invert = [] names no parameter (allowed: \"vp\", \"rho\")");
     for (std::size_t i = 0; i < inv.size(); ++i) {
-      require_one_of("fwi.invert[" + std::to_string(i) + "]", inv[i], {"vp", "rho"});
       for (std::size_t j = 0; j < i; ++j)
         KSWEEP_REQUIRE(inv[j] != inv[i], "fwi.invert names \"" << inv[i] << "\" twice");
     }
     KSWEEP_REQUIRE(c.fwi.rho_min > 0 && c.fwi.rho_min < c.fwi.rho_max,
                    "fwi.rho_min = " << c.fwi.rho_min << " and fwi.rho_max = " << c.fwi.rho_max
                                     << " kg/m^3 must satisfy 0 < rho_min < rho_max");
-    KSWEEP_REQUIRE(std::isfinite(c.fwi.lr_rho) && c.fwi.lr_rho >= 0,
-                   "fwi.lr_rho = " << c.fwi.lr_rho << " kg/m^3 per step must be >= 0 (0: fwi.lr)");
   }
-
-  auto const& s = c.storage;
-  names::strategy.parse(s.strategy);
-  names::location.parse(s.location);
-  names::dtype.parse(s.dtype);
-  KSWEEP_REQUIRE(s.transfer_interval >= 1, "storage.transfer_interval = " << s.transfer_interval << " must be >= 1");
 
   auto const& f = c.fwi;
-  KSWEEP_REQUIRE(f.iterations >= 1, "fwi.iterations = " << f.iterations << " must be >= 1");
-  KSWEEP_REQUIRE(f.batch >= 1, "fwi.batch = " << f.batch << " must be >= 1");
-  for (auto const& [name, v] : {std::pair<char const*, double>{"fwi.lr", f.lr},
-                                {"fwi.beta1", f.beta1},
-                                {"fwi.beta2", f.beta2},
-                                {"fwi.eps", f.eps},
-                                {"fwi.vmin", f.vmin},
-                                {"fwi.vmax", f.vmax},
-                                {"fwi.smooth_sigma", f.smooth_sigma},
-                                {"fwi.grad_smooth", f.grad_smooth}}) {
-    require_finite(name, v);
-  }
-  KSWEEP_REQUIRE(f.lr > 0, "fwi.lr = " << f.lr << " must be > 0");
-  KSWEEP_REQUIRE(f.beta1 >= 0 && f.beta1 < 1, "fwi.beta1 = " << f.beta1 << " must be in [0, 1)");
-  KSWEEP_REQUIRE(f.beta2 >= 0 && f.beta2 < 1, "fwi.beta2 = " << f.beta2 << " must be in [0, 1)");
-  KSWEEP_REQUIRE(f.eps > 0, "fwi.eps = " << f.eps << " must be > 0");
-  KSWEEP_REQUIRE(f.seed >= 0, "fwi.seed = " << f.seed << " must be >= 0");
-  KSWEEP_REQUIRE(f.checkpoint_every >= 0,
-                 "fwi.checkpoint_every = " << f.checkpoint_every << " must be >= 0 (0 = never)");
   KSWEEP_REQUIRE(f.vmin > 0, "fwi.vmin = " << f.vmin
                                            << " m/s: the inversion keeps every velocity in [fwi.vmin, fwi.vmax], so "
                                               "fwi.vmin must be a velocity > 0 m/s (e.g. 1000, or the slowest "
                                               "velocity the model may take)");
-  KSWEEP_REQUIRE(f.vmax >= 0, "fwi.vmax = " << f.vmax << " must be >= 0 (0 = the largest velocity time.dt propagates "
-                                            << "stably)");
   KSWEEP_REQUIRE(f.vmax == 0 || f.vmin < f.vmax, "fwi.vmin = " << f.vmin << " must be < fwi.vmax = " << f.vmax);
   // Adam moves each velocity by about fwi.lr per step; below the float32 spacing of the
   // velocities every step rounds away.
   KSWEEP_REQUIRE(f.lr >= f.vmin * 0x1p-24, "fwi.lr = " << f.lr << " m/s per step is below the float32 resolution of "
                                                        << "the velocities (fwi.vmin x 2^-24 = " << f.vmin * 0x1p-24
                                                        << " m/s): no step could change the model");
-  KSWEEP_REQUIRE(f.water_rows >= -1, "fwi.water_rows = " << f.water_rows << " must be >= -1 (-1 = detect)");
-  KSWEEP_REQUIRE(f.smooth_sigma >= 0, "fwi.smooth_sigma = " << f.smooth_sigma << " must be >= 0");
-  require_one_of("fwi.loss_norm", f.loss_norm, {"mean", "sum"});
-  names::optimizer.parse(f.optimizer);
-  KSWEEP_REQUIRE(f.lbfgs_memory >= 1 && f.lbfgs_memory <= 100,
-                 "fwi.lbfgs_memory = " << f.lbfgs_memory << " correction pairs must be in [1, 100]");
   // An optimizer's own keys set for the other one: refused, as other keys of features a run
   // does not use are.
   for (char const* key : {"fwi.lbfgs_memory", "fwi.beta1", "fwi.beta2"}) {
@@ -811,8 +621,6 @@ void validate(Config const& c) {
                        << (lbfgs_key ? "L-BFGS's" : "Adam's") << "): set fwi.optimizer = \""
                        << (lbfgs_key ? "lbfgs" : "adam") << "\", or remove " << key);
   }
-  KSWEEP_REQUIRE(f.grad_smooth >= 0, "fwi.grad_smooth = " << f.grad_smooth << " must be >= 0");
-  KSWEEP_REQUIRE(f.figures_every >= 0, "fwi.figures_every = " << f.figures_every << " must be >= 0 (0 = never)");
   if (!f.stages.empty()) {
     long long sum = 0;
     for (std::size_t i = 0; i < f.stages.size(); ++i) {
@@ -835,9 +643,6 @@ void validate(Config const& c) {
   KSWEEP_REQUIRE(!w.source.empty(),
                  "wavelet.source is empty (allowed: \"ricker\", \"estimate\" or a path to a "
                  "wavelet file: .h5, .sgy/.segy or text)");
-  require_finite("wavelet.stabilisation", w.stabilisation);
-  KSWEEP_REQUIRE(w.stabilisation > 0 && w.stabilisation < 1,
-                 "wavelet.stabilisation = " << w.stabilisation << " must be in (0, 1) (typical: 1e-3)");
   KSWEEP_REQUIRE(w.source == "estimate" || !c.is_given("wavelet.stabilisation"),
                  "wavelet.stabilisation is set, but wavelet.source = \"" << shown(w.source)
                                                                          << "\" estimates nothing: set wavelet.source "
@@ -869,83 +674,11 @@ Config config_from_string(std::string const& toml_text, std::vector<std::string>
 }
 
 nlohmann::json config_to_json(Config const& c) {
+  // Keys with a `recorded` rule are written only when it holds (a feature's keys with the
+  // feature), so that runs without the feature keep their identity (summary.json, checkpoints).
   nlohmann::json j;
-  j["model"] = {{"source", c.model.source},
-                {"decimate", c.model.decimate},
-                {"nz", c.model.nz},
-                {"nx", c.model.nx},
-                {"dh", c.model.dh},
-                {"ny", c.model.ny},
-                {"crop_z", crop_json(c.model.crop_z)},
-                {"crop_x", crop_json(c.model.crop_x)},
-                {"crop_y", crop_json(c.model.crop_y)}};
-  j["time"] = {{"dt", c.time.dt}, {"nt", c.time.nt}};
-  j["wavelet"] = {{"freq", c.wavelet.freq}, {"delay", c.wavelet.delay}};
-  // Recorded only when set, so that runs with the Ricker wavelet keep their identity.
-  if (c.wavelet.source != "ricker") j["wavelet"]["source"] = c.wavelet.source;
-  if (c.wavelet.source == "estimate") j["wavelet"]["stabilisation"] = c.wavelet.stabilisation;
-  j["shots"] = {{"count", c.shots.count},
-                {"z", c.shots.z},
-                {"x_range", {c.shots.x_range[0], c.shots.x_range[1]}},
-                {"count_y", c.shots.count_y},
-                {"y_range", {c.shots.y_range[0], c.shots.y_range[1]}}};
-  j["receivers"] = {{"count", c.receivers.count},
-                    {"z", c.receivers.z},
-                    {"count_y", c.receivers.count_y},
-                    {"y_range", {c.receivers.y_range[0], c.receivers.y_range[1]}}};
-  j["propagator"] = {{"order", c.propagator.order},
-                     {"pml_width", c.propagator.pml_width},
-                     {"pml_reflection", c.propagator.pml_reflection},
-                     {"pml_freq", c.propagator.pml_freq},
-                     {"free_surface", c.propagator.free_surface},
-                     {"precision", c.propagator.precision},
-                     {"batch", c.propagator.batch},
-                     {"schedule", c.propagator.schedule}};
-  if (c.model.units != "m/s") j["model"]["units"] = c.model.units;  // recorded only when set, as below
-  if (c.propagator.pml_velocity > 0) j["propagator"]["pml_velocity"] = c.propagator.pml_velocity;
-  if (!c.survey.file.empty()) j["survey"] = {{"file", c.survey.file}};
-  // Variable density's keys are recorded only with it, so that constant-density runs keep their
-  // identity (summary.json, checkpoints) unchanged.
-  if (c.propagator.physics != "acoustic") {
-    j["propagator"]["physics"] = c.propagator.physics;
-    j["model"]["density"] = c.model.density.empty() ? "gardner" : c.model.density;
-  }
-  j["storage"] = {{"strategy", c.storage.strategy}, {"location", c.storage.location},
-                  {"dtype", c.storage.dtype},       {"transfer_interval", c.storage.transfer_interval},
-                  {"disk_dir", c.storage.disk_dir}, {"pinned", c.storage.pinned}};
-  if (c.storage.layer_chain) j["storage"]["layer_chain"] = true;  // absent: the runs before the key keep their identity
-  j["fwi"] = {{"iterations", c.fwi.iterations},
-              {"batch", c.fwi.batch},
-              {"optimizer", c.fwi.optimizer},
-              {"lbfgs_memory", c.fwi.lbfgs_memory},
-              {"lr", c.fwi.lr},
-              {"beta1", c.fwi.beta1},
-              {"beta2", c.fwi.beta2},
-              {"eps", c.fwi.eps},
-              {"seed", c.fwi.seed},
-              {"checkpoint_every", c.fwi.checkpoint_every},
-              {"vmin", c.fwi.vmin},
-              {"vmax", c.fwi.vmax},
-              {"water_rows", c.fwi.water_rows},
-              {"smooth_sigma", c.fwi.smooth_sigma},
-              {"loss_norm", c.fwi.loss_norm},
-              {"observed", c.fwi.observed},
-              {"grad_smooth", c.fwi.grad_smooth},
-              {"precondition", c.fwi.precondition},
-              {"figures_every", c.fwi.figures_every},
-              {"save_models", c.fwi.save_models}};
-  if (c.propagator.physics != "acoustic") {
-    j["fwi"]["invert"] = c.fwi.invert;
-    j["fwi"]["rho_min"] = c.fwi.rho_min;
-    j["fwi"]["rho_max"] = c.fwi.rho_max;
-    j["fwi"]["lr_rho"] = c.fwi.lr_rho;
-  }
-  if (!c.fwi.stages.empty()) {
-    j["fwi"]["stages"] = nlohmann::json::array();
-    for (auto const& st : c.fwi.stages)
-      j["fwi"]["stages"].push_back({{"max_freq", st.max_freq}, {"iterations", st.iterations}});
-  }
-  if (!c.parallel.domains.empty()) j["parallel"] = {{"domains", c.parallel.domains}};
+  for (auto const& k : keys())
+    if (k.recorded == nullptr || k.recorded(c)) j[k.section][k.name] = key_value(k, c);
   j["source_path"] = c.source_path;
   return j;
 }

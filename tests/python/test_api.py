@@ -38,6 +38,37 @@ def test_thread_counts_beyond_the_backend_are_refused():
         r.stdout + r.stderr
 
 
+def test_inversion_keywords_are_the_key_table_s(program):
+    """Every configuration keyword of Inversion is a key of the library's table, named there, with
+    the table's default (or its stated Python default), and every key the table gives a Python
+    keyword is one; the table's limits are the program's (a value past one is refused by both)."""
+    import inspect
+    table = {}
+    for k in ksweep.keys():
+        if k["python"]:
+            table[k["python"]] = k
+    assert len(table) >= 25
+    problem = {"self", "v", "dh", "dt", "wavelet", "source_locations", "receiver_locations", "observed_data",
+               "true_model", "density", "true_density", "location_units"}
+    params = inspect.signature(ksweep.Inversion.__init__).parameters
+    options = {n: p.default for n, p in params.items() if n not in problem}
+    for name, default in options.items():
+        if name == "betas":
+            assert (table["betas[0]"]["default"], table["betas[1]"]["default"]) == tuple(default)
+            continue
+        assert name in table, f"Inversion({name}=...) is no key's Python keyword in the table"
+        k = table[name]
+        want = k.get("python_default", k["default"])
+        got = list(default) if isinstance(default, tuple) else default
+        assert got == want, f"Inversion({name}={default!r}) but the table says {want!r} for {k['key']}"
+    for name in table:
+        assert name.split("[")[0] in options, f"{table[name]['key']} names the keyword {name}, Inversion has none"
+    # The text the program prints is the same table.
+    text = subprocess.run([program, "keys"], capture_output=True, text=True, check=True).stdout
+    for k in ksweep.keys():
+        assert k["key"] in text
+
+
 def test_the_library_s_checks_reach_python():
     """What the program refuses, Python refuses too, by the library's own checks (they were
     accepted: NaN in the data, a NaN loss scale, order 4.9 truncated, lr <= 0, a vmax beyond the

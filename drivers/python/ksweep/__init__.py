@@ -62,6 +62,25 @@ def info() -> dict:
 atexit.register(_ksweep.finalize)
 
 
+def keys() -> list:
+    """The configuration's keys, declared once in the library (ksweep/io/keys.hpp): for each a dict
+    of 'key' ("fwi.lr"), 'section', 'name', 'type', 'unit', 'default', 'allowed' (limits or
+    names), 'note', 'help', and 'python': the keyword of `Inversion` that sets it ('' when none),
+    and 'python_default' where the keyword's default differs from the file's.
+    `ksweep keys` prints the same table."""
+    import json
+    out = []
+    for k in _ksweep.keys():
+        d = dict(k)
+        d["default"] = json.loads(d["default"])
+        if d["python_default"]:
+            d["python_default"] = json.loads(d["python_default"])
+        else:
+            del d["python_default"]
+        out.append(d)
+    return out
+
+
 def ricker(freq: float, nt: int, dt: float, delay: Optional[float] = None) -> np.ndarray:
     """A Ricker wavelet of peak frequency `freq` (Hz), `nt` samples at `dt` (s), peaking at
     `delay` s (default 1.5 / freq): the program's wavelet, as float64."""
@@ -486,7 +505,12 @@ class Inversion:
     `(iterations, max_freq)` pairs; each stage inverts the data and the wavelet low-passed with
     zero phase below `max_freq` (Hz) for its iterations, the optimizer started afresh at its
     first, and the last stage goes on past its iterations. `observed_data` and `wavelet` are the
-    whole band; `run()` without a count runs every stage's iterations."""
+    whole band; `run()` without a count runs every stage's iterations.
+
+    The keywords other than `true_model`, `density`, `true_density` and `location_units` are
+    the program's configuration keys (`keys()` lists each with its `python` keyword, type,
+    limits and meaning; `betas` sets fwi.beta1 and fwi.beta2); their defaults are the file's
+    except where `keys()` gives a 'python_default'."""
 
     def __init__(self, v, dh: float, dt: float, wavelet, source_locations, receiver_locations, observed_data, *,
                  true_model=None, optimizer: str = "adam", batch: int = 1, seed: int = 0, loss: str = "mean",

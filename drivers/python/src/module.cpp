@@ -21,6 +21,7 @@
 #include <ksweep/fwi/spectral.hpp>
 #include <ksweep/fwi/modeling.hpp>
 #include <ksweep/fwi/smoothing.hpp>
+#include <ksweep/io/keys.hpp>
 #include <ksweep/io/velocity.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -774,6 +775,27 @@ PYBIND11_MODULE(_ksweep, m) {
     d["mpi_device_data"] = mpi_device_data;
     d["build"] = build;
     return d;
+  });
+  // The configuration's key table (ksweep/io/keys.hpp); values as JSON text.
+  m.def("keys", [] {
+    py::list out;
+    io::Config const defaults;
+    for (auto const& k : io::keys()) {
+      py::dict d;
+      d["key"] = k.dotted();
+      d["section"] = k.section;
+      d["name"] = k.name;
+      d["type"] = k.type();
+      d["unit"] = k.unit;
+      d["default"] = io::key_value(k, defaults).dump();
+      d["allowed"] = k.limits();
+      d["note"] = k.note;
+      d["help"] = k.help;
+      d["python"] = k.python;
+      d["python_default"] = k.python_default;
+      out.append(d);
+    }
+    return out;
   });
   m.def("ricker", &core::ricker, py::arg("freq"), py::arg("delay"), py::arg("dt"), py::arg("nt"));
   m.def(

@@ -1,7 +1,9 @@
 #pragma once
 /// \file config.hpp
 /// The run configuration of the ksweep programs: typed sections with defaults, read from a
-/// TOML file plus `--set section.key=value` overrides, and validated.
+/// TOML file plus `--set section.key=value` overrides, and validated. Each key is declared once,
+/// in the table of ksweep/io/keys.hpp (type, limits, choices, help, how it is recorded); the
+/// structs below are where the values live.
 
 #include <array>
 #include <filesystem>
@@ -36,7 +38,7 @@ struct ModelSection {
   /// text), or a raw .f32/.bin or .h5 file of the model's shape before decimation and cropping
   /// (decimated and cropped as model.source is); a SEG-Y file too. Files hold kg/m^3 whatever
   /// model.units says (the velocity's unit).
-  std::string density;
+  std::string density = "gardner";
   /// The unit of the values in a model file (raw, HDF5 or SEG-Y): "m/s" (the default) or
   /// "km/s" (multiplied by 1000 in double, rounded once to float32).
   std::string units = "m/s";
@@ -166,6 +168,10 @@ struct FwiSection {
   struct Stage {
     double max_freq = 0;
     int iterations = 0;
+    friend bool operator==(Stage const& a, Stage const& b) {
+      return a.max_freq == b.max_freq && a.iterations == b.iterations;
+    }
+    friend bool operator!=(Stage const& a, Stage const& b) { return !(a == b); }
   };
   std::vector<Stage> stages;
 };
