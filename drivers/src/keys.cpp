@@ -463,9 +463,9 @@ nlohmann::json key_value(Key const& key, Config const& config) {
       key.field);
 }
 
-void check_key(Key const& key, Config const& config) {
+void check_key(Key const& key, Config const& config, std::string const& keyword) {
   Config& c = const_cast<Config&>(config);
-  std::string const what = key.dotted();
+  std::string const what = keyword.empty() ? key.dotted() : keyword + " (" + key.dotted() + ")";
   std::visit(
       [&](auto f) {
         auto const& v = f(c);

@@ -39,34 +39,41 @@ def test_thread_counts_beyond_the_backend_are_refused():
 
 
 def test_inversion_keywords_are_the_key_table_s(program):
-    """Every configuration keyword of Inversion is a key of the library's table, named there, with
-    the table's default (or its stated Python default), and every key the table gives a Python
-    keyword is one; the table's limits are the program's (a value past one is refused by both)."""
-    import inspect
-    table = {}
-    for k in ksweep.keys():
-        if k["python"]:
-            table[k["python"]] = k
+    """Inversion's options are the keys of the library's table that name a Python keyword, with
+    the table's defaults (or its stated Python default), checked by the key's limits as the
+    program checks the key; Inversion(Problem, Options) is Inversion(v, ..., **keywords)."""
+    table = [k for k in ksweep.keys() if k["python"]]
     assert len(table) >= 25
-    problem = {"self", "v", "dh", "dt", "wavelet", "source_locations", "receiver_locations", "observed_data",
-               "true_model", "density", "true_density", "location_units"}
-    params = inspect.signature(ksweep.Inversion.__init__).parameters
-    options = {n: p.default for n, p in params.items() if n not in problem}
-    for name, default in options.items():
-        if name == "betas":
-            assert (table["betas[0]"]["default"], table["betas[1]"]["default"]) == tuple(default)
-            continue
-        assert name in table, f"Inversion({name}=...) is no key's Python keyword in the table"
-        k = table[name]
-        want = k.get("python_default", k["default"])
-        got = list(default) if isinstance(default, tuple) else default
-        assert got == want, f"Inversion({name}={default!r}) but the table says {want!r} for {k['key']}"
-    for name in table:
-        assert name.split("[")[0] in options, f"{table[name]['key']} names the keyword {name}, Inversion has none"
+    o = ksweep.Options()
+    for k in table:
+        name = k["python"].split("[")[0]
+        value = getattr(o, name)
+        if "[" in k["python"]:
+            value = value[int(k["python"][-2])]
+        assert value == k.get("python_default", k["default"]), k["key"]
+    assert set(vars(o)) == {k["python"].split("[")[0] for k in table}
+    assert repr(ksweep.Options(lr=10.0)) == "Options(lr=10.0)"
+    with pytest.raises(TypeError, match="unknown option.*learning_rate.*options: .*lr"):
+        ksweep.Options(learning_rate=3)
     # The text the program prints is the same table.
     text = subprocess.run([program, "keys"], capture_output=True, text=True, check=True).stdout
     for k in ksweep.keys():
         assert k["key"] in text
+    # The key's own limits, as the program words them, with the Python name.
+    v, src, rec = layered(12, 30), *survey(2, 30, 12)
+    w = ksweep.ricker(10.0, 120, DT)
+    obs = np.zeros((2, rec.shape[1], 120), np.float32)
+    for kw, needle in [({"lr": -1.0}, r"lr \(fwi.lr\) = -1 m/s must be > 0"),
+                       ({"storage_dtype": "fp8"}, r'storage_dtype \(storage.dtype\) = "fp8" is not allowed'),
+                       ({"lbfgs_memory": 500, "optimizer": "lbfgs"}, r"lbfgs_memory \(fwi.lbfgs_memory\) = 500 "
+                                                                      r"correction pairs must be in \[1, 100\]"),
+                       ({"batch": "two"}, r"batch = 'two' must be an integer \(fwi.batch\)")]:
+        with pytest.raises(ValueError, match=needle):
+            ksweep.Inversion(v, DH, DT, w, src, rec, obs, pml_width=6, **kw)
+    problem = ksweep.Problem(v, DH, DT, w, src, rec, obs)
+    a = ksweep.Inversion(problem, ksweep.Options(pml_width=6, batch=2, seed=3)).step()
+    b = ksweep.Inversion(v, DH, DT, w, src, rec, obs, pml_width=6, batch=2, seed=3).step()
+    assert a["loss"] == b["loss"]
 
 
 def test_the_library_s_checks_reach_python():
@@ -97,11 +104,11 @@ def test_the_library_s_checks_reach_python():
     with pytest.raises(TypeError, match="order = True must be an integer"):
         ksweep.forward(v, DH, DT, amp, src, rec, order=True)
     w = amp[0, 0].astype(np.float64)
-    for kw, needle in ((dict(lr=0.0), "lr = 0 must be a finite step > 0"),
-                       (dict(lr=-1.0), "lr = -1 must be a finite step > 0"),
+    for kw, needle in ((dict(lr=0.0), r"lr \(fwi.lr\) = 0 m/s must be > 0"),
+                       (dict(lr=-1.0), r"lr \(fwi.lr\) = -1 m/s must be > 0"),
                        (dict(vmax=1e5), "vmax = 100000 m/s lets the model reach velocities"),
-                       (dict(optimizer="lbfgs", lbfgs_memory=10**6), "lbfgs_memory = 1000000 correction pairs"),
-                       (dict(batch=1.5), "batch = 1.5 must be an integer"),
+                       (dict(optimizer="lbfgs", lbfgs_memory=10**6), r"lbfgs_memory \(fwi.lbfgs_memory\) = 1000000 correction pairs"),
+                       (dict(batch=1.5), r"batch = 1.5 must be an integer \(fwi.batch\)"),
                        (dict(optimizer="lbfgs", grad_smooth=2.0), 'optimizer = "lbfgs" needs the gradient of the '
                         'loss as it is .* but grad_smooth = 2 and precondition = false change it'),
                        (dict(optimizer="lbfgs", precondition=True), "grad_smooth = 0 and precondition = true"),

@@ -471,6 +471,70 @@ def _domains(domains, ndim):
     return parts
 
 
+def _option_keys() -> dict:
+    """Inversion's keywords from the key table: name -> (default, keys). Names "x[0]", "x[1]" in
+    the table make one keyword x, a tuple (betas: fwi.beta1, fwi.beta2)."""
+    out, groups = {}, {}
+    for k in keys():
+        name = k["python"]
+        if not name:
+            continue
+        default = k.get("python_default", k["default"])
+        if "[" in name:
+            base, index = name[:-1].split("[")
+            groups.setdefault(base, {})[int(index)] = (default, k["key"])
+        else:
+            out[name] = (default, (k["key"],))
+    for base, parts in groups.items():
+        items = [parts[i] for i in sorted(parts)]
+        out[base] = (tuple(d for d, _ in items), tuple(key for _, key in items))
+    return out
+
+
+class Options:
+    """The options of an `Inversion`, by keyword: each keyword sets a key of the program's
+    configuration (`keys()` lists them with the keyword, type, limits and meaning), with the
+    key's default (or the Python default the table states). `Options(lr=10, optimizer="lbfgs")`;
+    an unknown keyword is refused, naming the known ones. The library checks each value against
+    the key's limits as the program checks the key."""
+
+    def __init__(self, **keywords):
+        known = _option_keys()
+        unknown = sorted(set(keywords) - set(known))
+        if unknown:
+            raise TypeError(f"unknown option(s) {', '.join(unknown)} (options: {', '.join(sorted(known))})")
+        for name, (default, _) in known.items():
+            setattr(self, name, keywords.get(name, default))
+
+    def keywords(self) -> dict:
+        return dict(vars(self))
+
+    def __repr__(self) -> str:
+        known = _option_keys()
+        changed = [f"{n}={v!r}" for n, v in vars(self).items() if v != known[n][0]]
+        return f"Options({', '.join(changed)})"
+
+
+@dataclass
+class Problem:
+    """What an `Inversion` inverts: the starting model `v` (m/s), grid spacing `dh` (m), time step
+    `dt` (s), one `wavelet` (nt samples) for every shot, `source_locations` [shot, 1, dim] and
+    `receiver_locations` [shot, receiver, dim] (in `location_units`: "cells" or "m"), and
+    `observed_data` [shot, receiver, time]; optionally `true_model` (for the RMSE), and with
+    variable density the starting `density` (kg/m^3) and `true_density`."""
+    v: object
+    dh: float
+    dt: float
+    wavelet: object
+    source_locations: object
+    receiver_locations: object
+    observed_data: object
+    true_model: object = None
+    density: object = None
+    true_density: object = None
+    location_units: str = "cells"
+
+
 class Inversion:
     """Full-waveform inversion of the velocity over ksweep's library (float32).
 
@@ -507,21 +571,34 @@ class Inversion:
     first, and the last stage goes on past its iterations. `observed_data` and `wavelet` are the
     whole band; `run()` without a count runs every stage's iterations.
 
-    The keywords other than `true_model`, `density`, `true_density` and `location_units` are
-    the program's configuration keys (`keys()` lists each with its `python` keyword, type,
-    limits and meaning; `betas` sets fwi.beta1 and fwi.beta2); their defaults are the file's
-    except where `keys()` gives a 'python_default'."""
+    `Inversion(Problem(...), Options(...))` is the same as `Inversion(v, dh, dt, wavelet,
+    source_locations, receiver_locations, observed_data, true_model=..., **options)`: the
+    options are the program's configuration keys that `keys()` gives a `python` keyword (see
+    `Options`), each checked against the key's limits as the program checks the key."""
 
-    def __init__(self, v, dh: float, dt: float, wavelet, source_locations, receiver_locations, observed_data, *,
-                 true_model=None, optimizer: str = "adam", batch: int = 1, seed: int = 0, loss: str = "mean",
-                 water_rows: int = 0, grad_smooth: float = 0.0, precondition: bool = False, vmin: float = 1000.0,
-                 vmax: float = 5000.0, lr: float = 25.0, betas=(0.9, 0.999), eps: float = 1e-16,
-                 lbfgs_memory: int = 5, storage: str = "boundary", storage_location: str = "device",
-                 storage_dtype: str = "fp32", disk_dir: str = "", order: int = 4, pml_width=20,
-                 pml_reflection: float = 1e-3, pml_freq: float = 25.0, free_surface: bool = False,
-                 schedule: str = "auto", location_units: str = "cells", density=None, true_density=None,
-                 invert=("vp",), rho_min: float = 1000.0, rho_max: float = 3000.0, lr_rho: float = 0.0,
-                 domains=None, pml_velocity: Optional[float] = None, layer_chain: bool = False, stages=None):
+    def __init__(self, v, dh: Optional[float] = None, dt: Optional[float] = None, wavelet=None,
+                 source_locations=None, receiver_locations=None, observed_data=None, *, true_model=None,
+                 density=None, true_density=None, location_units: str = "cells", options: Optional[Options] = None,
+                 **keywords):
+        if isinstance(v, Problem):
+            if any(x is not None for x in (dh, dt, wavelet, source_locations, receiver_locations, observed_data,
+                                           true_model, density, true_density)):
+                raise TypeError("Inversion(problem, options): the problem holds the data; give nothing else "
+                                "beside it but options")
+            p = v
+            v, dh, dt, wavelet = p.v, p.dh, p.dt, p.wavelet
+            source_locations, receiver_locations, observed_data = (p.source_locations, p.receiver_locations,
+                                                                   p.observed_data)
+            true_model, density, true_density, location_units = (p.true_model, p.density, p.true_density,
+                                                                 p.location_units)
+        if isinstance(dh, Options):
+            options, dh = dh, None
+        if any(x is None for x in (dh, dt, wavelet, source_locations, receiver_locations, observed_data)):
+            raise TypeError("Inversion takes a Problem, or v, dh, dt, wavelet, source_locations, "
+                            "receiver_locations and observed_data")
+        if options is not None and keywords:
+            raise TypeError("Inversion: give the options as an Options or as keywords, not both")
+        o = (options if options is not None else Options(**keywords)).keywords()
         v = np.asarray(v)
         if v.dtype not in _FLOATS:
             raise TypeError(f"v has dtype {v.dtype}; ksweep computes in float32 or float64")
@@ -537,8 +614,6 @@ class Inversion:
                                "observed_data")
         if obs.shape[1] != w.size:
             raise ValueError(f"observed_data has {obs.shape[1]} time samples, the wavelet {w.size}")
-        if loss not in ("mean", "sum"):
-            raise ValueError(f'loss = {loss!r} is not one of "mean", "sum"')
         truth = None
         if true_model is not None:
             truth = np.ascontiguousarray(np.asarray(true_model, dtype=np.float32))
@@ -553,25 +628,24 @@ class Inversion:
                 true_rho = np.ascontiguousarray(np.asarray(true_density, dtype=np.float32))
                 if true_rho.shape != s.v.shape:
                     raise ValueError(f"true_density has shape {true_rho.shape}, v {s.v.shape}")
-        elif true_density is not None or tuple(invert) != ("vp",):
+        elif true_density is not None or tuple(o["invert"]) != ("vp",):
             raise ValueError("true_density and invert other than ('vp',) need a density (variable density)")
-        split = _domains(domains, s.v.ndim)
+        split = _domains(o.pop("domains"), s.v.ndim)
         plan = []
-        for k, st in enumerate(stages or ()):
+        for k, st in enumerate(o.pop("stages") or ()):
             if len(st) != 2:
                 raise ValueError(f"stages[{k}] = {st!r} is not an (iterations, max_freq) pair")
             plan.append((_int(st[0], f"stages[{k}] iterations"), float(st[1])))
         self._stage_iterations = sum(n for n, _ in plan)
         self.shape = s.v.shape
         self._data_shape = (s.src.shape[0], s.rec.shape[1], w.size)  # [shot, receiver, time]
-        self._inv = _ksweep.Inversion(
-            list(s.v.shape), float(dh), float(dt), _int(order, "order"), _pml_faces(pml_width, free_surface),
-            float(pml_reflection), float(pml_freq), bool(free_surface), s.src, s.rec, w, obs, s.v, truth,
-            str(optimizer), _int(batch, "batch"), _int(seed, "seed"), loss == "sum", _int(water_rows, "water_rows"), float(grad_smooth),
-            bool(precondition), float(vmin), float(vmax), float(lr), float(betas[0]), float(betas[1]), float(eps),
-            _int(lbfgs_memory, "lbfgs_memory"), str(schedule), str(storage), str(storage_location), str(storage_dtype),
-            str(disk_dir), rho, true_rho, [str(p) for p in invert], float(rho_min), float(rho_max), float(lr_rho),
-            split, _pml_velocity(pml_velocity), _bool(layer_chain, "layer_chain"), plan)
+        faces = _pml_faces(o.pop("pml_width"), o["free_surface"])
+        o["pml_velocity"] = _pml_velocity(o["pml_velocity"])
+        beta1, beta2 = o.pop("betas")
+        o.update({"betas[0]": beta1, "betas[1]": beta2, "domains": split, "stages": plan})
+        o["invert"] = [str(x) for x in o["invert"]]
+        self._inv = _ksweep.Inversion(list(s.v.shape), float(dh), float(dt), faces, s.src, s.rec, w, obs, s.v, truth,
+                                      rho, true_rho, o)
 
     def step(self) -> dict:
         """One iteration: {'iteration', 'loss', 'loss_start', 'rmse', 'seconds', 'shots', 'evaluations'}

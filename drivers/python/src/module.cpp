@@ -503,19 +503,67 @@ void bind_modeling(py::module_& m, char const* name) {
 
 /// The library inversion over this process's ranks: one rank, unless the process was started by
 /// an MPI launcher (mpirun: this module then starts MPI) or MPI was started before (mpi4py).
+/// The options of Inversion from Python keywords, through the configuration's key table
+/// (ksweep/io/keys.hpp): each keyword is the key's Python name, converted to the key's type and
+/// checked against the key's limits and choices as the program checks the key.
+io::Config options_config(py::dict const& keywords) {
+  io::Config c;
+  for (auto const& [name_object, value] : keywords) {
+    std::string const name = py::str(name_object);
+    io::Key const* key = nullptr;
+    std::string known;
+    for (auto const& k : io::keys()) {
+      if (k.python.empty()) continue;
+      known += (known.empty() ? "" : ", ") + k.python;
+      if (k.python == name) key = &k;
+    }
+    KSWEEP_REQUIRE(key != nullptr, "unknown option " << shown(name) << " (options: " << known << ")");
+    std::visit(
+        [&](auto field) {
+          auto& out = field(c);
+          using T = std::decay_t<decltype(out)>;
+          // As strict as the file's reader: no float or bool for an integer, no number for a bool.
+          bool const is_bool = py::isinstance<py::bool_>(value) ||
+                               py::str(value.get_type()).cast<std::string>() == "<class 'numpy.bool_'>";
+          if constexpr (std::is_same_v<T, int>)
+            KSWEEP_REQUIRE(
+                !is_bool && (py::isinstance<py::int_>(value) || py::hasattr(value, "__index__")),
+                name << " = " << shown(py::str(py::repr(value))) << " must be an integer (" << key->dotted() << ")");
+          if constexpr (std::is_same_v<T, bool>)
+            KSWEEP_REQUIRE(is_bool, name << " = " << shown(py::str(py::repr(value))) << " must be True or False ("
+                                         << key->dotted() << ")");
+          try {
+            if constexpr (std::is_same_v<T, std::vector<io::FwiSection::Stage>>) {
+              out.clear();
+              for (auto const& [iterations, max_freq] : py::cast<std::vector<std::pair<int, double>>>(value))
+                out.push_back({max_freq, iterations});
+            } else if constexpr (std::is_same_v<T, std::optional<std::array<int, 2>>>) {
+              out = py::cast<std::array<int, 2>>(value);
+            } else {
+              out = py::cast<T>(value);
+            }
+          } catch (py::cast_error const&) {
+            KSWEEP_REQUIRE(false, name << " = " << shown(py::str(py::repr(value))) << " is not of the type of "
+                                       << key->dotted() << " (" << key->type() << ")");
+          }
+        },
+        key->field);
+    io::check_key(*key, c, name);
+  }
+  return c;
+}
+
 class PyInversion {
  public:
-  PyInversion(std::vector<int> const& shape, double dh, double dt, int order, std::vector<int> const& pml_faces,
-              double pml_reflection, double pml_freq, bool free_surface, carray<double> const& sources,
-              carray<double> const& receivers, carray<double> const& wavelet, carray<float> const& observed,
-              carray<float> const& start, std::optional<carray<float>> const& truth, std::string const& method,
-              int batch, std::uint64_t seed, bool loss_sum, int water_rows, double grad_smooth, bool precondition,
-              double vmin, double vmax, double lr, double beta1, double beta2, double eps, int lbfgs_memory,
-              std::string const& schedule, std::string const& strategy, std::string const& location,
-              std::string const& dtype, std::string const& disk_dir, std::optional<carray<float>> const& density,
-              std::optional<carray<float>> const& truth_density, std::vector<std::string> const& invert, double rho_min,
-              double rho_max, double lr_rho, std::vector<int> const& domains, double pml_velocity, bool layer_chain,
-              std::vector<std::pair<int, double>> const& stages) {
+  /// `options`: keywords of the key table (options_config); `pml_faces` the layer's six widths.
+  PyInversion(std::vector<int> const& shape, double dh, double dt, std::vector<int> const& pml_faces,
+              carray<double> const& sources, carray<double> const& receivers, carray<double> const& wavelet,
+              carray<float> const& observed, carray<float> const& start, std::optional<carray<float>> const& truth,
+              std::optional<carray<float>> const& density, std::optional<carray<float>> const& truth_density,
+              py::dict const& options) {
+    io::Config const c = options_config(options);
+    auto const& f = c.fwi;
+    auto const& p = c.propagator;
     fwi::Problem pb;
     if (density) {
       pb.physics = fwi::Physics::acoustic_vd;
@@ -524,8 +572,8 @@ class PyInversion {
     }
     pb.grid = make_grid(shape, dh);
     int const dim = static_cast<int>(shape.size());
-    pb.pml = make_pml(pml_faces, pml_reflection, pml_freq, free_surface, pml_velocity);
-    pb.order = order;
+    pb.pml = make_pml(pml_faces, p.pml_reflection, p.pml_freq, p.free_surface, p.pml_velocity);
+    pb.order = p.order;
     pb.dt = dt;
     pb.nt = static_cast<int>(wavelet.size());
     pb.survey = make_survey(sources, receivers, dim);
@@ -535,34 +583,36 @@ class PyInversion {
     if (truth) pb.truth.assign(truth->data(), truth->data() + truth->size());
     m_cells = static_cast<std::size_t>(pb.grid.cells());
     KSWEEP_REQUIRE(pb.start.size() == m_cells, "v has " << pb.start.size() << " cells, the grid " << m_cells);
-    KSWEEP_REQUIRE(method == "adam" || method == "lbfgs",
-                   "optimizer = \"" << method << "\" is not one of \"adam\", \"lbfgs\"");
     fwi::Options o;
-    o.method = method == "lbfgs" ? fwi::Method::lbfgs : fwi::Method::adam;
-    o.batch = batch;
-    o.seed = seed;
-    o.loss_sum = loss_sum;
-    o.water_rows = water_rows;
-    o.grad_smooth = grad_smooth;
-    o.precondition = precondition;
-    o.vmin = vmin;
-    o.vmax = vmax;
-    o.adam.lr = lr;
-    o.adam.beta1 = beta1;
-    o.adam.beta2 = beta2;
-    o.adam.eps = eps;
-    o.lbfgs.first_step = lr;
-    o.lbfgs.memory = lbfgs_memory;
-    o.storage = storage::make_storage_config(strategy, location, dtype, 64, disk_dir, true);
-    o.storage.layer_chain = layer_chain;
-    o.schedule = core::parse_schedule(schedule);
-    o.invert = invert;
-    o.rho_min = rho_min;
-    o.rho_max = rho_max;
-    o.lr_rho = lr_rho;
+    o.method = f.optimizer == "lbfgs" ? fwi::Method::lbfgs : fwi::Method::adam;
+    o.batch = f.batch;
+    o.seed = static_cast<std::uint64_t>(f.seed);
+    o.loss_sum = f.loss_norm == "sum";
+    o.water_rows = f.water_rows;
+    o.grad_smooth = f.grad_smooth;
+    o.precondition = f.precondition;
+    o.vmin = f.vmin;
+    o.vmax = f.vmax;
+    o.adam.lr = f.lr;
+    o.adam.beta1 = f.beta1;
+    o.adam.beta2 = f.beta2;
+    o.adam.eps = f.eps;
+    o.lbfgs.first_step = f.lr;
+    o.lbfgs.memory = f.lbfgs_memory;
+    o.storage = storage::make_storage_config(c.storage.strategy, c.storage.location, c.storage.dtype,
+                                             c.storage.transfer_interval, c.storage.disk_dir, c.storage.pinned);
+    o.storage.layer_chain = c.storage.layer_chain;
+    o.schedule = core::parse_schedule(p.schedule);
+    o.invert = f.invert;
+    o.rho_min = f.rho_min;
+    o.rho_max = f.rho_max;
+    o.lr_rho = f.lr_rho;
     // [nx parts] (2D) or [ny parts, nx parts] (3D), checked by the package.
+    auto const& domains = c.parallel.domains;
     if (domains.size() == 1) o.domains = {1, domains[0]};
     if (domains.size() == 2) o.domains = {domains[0], domains[1]};
+    std::vector<std::pair<int, double>> stages;
+    for (auto const& st : f.stages) stages.emplace_back(st.iterations, st.max_freq);
     m_shape = shape;
     on_worker([&] {
       ensure_initialized();
@@ -931,14 +981,10 @@ PYBIND11_MODULE(_ksweep, m) {
   bind_modeling<float>(m, "Modeling32");
   bind_modeling<double>(m, "Modeling64");
   py::class_<PyInversion>(m, "Inversion")
-      .def(py::init<std::vector<int> const&, double, double, int, std::vector<int> const&, double, double, bool,
-                    carray<double> const&, carray<double> const&, carray<double> const&, carray<float> const&,
-                    carray<float> const&, std::optional<carray<float>> const&, std::string const&, int, std::uint64_t,
-                    bool, int, double, bool, double, double, double, double, double, double, int, std::string const&,
-                    std::string const&, std::string const&, std::string const&, std::string const&,
+      .def(py::init<std::vector<int> const&, double, double, std::vector<int> const&, carray<double> const&,
+                    carray<double> const&, carray<double> const&, carray<float> const&, carray<float> const&,
                     std::optional<carray<float>> const&, std::optional<carray<float>> const&,
-                    std::vector<std::string> const&, double, double, double, std::vector<int> const&, double, bool,
-                    std::vector<std::pair<int, double>> const&>())
+                    std::optional<carray<float>> const&, py::dict const&>())
       .def("step", &PyInversion::step)
       .def("model", &PyInversion::model)
       .def("density", &PyInversion::density)

@@ -68,8 +68,9 @@ std::vector<std::string> const& key_sections();
 nlohmann::json key_value(Key const& key, Config const& config);
 
 /// Checks `key`'s value in `config` against its own limits and choices (finite numbers, bounds,
-/// allowed names). Throws ksweep::Error naming the key, the value and the limit.
-void check_key(Key const& key, Config const& config);
+/// allowed names). Throws ksweep::Error naming the key (as "`keyword` (section.key)" when a
+/// caller's own name for it is given, e.g. Python's), the value and the limit.
+void check_key(Key const& key, Config const& config, std::string const& keyword = "");
 
 /// The README's key table (Markdown: key, type, default, allowed values, meaning, the Python
 /// keyword and its default where it differs), as
