@@ -1,0 +1,206 @@
+#pragma once
+/// \file kernel_grid.hpp
+/// The padded grid as the kernels index it: the work tags, the region flags of the cell bodies,
+/// the axes and rows of a padded field (the model cells, the absorbing layer and the halo), the
+/// runs of cells a body reads and writes, and the launches over rows (host backends) or cells
+/// (devices, and the `cells` schedule). Every physics' kernels are written over these.
+
+#include <ksweep/base/launch.hpp>
+#include <ksweep/core/geometry.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <array>
+#include <type_traits>
+
+namespace ksweep::core {
+
+/// Work tags of the kernels.
+struct ForwardTag {};
+struct AdjointTag {};
+
+namespace impl {
+
+/// Kernels run row by row (a tight, vectorisable loop over x in each region) on host backends
+/// and cell by cell on devices.
+template <class ExecSpace>
+inline constexpr bool runs_by_rows = Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;
+
+template <class Tag>
+struct RowTag {};
+template <class Tag>
+struct CellTag {};
+
+/// A host launch over `n` rows in chunks (launch_for sets the floating-point mode once per
+/// chunk on the thread that runs it, see fp_env.hpp).
+template <class Tag, class Functor>
+struct HostRowChunks {
+  Functor m_f;
+  int m_n, m_chunk;
+  void operator()(int c) const {
+    int const r1 = (c + 1) * m_chunk < m_n ? (c + 1) * m_chunk : m_n;
+    for (int r = c * m_chunk; r < r1; ++r) m_f(RowTag<Tag>{}, r);
+  }
+};
+
+/// Launches `f(RowTag<Tag>, row)` for rows [0, n) on a host space: about four chunks per
+/// thread (the result does not depend on the chunking: rows are independent).
+template <class Tag, class ExecSpace, class Functor>
+void launch_host_rows(ExecSpace const& space, char const* label, Functor const& f, int n) {
+  int const parts = 4 * space.concurrency();
+  int const chunk = n / parts + (n % parts != 0);
+  int const chunks = chunk > 0 ? (n + chunk - 1) / chunk : 0;
+  launch_for(label, Kokkos::RangePolicy<ExecSpace>(space, 0, chunks), HostRowChunks<Tag, Functor>{f, n, chunk});
+}
+
+}  // namespace impl
+
+/// Region flags of the cell bodies: bit a (axis a: 0 = z, Dim - 1 = x) marks layer terms along
+/// that axis, bit Dim the free-surface rows (image method on axis 0). A region of the padded
+/// grid is an index space with one set of flags; every schedule hands its cells to the same
+/// body instantiated for those flags.
+template <int Dim>
+struct RegionFlags {
+  static constexpr int free_surface = 1 << Dim;
+  static constexpr int count = 2 << Dim;
+  KOKKOS_INLINE_FUNCTION static constexpr bool layer(int flags, int axis) { return (flags >> axis) & 1; }
+  KOKKOS_INLINE_FUNCTION static constexpr bool surface(int flags) { return (flags & free_surface) != 0; }
+};
+
+/// One axis of the padded grid: `n` model cells after `lo` layer cells, `N` cells in all.
+struct GridAxis {
+  int n = 0, lo = 0, N = 0;
+  /// The cell is in the absorbing layer (forward layer terms).
+  KOKKOS_INLINE_FUNCTION bool in_layer(int i) const { return i < lo || i >= lo + n; }
+  /// The cell's stencil of radius m reaches the layer (adjoint layer terms); a side without
+  /// layer (a free surface, a cut between subdomains) has none.
+  KOKKOS_INLINE_FUNCTION bool near_layer(int i, int m) const {
+    return (lo > 0 && i < lo + m) || (lo + n < N && i >= lo + n - m);
+  }
+  /// The end of the cells before the model that run with layer terms on host schedules (the
+  /// layer and m model cells; none without a layer), and the start of those after it.
+  KOKKOS_INLINE_FUNCTION int layer_end(int m) const { return lo > 0 ? lo + m : 0; }
+  KOKKOS_INLINE_FUNCTION int layer_start(int m) const { return lo + n < N ? lo + n - m : N; }
+  /// Strip of the layer memories holding cell i: 0 before the model, 1 after it.
+  KOKKOS_INLINE_FUNCTION int side(int i) const { return i < lo + n / 2 ? 0 : 1; }
+  /// Index of cell i inside its strip (a strip has 2 m cells of zeros on each side).
+  KOKKOS_INLINE_FUNCTION int strip_index(int side, int i, int m) const {
+    return side == 0 ? i + 2 * m : i - (lo + n - 2 * m);
+  }
+};
+
+/// The axes of a padded grid of dimension Dim: z (axis 0), y (3D), then x (the last, fastest).
+template <int Dim = 2>
+std::array<GridAxis, Dim> grid_axes(Layout const& l) {
+  if constexpr (Dim == 3) {
+    return {GridAxis{l.nz, l.top, l.NZ}, GridAxis{l.ny, l.front, l.NY}, GridAxis{l.nx, l.left, l.NX}};
+  } else {
+    return {GridAxis{l.nz, l.top, l.NZ}, GridAxis{l.nx, l.left, l.NX}};
+  }
+}
+
+/// Rows of the padded grid and of the model grid, as the kernels index them. A field is stored
+/// as rows of NX + 2M cells, [shot][field row][NX + 2M], the field row of padded cell (iz, iy)
+/// being (iz + M)(NY + 2M) + iy + M in 3D and iz + M in 2D; a model image as [shot][model row][nx]
+/// with model row iz ny + iy.
+template <int Dim>
+struct Rows {
+  int NY = 1, M = 0, ny = 1, top = 0, front = 0;
+  Rows() = default;
+  explicit Rows(Layout const& l) : NY(l.NY), M(l.radius), ny(l.ny), top(l.top), front(l.front) {}
+  /// Field row of padded cell (iz, iy).
+  KOKKOS_INLINE_FUNCTION int field(int iz, int iy) const {
+    if constexpr (Dim == 3) return (iz + M) * (NY + 2 * M) + iy + M;
+    else return (void)iy, iz + M;
+  }
+  /// Field row of model row mr.
+  KOKKOS_INLINE_FUNCTION int model_field(int mr) const {
+    if constexpr (Dim == 3) return field(mr / ny + top, mr % ny + front);
+    else return mr + top + M;
+  }
+  /// Rows between neighbours along z, in a field.
+  KOKKOS_INLINE_FUNCTION int z_rows() const { return Dim == 3 ? NY + 2 * M : 1; }
+};
+
+/// The memory a cell body reads and writes, for one run of cells along x (the fastest axis) of
+/// one shot: the cell at padded x coordinate ix is u[ix], its neighbour k cells along axis a is
+/// u[ix + k su[a]]. With layer terms along axis a, that axis' memories are pin[a][ix + off[a]]
+/// (neighbours k ps[a] away) and its CPML profiles pa, pb, pm: indexed by ix + k along x (they
+/// vary along the run), by the tap k alone along the other axes (constant along the run). On
+/// host schedules a run is a stretch of a row of one region; on devices, a single cell.
+template <class Real, int Dim>
+struct CellRun {
+  Real const* u = nullptr;
+  Real* out = nullptr;
+  Real const* c = nullptr;
+  std::ptrdiff_t su[Dim] = {};
+  Real const* pin[Dim] = {};
+  Real* pout[Dim] = {};
+  Real const* zin[Dim] = {};
+  Real* zout[Dim] = {};
+  std::ptrdiff_t ps[Dim] = {}, off[Dim] = {};
+  Real const* pa[Dim] = {};
+  Real const* pb[Dim] = {};
+  Real const* pm[Dim] = {};
+  int z = 0;  ///< the run's row (padded z), for the free surface's image rows
+};
+
+/// The imaging run: u0 = u^n, u1 = u^{n+1} (rebuilt into u^{n-1}), lambda and c at model x
+/// coordinate ix of one row; the shot's images (double) at the same ix.
+template <class Real, int Dim>
+struct ImageRun {
+  Real const* u0 = nullptr;
+  Real const* lambda = nullptr;
+  Real* u1 = nullptr;
+  Real const* c = nullptr;
+  double* grad = nullptr;
+  double* isrc = nullptr;
+  double* irec = nullptr;
+  std::ptrdiff_t su[Dim] = {};
+  int z = 0;  ///< the row (padded z)
+};
+
+namespace impl {
+/// Calls f(std::integral_constant<int, Flags>{}) for runtime region flags in [0, N).
+template <int N, class F>
+KOKKOS_FORCEINLINE_FUNCTION void dispatch_flags(int flags, F const& f) {
+  if constexpr (N > 0) {
+    if (flags == N - 1) f(std::integral_constant<int, N - 1>{});
+    else dispatch_flags<N - 1>(flags, f);
+  } else {
+    (void)flags, (void)f;
+  }
+}
+
+/// The `cells` schedule on hosts: the row `r` of a host launch runs the cell operator of each
+/// of its `cols` cells, one at a time, as a device thread would.
+template <class Tag, class Functor>
+struct CellsOfRow {
+  Functor m_f;
+  int m_cols;
+  KOKKOS_INLINE_FUNCTION void operator()(RowTag<Tag>, int r) const {
+    for (int ix = 0; ix < m_cols; ++ix) m_f(CellTag<Tag>{}, r, ix);
+  }
+};
+}  // namespace impl
+
+/// Launches a functor with RowTag<Tag>(row) and CellTag<Tag>(row, col) operators over a rows x
+/// cols grid: rows (vectorised runs) on host backends, cells (x fastest) on devices and, with
+/// `by_cells`, on hosts too (the `cells` schedule). Host launches flush subnormals per chunk of rows.
+template <class Tag, class ExecSpace, class Functor>
+void launch_grid(ExecSpace const& space, char const* label, Functor const& f, int rows, int cols, bool by_cells) {
+  if constexpr (impl::runs_by_rows<ExecSpace>) {
+    if (by_cells) impl::launch_host_rows<Tag>(space, label, impl::CellsOfRow<Tag, Functor>{f, cols}, rows);
+    else impl::launch_host_rows<Tag>(space, label, f, rows);
+  } else {
+    (void)by_cells;
+    using policy = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>,
+                                         impl::CellTag<Tag>>;
+    // Tiles of 256 cells, 64 along x unless the launch is narrower (the cells next to a cut).
+    int const tx = cols >= 64 ? 64 : (cols >= 16 ? 16 : 4);
+    launch_for(label, policy(space, {0, 0}, {rows, cols}, {256 / tx, tx}), f);
+  }
+}
+
+}  // namespace ksweep::core
