@@ -1,0 +1,76 @@
+#pragma once
+// numpy arrays as the library takes them: C-ordered arrays of a type, positions of points, the
+// survey, the grid and the absorbing layer of the bindings' arguments.
+
+#include <ksweep/base/error.hpp>
+#include <ksweep/core/geometry.hpp>
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cmath>
+#include <optional>
+#include <vector>
+
+namespace ksweep::python {
+
+namespace py = pybind11;
+
+template <class T>
+using carray = py::array_t<T, py::array::c_style | py::array::forcecast>;
+
+template <class T>
+T const* data_or_null(std::optional<carray<T>> const& a) {
+  return a ? a->data() : nullptr;
+}
+
+/// Positions [shot][point][dim] in cells, in the model array's axis order ((z, x) or (z, y, x)).
+inline std::vector<core::Point> points_of(carray<double> const& a, int dim, char const* what) {
+  KSWEEP_REQUIRE(a.ndim() == 3 && a.shape(2) == dim,
+                 what << " must be [shot, point, " << dim << "], got " << a.ndim() << " dimensions");
+  std::vector<core::Point> out;
+  auto const* p = a.data();
+  std::size_t const n = static_cast<std::size_t>(a.shape(0) * a.shape(1));
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    double const* c = p + i * static_cast<std::size_t>(dim);
+    out.push_back({c[0], c[dim - 1], dim == 3 ? c[1] : 0.0});
+  }
+  return out;
+}
+
+/// The survey of positions in cells [shot][source][dim] and [shot][receiver][dim] (positions
+/// between cells are interpolated; see core::source_taps).
+inline core::Survey make_survey(carray<double> const& sources, carray<double> const& receivers, int dim) {
+  core::Survey s;
+  s.n_shots = static_cast<int>(sources.shape(0));
+  s.n_sources = static_cast<int>(sources.shape(1));
+  s.n_receivers = static_cast<int>(receivers.shape(1));
+  s.source_points = points_of(sources, dim, "source_locations");
+  s.receiver_points = points_of(receivers, dim, "receiver_locations");
+  return s;
+}
+
+inline core::PmlConfig make_pml(std::vector<int> const& faces, double reflection, double freq, bool free_surface,
+                                double velocity) {
+  core::PmlConfig p;
+  KSWEEP_REQUIRE(faces.size() == 6, "pml_width: 6 faces expected, got " << faces.size());
+  p.width = faces[0];
+  for (int f = 0; f < 6; ++f) p.faces[static_cast<std::size_t>(f)] = faces[static_cast<std::size_t>(f)];
+  p.reflection = reflection;
+  p.freq = freq;
+  p.free_surface = free_surface;
+  KSWEEP_REQUIRE(std::isfinite(velocity) && velocity >= 0,
+                 "pml_velocity = " << velocity << " m/s must be >= 0 (0 or None: the model's maximum)");
+  p.profile_velocity = velocity;
+  return p;
+}
+
+inline core::ModelGrid make_grid(std::vector<int> const& shape, double dh) {
+  KSWEEP_REQUIRE(shape.size() == 2 || shape.size() == 3,
+                 "the model must be 2D [nz, nx] or 3D [nz, ny, nx], got " << shape.size() << " dimensions");
+  return shape.size() == 3 ? core::ModelGrid::volume(shape[0], shape[1], shape[2], dh)
+                           : core::ModelGrid(shape[0], shape[1], dh);
+}
+
+}  // namespace ksweep::python

@@ -1,0 +1,327 @@
+// Inversion: the library's inversion workflow (fwi::Workflow over fwi::Inversion) on numpy arrays,
+// its options through the configuration's key table.
+
+#include "arrays.hpp"
+#include "bindings.hpp"
+#include "worker.hpp"
+
+#include <ksweep/base/config.hpp>
+#include <ksweep/base/error.hpp>
+#include <ksweep/comm/communicator.hpp>
+#include <ksweep/core/runtime.hpp>
+#include <ksweep/core/schedule.hpp>
+#include <ksweep/core/wavelet.hpp>
+#include <ksweep/fwi/inversion.hpp>
+#include <ksweep/fwi/workflow.hpp>
+#include <ksweep/fwi/spectral.hpp>
+#include <ksweep/fwi/modeling.hpp>
+#include <ksweep/fwi/smoothing.hpp>
+#include <ksweep/io/keys.hpp>
+#include <ksweep/io/velocity.hpp>
+#include <Kokkos_Core.hpp>
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <pthread.h>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ksweep::python {
+namespace {
+
+/// The library inversion over this process's ranks: one rank, unless the process was started by
+/// an MPI launcher (mpirun: this module then starts MPI) or MPI was started before (mpi4py).
+/// The options of Inversion from Python keywords, through the configuration's key table
+/// (ksweep/io/keys.hpp): each keyword is the key's Python name, converted to the key's type and
+/// checked against the key's limits and choices as the program checks the key.
+io::Config options_config(py::dict const& keywords) {
+  io::Config c;
+  for (auto const& [name_object, value] : keywords) {
+    std::string const name = py::str(name_object);
+    io::Key const* key = nullptr;
+    std::string known;
+    for (auto const& k : io::keys()) {
+      if (k.python.empty()) continue;
+      known += (known.empty() ? "" : ", ") + k.python;
+      if (k.python == name) key = &k;
+    }
+    KSWEEP_REQUIRE(key != nullptr, "unknown option " << shown(name) << " (options: " << known << ")");
+    std::visit(
+        [&](auto field) {
+          auto& out = field(c);
+          using T = std::decay_t<decltype(out)>;
+          // As strict as the file's reader: no float or bool for an integer, no number for a bool.
+          bool const is_bool = py::isinstance<py::bool_>(value) ||
+                               py::str(value.get_type()).cast<std::string>() == "<class 'numpy.bool_'>";
+          if constexpr (std::is_same_v<T, int>)
+            KSWEEP_REQUIRE(!is_bool && (py::isinstance<py::int_>(value) || py::hasattr(value, "__index__")),
+                           name << " = " << shown(py::repr(value).cast<std::string>()) << " must be an integer ("
+                                << key->dotted() << ")");
+          if constexpr (std::is_same_v<T, bool>)
+            KSWEEP_REQUIRE(is_bool, name << " = " << shown(py::repr(value).cast<std::string>())
+                                         << " must be True or False (" << key->dotted() << ")");
+          try {
+            if constexpr (std::is_same_v<T, std::vector<io::FwiSection::Stage>>) {
+              out.clear();
+              for (auto const& [iterations, max_freq] : py::cast<std::vector<std::pair<int, double>>>(value))
+                out.push_back({max_freq, iterations});
+            } else if constexpr (std::is_same_v<T, std::optional<std::array<int, 2>>>) {
+              out = py::cast<std::array<int, 2>>(value);
+            } else {
+              out = py::cast<T>(value);
+            }
+          } catch (py::cast_error const&) {
+            KSWEEP_REQUIRE(false, name << " = " << shown(py::repr(value).cast<std::string>())
+                                       << " is not of the type of " << key->dotted() << " (" << key->type() << ")");
+          }
+        },
+        key->field);
+    io::check_key(*key, c, name);
+  }
+  return c;
+}
+
+class PyInversion {
+ public:
+  /// `options`: keywords of the key table (options_config); `pml_faces` the layer's six widths.
+  PyInversion(std::vector<int> const& shape, double dh, double dt, std::vector<int> const& pml_faces,
+              carray<double> const& sources, carray<double> const& receivers, carray<double> const& wavelet,
+              carray<float> const& observed, carray<float> const& start, std::optional<carray<float>> const& truth,
+              std::optional<carray<float>> const& density, std::optional<carray<float>> const& truth_density,
+              py::dict const& options) {
+    io::Config const c = options_config(options);
+    auto const& f = c.fwi;
+    auto const& p = c.propagator;
+    fwi::Problem pb;
+    if (density) {
+      pb.physics = fwi::Physics::acoustic_vd;
+      pb.density.assign(density->data(), density->data() + density->size());
+      if (truth_density) pb.truth_density.assign(truth_density->data(), truth_density->data() + truth_density->size());
+    }
+    pb.grid = make_grid(shape, dh);
+    int const dim = static_cast<int>(shape.size());
+    pb.pml = make_pml(pml_faces, p.pml_reflection, p.pml_freq, p.free_surface, p.pml_velocity);
+    pb.order = p.order;
+    pb.dt = dt;
+    pb.nt = static_cast<int>(wavelet.size());
+    pb.survey = make_survey(sources, receivers, dim);
+    pb.wavelet.assign(wavelet.data(), wavelet.data() + wavelet.size());
+    pb.observed.assign(observed.data(), observed.data() + observed.size());
+    pb.start.assign(start.data(), start.data() + start.size());
+    if (truth) pb.truth.assign(truth->data(), truth->data() + truth->size());
+    m_cells = static_cast<std::size_t>(pb.grid.cells());
+    KSWEEP_REQUIRE(pb.start.size() == m_cells, "v has " << pb.start.size() << " cells, the grid " << m_cells);
+    fwi::Options o;
+    o.method = f.optimizer == "lbfgs" ? fwi::Method::lbfgs : fwi::Method::adam;
+    o.batch = f.batch;
+    o.seed = static_cast<std::uint64_t>(f.seed);
+    o.loss_sum = f.loss_norm == "sum";
+    o.water_rows = f.water_rows;
+    o.grad_smooth = f.grad_smooth;
+    o.precondition = f.precondition;
+    o.vmin = f.vmin;
+    o.vmax = f.vmax;
+    o.adam.lr = f.lr;
+    o.adam.beta1 = f.beta1;
+    o.adam.beta2 = f.beta2;
+    o.adam.eps = f.eps;
+    o.lbfgs.first_step = f.lr;
+    o.lbfgs.memory = f.lbfgs_memory;
+    o.storage = storage::make_storage_config(c.storage.strategy, c.storage.location, c.storage.dtype,
+                                             c.storage.transfer_interval, c.storage.disk_dir, c.storage.pinned);
+    o.storage.layer_chain = c.storage.layer_chain;
+    o.schedule = core::parse_schedule(p.schedule);
+    o.invert = f.invert;
+    o.rho_min = f.rho_min;
+    o.rho_max = f.rho_max;
+    o.lr_rho = f.lr_rho;
+    // [nx parts] (2D) or [ny parts, nx parts] (3D), checked by the package.
+    auto const& domains = c.parallel.domains;
+    if (domains.size() == 1) o.domains = {1, domains[0]};
+    if (domains.size() == 2) o.domains = {domains[0], domains[1]};
+    std::vector<std::pair<int, double>> stages;
+    for (auto const& st : f.stages) stages.emplace_back(st.iterations, st.max_freq);
+    m_shape = shape;
+    on_worker([&] {
+      ensure_initialized();
+      std::vector<fwi::Stage> st;
+      for (auto const& [iterations, max_freq] : stages) st.push_back({iterations, max_freq});
+      fwi::Stages plan(std::move(st), pb.wavelet, dt);
+      m_flow = std::make_unique<fwi::Workflow>(std::move(pb), std::move(o), std::move(plan), comm::Communicator());
+      m_inv = &m_flow->inversion();
+    });
+  }
+  ~PyInversion() { release(m_flow); }
+  PyInversion(PyInversion const&) = delete;
+  PyInversion& operator=(PyInversion const&) = delete;
+
+  py::dict step() {
+    fwi::Report r;
+    int stage = -1;
+    on_worker([&] {
+      stage = m_flow->stage().index;
+      r = m_flow->step();
+    });
+    py::dict d;
+    d["stage"] = stage + 1;  // 1-based; 0 without stages
+    d["iteration"] = r.iteration;
+    d["loss"] = r.loss;
+    d["loss_start"] = r.loss_start;
+    d["rmse"] = r.rmse;
+    d["rmse_density"] = r.rmse_density;
+    d["seconds"] = r.seconds;
+    d["shots"] = r.shots;
+    d["evaluations"] = r.evaluations;
+    return d;
+  }
+
+  py::array_t<float> model() const {
+    std::vector<float> v;
+    on_worker([&] { v = m_inv->model(); });
+    return shaped(v);
+  }
+  py::object density() const {
+    std::vector<float> v;
+    on_worker([&] { v = m_inv->density(); });
+    return v.empty() ? py::object(py::none()) : py::object(shaped(v));
+  }
+  py::dict images() const {
+    fwi::Images img;
+    on_worker([&] { img = m_inv->images(); });
+    py::dict d;
+    d["grad"] = shaped(img.grad);
+    d["illum_src"] = shaped(img.illum_src);
+    d["illum_rec"] = shaped(img.illum_rec);
+    if (!img.grad_density.empty()) d["grad_rho"] = shaped(img.grad_density);
+    return d;
+  }
+  int iteration() const { return m_inv->iteration(); }
+  double rmse() const {
+    double r = 0;
+    on_worker([&] { r = m_inv->rmse(); });
+    return r;
+  }
+  double rmse_density() const {
+    double r = 0;
+    on_worker([&] { r = m_inv->rmse_density(); });
+    return r;
+  }
+
+  py::dict state() const {
+    fwi::State s;
+    on_worker([&] { s = m_inv->state(); });
+    py::dict d;
+    d["iteration"] = s.iteration;
+    d["rng"] = py::bytes(s.rng);
+    d["model"] = shaped(s.model);
+    if (!s.density.empty()) d["density"] = shaped(s.density);
+    d["first"] = py::array_t<float>(static_cast<py::ssize_t>(s.first.size()), s.first.data());
+    d["second"] = py::array_t<float>(static_cast<py::ssize_t>(s.second.size()), s.second.data());
+    d["optimizer_steps"] = s.optimizer_steps;
+    if (s.lbfgs.iterations > 0 || !s.lbfgs.gradient.empty()) {  // L-BFGS: its memory
+      auto const& lb = s.lbfgs;
+      py::dict m;
+      auto arr = [](auto const& v) {
+        using T = typename std::decay_t<decltype(v)>::value_type;
+        return py::array_t<T>(static_cast<py::ssize_t>(v.size()), v.data());
+      };
+      m["pairs"] = lb.pairs;
+      m["s"] = arr(lb.s);
+      m["y"] = arr(lb.y);
+      m["rho"] = arr(lb.rho);
+      m["gradient"] = arr(lb.gradient);
+      m["loss"] = lb.loss;
+      m["gamma"] = lb.gamma;
+      m["iterations"] = lb.iterations;
+      m["evaluations"] = lb.evaluations;
+      d["lbfgs"] = m;
+    }
+    return d;
+  }
+
+  void set_data(carray<double> const& wavelet, carray<float> const& observed) {
+    std::vector<double> w(wavelet.data(), wavelet.data() + wavelet.size());
+    std::vector<float> o(observed.data(), observed.data() + observed.size());
+    on_worker([&] { m_inv->set_data(std::move(w), std::move(o)); });
+  }
+  void restart_optimizer() {
+    on_worker([&] { m_inv->restart_optimizer(); });
+  }
+
+  void restore(py::dict const& d) {
+    fwi::State s;
+    s.iteration = d["iteration"].cast<int>();
+    s.rng = d["rng"].cast<std::string>();
+    auto vec = [](py::handle h) {
+      auto const a = h.cast<carray<float>>();
+      return std::vector<float>(a.data(), a.data() + a.size());
+    };
+    s.model = vec(d["model"]);
+    if (d.contains("density")) s.density = vec(d["density"]);
+    s.first = vec(d["first"]);
+    s.second = vec(d["second"]);
+    if (d.contains("optimizer_steps")) s.optimizer_steps = d["optimizer_steps"].cast<int>();
+    if (d.contains("lbfgs")) {
+      auto const m = d["lbfgs"].cast<py::dict>();
+      auto& lb = s.lbfgs;
+      lb.pairs = m["pairs"].cast<int>();
+      lb.s = vec(m["s"]);
+      lb.y = vec(m["y"]);
+      auto const rho = m["rho"].cast<carray<double>>();
+      lb.rho.assign(rho.data(), rho.data() + rho.size());
+      lb.gradient = vec(m["gradient"]);
+      lb.loss = m["loss"].cast<double>();
+      lb.gamma = m["gamma"].cast<double>();
+      lb.iterations = m["iterations"].cast<int>();
+      lb.evaluations = m["evaluations"].cast<int>();
+    }
+    on_worker([&] { m_flow->restore(std::move(s)); });
+  }
+
+ private:
+  py::array_t<float> shaped(std::vector<float> const& v) const {
+    std::vector<py::ssize_t> const shape(m_shape.begin(), m_shape.end());
+    py::array_t<float> a(shape);
+    std::copy(v.begin(), v.end(), a.mutable_data());
+    return a;
+  }
+  Live m_live;  // declared first: destroyed after the inversion's memory
+  std::unique_ptr<fwi::Workflow> m_flow;
+  fwi::Inversion* m_inv = nullptr;  ///< the workflow's inversion
+  std::size_t m_cells = 0;
+  std::vector<int> m_shape;
+};
+
+}  // namespace
+
+void bind_inversion(py::module_& m) {
+  py::class_<PyInversion>(m, "Inversion")
+      .def(py::init<std::vector<int> const&, double, double, std::vector<int> const&, carray<double> const&,
+                    carray<double> const&, carray<double> const&, carray<float> const&, carray<float> const&,
+                    std::optional<carray<float>> const&, std::optional<carray<float>> const&,
+                    std::optional<carray<float>> const&, py::dict const&>())
+      .def("step", &PyInversion::step)
+      .def("model", &PyInversion::model)
+      .def("density", &PyInversion::density)
+      .def("rmse_density", &PyInversion::rmse_density)
+      .def("images", &PyInversion::images)
+      .def("iteration", &PyInversion::iteration)
+      .def("rmse", &PyInversion::rmse)
+      .def("state", &PyInversion::state)
+      .def("restore", &PyInversion::restore)
+      .def("set_data", &PyInversion::set_data)
+      .def("restart_optimizer", &PyInversion::restart_optimizer);
+}
+
+}  // namespace ksweep::python

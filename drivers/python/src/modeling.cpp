@@ -1,0 +1,195 @@
+// Modeling32 and Modeling64: the library's forward, adjoint, gradient and vector-Jacobian
+// product of a survey on numpy arrays (fwi::Modeling<float|double>).
+
+#include "arrays.hpp"
+#include "bindings.hpp"
+#include "worker.hpp"
+
+#include <ksweep/base/config.hpp>
+#include <ksweep/base/error.hpp>
+#include <ksweep/comm/communicator.hpp>
+#include <ksweep/core/runtime.hpp>
+#include <ksweep/core/schedule.hpp>
+#include <ksweep/core/wavelet.hpp>
+#include <ksweep/fwi/inversion.hpp>
+#include <ksweep/fwi/workflow.hpp>
+#include <ksweep/fwi/spectral.hpp>
+#include <ksweep/fwi/modeling.hpp>
+#include <ksweep/fwi/smoothing.hpp>
+#include <ksweep/io/keys.hpp>
+#include <ksweep/io/velocity.hpp>
+#include <Kokkos_Core.hpp>
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <pthread.h>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ksweep::python {
+namespace {
+
+/// The library's modelling of precision Real, with the arrays of one survey.
+template <class Real>
+class PyModeling {
+ public:
+  PyModeling(std::vector<int> const& shape, double dh, double dt, int nt, int order, std::vector<int> const& pml_faces,
+             double pml_reflection, double pml_freq, bool free_surface, carray<double> const& sources,
+             carray<double> const& receivers, int batch, std::string const& schedule, std::string const& strategy,
+             std::string const& location, std::string const& dtype, std::string const& disk_dir,
+             std::string const& physics, double pml_velocity) {
+    fwi::ModelingSetup s;
+    s.physics = fwi::parse_physics(physics);
+    m_vd = s.physics == fwi::Physics::acoustic_vd;
+    s.grid = make_grid(shape, dh);
+    int const dim = static_cast<int>(shape.size());
+    s.pml = make_pml(pml_faces, pml_reflection, pml_freq, free_surface, pml_velocity);
+    s.order = order;
+    s.dt = dt;
+    s.nt = nt;
+    s.survey = make_survey(sources, receivers, dim);
+    s.batch = batch;
+    s.schedule = core::parse_schedule(schedule);
+    s.storage = storage::make_storage_config(strategy, location, dtype, 64, disk_dir, true);
+    m_shots = s.survey.n_shots;
+    m_ns = s.survey.n_sources;
+    m_nr = s.survey.n_receivers;
+    m_nt = nt;
+    m_shape = shape;
+    on_worker([&] {
+      ensure_initialized();
+      m_m = std::make_unique<fwi::Modeling<Real>>(std::move(s));
+      m_m->set_after_batch(stop_if_cancelled);
+    });
+  }
+  ~PyModeling() { release(m_m); }
+  PyModeling(PyModeling const&) = delete;
+  PyModeling& operator=(PyModeling const&) = delete;
+
+  void set_velocity(carray<Real> const& vp, std::optional<carray<Real>> const& layer) {
+    check_model(vp, "v");
+    if (layer) check_model(*layer, "layer_velocity");
+    Real const* l = data_or_null(layer);
+    on_worker([&] { m_m->set_velocity(vp.data(), l); });
+  }
+
+  void set_model(carray<Real> const& vp, carray<Real> const& rho, std::optional<carray<Real>> const& layer_vp,
+                 std::optional<carray<Real>> const& layer_rho) {
+    check_model(vp, "v");
+    check_model(rho, "rho");
+    if (layer_vp) check_model(*layer_vp, "layer_velocity");
+    if (layer_rho) check_model(*layer_rho, "layer_density");
+    Real const* lv = data_or_null(layer_vp);
+    Real const* lr = data_or_null(layer_rho);
+    on_worker([&] { m_m->set_model(vp.data(), rho.data(), lv, lr); });
+  }
+
+  py::array_t<Real> forward(carray<Real> const& wavelets) {
+    check_shape(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes");
+    py::array_t<Real> rec({m_shots, m_nt, m_nr});
+    Real* r = rec.mutable_data();
+    on_worker([&] { m_m->forward(wavelets.data(), r); });
+    return rec;
+  }
+
+  py::array_t<Real> adjoint(carray<Real> const& records) {
+    check_shape(records, {m_shots, m_nt, m_nr}, "data");
+    py::array_t<Real> w({m_shots, m_ns, m_nt});
+    Real* p = w.mutable_data();
+    on_worker([&] { m_m->adjoint(records.data(), p); });
+    return w;
+  }
+
+  py::tuple gradient(carray<Real> const& wavelets, carray<Real> const& observed, double scale) {
+    check_shape(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes");
+    check_shape(observed, {m_shots, m_nt, m_nr}, "observed_data");
+    auto img = images();
+    py::array_t<Real> syn({m_shots, m_nt, m_nr});
+    py::array_t<double> losses(m_shots);
+    fwi::ModelingImages out{img[0].mutable_data(), img[1].mutable_data(), img[2].mutable_data(),
+                            m_vd ? img[3].mutable_data() : nullptr};
+    Real* sp = syn.mutable_data();
+    double* lp = losses.mutable_data();
+    double loss = 0;
+    on_worker([&] { loss = m_m->gradient(wavelets.data(), observed.data(), scale, out, sp, lp); });
+    return py::make_tuple(loss, img[0], img[1], img[2], syn, losses, m_vd ? py::object(img[3]) : py::none());
+  }
+
+  py::tuple vjp(carray<Real> const& wavelets, carray<Real> const& residual) {
+    check_shape(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes");
+    check_shape(residual, {m_shots, m_nt, m_nr}, "grad_output");
+    auto img = images();
+    fwi::ModelingImages out{img[0].mutable_data(), img[1].mutable_data(), img[2].mutable_data(),
+                            m_vd ? img[3].mutable_data() : nullptr};
+    on_worker([&] { m_m->vjp(wavelets.data(), residual.data(), out); });
+    return py::make_tuple(img[0], img[1], img[2], m_vd ? py::object(img[3]) : py::none());
+  }
+
+ private:
+  std::vector<py::array_t<double>> images() const {
+    std::vector<py::ssize_t> const shape(m_shape.begin(), m_shape.end());
+    std::vector<py::array_t<double>> img{py::array_t<double>(shape), py::array_t<double>(shape),
+                                         py::array_t<double>(shape)};
+    if (m_vd) img.emplace_back(shape);
+    return img;
+  }
+  void check_model(carray<Real> const& a, char const* what) const {
+    std::vector<long long> want(m_shape.begin(), m_shape.end());
+    check_shape(a, want, what);
+  }
+  static void check_shape(py::array const& a, std::vector<long long> const& want, char const* what) {
+    bool ok = a.ndim() == static_cast<py::ssize_t>(want.size());
+    for (std::size_t i = 0; ok && i < want.size(); ++i) ok = a.shape(static_cast<py::ssize_t>(i)) == want[i];
+    if (!ok) {
+      std::string got, exp;
+      for (py::ssize_t i = 0; i < a.ndim(); ++i) got += (i ? ", " : "") + std::to_string(a.shape(i));
+      for (std::size_t i = 0; i < want.size(); ++i) exp += (i ? ", " : "") + std::to_string(want[i]);
+      throw Error(std::string(what) + " has shape (" + got + "), expected (" + exp + ")");
+    }
+  }
+
+  Live m_live;  // declared first: destroyed after the modelling's memory
+  std::unique_ptr<fwi::Modeling<Real>> m_m;
+  long long m_shots = 0, m_ns = 0, m_nr = 0, m_nt = 0;
+  std::vector<int> m_shape;
+  bool m_vd = false;  // variable density: a density gradient too
+};
+
+template <class Real>
+void bind_modeling_of(py::module_& m, char const* name) {
+  py::class_<PyModeling<Real>>(m, name)
+      .def(py::init<std::vector<int> const&, double, double, int, int, std::vector<int> const&, double, double, bool,
+                    carray<double> const&, carray<double> const&, int, std::string const&, std::string const&,
+                    std::string const&, std::string const&, std::string const&, std::string const&, double>(),
+           py::arg("shape"), py::arg("dh"), py::arg("dt"), py::arg("nt"), py::arg("order"), py::arg("pml_faces"),
+           py::arg("pml_reflection"), py::arg("pml_freq"), py::arg("free_surface"), py::arg("sources"),
+           py::arg("receivers"), py::arg("batch"), py::arg("schedule"), py::arg("strategy"), py::arg("location"),
+           py::arg("dtype"), py::arg("disk_dir"), py::arg("physics") = "acoustic", py::arg("pml_velocity") = 0.0)
+      .def("set_velocity", &PyModeling<Real>::set_velocity, py::arg("v"), py::arg("layer") = py::none())
+      .def("set_model", &PyModeling<Real>::set_model, py::arg("v"), py::arg("rho"), py::arg("layer_v") = py::none(),
+           py::arg("layer_rho") = py::none())
+      .def("forward", &PyModeling<Real>::forward)
+      .def("adjoint", &PyModeling<Real>::adjoint)
+      .def("gradient", &PyModeling<Real>::gradient)
+      .def("vjp", &PyModeling<Real>::vjp);
+}
+
+}  // namespace
+
+void bind_modeling(py::module_& m) {
+  bind_modeling_of<float>(m, "Modeling32");
+  bind_modeling_of<double>(m, "Modeling64");
+}
+
+}  // namespace ksweep::python
