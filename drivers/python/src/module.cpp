@@ -528,9 +528,9 @@ io::Config options_config(py::dict const& keywords) {
           if constexpr (std::is_same_v<T, int>)
             KSWEEP_REQUIRE(
                 !is_bool && (py::isinstance<py::int_>(value) || py::hasattr(value, "__index__")),
-                name << " = " << shown(py::str(py::repr(value))) << " must be an integer (" << key->dotted() << ")");
+                name << " = " << shown(py::repr(value).cast<std::string>()) << " must be an integer (" << key->dotted() << ")");
           if constexpr (std::is_same_v<T, bool>)
-            KSWEEP_REQUIRE(is_bool, name << " = " << shown(py::str(py::repr(value))) << " must be True or False ("
+            KSWEEP_REQUIRE(is_bool, name << " = " << shown(py::repr(value).cast<std::string>()) << " must be True or False ("
                                          << key->dotted() << ")");
           try {
             if constexpr (std::is_same_v<T, std::vector<io::FwiSection::Stage>>) {
@@ -543,7 +543,7 @@ io::Config options_config(py::dict const& keywords) {
               out = py::cast<T>(value);
             }
           } catch (py::cast_error const&) {
-            KSWEEP_REQUIRE(false, name << " = " << shown(py::str(py::repr(value))) << " is not of the type of "
+            KSWEEP_REQUIRE(false, name << " = " << shown(py::repr(value).cast<std::string>()) << " is not of the type of "
                                        << key->dotted() << " (" << key->type() << ")");
           }
         },
