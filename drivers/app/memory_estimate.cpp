@@ -1,13 +1,11 @@
 #include "memory_estimate.hpp"
 
 #include "common.hpp"
+#include "fwi_inputs.hpp"
 
 #include <ksweep/base/error.hpp>
 #include <ksweep/core/geometry.hpp>
-#include <ksweep/core/sizes.hpp>
 #include <ksweep/fwi/inversion.hpp>
-#include <ksweep/storage/codec.hpp>
-#include <ksweep/storage/step_store.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -32,45 +30,17 @@ namespace {
 
 using sz = std::size_t;
 
-/// The padded grid of a run (core::Layout) and the model's cells; the sizes of what the
-/// propagator and the gradient engine allocate on it come from core/sizes.hpp, the functions
-/// those allocations use.
-struct Padded {
-  core::Layout l;
-  sz n;
-  bool vd;  ///< variable density: the stencil reaches 2M - 1 cells, buoyancy per axis
-  Padded(io::Config const& cfg, io::VelocityModel const& vm) : Padded(cfg, model_grid(vm), make_pml(cfg)) {}
-  Padded(io::Config const& cfg, core::ModelGrid const& grid, core::PmlConfig const& pml)
-      : l(grid, pml, cfg.propagator.order,
-          cfg.propagator.physics == "acoustic_vd" ? 2 * (cfg.propagator.order / 2) - 1 : -1),
-        n(static_cast<sz>(grid.cells())),
-        vd(cfg.propagator.physics == "acoustic_vd") {}
-};
-
-/// The largest subdomain of `split` (the most padded cells): what one rank of the split holds.
-Padded largest_part(io::Config const& cfg, io::VelocityModel const& vm, core::DomainSplit const& split) {
-  core::ModelGrid const grid = model_grid(vm);
-  Padded best(cfg, vm);
-  long long most = -1;
-  for (int i = 0; i < split.count(); ++i) {
-    auto const d = core::subdomain(grid, make_pml(cfg), split, i, 1.0);
-    Padded const p(cfg, d.grid, d.pml);
-    if (p.l.padded_cells() > most) {
-      most = p.l.padded_cells();
-      best = p;
-    }
-  }
-  return best;
-}
-
-/// Variable density: its buoyancy coefficients (one field per axis) on the device, and the
-/// padded vp and rho (double) with the coefficients' mirrors that set_model builds on the host.
-void add_density(MemoryEstimate& e, Padded const& L, sz real) {
-  if (!L.vd) return;
-  sz const coef = core::coefficient_values(L.l);
-  e.items.push_back({"buoyancy coefficients (per axis)", Place::device, static_cast<sz>(L.l.dim) * coef * real});
-  e.items.push_back({"density model: padded vp and rho, coefficient mirrors", Place::host,
-                     2 * static_cast<sz>(L.l.padded_cells()) * sizeof(double) + (1 + L.l.dim) * coef * real});
+/// The sizes of a run of the configuration on the model `vm` (its shape is what counts).
+fwi::RunShape shape_of(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers) {
+  fwi::RunShape s;
+  s.grid = model_grid(vm);
+  s.pml = make_pml(cfg);
+  s.order = cfg.propagator.order;
+  s.physics = fwi::parse_physics(cfg.propagator.physics);
+  s.nt = cfg.time.nt;
+  s.n_shots = n_shots;
+  s.n_receivers = n_receivers;
+  return s;
 }
 
 std::size_t read_number(std::string const& path) {
@@ -80,110 +50,18 @@ std::size_t read_number(std::string const& path) {
   return static_cast<std::size_t>(std::strtoull(s.c_str(), nullptr, 10));
 }
 
-std::string place_name(Place p) { return p == Place::device ? "device" : p == Place::host ? "host" : "disk"; }
-
 }  // namespace
-
-std::size_t MemoryEstimate::total(Place p) const {
-  sz t = 0;
-  for (auto const& i : items)
-    if (i.place == p) t += i.bytes;
-  return t;
-}
 
 MemoryEstimate estimate_fwi(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers,
                             int shots_per_rank, core::DomainSplit const& split) {
-  // A split model: the propagation on the largest subdomain, the optimizer on the whole model.
-  Padded const L = split.split() ? largest_part(cfg, vm, split) : Padded(cfg, vm);
-  sz const S = static_cast<sz>(std::max(shots_per_rank, 1)), R = sizeof(float),
-           n = static_cast<sz>(vm.rows()) * static_cast<sz>(vm.nx);
-  sz const nt = static_cast<sz>(cfg.time.nt), nr = static_cast<sz>(n_receivers);
-  MemoryEstimate e;
-  e.phase = "inversion (per rank, " + std::to_string(S) + " shot(s) per launch";
-  if (split.split()) {
-    std::string const cells =
-        L.l.dim == 3 ? std::to_string(L.l.nz) + " x " + std::to_string(L.l.ny) + " x " + std::to_string(L.l.nx)
-                     : std::to_string(L.l.nz) + " x " + std::to_string(L.l.nx);
-    e.phase += ", parallel.domains " + core::describe(split, L.l.dim) + ": subdomains up to " + cells + " cells";
-  }
-  e.phase += ")";
-  auto add = [&](std::string w, Place p, sz b) { e.items.push_back({std::move(w), p, b}); };
-  int const shots = static_cast<int>(S);
-  sz const levels = 2 * 2 * core::level_values(L.l, shots) * R;
-  add("wavefields, forward + adjoint (2 levels each)", Place::device, levels);
-  add("absorbing-layer fields, forward + adjoint", Place::device, 2 * core::state_values(L.l, shots) * R - levels);
-  add("velocity coefficients", Place::device, core::coefficient_values(L.l) * R);
-  storage::StorageConfig scfg;
-  scfg.strategy = storage::parse_strategy(cfg.storage.strategy);
-  scfg.location = storage::parse_location(cfg.storage.location);
-  scfg.dtype = storage::parse_dtype(cfg.storage.dtype);
-  scfg.transfer_interval = cfg.storage.transfer_interval;
-  sz const ring = static_cast<sz>(core::ring_stride(L.l, scfg.strategy == storage::Strategy::full, scfg.dtype));
-  sz const step = storage::encoded_bytes(scfg.dtype, S * ring, R);
-  auto const store = core::store_bytes(scfg, step, static_cast<int>(nt));
-  storage::Location const location = scfg.location;
-  Place const where = location == storage::Location::device ? Place::device
-                      : location == storage::Location::host ? Place::host
-                                                            : Place::disk;
-  add("saved steps (" + cfg.storage.strategy + ", " + cfg.storage.dtype + ", " + cfg.storage.location + ")", where,
-      store.stored);
-  if (where != Place::device) add("transfer staging", Place::device, store.staging);
-  // The layer terms of the model cells next to the layer (constant density), every step.
-  add("layer terms of the cells next to the layer (every step)", Place::device,
-      S * nt * static_cast<sz>(core::layer_term_cells(L.l, L.vd ? 0 : L.l.radius)) * R);
-  // The layer's chain rule (storage.layer_chain): the layer's differences every step, the last
-  // three levels and the per-shot sums.
-  if (cfg.storage.layer_chain) {
-    sz const cells = static_cast<sz>(core::layer_cells(L.l));
-    add("absorbing layer's cells (storage.layer_chain, every step)", Place::device,
-        S * (nt + 3) * cells * R + S * cells * sizeof(double));
-  }
-  // The `shots` schedule stages a chunk of steps of raw ring values between the shots' time
-  // loops and the codec (core::chunk_steps); counted whatever the schedule.
-  add("ring staging of the shots schedule", Place::device,
-      S * ring * R * static_cast<sz>(core::chunk_steps(shots, static_cast<long long>(ring), R)));
-  add("records of the batch (observed, synthetic, residual) and wavelets", Place::device,
-      3 * S * nt * nr * R + S * nt * R);
-  add("observed data of every shot", Place::host, static_cast<sz>(n_shots) * nt * nr * R + S * nt * nr * R);
-  add("gradient and illumination images (per shot and summed)", Place::device,
-      core::image_bytes(L.l, shots) + (split.split() ? 6 : 3) * n * sizeof(double));
-  sz const params = L.vd ? 2 : 1;
-  // The model, its gradient, the true and held parameters (4 vectors), then the optimizer's:
-  // Adam's two moments, or L-BFGS's fwi.lbfgs_memory pairs (s, y) and five vectors of its own
-  // (gradient, direction, start, trial gradient, step).
-  bool const lbfgs = cfg.fwi.optimizer == "lbfgs";
-  fwi::Options optimizer;  // the optimizer counts its own vectors
-  optimizer.method = lbfgs ? fwi::Method::lbfgs : fwi::Method::adam;
-  optimizer.lbfgs.memory = cfg.fwi.lbfgs_memory;
-  sz const optimizer_vectors = fwi::optimizer_vectors(optimizer);
-  add(lbfgs ? "models and L-BFGS's " + std::to_string(cfg.fwi.lbfgs_memory) + " correction pairs"
-            : "models and Adam moments",
-      Place::device, params * (4 + optimizer_vectors) * n * R);
-  add("host copies of models and images", Place::host, params * 8 * n * sizeof(double));
-  if (L.vd) add("density gradient images (per shot and summed)", Place::device, (S + 1) * n * sizeof(double));
-  add_density(e, L, R);
-  return e;
+  fwi::Options o = inversion_options(cfg, model_grid(vm), 0);  // the options the run will take
+  o.domains = split;
+  return fwi::estimate_inversion(shape_of(cfg, vm, n_shots, n_receivers), o, shots_per_rank);
 }
 
 MemoryEstimate estimate_model(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers,
                               bool fp64, int batch, core::DomainSplit const& split) {
-  Padded const L = split.split() ? largest_part(cfg, vm, split) : Padded(cfg, vm);
-  sz const S = static_cast<sz>(std::max(1, std::min(batch, n_shots))), R = fp64 ? 8 : 4;
-  sz const nt = static_cast<sz>(cfg.time.nt), nr = static_cast<sz>(n_receivers);
-  MemoryEstimate e;
-  e.phase = "forward modelling (" + std::to_string(S) + " shot(s) per launch";
-  if (split.split()) e.phase += ", parallel.domains " + core::describe(split, L.l.dim);
-  e.phase += ")";
-  auto add = [&](std::string w, Place p, sz b) { e.items.push_back({std::move(w), p, b}); };
-  int const shots = static_cast<int>(S);
-  add("wavefields (2 levels)", Place::device, 2 * core::level_values(L.l, shots) * R);
-  add("absorbing-layer fields", Place::device,
-      (core::state_values(L.l, shots) - 2 * core::level_values(L.l, shots)) * R);
-  add("velocity coefficients", Place::device, core::coefficient_values(L.l) * R);
-  add("records and wavelets of the batch", Place::device, S * nt * nr * R + S * nt * R);
-  add("records of every shot", Place::host, static_cast<sz>(n_shots) * nt * nr * 4 + S * nt * nr * R);
-  add_density(e, L, R);
-  return e;
+  return fwi::estimate_modeling(shape_of(cfg, vm, n_shots, n_receivers), fp64, batch, split);
 }
 
 MachineMemory machine_memory(io::Config const& cfg) {
@@ -269,14 +147,15 @@ std::string memory_table(std::vector<MemoryEstimate> const& phases, MachineMemor
     os << "memory estimate, " << ph.phase << ":\n";
     for (auto const& i : ph.items) {
       char line[160];
-      std::snprintf(line, sizeof line, "  %-66s %-6s %s\n", i.what.c_str(), place_name(i.place).c_str(),
+      std::snprintf(line, sizeof line, "  %-66s %-6s %s\n", i.what.c_str(), fwi::to_string(i.place).c_str(),
                     mib(i.bytes).c_str());
       os << line;
     }
     for (Place p : {Place::device, Place::host, Place::disk}) {
       if (ph.total(p) == 0) continue;
       char line[160];
-      std::snprintf(line, sizeof line, "  %-66s %-6s %s\n", "total", place_name(p).c_str(), mib(ph.total(p)).c_str());
+      std::snprintf(line, sizeof line, "  %-66s %-6s %s\n", "total", fwi::to_string(p).c_str(),
+                    mib(ph.total(p)).c_str());
       os << line;
     }
   }

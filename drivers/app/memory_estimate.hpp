@@ -1,9 +1,10 @@
 #pragma once
-// The memory a run will need, per component, computed from the padded-grid layout before
-// anything is allocated, and checked against what the machine has.
+// The memory a run will need (the library's estimate, ksweep/fwi/memory.hpp, of the
+// configuration's sizes) checked against what the machine has.
 
 #include <ksweep/comm/communicator.hpp>
 #include <ksweep/core/domain.hpp>
+#include <ksweep/fwi/memory.hpp>
 #include <ksweep/io/config.hpp>
 #include <ksweep/io/velocity.hpp>
 
@@ -13,21 +14,10 @@
 
 namespace ksweep::app {
 
-/// Where a component lives.
-enum class Place { device, host, disk };
-
-struct MemoryItem {
-  std::string what;
-  Place place;
-  std::size_t bytes;
-};
-
-/// The components of one phase of a run (per rank).
-struct MemoryEstimate {
-  std::string phase;
-  std::vector<MemoryItem> items;
-  std::size_t total(Place p) const;
-};
+// The estimates are the library's (ksweep/fwi/memory.hpp), from the configuration's sizes.
+using fwi::MemoryEstimate;
+using fwi::MemoryItem;
+using fwi::Place;
 
 /// Memory of one rank of `ksweep fwi` (the inversion, `shots_per_rank` shots per launch) on the
 /// model `vm` (2D or 3D; its size is what counts).

@@ -187,6 +187,37 @@ def test_scalar_absent_points_and_ragged_shots():
         ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp, source_locations=src, receiver_locations=rec * 0 - 2)
 
 
+def test_scalar_without_sources_or_receivers():
+    """Deepwave's odd calls: no receivers gives data [shot, 0, nt] (receiver_locations None too),
+    no sources gives zeros (the wavefield never leaves zero), and a model as small as the
+    stencil allows runs."""
+    v, amp, src, rec = _scalar_case()
+    nt = amp.shape[-1]
+    kw = dict(pml_width=10)
+    d = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp, source_locations=src,
+                      receiver_locations=rec[:, :0], **kw)[-1]
+    assert tuple(d.shape) == (2, 0, nt)
+    d = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp, source_locations=src, **kw)[-1]
+    assert tuple(d.shape) == (2, 0, nt)
+    silent = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp[:, :0], source_locations=src[:, :0],
+                           receiver_locations=rec, **kw)[-1]
+    assert tuple(silent.shape) == (2, rec.shape[1], nt) and not silent.any()
+    silent_nt = ksweep.scalar(v, 10.0, 0.001, receiver_locations=rec, nt=nt, **kw)[-1]
+    assert tuple(silent_nt.shape) == (2, rec.shape[1], nt) and not silent_nt.any()
+    # The smallest model order 4 takes, 5 x 5 cells (order + 1 along each axis), with the thinnest
+    # layer it allows (the stencil radius, 2); one cell less is refused, naming the limit.
+    small = torch.full((5, 5), 1500.0, dtype=v.dtype)
+    w = amp[:1, :1]
+    d = ksweep.scalar(small, 10.0, 0.001, source_amplitudes=w, source_locations=torch.tensor([[[2, 2]]]),
+                      receiver_locations=torch.tensor([[[2, 3]]]), pml_width=2)[-1]
+    assert torch.isfinite(d).all() and d.abs().max() > 0
+    with pytest.raises(ValueError, match="model grid 4 x 4 is too small for order 4: each dimension needs at least 5"):
+        ksweep.scalar(small[:4, :4], 10.0, 0.001, source_amplitudes=w, source_locations=torch.tensor([[[2, 2]]]),
+                      receiver_locations=torch.tensor([[[2, 3]]]), pml_width=2)
+    with pytest.raises(ValueError, match="give receiver_locations or source_locations"):
+        ksweep.scalar(v, 10.0, 0.001, nt=nt, **kw)
+
+
 def test_scalar_resamples_a_step_above_the_stability_limit():
     """dt = 4 ms exceeds 0.6 / (max_vel sqrt(2) / dh) = 1.7 ms: the run takes 3 steps per sample,
     the source interpolated; the data are those of a run at 4/3 ms, every third sample."""

@@ -229,7 +229,9 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
     copies the box's edges, and v's gradient is zero outside the box.
 
     `v` may hold a model per shot, [shot, nz, nx] (3D: [shot, nz, ny, nx]): each shot then runs
-    on its own model.
+    on its own model. Shots without sources (`source_amplitudes` [shot, 0, nt], or None with
+    `nt`) record zeros; shots without receivers ([shot, 0, dim], or `receiver_locations` None)
+    return data [shot, 0, nt]. A model needs order + 1 cells along each axis (`accuracy` 4: 5).
 
     Returns Deepwave's 7-tuple (3D: 10) whose last element is the receiver data
     [shot, receiver, time]. The final wavefields and layer memories are not returned (None):
@@ -255,6 +257,8 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
         raise TypeError(f"v has dtype {v.dtype}; ksweep computes in float32 or float64")
     if receiver_locations is not None and v.ndim == torch.as_tensor(receiver_locations).shape[-1] + 1:
         return _per_shot_models(v, locals())
+    if receiver_locations is None and source_locations is not None:  # no receivers: [shot, 0, dim]
+        receiver_locations = torch.zeros(torch.as_tensor(source_locations).shape[0], 0, v.ndim, dtype=torch.long)
     ndim = v.ndim
     if ndim not in (2, 3):
         raise ValueError(f"v has shape {tuple(v.shape)}: ksweep.scalar takes a 2D or 3D model")
@@ -269,7 +273,7 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
     if source_amplitudes is None and nt is None:
         raise ValueError("ksweep.scalar: give source_amplitudes, or nt for a run without sources")
     if receiver_locations is None:
-        raise NotImplementedError("ksweep.scalar: a run without receivers returns nothing ksweep computes")
+        raise ValueError("ksweep.scalar: give receiver_locations or source_locations (they say how many shots run)")
     rec = torch.as_tensor(receiver_locations).long()
     shots = rec.shape[0]
     if source_amplitudes is None:  # nt steps without sources: one silent source per shot
@@ -277,6 +281,15 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
         source_locations = torch.zeros(shots, 1, ndim, dtype=torch.long)
     amp = torch.as_tensor(source_amplitudes)
     src = torch.as_tensor(source_locations).long()
+    # No sources, or no receivers, per shot ([shot, 0, ...]): one absent point (-1) stands in, so
+    # that the run is the library's (an absent source injects nothing; an absent receiver's
+    # records are dropped below), and the data keep v's graph.
+    n_receivers = rec.shape[1] if rec.ndim == 3 else -1
+    if amp.ndim == 3 and src.ndim == 3 and amp.shape[1] == 0 and src.shape[1] == 0:
+        amp = torch.zeros(amp.shape[0], 1, amp.shape[2], dtype=amp.dtype, device=amp.device)
+        src = torch.full((src.shape[0], 1, src.shape[2]), -1, dtype=torch.long)
+    if n_receivers == 0:
+        rec = torch.full((rec.shape[0], 1, rec.shape[2]), -1, dtype=torch.long)
     if amp.dtype != v.dtype:
         raise TypeError(f"source_amplitudes has dtype {amp.dtype}, v has {v.dtype}: pass both in the same dtype")
     if amp.ndim != 3 or src.ndim != 3 or src.shape[:2] != amp.shape[:2] or src.shape[2] != ndim:
@@ -330,4 +343,6 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
     if ratio > 1:  # the data are band-limited by the source: every ratio-th sample is exact (an FFT
         data = data[..., ::ratio]  # cut of the record's truncated end would ring)
     data = data[..., :nt_user] * (~rec_absent).to(data.dtype).unsqueeze(-1)
+    if n_receivers == 0:
+        data = data[:, :0]
     return (None,) * (6 if ndim == 2 else 9) + (data,)

@@ -1,0 +1,65 @@
+#pragma once
+/// \file memory.hpp
+/// The memory a run will need, per component and place, from the sizes of its problem and its
+/// options, before anything is allocated (the padded grid's layout and the sizes of what the
+/// propagator, the gradient engine, the store and the optimizer allocate on it: core/sizes.hpp).
+/// The program checks it against the machine before reading the model's values; a library or
+/// Python caller asks it before building an Inversion or a Modeling. After the allocation,
+/// Inversion::memory() reports what was allocated.
+
+#include <ksweep/core/domain.hpp>
+#include <ksweep/core/geometry.hpp>
+#include <ksweep/fwi/inversion.hpp>
+#include <ksweep/fwi/physics.hpp>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace ksweep::fwi {
+
+/// Where a component lives.
+enum class Place { device, host, disk };
+
+struct MemoryItem {
+  std::string what;
+  Place place;
+  std::size_t bytes;
+};
+
+/// The components of one phase of a run (per rank).
+struct MemoryEstimate {
+  std::string phase;
+  std::vector<MemoryItem> items;
+  std::size_t total(Place p) const;
+};
+
+/// What the memory of a run depends on, known before any model value is read: the model grid
+/// and its absorbing layer, the order, the physics, the record length and the survey's size.
+struct RunShape {
+  core::ModelGrid grid;
+  core::PmlConfig pml;
+  int order = 4;
+  Physics physics = Physics::acoustic;
+  int nt = 0;
+  int n_shots = 0;
+  int n_receivers = 0;  ///< per shot (the most of any shot)
+};
+
+/// The shape of `problem`.
+RunShape run_shape(Problem const& problem);
+
+/// One rank of an inversion with `options` (its storage, optimizer and split of the model,
+/// options.domains) propagating `shots_per_rank` shots per launch: with a split model, the
+/// propagation's part is that of the largest subdomain and the optimizer's (models, moments,
+/// summed images) the whole model's.
+MemoryEstimate estimate_inversion(RunShape const& shape, Options const& options, int shots_per_rank);
+
+/// The forward modelling of every shot, `batch` shots per launch, in float or double (`fp64`),
+/// on the largest subdomain of `split`.
+MemoryEstimate estimate_modeling(RunShape const& shape, bool fp64, int batch, core::DomainSplit const& split = {});
+
+/// "device", "host" or "disk".
+std::string to_string(Place place);
+
+}  // namespace ksweep::fwi
