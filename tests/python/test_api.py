@@ -76,6 +76,34 @@ def test_inversion_keywords_are_the_key_table_s(program):
     assert a["loss"] == b["loss"]
 
 
+def test_inversion_memory_estimate_is_the_program_s():
+    """Inversion.memory_estimate(): the library's estimate (fwi::estimate_inversion) the program's
+    --dry-run prints, by component: the optimizer's vectors follow the optimizer, the saved steps
+    the storage dtype, and the totals are the items' sums."""
+    v, src, rec = layered((30, 40)), *survey((30, 40), 2, 10)
+    w = ksweep.ricker(10.0, 150, DT)
+    obs = np.zeros((2, rec.shape[1], 150), np.float32)
+    n = v.size
+
+    def estimate(**kw):
+        e = ksweep.Inversion(v, DH, DT, w, src, rec, obs, pml_width=6, **kw).memory_estimate()
+        for place in ("device", "host", "disk"):
+            assert e[place] == sum(b for _, p, b in e["items"] if p == place)
+        return {what: (place, b) for what, place, b in e["items"]}
+
+    adam = estimate(batch=2)
+    assert adam["models and Adam moments"] == ("device", (4 + 2) * n * 4)
+    lbfgs = estimate(optimizer="lbfgs", lbfgs_memory=3)
+    assert lbfgs["models and L-BFGS's 3 correction pairs"][1] > adam["models and Adam moments"][1]
+    fp16 = estimate(batch=2, storage_dtype="fp16")
+    steps = [k for k in adam if k.startswith("saved steps")][0]
+    steps16 = [k for k in fp16 if k.startswith("saved steps")][0]
+    assert steps16 == "saved steps (boundary, fp16, device)"
+    assert fp16[steps16][1] < 0.6 * adam[steps][1]
+    host = estimate(batch=2, storage_location="host")
+    assert [p for k, (p, _) in host.items() if k.startswith("saved steps")] == ["host"]
+
+
 def test_the_library_s_checks_reach_python():
     """What the program refuses, Python refuses too, by the library's own checks (they were
     accepted: NaN in the data, a NaN loss scale, order 4.9 truncated, lr <= 0, a vmax beyond the

@@ -686,6 +686,12 @@ class Inversion:
         """RMSE of the current density against true_density (NaN without one)."""
         return self._inv.rmse_density()
 
+    def memory_estimate(self) -> dict:
+        """The memory one rank was estimated to need before the inversion allocated it, as the
+        program's `--dry-run` prints it: {'phase', 'items': [(what, place, bytes)], 'device',
+        'host', 'disk'} (totals in bytes)."""
+        return dict(self._inv.memory_estimate())
+
     def images(self) -> dict:
         """The last evaluation's gradient and illuminations: {'grad', 'illum_src', 'illum_rec'}
         (and 'grad_rho' with variable density)."""

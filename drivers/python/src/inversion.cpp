@@ -12,6 +12,9 @@
 #include <ksweep/core/schedule.hpp>
 #include <ksweep/core/wavelet.hpp>
 #include <ksweep/fwi/inversion.hpp>
+#include <ksweep/fwi/memory.hpp>
+
+#include <algorithm>
 #include <ksweep/fwi/workflow.hpp>
 #include <ksweep/fwi/spectral.hpp>
 #include <ksweep/fwi/modeling.hpp>
@@ -158,6 +161,11 @@ class PyInversion {
       std::vector<fwi::Stage> st;
       for (auto const& [iterations, max_freq] : stages) st.push_back({iterations, max_freq});
       fwi::Stages plan(std::move(st), pb.wavelet, dt);
+      // What one rank will hold, estimated as the program estimates it (before the allocation).
+      comm::Communicator world;
+      int const groups = std::max(1, world.size() / std::max(1, o.domains.count()));
+      int const batch = o.method == fwi::Method::lbfgs ? pb.survey.n_shots : o.batch;
+      m_estimate = fwi::estimate_inversion(fwi::run_shape(pb), o, (batch + groups - 1) / groups);
       m_flow = std::make_unique<fwi::Workflow>(std::move(pb), std::move(o), std::move(plan), comm::Communicator());
       m_inv = &m_flow->inversion();
     });
@@ -196,6 +204,20 @@ class PyInversion {
     on_worker([&] { v = m_inv->density(); });
     return v.empty() ? py::object(py::none()) : py::object(shaped(v));
   }
+  /// The memory one rank was estimated to need before the allocation (fwi::estimate_inversion,
+  /// as `ksweep fwi --dry-run` prints it): {'phase', 'items': [(what, place, bytes)], 'device',
+  /// 'host', 'disk'} (totals in bytes).
+  py::dict memory_estimate() const {
+    py::dict d;
+    d["phase"] = m_estimate.phase;
+    py::list items;
+    for (auto const& i : m_estimate.items) items.append(py::make_tuple(i.what, fwi::to_string(i.place), i.bytes));
+    d["items"] = items;
+    for (auto p : {fwi::Place::device, fwi::Place::host, fwi::Place::disk})
+      d[fwi::to_string(p).c_str()] = m_estimate.total(p);
+    return d;
+  }
+
   py::dict images() const {
     fwi::Images img;
     on_worker([&] { img = m_inv->images(); });
@@ -301,6 +323,7 @@ class PyInversion {
   fwi::Inversion* m_inv = nullptr;  ///< the workflow's inversion
   std::size_t m_cells = 0;
   std::vector<int> m_shape;
+  fwi::MemoryEstimate m_estimate;
 };
 
 }  // namespace
@@ -316,6 +339,7 @@ void bind_inversion(py::module_& m) {
       .def("density", &PyInversion::density)
       .def("rmse_density", &PyInversion::rmse_density)
       .def("images", &PyInversion::images)
+      .def("memory_estimate", &PyInversion::memory_estimate)
       .def("iteration", &PyInversion::iteration)
       .def("rmse", &PyInversion::rmse)
       .def("state", &PyInversion::state)
