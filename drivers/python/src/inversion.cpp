@@ -13,8 +13,6 @@
 #include <ksweep/core/wavelet.hpp>
 #include <ksweep/fwi/inversion.hpp>
 #include <ksweep/fwi/memory.hpp>
-
-#include <algorithm>
 #include <ksweep/fwi/workflow.hpp>
 #include <ksweep/fwi/spectral.hpp>
 #include <ksweep/fwi/modeling.hpp>
@@ -26,6 +24,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
