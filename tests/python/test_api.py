@@ -60,7 +60,8 @@ def test_inversion_keywords_are_the_key_table_s(program):
     for k in ksweep.keys():
         assert k["key"] in text
     # The key's own limits, as the program words them, with the Python name.
-    v, src, rec = layered(12, 30), *survey(2, 30, 12)
+    v = layered((30, 40))
+    src, rec = survey((30, 40), 2, 10)
     w = ksweep.ricker(10.0, 120, DT)
     obs = np.zeros((2, rec.shape[1], 120), np.float32)
     for kw, needle in [({"lr": -1.0}, r"lr \(fwi.lr\) = -1 m/s must be > 0"),
@@ -99,7 +100,7 @@ def test_inversion_memory_estimate_is_the_program_s():
     steps = [k for k in adam if k.startswith("saved steps")][0]
     steps16 = [k for k in fp16 if k.startswith("saved steps")][0]
     assert steps16 == "saved steps (boundary, fp16, device)"
-    assert fp16[steps16][1] < 0.6 * adam[steps][1]
+    assert fp16[steps16][1] < 0.7 * adam[steps][1]  # 2 bytes a value, a scale per 64, the ring's padding
     host = estimate(batch=2, storage_location="host")
     assert [p for k, (p, _) in host.items() if k.startswith("saved steps")] == ["host"]
 

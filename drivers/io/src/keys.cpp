@@ -363,12 +363,15 @@ std::string bound_text(Key const& k) {
   return "";
 }
 
-/// Checks one number of `k` (`what`: the key, or an element of it).
-void check_number(Key const& k, std::string const& what, double v) {
-  KSWEEP_REQUIRE(std::isfinite(v), what << " = " << v << " must be a finite number");
+/// Checks one number of `k` (`what`: the key, or an element of it); an integer is said as one.
+template <class T>
+void check_number(Key const& k, std::string const& what, T value) {
+  double const v = static_cast<double>(value);
+  std::string const text = std::is_integral_v<T> ? std::to_string(value) : number(v);
+  KSWEEP_REQUIRE(std::isfinite(v), what << " = " << text << " must be a finite number");
   bool const ok =
       (!k.min || (k.min_open ? v > *k.min : v >= *k.min)) && (!k.max || (k.max_open ? v < *k.max : v <= *k.max));
-  KSWEEP_REQUIRE(ok, what << " = " << v << (k.unit.empty() ? "" : " ") << k.unit << " must be " << bound_text(k)
+  KSWEEP_REQUIRE(ok, what << " = " << text << (k.unit.empty() ? "" : " ") << k.unit << " must be " << bound_text(k)
                           << (k.note.empty() ? "" : " (") << k.note << (k.note.empty() ? "" : ")"));
 }
 
@@ -472,7 +475,7 @@ void check_key(Key const& key, Config const& config, std::string const& keyword)
         using T = std::decay_t<decltype(v)>;
         if constexpr (std::is_same_v<T, int> || std::is_same_v<T, double>) {
           if (key.choices != nullptr) check_name(key, what, std::to_string(v));
-          else check_number(key, what, static_cast<double>(v));
+          else check_number(key, what, v);
         } else if constexpr (std::is_same_v<T, std::string>) {
           if (key.choices != nullptr) check_name(key, what, v);
         } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {

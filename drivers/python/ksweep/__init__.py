@@ -580,6 +580,8 @@ class Inversion:
                  source_locations=None, receiver_locations=None, observed_data=None, *, true_model=None,
                  density=None, true_density=None, location_units: str = "cells", options: Optional[Options] = None,
                  **keywords):
+        if isinstance(dh, Options):  # Inversion(problem, options)
+            options, dh = dh, None
         if isinstance(v, Problem):
             if any(x is not None for x in (dh, dt, wavelet, source_locations, receiver_locations, observed_data,
                                            true_model, density, true_density)):
@@ -591,8 +593,6 @@ class Inversion:
                                                                    p.observed_data)
             true_model, density, true_density, location_units = (p.true_model, p.density, p.true_density,
                                                                  p.location_units)
-        if isinstance(dh, Options):
-            options, dh = dh, None
         if any(x is None for x in (dh, dt, wavelet, source_locations, receiver_locations, observed_data)):
             raise TypeError("Inversion takes a Problem, or v, dh, dt, wavelet, source_locations, "
                             "receiver_locations and observed_data")
