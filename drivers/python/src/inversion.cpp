@@ -49,7 +49,9 @@ namespace {
 /// checked against the key's limits and choices as the program checks the key.
 io::Config options_config(py::dict const& keywords) {
   io::Config c;
-  for (auto const& [name_object, value] : keywords) {
+  for (auto const& item : keywords) {
+    // Named handles, not structured bindings: a lambda below captures them (C++17).
+    py::handle const name_object = item.first, value = item.second;
     std::string const name = py::str(name_object);
     io::Key const* key = nullptr;
     std::string known;
