@@ -330,22 +330,19 @@ class InputChecks {
   void memory() {
     auto const& survey = in.survey;
     int const nr = survey.n_receivers;
-    int const batch = f.optimizer == "lbfgs" ? survey.n_shots : f.batch;
     auto const split = domain_split(cfg, grid);
     check_split_run(cfg, grid, split, survey, comm);
-    int const groups = comm.size() / split.count();
-    int const shots_per_rank = (batch + groups - 1) / groups;
     // The modelling of the observed data (when modelled) and of the final model's data.
     std::vector<MemoryEstimate> phases{
         estimate_model(cfg, shape, survey.n_shots, nr, false, cfg.propagator.batch, split),
-        estimate_fwi(cfg, shape, survey.n_shots, nr, shots_per_rank, split)};
+        estimate_fwi(cfg, shape, survey.n_shots, nr, comm.size(), split)};
     auto const mm = machine_memory(cfg);
     if (opt.dry_run && comm.is_root()) std::printf("%s", memory_table(phases, mm, comm.local_size()).c_str());
     collectively(comm, [&] {
       try {
         check_memory(phases, mm, comm.local_size());
       } catch (Error const& e) {
-        throw Error(std::string(e.what()) + smallest_split(cfg, shape, survey.n_shots, nr, batch, mm, split));
+        throw Error(std::string(e.what()) + smallest_split(cfg, shape, survey.n_shots, nr, mm, split));
       }
     });
   }

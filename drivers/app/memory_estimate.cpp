@@ -52,11 +52,11 @@ std::size_t read_number(std::string const& path) {
 
 }  // namespace
 
-MemoryEstimate estimate_fwi(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers,
-                            int shots_per_rank, core::DomainSplit const& split) {
+MemoryEstimate estimate_fwi(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers, int ranks,
+                            core::DomainSplit const& split) {
   fwi::Options o = inversion_options(cfg, model_grid(vm), 0);  // the options the run will take
   o.domains = split;
-  return fwi::estimate_inversion(shape_of(cfg, vm, n_shots, n_receivers), o, shots_per_rank);
+  return fwi::estimate_inversion(shape_of(cfg, vm, n_shots, n_receivers), o, ranks);
 }
 
 MemoryEstimate estimate_model(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers,
@@ -206,14 +206,14 @@ void check_memory(std::vector<MemoryEstimate> const& phases, MachineMemory const
   }
 }
 
-std::string smallest_split(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers, int batch,
+std::string smallest_split(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers,
                            MachineMemory const& mm, core::DomainSplit const& tried) {
   core::ModelGrid const grid = model_grid(vm);
   int const radius = cfg.propagator.order / 2, dim = grid.dim();
   auto fits = [&](core::DomainSplit const& s) {
     try {
       core::check_split(grid, s, radius, s.count());
-      check_memory({estimate_fwi(cfg, vm, n_shots, n_receivers, batch, s)}, mm, s.count());
+      check_memory({estimate_fwi(cfg, vm, n_shots, n_receivers, s.count(), s)}, mm, s.count());  // one shot group
       return true;
     } catch (Error const&) {
       return false;

@@ -19,12 +19,12 @@ using fwi::MemoryEstimate;
 using fwi::MemoryItem;
 using fwi::Place;
 
-/// Memory of one rank of `ksweep fwi` (the inversion, `shots_per_rank` shots per launch) on the
+/// Memory of one rank of `ksweep fwi` on `ranks` ranks (fwi::estimate_inversion) on the
 /// model `vm` (2D or 3D; its size is what counts).
 /// With a split model (`split`), the propagation's part is that of the largest subdomain and
 /// the optimizer's (models, moments, summed images) the whole model's.
-MemoryEstimate estimate_fwi(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers,
-                            int shots_per_rank, core::DomainSplit const& split = {});
+MemoryEstimate estimate_fwi(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers, int ranks,
+                            core::DomainSplit const& split = {});
 /// Memory of the forward modelling of every shot (`ksweep model`, and the observed and final
 /// data of `ksweep fwi`: on rank 0, or with a split model (`split`) on the largest subdomain).
 MemoryEstimate estimate_model(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers,
@@ -53,8 +53,8 @@ void check_memory(std::vector<MemoryEstimate> const& phases, MachineMemory const
 
 /// For a run that does not fit (check_memory threw): the smallest split of the model (fewest
 /// subdomains beyond `tried`, parallel.domains) whose inversion phase fits each rank with one
-/// shot group of `batch` shots per rank, as a line for the error message.
-std::string smallest_split(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers, int batch,
+/// shot group (the batch over its ranks), as a line for the error message.
+std::string smallest_split(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers,
                            MachineMemory const& mm, core::DomainSplit const& tried);
 
 }  // namespace ksweep::app

@@ -79,8 +79,11 @@ RunShape run_shape(Problem const& problem) {
   return s;
 }
 
-MemoryEstimate estimate_inversion(RunShape const& shape, Options const& options, int shots_per_rank) {
+MemoryEstimate estimate_inversion(RunShape const& shape, Options const& options, int ranks) {
   auto const& split = options.domains;
+  int const batch = options.method == Method::lbfgs ? shape.n_shots : options.batch;
+  int const groups = std::max(1, ranks / std::max(1, split.count()));
+  int const shots_per_rank = (batch + groups - 1) / groups;
   // A split model: the propagation on the largest subdomain, the optimizer on the whole model.
   Padded const L = largest_part(shape, split);
   sz const S = static_cast<sz>(std::max(shots_per_rank, 1)), R = sizeof(float), n = static_cast<sz>(shape.grid.cells());

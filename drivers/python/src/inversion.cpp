@@ -24,7 +24,6 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -66,8 +65,8 @@ io::Config options_config(py::dict const& keywords) {
           auto& out = field(c);
           using T = std::decay_t<decltype(out)>;
           // As strict as the file's reader: no float or bool for an integer, no number for a bool.
-          bool const is_bool = py::isinstance<py::bool_>(value) ||
-                               py::str(value.get_type()).cast<std::string>() == "<class 'numpy.bool_'>";
+          bool const is_bool =
+              py::isinstance<py::bool_>(value) || py::isinstance(value, py::module_::import("numpy").attr("bool_"));
           if constexpr (std::is_same_v<T, int>)
             KSWEEP_REQUIRE(!is_bool && (py::isinstance<py::int_>(value) || py::hasattr(value, "__index__")),
                            name << " = " << shown(py::repr(value).cast<std::string>()) << " must be an integer ("
@@ -163,10 +162,7 @@ class PyInversion {
       for (auto const& [iterations, max_freq] : stages) st.push_back({iterations, max_freq});
       fwi::Stages plan(std::move(st), pb.wavelet, dt);
       // What one rank will hold, estimated as the program estimates it (before the allocation).
-      comm::Communicator world;
-      int const groups = std::max(1, world.size() / std::max(1, o.domains.count()));
-      int const batch = o.method == fwi::Method::lbfgs ? pb.survey.n_shots : o.batch;
-      m_estimate = fwi::estimate_inversion(fwi::run_shape(pb), o, (batch + groups - 1) / groups);
+      m_estimate = fwi::estimate_inversion(fwi::run_shape(pb), o, comm::Communicator().size());
       m_flow = std::make_unique<fwi::Workflow>(std::move(pb), std::move(o), std::move(plan), comm::Communicator());
       m_inv = &m_flow->inversion();
     });

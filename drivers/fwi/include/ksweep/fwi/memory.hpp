@@ -50,10 +50,11 @@ struct RunShape {
 RunShape run_shape(Problem const& problem);
 
 /// One rank of an inversion with `options` (its storage, optimizer and split of the model,
-/// options.domains) propagating `shots_per_rank` shots per launch: with a split model, the
-/// propagation's part is that of the largest subdomain and the optimizer's (models, moments,
-/// summed images) the whole model's.
-MemoryEstimate estimate_inversion(RunShape const& shape, Options const& options, int shots_per_rank);
+/// options.domains) on `ranks` ranks: they form ranks / domains shot groups, each rank
+/// propagating its share of a batch (Adam's options.batch, or every shot for L-BFGS) per
+/// launch. With a split model, the propagation's part is that of the largest subdomain and the
+/// optimizer's (models, moments, summed images) the whole model's.
+MemoryEstimate estimate_inversion(RunShape const& shape, Options const& options, int ranks = 1);
 
 /// The forward modelling of every shot, `batch` shots per launch, in float or double (`fp64`),
 /// on the largest subdomain of `split`.
