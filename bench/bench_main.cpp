@@ -10,6 +10,7 @@
 #include "bench_context.hpp"
 
 #include <ksweep/base/config.hpp>
+#include <ksweep/base/revision.hpp>
 #include <ksweep/core/runtime.hpp>
 
 #include <Kokkos_Core.hpp>

@@ -7,6 +7,7 @@
 #include "bench_context.hpp"
 
 #include <ksweep/base/config.hpp>
+#include <ksweep/base/revision.hpp>
 
 #include <benchmark/benchmark.h>
 

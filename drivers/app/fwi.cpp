@@ -40,22 +40,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// The model as written to HDF5: [nz][nx], or [nz][ny][nx] in 3D.
-io::Dataset dataset(io::VelocityModel const& truth, std::string name, std::vector<float> data) {
-  return truth.ny > 0 ? io::Dataset{std::move(name), truth.nz, truth.ny, std::move(data), truth.nx}
-                      : io::Dataset{std::move(name), truth.nz, truth.nx, std::move(data)};
-}
-
-/// A model file: vp, and rho when `rho` is not empty.
-void write_models(fs::path const& path, io::VelocityModel const& truth, std::vector<float> const& vp,
-                  std::vector<float> const& rho) {
-  if (rho.empty()) {
-    io::write_model(path, vp, truth.nz, truth.nx, truth.dh, "vp", truth.ny);
-    return;
-  }
-  io::write_datasets(path, {dataset(truth, "vp", vp), dataset(truth, "rho", rho)}, truth.dh);
-}
-
 /// wavelet.h5: the run's source wavelet over the whole band ("wavelet"), the Ricker reference of
 /// an estimate ("reference"), and each stage's low-passed wavelet ("stage_1", ...).
 void write_wavelet_file(fs::path const& path, io::Config const& cfg, Inputs const& in) {
@@ -99,53 +83,29 @@ struct Outputs {
     if (f.save_models) {
       std::snprintf(name, sizeof name, "model_%04d.h5", t);
       make_directory(out / "models");
-      write_models(out / "models" / name, truth, vf, rf);
+      io::write_models(out / "models" / name, truth, vf, rf);
     }
     if (figures) {
       auto img = inv.images();
       std::snprintf(name, sizeof name, "epoch_%04d.h5", t);
       make_directory(out / "epochs");
-      std::vector<io::Dataset> sets{dataset(truth, "vp", vf), dataset(truth, "grad", std::move(img.grad)),
-                                    dataset(truth, "illum_src", std::move(img.illum_src)),
-                                    dataset(truth, "illum_rec", std::move(img.illum_rec))};
+      std::vector<io::Dataset> sets{io::model_dataset(truth, "vp", vf),
+                                    io::model_dataset(truth, "grad", std::move(img.grad)),
+                                    io::model_dataset(truth, "illum_src", std::move(img.illum_src)),
+                                    io::model_dataset(truth, "illum_rec", std::move(img.illum_rec))};
       if (vd) {
-        sets.push_back(dataset(truth, "rho", rf));
-        sets.push_back(dataset(truth, "grad_rho", std::move(img.grad_density)));
+        sets.push_back(io::model_dataset(truth, "rho", rf));
+        sets.push_back(io::model_dataset(truth, "grad_rho", std::move(img.grad_density)));
       }
       io::write_datasets(out / "epochs" / name, sets, truth.dh);
     }
     summary["iterations"] = history;
-    auto const mem = inv.memory();
-    summary["memory"] = {{"strategy", mem.strategy},
-                         {"location", mem.location},
-                         {"dtype", mem.dtype},
-                         {"boundary_bytes", mem.boundary_bytes},
-                         {"layer_term_bytes", mem.layer_term_bytes},
-                         {"staging_bytes", mem.staging_bytes},
-                         {"wavefield_bytes", mem.wavefield_bytes},
-                         {"seed_bytes", mem.seed_bytes},
-                         {"image_bytes", mem.image_bytes},
-                         {"observed_bytes", mem.observed_bytes},
-                         {"synthetic_bytes", mem.synthetic_bytes},
-                         {"peak_device_bytes", mem.peak_device_bytes}};
+    summary["memory"] = fwi::to_json(inv.memory());
     io::write_json_atomic(out / "summary.json", summary);
     if (checkpoint) {
-      auto const st = inv.state();
-      io::Checkpoint c;
+      io::Checkpoint c = fwi::to_checkpoint(cfg, inv.state());
       c.run = in.run;
-      c.iteration = t;
-      c.rng = st.rng;
       c.history = history;
-      c.model = vf;
-      c.model.insert(c.model.end(), rf.begin(), rf.end());
-      c.parameters = vd ? 2 : 1;
-      c.moments = vd ? static_cast<int>(f.invert.size()) : 1;
-      // L-BFGS keeps no moments (zeros there) but its memory, so that a resumed run takes the
-      // uninterrupted run's steps.
-      std::size_t const nm = static_cast<std::size_t>(c.moments) * vf.size();
-      c.m = st.first.empty() ? std::vector<float>(nm, 0.f) : st.first;
-      c.v = st.second.empty() ? std::vector<float>(nm, 0.f) : st.second;
-      if (f.optimizer == "lbfgs") copy_lbfgs(st.lbfgs, c.lbfgs);
       io::write_checkpoint(out / "checkpoint.bin", c);
       last_checkpoint = out / "checkpoint.bin";
       last_checkpoint_iteration = t;
@@ -153,11 +113,9 @@ struct Outputs {
   }
 };
 
-/// synthetic.h5 (and synthetic.segy beside a SEG-Y fwi.observed): the data of the final model
-/// with the run's wavelet over the whole band, at the observed data's own sampling interval and
-/// length (resampled back from time.dt, band-limited), with the survey's geometry: what a
-/// geophysicist compares with the field data (rank 0).
-/// The final model's data (rank 0, or every rank of `ranks` for a split model).
+/// The final model's data (rank 0, or every rank of `ranks` for a split model): synthetic.h5 (and
+/// synthetic.segy beside a SEG-Y fwi.observed) hold them at the observed data's own sampling,
+/// with the survey's geometry: what a geophysicist compares with the field data.
 io::RecordsFile final_synthetic(io::Config const& cfg, Inputs const& in, fwi::Inversion const& inv,
                                 comm::Communicator const* ranks, bool root) {
   if (root) std::printf("modelling the final model's data (%d shots)\n", in.survey.n_shots);
@@ -165,10 +123,9 @@ io::RecordsFile final_synthetic(io::Config const& cfg, Inputs const& in, fwi::In
   io::VelocityModel final_model = in.truth;
   final_model.vp = inv.model();
   std::vector<float> const rho = inv.density();
-  auto syn = model_observed(cfg, final_model, in.survey, false, in.wavelet, rho.empty() ? nullptr : &rho, ranks);
-  auto const [dt, nt] = in.obs_axis;
-  if (nt > 0 && (nt != syn.nt || std::abs(dt - syn.dt) > 1e-9 * dt)) syn = io::resample_records(syn, nt, dt);
-  return syn;
+  throw_if_stopped("modelling");
+  return fwi::final_data(cfg, final_model, in.survey, in.wavelet, rho.empty() ? nullptr : &rho, in.obs_axis, ranks,
+                         between_batches(false));
 }
 
 void write_synthetic(io::Config const& cfg, io::RecordsFile const& syn, fs::path const& out) {
@@ -249,11 +206,9 @@ class FwiRun {
     std::fflush(stdout);
     io::VelocityModel start = in.truth;
     start.vp = in.v0;
-    auto const reference = ricker_wavelet(cfg);
-    auto const syn =
-        model_observed(cfg, start, in.survey, false, reference, variable_density(cfg) ? &in.rho0 : nullptr, ranks);
-    in.estimate = fwi::estimate_wavelet(in.obs.data, syn.data, reference, in.survey.n_shots, cfg.time.nt,
-                                        in.survey.n_receivers, cfg.time.dt, cfg.wavelet.stabilisation);
+    throw_if_stopped("modelling");
+    in.estimate = fwi::estimate_source(cfg, start, in.survey, in.obs.data, variable_density(cfg) ? &in.rho0 : nullptr,
+                                       ranks, between_batches(false));
     in.wavelet = in.estimate.wavelet;
     if (comm.is_root())
       std::printf(
@@ -262,24 +217,10 @@ class FwiRun {
           in.estimate.residual, in.estimate.residual_reference);
   }
 
-  /// Frequency continuation's stages (the library's) from the run's wavelet. A stage's low-pass
-  /// spreads the wavelet before t = 0, where no source acts: the filtered data keep what the
-  /// filtered wavelet loses (warned of).
+  /// Frequency continuation's stages (the library's) from the run's wavelet, with their warnings.
   void make_stages() {
-    std::vector<fwi::Stage> stages;
-    for (auto const& st : f.stages) stages.push_back({st.iterations, st.max_freq});
-    in.stages = fwi::Stages(std::move(stages), in.wavelet, cfg.time.dt);
-    if (!comm.is_root()) return;
-    for (std::size_t k = 0; k < f.stages.size(); ++k) {
-      double const outside = in.stages.outside(static_cast<int>(k));
-      if (outside > 0.01)
-        std::fprintf(stderr,
-                     "ksweep: warning: stage %zu's wavelet (low-passed below %g Hz) has %.1f %% of its energy before "
-                     "t = 0 or past the record, which the modelling cannot inject while the data low-passed alike "
-                     "keep it; a source that starts at least 1 / max_freq = %g s after t = 0 avoids this (or "
-                     "raise the stage's max_freq)\n",
-                     k + 1, f.stages[k].max_freq, 100 * outside, 1 / f.stages[k].max_freq);
-    }
+    in.stages = fwi::make_stages(cfg, in.wavelet);
+    if (comm.is_root()) warn(fwi::stage_warnings(in.stages));
   }
 
   /// First writes (the result folders are made when their first file is written); every rank
@@ -297,19 +238,12 @@ class FwiRun {
   /// The library's workflow (resumed from the checkpoint), the model files, the summary's
   /// header and the run's first lines.
   void start() {
-    options = inversion_options(cfg, model_grid(in.truth), in.water);
+    options = fwi::inversion_options(cfg, model_grid(in.truth), in.water);
     flow = std::make_unique<fwi::Workflow>(inversion_problem(cfg, in), options, in.stages, comm);
-    if (in.resuming) {
-      auto const n = static_cast<std::ptrdiff_t>(in.ck.model.size() / static_cast<std::size_t>(in.ck.parameters));
-      std::vector<float> vp(in.ck.model.begin(), in.ck.model.begin() + n),
-          rho(in.ck.model.begin() + n, in.ck.model.end());
-      fwi::State s{in.ck.iteration, in.ck.rng, std::move(vp), std::move(rho), in.ck.m, in.ck.v, -1, {}};
-      if (in.ck.lbfgs.pairs >= 0) copy_lbfgs(in.ck.lbfgs, s.lbfgs);
-      flow->restore(std::move(s));  // Adam counts its steps from the start of the stage
-    }
+    if (in.resuming) flow->restore(fwi::from_checkpoint(in.ck));  // Adam counts its steps from the stage's start
     if (comm.is_root() && !in.in_place) {
-      write_models(out / "true_model.h5", in.truth, in.truth.vp, in.rho_true);
-      write_models(out / "initial_model.h5", in.truth, in.v0, in.rho0);
+      io::write_models(out / "true_model.h5", in.truth, in.truth.vp, in.rho_true);
+      io::write_models(out / "initial_model.h5", in.truth, in.v0, in.rho0);
     }
     o.emplace(Outputs{cfg, out, in, {}, in.resuming ? in.ck.history : nlohmann::json::array(), {}, 0, 0});
     if (in.resuming) {  // where the last good checkpoint is, for the messages of a stopped run
@@ -432,7 +366,7 @@ class FwiRun {
     std::string write_error;
     if (comm.is_root()) try {
         core::ScopedRegion region("ksweep::fwi::output");
-        write_models(out / "model_final.h5", in.truth, inv.model(), inv.density());
+        io::write_models(out / "model_final.h5", in.truth, inv.model(), inv.density());
       } catch (std::exception const& e) {
         write_error = e.what();
       }

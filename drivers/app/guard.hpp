@@ -3,6 +3,7 @@
 // results), and the stop requests from SIGINT / SIGTERM, honoured at safe points.
 
 #include <ksweep/base/error.hpp>
+#include <ksweep/comm/collective.hpp>
 #include <ksweep/comm/communicator.hpp>
 
 #include <exception>
@@ -37,18 +38,6 @@ class Interrupted : public std::exception {
   std::string m_message;
 };
 
-/// An error found by every rank at the same point (the same values on all ranks): main
-/// reports it once and every rank exits normally with code 1, unwinding (so scratch folders
-/// are removed) instead of being killed by MPI_Abort.
-class CollectiveError : public std::exception {
- public:
-  explicit CollectiveError(std::string message) : m_message(std::move(message)) {}
-  char const* what() const noexcept override { return m_message.c_str(); }
-
- private:
-  std::string m_message;
-};
-
 /// Throws Interrupted when SIGINT or SIGTERM has been received, saying the run stopped while
 /// `doing` and wrote nothing: the check of long phases before the first write.
 void throw_if_stopped(char const* doing);
@@ -59,45 +48,13 @@ std::string signal_name(int signal);
 /// Collective: the signal any rank received (0 when none), the same on every rank.
 int agree_stop(comm::Communicator const& comm, bool locally_stopped = false);
 
-// --- Ranks that must agree ------------------------------------------------------------------
+// --- Ranks that must agree (ksweep/comm/collective.hpp) -------------------------------------
 
-/// Collective: every rank must hold the same `text` (compared by SHA-256 against rank 0's).
-/// When some do not, throws CollectiveError on every rank naming `what` and the ranks that
-/// differ, so that ranks started with different arguments or inputs stop together at start.
-void agree_on(comm::Communicator const& comm, std::string const& what, std::string const& text);
-
-/// Collective: `error` is what this rank found (empty: nothing). When any rank found an error,
-/// every rank throws CollectiveError: rank 0's message when rank 0 failed (main prints it once),
-/// else each failing rank prints its own, naming its rank, and the CollectiveError is empty.
-void settle(comm::Communicator const& comm, std::string const& error);
-
-/// Collective: the value of `f()` on every rank; a ksweep::Error on any rank stops every rank
-/// together (settle), instead of one rank aborting the others.
-template <class F>
-auto on_every_rank(comm::Communicator const& comm, F&& f) {
-  std::optional<decltype(f())> value;
-  std::string error;
-  try {
-    value.emplace(f());
-  } catch (Error const& e) {
-    error = e.what();
-  }
-  settle(comm, error);
-  return std::move(*value);
-}
-
-/// Collective: runs `f` (work of every rank, or of rank 0 alone), catching ksweep::Error (its
-/// message behind `prefix`), then settle: every rank stops together when any failed.
-template <class F>
-void collectively(comm::Communicator const& comm, F&& f, std::string const& prefix = {}) {
-  std::string error;
-  try {
-    f();
-  } catch (Error const& e) {
-    error = prefix + e.what();
-  }
-  settle(comm, error);
-}
+using comm::agree_on;
+using comm::CollectiveError;
+using comm::collectively;
+using comm::on_every_rank;
+using comm::settle;
 
 // --- Output folder -------------------------------------------------------------------------
 

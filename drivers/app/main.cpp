@@ -168,6 +168,123 @@ void warn_low_address_space() {
       static_cast<unsigned long long>(rl.rlim_cur >> 20), static_cast<unsigned long long>(rl.rlim_cur >> 10));
 }
 
+namespace {
+
+/// Every rank must run the same command: compared before anything else, since a rank running
+/// `model` beside one running `fwi`, or with other options, would otherwise hang or end in a
+/// raw MPI error. Returns false (said once) when they differ.
+bool same_command_everywhere(ksweep::comm::Communicator const& comm, int argc, char** argv) {
+  std::string args;
+  for (int i = 1; i < argc; ++i) args += std::string(argv[i]) + '\n';
+  try {
+    ksweep::comm::agree_on(comm, "the command line (subcommand, options and --set values)", args);
+  } catch (ksweep::comm::CollectiveError const& e) {
+    if (comm.is_root() && *e.what() != '\0') std::fprintf(stderr, "ksweep: error: %s\n", e.what());
+    return false;
+  }
+  return true;
+}
+
+/// The command line: the subcommands and their options.
+struct Command {
+  CLI::App app{"ksweep: 2D and 3D acoustic modelling and full-waveform inversion"};
+  CLI::App* info = app.add_subcommand("info", "backends, Kokkos configuration, threads, MPI, versions");
+  CLI::App* model = app.add_subcommand("model", "forward-model every shot of a config into OUT/observed.h5");
+  CLI::App* fwi = app.add_subcommand("fwi", "full-waveform inversion (MPI shot-parallel)");
+  CLI::App* keys = app.add_subcommand("keys", "the configuration keys: type, default, allowed values, meaning");
+  std::string config, out;
+  std::vector<std::string> sets;
+  bool markdown = false;
+  ksweep::app::RunOptions opt;
+
+  Command(int argc, char** argv) {
+    app.require_subcommand(1);
+    for (int i = 0; i < argc; ++i) opt.argv.emplace_back(argv[i]);
+    keys->add_flag("--markdown", markdown, "as the README's Markdown table");
+    for (auto* sc : {model, fwi}) {
+      sc->add_option("--config,-c", config, "TOML configuration file")->required()->check(CLI::ExistingFile);
+      sc->add_option("--out,-o", out, "output folder")->required();
+      sc->add_option("--set", sets, "override: section.key=value (repeatable)")->take_all();
+      sc->add_flag("--overwrite", opt.overwrite, "replace the results of another run in the output folder");
+      sc->add_flag("--dry-run", opt.dry_run, "check the inputs, print the memory estimate and exit (writes nothing)");
+    }
+    fwi->add_option("--resume", opt.resume, "folder of an earlier run whose checkpoint to continue from");
+  }
+
+  /// Parses the arguments; returns the exit code when the program ends here (help, `keys`, a
+  /// usage error, said on rank 0), else -1.
+  int parse(ksweep::comm::Communicator const& comm, int argc, char** argv) {
+    if (argc >= 2 && argv[1][0] != '-' && !known_subcommand(argv[1])) {
+      if (comm.is_root())
+        std::fprintf(stderr,
+                     "ksweep: error: unknown subcommand '%s' (allowed: info, model, fwi, keys); see ksweep --help\n",
+                     ksweep::shown(argv[1]).c_str());
+      return 2;
+    }
+    try {
+      app.parse(argc, argv);
+    } catch (CLI::ParseError const& e) {
+      if (e.get_exit_code() == 0) return comm.is_root() ? app.exit(e) : 0;  // --help
+      if (comm.is_root())
+        std::fprintf(stderr, "ksweep: error: %s; see ksweep --help\n", ksweep::shown(e.what(), 2000).c_str());
+      return 2;
+    }
+    opt.out = out;
+    if ((*fwi || *model) && out.empty()) {
+      if (comm.is_root()) std::fprintf(stderr, "ksweep: error: --out '' names no folder: give the output folder\n");
+      return 2;
+    }
+    if (*fwi && fwi->count("--resume") > 0 && opt.resume.empty()) {
+      if (comm.is_root())
+        std::fprintf(stderr,
+                     "ksweep: error: --resume '' names no folder: give the output folder of the run to "
+                     "continue (the one holding its checkpoint.bin)\n");
+      return 2;
+    }
+    if (*keys) {
+      if (comm.is_root())
+        std::fputs((markdown ? ksweep::io::key_table_markdown() : ksweep::io::key_table_text()).c_str(), stdout);
+      return 0;
+    }
+    return -1;
+  }
+
+  /// Runs the subcommand with Kokkos started; a stop or an error found by every rank becomes the
+  /// exit code (128 + signal, or 1), said once; any other error ends every rank (MPI_Abort).
+  int run(ksweep::comm::Communicator const& comm, int argc, char** argv) const {
+    try {
+      begin_startup("Kokkos");
+      ksweep::core::KokkosSession kokkos(argc, argv, comm.local_rank());
+      end_startup();
+      try {
+        if (*info) return run_info(comm);
+        auto const cfg = load_config_on_every_rank(comm, config, sets);
+        return *model ? ksweep::app::run_model(cfg, opt, comm) : ksweep::app::run_fwi(cfg, opt, comm);
+      } catch (ksweep::app::Interrupted const& e) {
+        // Every rank got here at the same point; the scratch folders were removed on the way.
+        if (comm.is_root()) std::fprintf(stderr, "ksweep: %s\n", e.what());
+        std::fflush(stderr);
+        return 128 + e.signal();
+      } catch (ksweep::comm::CollectiveError const& e) {
+        if (comm.is_root() && *e.what() != '\0') std::fprintf(stderr, "ksweep: error: %s\n", e.what());
+        std::fflush(stderr);
+        return 1;
+      }
+    } catch (std::bad_alloc const& e) {
+      end_startup();
+      comm.abort(out_of_memory(e.what()), 1);
+    } catch (std::exception const& e) {
+      end_startup();
+      std::string const what = e.what();
+      if (what.find("failed to allocate") != std::string::npos) comm.abort(out_of_memory(what), 1);
+      comm.abort(explain_errors(e.what()), 1);
+    }
+    return 1;
+  }
+};
+
+}  // namespace
+
 int main(int argc, char** argv) {
   std::atexit(startup_exit);
   std::signal(SIGABRT, startup_abort);
@@ -177,103 +294,8 @@ int main(int argc, char** argv) {
   ksweep::comm::Communicator comm;
   end_startup();
   ksweep::app::install_signal_handlers();
-  // Every rank must run the same command: compared before anything else, since a rank running
-  // `model` beside one running `fwi`, or with other options, would otherwise hang or end in a
-  // raw MPI error.
-  {
-    std::string args;
-    for (int i = 1; i < argc; ++i) args += std::string(argv[i]) + '\n';
-    try {
-      ksweep::app::agree_on(comm, "the command line (subcommand, options and --set values)", args);
-    } catch (ksweep::app::CollectiveError const& e) {
-      if (comm.is_root() && *e.what() != '\0') std::fprintf(stderr, "ksweep: error: %s\n", e.what());
-      return 1;
-    }
-  }
-  if (argc >= 2 && argv[1][0] != '-' && !known_subcommand(argv[1])) {
-    if (comm.is_root())
-      std::fprintf(stderr,
-                   "ksweep: error: unknown subcommand '%s' (allowed: info, model, fwi, keys); see ksweep --help\n",
-                   ksweep::shown(argv[1]).c_str());
-    return 2;
-  }
-  CLI::App app{"ksweep: 2D and 3D acoustic modelling and full-waveform inversion"};
-  app.require_subcommand(1);
-  std::string config;
-  std::vector<std::string> sets;
-  ksweep::app::RunOptions opt;
-  for (int i = 0; i < argc; ++i) opt.argv.emplace_back(argv[i]);
-  std::string out;
-  auto* info = app.add_subcommand("info", "backends, Kokkos configuration, threads, MPI, versions");
-  auto* model = app.add_subcommand("model", "forward-model every shot of a config into OUT/observed.h5");
-  auto* fwi = app.add_subcommand("fwi", "full-waveform inversion (MPI shot-parallel)");
-  auto* keys = app.add_subcommand("keys", "the configuration keys: type, default, allowed values, meaning");
-  bool markdown = false;
-  keys->add_flag("--markdown", markdown, "as the README's Markdown table");
-  for (auto* sc : {model, fwi}) {
-    sc->add_option("--config,-c", config, "TOML configuration file")->required()->check(CLI::ExistingFile);
-    sc->add_option("--out,-o", out, "output folder")->required();
-    sc->add_option("--set", sets, "override: section.key=value (repeatable)")->take_all();
-    sc->add_flag("--overwrite", opt.overwrite, "replace the results of another run in the output folder");
-    sc->add_flag("--dry-run", opt.dry_run, "check the inputs, print the memory estimate and exit (writes nothing)");
-  }
-  fwi->add_option("--resume", opt.resume, "folder of an earlier run whose checkpoint to continue from");
-  try {
-    app.parse(argc, argv);
-  } catch (CLI::ParseError const& e) {
-    if (e.get_exit_code() == 0) return comm.is_root() ? app.exit(e) : 0;  // --help
-    if (comm.is_root())
-      std::fprintf(stderr, "ksweep: error: %s; see ksweep --help\n", ksweep::shown(e.what(), 2000).c_str());
-    return 2;
-  }
-  opt.out = out;
-  if ((*fwi || *model) && out.empty()) {
-    if (comm.is_root()) std::fprintf(stderr, "ksweep: error: --out '' names no folder: give the output folder\n");
-    return 2;
-  }
-  if (*fwi && fwi->count("--resume") > 0 && opt.resume.empty()) {
-    if (comm.is_root())
-      std::fprintf(stderr,
-                   "ksweep: error: --resume '' names no folder: give the output folder of the run to "
-                   "continue (the one holding its checkpoint.bin)\n");
-    return 2;
-  }
-  if (*keys) {
-    if (comm.is_root())
-      std::fputs((markdown ? ksweep::io::key_table_markdown() : ksweep::io::key_table_text()).c_str(), stdout);
-    return 0;
-  }
-  int rc = 0;
-  try {
-    begin_startup("Kokkos");
-    ksweep::core::KokkosSession kokkos(argc, argv, comm.local_rank());
-    end_startup();
-    try {
-      if (*info) {
-        rc = run_info(comm);
-      } else {
-        auto const cfg = load_config_on_every_rank(comm, config, sets);
-        if (*model) rc = ksweep::app::run_model(cfg, opt, comm);
-        else rc = ksweep::app::run_fwi(cfg, opt, comm);
-      }
-    } catch (ksweep::app::Interrupted const& e) {
-      // Every rank got here at the same point; the scratch folders were removed on the way.
-      if (comm.is_root()) std::fprintf(stderr, "ksweep: %s\n", e.what());
-      std::fflush(stderr);
-      rc = 128 + e.signal();
-    } catch (ksweep::app::CollectiveError const& e) {
-      if (comm.is_root() && *e.what() != '\0') std::fprintf(stderr, "ksweep: error: %s\n", e.what());
-      std::fflush(stderr);
-      rc = 1;
-    }
-  } catch (std::bad_alloc const& e) {
-    end_startup();
-    comm.abort(out_of_memory(e.what()), 1);
-  } catch (std::exception const& e) {
-    end_startup();
-    std::string const what = e.what();
-    if (what.find("failed to allocate") != std::string::npos) comm.abort(out_of_memory(what), 1);
-    comm.abort(explain_errors(e.what()), 1);
-  }
-  return rc;
+  if (!same_command_everywhere(comm, argc, argv)) return 1;
+  Command command(argc, argv);
+  if (int const rc = command.parse(comm, argc, argv); rc >= 0) return rc;
+  return command.run(comm, argc, argv);
 }

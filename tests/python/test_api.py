@@ -104,6 +104,16 @@ def test_inversion_memory_estimate_is_the_program_s():
     host = estimate(batch=2, storage_location="host")
     assert [p for k, (p, _) in host.items() if k.startswith("saved steps")] == ["host"]
 
+    # What does not fit the machine is refused before the allocation, with the program's message
+    # (KSWEEP_MEMORY_AVAILABLE stands for the machine's memory, as for the program).
+    os.environ["KSWEEP_MEMORY_AVAILABLE"] = str(n * 4 * 5)
+    try:
+        with pytest.raises(ValueError, match=r"the run does not fit in memory: .* needs about .* MiB"):
+            ksweep.Inversion(v, DH, DT, w, src, rec, obs, pml_width=6, batch=2)
+    finally:
+        del os.environ["KSWEEP_MEMORY_AVAILABLE"]
+    estimate(batch=2)  # fits again
+
 
 def test_the_library_s_checks_reach_python():
     """What the program refuses, Python refuses too, by the library's own checks (they were

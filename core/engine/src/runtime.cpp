@@ -1,4 +1,5 @@
 #include <ksweep/base/config.hpp>
+#include <ksweep/base/revision.hpp>
 #include <ksweep/base/error.hpp>
 #include <ksweep/core/runtime.hpp>
 

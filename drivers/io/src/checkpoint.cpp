@@ -8,6 +8,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <system_error>
+#include <filesystem>
+#include <ctime>
+#include <chrono>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -377,6 +381,87 @@ std::vector<RunChange> resume_changes(nlohmann::json const& saved, nlohmann::jso
     out.push_back({key, x ? x->dump() : std::string("(absent)"), y ? y->dump() : std::string("(absent)")});
   }
   return out;
+}
+
+namespace {
+
+/// An input whose values the run identity hashes (data.<name>_sha256), the key naming its file
+/// and what it holds.
+struct HashedInput {
+  char const* hash;
+  char const* key;
+  char const* what;
+};
+HashedInput const* hashed_input(std::string const& identity_key) {
+  static HashedInput const inputs[] = {
+      {"data.model_sha256", "model.source", "the model's values (after decimation and cropping)"},
+      {"data.density_sha256", "model.density", "the density's values"},
+      {"data.observed_sha256", "fwi.observed", "the observed data"},
+      {"data.survey_sha256", "survey.file", "the survey's positions"},
+      {"data.wavelet_sha256", "wavelet.source", "the wavelet's samples"}};
+  for (auto const& i : inputs)
+    if (identity_key == i.hash) return &i;
+  return nullptr;
+}
+
+/// ": PATH, N bytes modified T when the checkpoint was made, M bytes modified U now" for the
+/// file behind `key`, from the identities' "files" records (empty where neither has one).
+std::string file_change(nlohmann::json const& saved, nlohmann::json const& now, std::string const& key) {
+  auto const record = [&](nlohmann::json const& id) -> nlohmann::json const* {
+    if (!id.contains("files") || !id["files"].contains(key)) return nullptr;
+    return &id["files"][key];
+  };
+  auto const* a = record(saved);
+  auto const* b = record(now);
+  if (a == nullptr && b == nullptr) return "";
+  auto const describe = [](nlohmann::json const& r) {
+    return std::to_string(r.value("bytes", std::uint64_t{0})) + " bytes, modified " +
+           r.value("modified", std::string("(unknown)"));
+  };
+  std::string out = ": " + io::shown_path(((b != nullptr) ? *b : *a).value("path", std::string("?")));
+  out += a != nullptr ? ", " + describe(*a) + " when the checkpoint was made" : ", not recorded in the checkpoint";
+  out += b != nullptr ? "; " + describe(*b) + " now" : "; not a file now";
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json input_files(io::Config const& cfg) {
+  nlohmann::json out = nlohmann::json::object();
+  std::error_code ec;
+  for (auto const& [key, value] : cfg.input_paths) {
+    if (value.empty() || !std::filesystem::is_regular_file(value, ec)) continue;
+    auto const bytes = std::filesystem::file_size(value, ec);
+    auto const when = std::filesystem::last_write_time(value, ec);
+    auto const secs = std::chrono::duration_cast<std::chrono::seconds>(when.time_since_epoch()).count() -
+                      std::chrono::duration_cast<std::chrono::seconds>(
+                          std::filesystem::file_time_type::clock::now().time_since_epoch())
+                          .count() +
+                      static_cast<long long>(std::time(nullptr));
+    char stamp[32] = "";
+    std::time_t const t = static_cast<std::time_t>(secs);
+    if (std::tm tm{}; gmtime_r(&t, &tm) != nullptr) std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S UTC", &tm);
+    out[key] = {{"path", std::filesystem::absolute(value, ec).string()}, {"bytes", bytes}, {"modified", stamp}};
+  }
+  return out;
+}
+
+void require_same_run(nlohmann::json const& saved, nlohmann::json const& now, std::filesystem::path const& ck_path) {
+  auto const changes = io::resume_changes(saved, now);
+  if (changes.empty()) return;
+  std::ostringstream os;
+  os << "--resume: the configuration differs from the one " << io::shown_path(ck_path)
+     << " was made with, in keys that change the run's meaning:";
+  for (auto const& c : changes) {
+    if (auto const* input = hashed_input(c.key))
+      os << "\n  " << input->what << " (" << input->key << ") differ from those the checkpoint was made with"
+         << file_change(saved, now, input->key);
+    else os << "\n  " << c.key << ": " << shown(c.before) << " in the checkpoint, " << shown(c.after) << " now";
+  }
+  os << "\nonly these keys may change on --resume:";
+  for (auto const& k : io::resume_mutable_keys()) os << " " << k;
+  os << "\nrestore the checkpoint's values, or start a new run in a new folder";
+  throw Error(os.str());
 }
 
 }  // namespace ksweep::io

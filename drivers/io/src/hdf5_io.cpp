@@ -544,4 +544,18 @@ std::vector<double> read_wavelet_h5(std::filesystem::path const& path, double&) 
 
 #endif
 
+Dataset model_dataset(VelocityModel const& shape, std::string name, std::vector<float> data) {
+  return shape.ny > 0 ? Dataset{std::move(name), shape.nz, shape.ny, std::move(data), shape.nx}
+                      : Dataset{std::move(name), shape.nz, shape.nx, std::move(data)};
+}
+
+void write_models(std::filesystem::path const& path, VelocityModel const& shape, std::vector<float> const& vp,
+                  std::vector<float> const& rho) {
+  if (rho.empty()) {
+    write_model(path, vp, shape.nz, shape.nx, shape.dh, "vp", shape.ny);
+    return;
+  }
+  write_datasets(path, {model_dataset(shape, "vp", vp), model_dataset(shape, "rho", rho)}, shape.dh);
+}
+
 }  // namespace ksweep::io

@@ -11,6 +11,7 @@
 #include <ksweep/core/runtime.hpp>
 #include <ksweep/core/schedule.hpp>
 #include <ksweep/core/wavelet.hpp>
+#include <ksweep/fwi/configured.hpp>
 #include <ksweep/fwi/inversion.hpp>
 #include <ksweep/fwi/memory.hpp>
 #include <ksweep/fwi/workflow.hpp>
@@ -103,7 +104,8 @@ class PyInversion {
               carray<float> const& observed, carray<float> const& start, std::optional<carray<float>> const& truth,
               std::optional<carray<float>> const& density, std::optional<carray<float>> const& truth_density,
               py::dict const& options) {
-    io::Config const c = options_config(options);
+    io::Config c = options_config(options);
+    c.time.dt = dt;  // the problem's (the bound of vmax = 0 is of it)
     auto const& f = c.fwi;
     auto const& p = c.propagator;
     fwi::Problem pb;
@@ -125,34 +127,9 @@ class PyInversion {
     if (truth) pb.truth.assign(truth->data(), truth->data() + truth->size());
     m_cells = static_cast<std::size_t>(pb.grid.cells());
     KSWEEP_REQUIRE(pb.start.size() == m_cells, "v has " << pb.start.size() << " cells, the grid " << m_cells);
-    fwi::Options o;
-    o.method = f.optimizer == "lbfgs" ? fwi::Method::lbfgs : fwi::Method::adam;
-    o.batch = f.batch;
-    o.seed = static_cast<std::uint64_t>(f.seed);
-    o.loss_sum = f.loss_norm == "sum";
-    o.water_rows = f.water_rows;
-    o.grad_smooth = f.grad_smooth;
-    o.precondition = f.precondition;
-    o.vmin = f.vmin;
-    o.vmax = f.vmax;
-    o.adam.lr = f.lr;
-    o.adam.beta1 = f.beta1;
-    o.adam.beta2 = f.beta2;
-    o.adam.eps = f.eps;
-    o.lbfgs.first_step = f.lr;
-    o.lbfgs.memory = f.lbfgs_memory;
-    o.storage = storage::make_storage_config(c.storage.strategy, c.storage.location, c.storage.dtype,
-                                             c.storage.transfer_interval, c.storage.disk_dir, c.storage.pinned);
-    o.storage.layer_chain = c.storage.layer_chain;
-    o.schedule = core::parse_schedule(p.schedule);
-    o.invert = f.invert;
-    o.rho_min = f.rho_min;
-    o.rho_max = f.rho_max;
-    o.lr_rho = f.lr_rho;
-    // [nx parts] (2D) or [ny parts, nx parts] (3D), checked by the package.
-    auto const& domains = c.parallel.domains;
-    if (domains.size() == 1) o.domains = {1, domains[0]};
-    if (domains.size() == 2) o.domains = {domains[0], domains[1]};
+    // The program's mapping of the keys (ksweep/fwi/configured.hpp): vmax = 0 is the stability
+    // limit of dt for either physics.
+    fwi::Options o = fwi::inversion_options(c, pb.grid, f.water_rows);
     std::vector<std::pair<int, double>> stages;
     for (auto const& st : f.stages) stages.emplace_back(st.iterations, st.max_freq);
     m_shape = shape;
@@ -162,7 +139,10 @@ class PyInversion {
       for (auto const& [iterations, max_freq] : stages) st.push_back({iterations, max_freq});
       fwi::Stages plan(std::move(st), pb.wavelet, dt);
       // What one rank will hold, estimated as the program estimates it (before the allocation).
-      m_estimate = fwi::estimate_inversion(fwi::run_shape(pb), o, comm::Communicator().size());
+      comm::Communicator const ranks;
+      m_estimate = fwi::estimate_inversion(fwi::run_shape(pb), o, ranks.size());
+      // Refused as the program refuses it when it does not fit the machine (before anything large).
+      fwi::check_memory({m_estimate}, fwi::machine_memory(c), ranks.local_size());
       m_flow = std::make_unique<fwi::Workflow>(std::move(pb), std::move(o), std::move(plan), comm::Communicator());
       m_inv = &m_flow->inversion();
     });

@@ -15,6 +15,7 @@
 #include "worker.hpp"
 
 #include <ksweep/base/config.hpp>
+#include <ksweep/base/revision.hpp>
 #include <ksweep/base/error.hpp>
 #include <ksweep/comm/communicator.hpp>
 #include <ksweep/core/runtime.hpp>

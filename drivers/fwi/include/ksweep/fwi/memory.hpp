@@ -60,6 +60,28 @@ MemoryEstimate estimate_inversion(RunShape const& shape, Options const& options,
 /// on the largest subdomain of `split`.
 MemoryEstimate estimate_modeling(RunShape const& shape, bool fp64, int batch, core::DomainSplit const& split = {});
 
+/// What this machine offers: host memory available to this process (MemAvailable, lowered to
+/// the cgroup limit when there is one; KSWEEP_MEMORY_AVAILABLE in bytes overrides), and
+/// whether the device memory is the host memory.
+struct MachineMemory {
+  std::size_t host_available = 0;  // 0 = unknown
+  bool device_is_host = true;
+  std::size_t device_available = 0;  // free device memory (CUDA); 0 = unknown or the host
+  std::size_t disk_available = 0;    // free bytes in storage.disk_dir (0 = unknown or unused)
+  /// host_available is this process's address-space limit (ulimit -v), not the node's memory:
+  /// each rank has its own.
+  bool per_process = false;
+};
+/// `disk_dir`: where a disk store's saved steps go ("" for the temporary folder), when `disk`.
+MachineMemory machine_memory(bool disk = false, std::string const& disk_dir = "");
+
+/// Table of the estimates (MiB per component, totals per place, and what is available).
+std::string memory_table(std::vector<MemoryEstimate> const& phases, MachineMemory const& mm, int local_ranks);
+
+/// Throws ksweep::Error with the table when a phase does not fit (host memory, with
+/// `local_ranks` ranks on the node; disk space for disk storage).
+void check_memory(std::vector<MemoryEstimate> const& phases, MachineMemory const& mm, int local_ranks);
+
 /// "device", "host" or "disk".
 std::string to_string(Place place);
 

@@ -23,6 +23,8 @@
 
 namespace ksweep::io {
 
+struct Config;
+
 struct Checkpoint {
   int iteration = 0;  ///< iterations done
   std::string rng;    ///< std::mt19937_64 state as written by operator<<
@@ -82,5 +84,14 @@ std::vector<std::string> const& resume_mutable_keys();
 /// The keys, other than resume_mutable_keys(), whose values differ between `saved` and `now`
 /// (both as in Checkpoint::run), in key order.
 std::vector<RunChange> resume_changes(nlohmann::json const& saved, nlohmann::json const& now);
+
+/// The run identity's record of the files a run read ("files": each path-valued key -> path,
+/// bytes, modified), for the --resume message; not compared (resume_changes skips "files").
+nlohmann::json input_files(Config const& cfg);
+
+/// Throws the --resume message naming every key whose value differs between the checkpoint's
+/// run identity `saved` and this run's `now` (keys that may change on --resume excepted), the
+/// files whose values changed with their sizes and times then and now.
+void require_same_run(nlohmann::json const& saved, nlohmann::json const& now, std::filesystem::path const& checkpoint);
 
 }  // namespace ksweep::io

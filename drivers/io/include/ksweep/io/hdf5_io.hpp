@@ -90,6 +90,13 @@ VelocityModel read_model_shape(std::filesystem::path const& path, std::string co
 /// Writes each image as a float32 dataset [n0][n1] ([n0][n1][n2]) and the file attribute "dh".
 void write_datasets(std::filesystem::path const& path, std::vector<Dataset> const& datasets, double dh);
 
+/// The image `name` of `data` laid out as the model `shape`: [nz][nx], or [nz][ny][nx] in 3D.
+Dataset model_dataset(VelocityModel const& shape, std::string name, std::vector<float> data);
+
+/// A model file on the grid of `shape`: "vp", and "rho" when `rho` is not empty.
+void write_models(std::filesystem::path const& path, VelocityModel const& shape, std::vector<float> const& vp,
+                  std::vector<float> const& rho = {});
+
 /// A trace of a wavelet file: its name and samples.
 struct NamedTrace {
   std::string name;
