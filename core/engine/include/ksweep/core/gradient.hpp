@@ -605,7 +605,7 @@ class GradientEngine {
     typename propagator_type::template ShotStep<core::ForwardTag> m_step;
     Kokkos::View<int const*, memory_space> m_offsets;
     stage_view m_stage;
-    SaveLayerTerms m_terms[2];  // by parity of the steps from m_n0, as the step's kernels
+    SaveLayerTerms m_terms[2];  // by the step's parity (m_step.parity), as its kernels
     int m_stride, m_n0;
     LayerSave m_layer;  // the layer's chain rule (m_cells 0: off)
     void operator()(int s, int n) const {
@@ -618,7 +618,7 @@ class GradientEngine {
         int const o = m_offsets(k);
         dst[k] = o >= 0 ? src[o] : Real(0);
       }
-      SaveLayerTerms const& t = m_terms[(n - m_n0) & 1];
+      SaveLayerTerms const& t = m_terms[m_step.parity(n)];
       for (int j = 0; j < t.m_cells; ++j) t.apply(n, s, j);
     }
   };
@@ -631,12 +631,8 @@ class GradientEngine {
         int const n1 = std::min(nt, n0 + T);
         ForwardSave body{p.forward_shot_step(w, synthetic, n0), m_offsets, m_stage, {}, m_stride, n0, {}};
         if (m_chain_run) body.m_layer = layer_save(w, p.forward_newest(), n0);
-        for (int par = 0; par < 2; ++par) {
-          // The state after step n0 + par: its current memories are the ones that step wrote.
-          typename propagator_type::State st = p.forward_state();
-          if (par == 0) st.cur = 1 - st.cur, st.aux = 1 - st.aux;
-          body.m_terms[par] = save_terms(st, n0 + par);
-        }
+        for (int par = 0; par < 2; ++par)  // the memories the step n0 + par writes
+          body.m_terms[par] = save_terms(p.forward_state_after(par), n0 + par);
         p.run_shot_steps(propagator_type::Direction::forward, "ksweep::core::forward_shots", body, n0, n1, false);
         for (int n = n0; n < n1; ++n)
           m_store->put_from(n, storage::ViewValues<Real const, memory_space>{stage_row(n - n0)});
@@ -646,6 +642,31 @@ class GradientEngine {
     }
   }
 
+  // What reverse step n does, the same for every schedule (the one case analysis of the sweep):
+  // full saving decodes u^n (saved step n - 1; u^0 = 0) into the level before the newest and
+  // images with it; boundary saving rebuilds u^{n-1} over the newest level (u^{n+1}) from the
+  // ring of saved step n - 2 (zeros for u^0) and the reversed stencil, imaging with u^n as it
+  // goes. Step 0 of boundary saving images with u^0 as it is and rebuilds nothing.
+  struct ReverseStep {
+    int decode = -1;       // the saved step decoded (-1: none)
+    bool image = false;    // the images take this step's term
+    bool rebuild = false;  // u^{n-1} is rebuilt over the newest level
+  };
+  struct ReversePlan {
+    bool full = false;
+    KOKKOS_INLINE_FUNCTION ReverseStep at(int n) const {
+      if (full) return {n >= 1 ? n - 1 : -1, n >= 1, false};
+      return {n >= 2 ? n - 2 : -1, true, n >= 1};
+    }
+    // The levels the steps [n0, n1) rebuild (each moves the forward wavefield one level back).
+    int rebuilt(int n0, int n1) const {
+      int k = 0;
+      for (int n = n0; n < n1; ++n) k += at(n).rebuild ? 1 : 0;
+      return k;
+    }
+  };
+  ReversePlan reverse_plan() const { return {full()}; }
+
   // The batched schedule of backward(): three or four launches per step (see backward()).
   void backward_batched(wavelet_view const& w, record_view const& residual) {
     auto& p = m_prop;
@@ -653,43 +674,37 @@ class GradientEngine {
     int const S = p.n_shots();
     typename propagator_type::wavelet_view no_wavelets;
     int const n_src = S * p.sources().taps(), n_ring = S * m_stride;
+    auto const plan = reverse_plan();
     for (int n = m_nt - 1; n >= 0; --n) {
-      // Fields on entry: lambda^{n+1} is the newest adjoint level; boundary: u^{n+1} the newest
-      // forward level, u^n the one before.
+      // Fields on entry: lambda^{n+1} is the newest adjoint level; u^{n+1} the newest forward
+      // level, u^n the one before (full saving decodes it there).
+      auto const step = plan.at(n);
       auto const adj = p.adjoint_points(n, residual, no_wavelets);
-      field3 const& newest = p.forward_newest();
-      field3 const& previous = p.forward_previous();
-      if (full()) {
-        // u^n from the store (u^0 = 0 contributes nothing) into the level before the newest.
-        if (n >= 1) {
-          auto const sink = ring_values(previous);
-          m_store->with_decoder(m_store->fetch(n - 1), sink,
-                                [&](auto const& dec) { launch_fused(adj, core::NoWork{}, 0, dec, n_ring); });
-          p.exchange(previous);  // a split model: the halo of u^n at the cuts
-          imaging(previous, newest, p.adjoint_newest(), false, S, n);
-        } else {
-          core::launch_points(space, "ksweep::core::adjoint_points", adj.f, adj.count);
-        }
-      } else if (n >= 1) {
-        // Rebuild u^{n-1} over the newest level (which holds u^{n+1}): the sources w[n] are
-        // taken out of u^{n+1} first (the forward step added them through "- u^{n-1}"), the
-        // ring of u^{n-1} comes from the store, the model cells from the reversed step; then
-        // u^n is the newest forward level.
-        auto const sources = p.source_removal(newest, w, n);
-        auto const sink = ring_values(newest);
-        if (n >= 2) {
-          m_store->with_decoder(m_store->fetch(n - 2), sink,
+      auto const levels = p.reverse_levels(0, step.rebuild);
+      if (step.rebuild) {
+        // The sources w[n] are taken out of u^{n+1} first (the forward step added them through
+        // "- u^{n-1}"), the ring of u^{n-1} comes from the store, the model cells from the
+        // reversed step; then u^n is the newest forward level.
+        auto const sources = p.source_removal(levels.newer, w, n);
+        auto const sink = ring_values(levels.newer);
+        if (step.decode >= 0)
+          m_store->with_decoder(m_store->fetch(step.decode), sink,
                                 [&](auto const& dec) { launch_fused(adj, sources, n_src, dec, n_ring); });
-        } else {
+        else
           launch_fused(adj, sources, n_src, storage::ZeroValues<storage::RingValues<Real, memory_space>>{sink},
                        n_ring);  // u^0 = 0
-        }
-        imaging(previous, newest, p.adjoint_newest(), true, S, n);
-        p.exchange(newest);  // a split model: the halo of the rebuilt u^{n-1} at the cuts
+        imaging(levels.older, levels.newer, p.adjoint_newest(), true, S, n);
+        p.exchange(levels.newer);  // a split model: the halo of the rebuilt u^{n-1} at the cuts
         p.step_back_forward();
+      } else if (step.decode >= 0) {
+        auto const sink = ring_values(levels.older);
+        m_store->with_decoder(m_store->fetch(step.decode), sink,
+                              [&](auto const& dec) { launch_fused(adj, core::NoWork{}, 0, dec, n_ring); });
+        p.exchange(levels.older);  // a split model: the halo of u^n at the cuts
+        imaging(levels.older, levels.newer, p.adjoint_newest(), false, S, n);
       } else {
         core::launch_points(space, "ksweep::core::adjoint_points", adj.f, adj.count);
-        imaging(previous, newest, p.adjoint_newest(), false, S, n);
+        if (step.image) imaging(levels.older, levels.newer, p.adjoint_newest(), false, S, n);
       }
       if (m_chain_run)
         core::launch_points(space, "ksweep::core::layer_chain", layer_chain(p.adjoint_newest(), n), S * m_n_layer);
@@ -709,7 +724,7 @@ class GradientEngine {
     Kokkos::View<int const*, memory_space> m_offsets;
     stage_view m_stage;
     int m_stride, m_n_base, m_n_src;
-    bool m_full;
+    ReversePlan m_plan;
     void restore(field3 const& u, int s, int row) const {  // ring cells of shot s from a staging row, or zeros
       Real* dst = u.data() + static_cast<std::size_t>(s) * u.stride(0);
       Real const* src = row < 0 ? nullptr : &m_stage(row, static_cast<std::size_t>(s) * m_stride);
@@ -720,33 +735,32 @@ class GradientEngine {
     }
     void operator()(int s, int n) const {
       m_adj.points(s, n);
-      imaging_type const& img = m_img[(m_n_base - n) & 1];
-      int const row = m_n_base - n;
-      bool image = true, rebuild = false;
-      if (m_full) {
-        image = n >= 1;
-        if (image) restore(m_u0[(m_n_base - n) & 1], s, row);  // u^n
-      } else if (n >= 1) {
+      int const k = m_n_base - n, par = m_adj.parity(n);  // the staging row; the levels' parity
+      imaging_type const& img = m_img[par];
+      auto const step = m_plan.at(n);
+      bool const image = step.image, rebuild = step.rebuild;
+      if (rebuild) {
         for (int i = 0; i < m_n_src; ++i) m_src.apply(img.m_u1, s, i, n);
-        restore(img.m_u1, s, n >= 2 ? row : -1);  // the ring of u^{n-1}
-        rebuild = true;
+        restore(img.m_u1, s, step.decode >= 0 ? k : -1);  // the ring of u^{n-1}
+      } else if (step.decode >= 0) {
+        restore(m_u0[par], s, k);  // u^n
       }
       // One sweep over the rows: the adjoint stencil of row iz and the imaging (and rebuild) of
       // the same row, while mu^{n+1} and c of that row are in cache. The two are independent
       // (imaging reads mu^{n+1} and u^n, writes u^{n+1} -> u^{n-1}; the stencil reads mu^{n+1},
       // writes mu^n over mu^{n+2}), so the result is the batched schedule's, bit for bit.
-      auto const& k = m_adj.at(n);
+      auto const& stencil = m_adj.at(n);
       for (int pr = 0; pr < m_adj.m_rows; ++pr) {
         int const r = s * m_adj.m_rows + pr;
-        k(core::impl::RowTag<core::AdjointTag>{}, r);
+        stencil(core::impl::RowTag<core::AdjointTag>{}, r);
         if (!image) continue;
         int sh, iz, iy;
-        k.decode(r, sh, iz, iy);
+        stencil.decode(r, sh, iz, iy);
         int const mr = img.model_row(iz, iy);
         if (mr >= 0) img.row(s, mr, rebuild);
       }
-      if (image) m_terms[(m_n_base - n) & 1].apply(s, n, rebuild);
-      LayerChain const& chain = m_chain[(m_n_base - n) & 1];
+      if (image) m_terms[par].apply(s, n, rebuild);
+      LayerChain const& chain = m_chain[par];
       if (chain.m_cells > 0) chain.shot(s, n);
     }
   };
@@ -755,41 +769,38 @@ class GradientEngine {
     if constexpr (core::impl::runs_by_rows<ExecSpace>) {
       auto& p = m_prop;
       int const T = chunk_steps(), S = p.n_shots();
+      auto const plan = reverse_plan();
       stage(T);
       wavelet_view no_wavelets;
       for (int n1 = m_nt; n1 > 0; n1 -= T) {
         int const n0 = std::max(0, n1 - T), top = n1 - 1;
-        for (int n = top; n >= n0; --n) {  // the saved steps this chunk reads, in decreasing order
-          int const need = full() ? n - 1 : n - 2;
-          if (need >= 0)
-            m_store->with_decoder(m_store->fetch(need), storage::ViewValues<Real, memory_space>{stage_row(top - n)},
+        for (int n = top; n >= n0; --n)  // the saved steps this chunk reads, in decreasing order
+          if (int const saved = plan.at(n).decode; saved >= 0)
+            m_store->with_decoder(m_store->fetch(saved), storage::ViewValues<Real, memory_space>{stage_row(top - n)},
                                   [&](auto const& dec) {
                                     launch_for("ksweep::core::decode_chunk",
                                                Kokkos::RangePolicy<ExecSpace>(p.space(), 0, S * m_stride), dec);
                                   });
-        }
         BackwardShots body;
         body.m_adj = p.adjoint_shot_step(residual, no_wavelets, top);
         body.m_src = p.source_removal({}, w, 0);
         for (int par = 0; par < 2; ++par) {
-          // The forward levels at steps of parity `par` from the chunk's top: with `boundary`
-          // each reversed step makes the level before the newest one (step_back_forward).
-          bool const same = full() || par == 0;
-          field3 const& newer = same ? p.forward_newest() : p.forward_previous();
-          field3 const& older = same ? p.forward_previous() : p.forward_newest();
-          body.m_img[par] = make_imaging(older, body.m_adj.m_k[par].m_cur, newer, !full());
-          body.m_terms[par] = apply_terms(body.m_adj.m_k[par].m_cur, newer, 0, !full());
+          // The forward levels of the steps of parity `par` from the chunk's top (the reverse
+          // cursor: a rebuilding step makes the level before the newest one).
+          auto const levels = p.reverse_levels(par, !full());
+          body.m_img[par] = make_imaging(levels.older, body.m_adj.m_k[par].m_cur, levels.newer, !full());
+          body.m_terms[par] = apply_terms(body.m_adj.m_k[par].m_cur, levels.newer, 0, !full());
           if (m_chain_run) body.m_chain[par] = layer_chain(body.m_adj.m_k[par].m_cur, 0);
-          body.m_u0[par] = older;
+          body.m_u0[par] = levels.older;
         }
         body.m_offsets = m_offsets;
         body.m_stage = m_stage;
         body.m_stride = m_stride;
         body.m_n_base = top;
         body.m_n_src = body.m_src.count();
-        body.m_full = full();
+        body.m_plan = plan;
         p.run_shot_steps(propagator_type::Direction::adjoint, "ksweep::core::backward_shots", body, n0, n1, true);
-        if (!full() && n1 > 1) p.step_back_forward(n1 - std::max(n0, 1));  // one level per step n >= 1
+        p.step_back_forward(plan.rebuilt(n0, n1));  // one level per rebuilding step
       }
     } else {
       (void)w, (void)residual;

@@ -369,7 +369,10 @@ class Propagator {
     SamplePoints<Real, memory_space> m_out;  // forward: records r[n-1]; adjoint: wavelet_grad[n]
     int m_n_in = 0, m_n_out = 0, m_nt_in = 0, m_n_base = 0, m_rows = 0;
 
-    kernel_type const& at(int n) const { return m_k[(n - m_n_base) & 1]; }
+    /// The parity of step n from m_n_base: which of the two kernels (and of what callers built
+    /// for each, over the levels reverse_levels() names) runs step n.
+    int parity(int n) const { return (n - m_n_base) & 1; }
+    kernel_type const& at(int n) const { return m_k[parity(n)]; }
     void points(int s, int n) const {
       auto const& k = at(n);
       int const it_in = is_forward ? n : n - 1, it_out = is_forward ? n - 1 : n;
@@ -431,6 +434,27 @@ class Propagator {
   /// now (per level; only the parity of `levels` matters). The layer memories are not reversed.
   void step_back_forward(int levels = 1) {
     if (levels % 2 != 0) m_fwd.cur = 1 - m_fwd.cur;
+  }
+
+  /// The reverse cursor: the two forward levels a reverse step reads, `k` steps below the one
+  /// the sweep starts from (k = 0: the newest level holds u^{n+1}, the one before u^n). A sweep
+  /// that rebuilds (`rebuilding`: u^{n-1} written over the newest level each step, then
+  /// step_back_forward) alternates them step by step; one that decodes u^n into the level
+  /// before the newest keeps them.
+  struct ReverseLevels {
+    field3 const& older;  ///< u^n
+    field3 const& newer;  ///< u^{n+1}; a rebuilding step writes u^{n-1} over it
+  };
+  ReverseLevels reverse_levels(int k, bool rebuilding) const {
+    if (rebuilding && k % 2 != 0) return {forward_newest(), forward_previous()};
+    return {forward_previous(), forward_newest()};
+  }
+  /// The forward state after the step `k` steps past the next one (k = 0: the next step, 1: the
+  /// one after it): what the shot-by-shot schedule's step kernels of either parity leave.
+  State forward_state_after(int k) const {
+    State st = m_fwd;
+    if (k % 2 == 0) st.cur = 1 - st.cur, st.aux = 1 - st.aux;
+    return st;
   }
   field2 const& c() const { return m_c; }
   field2 const& vp_model() const { return m_vp_model; }
