@@ -11,8 +11,7 @@
 
 namespace ksweep::app {
 
-/// Whether the run inverts with variable density.
-inline bool variable_density(io::Config const& cfg) { return cfg.propagator.physics == "acoustic_vd"; }
+using fwi::variable_density;
 
 /// What the checks before the first write leave for the run (the library's).
 using Inputs = fwi::RunInputs;

@@ -25,8 +25,6 @@ void copy_lbfgs(From const& a, To& b) {
   b.evaluations = a.evaluations;
 }
 
-bool variable_density(io::Config const& cfg) { return parse_physics(cfg.propagator.physics) == Physics::acoustic_vd; }
-
 }  // namespace
 
 io::Checkpoint to_checkpoint(io::Config const& cfg, State const& st) {

@@ -22,8 +22,6 @@ namespace fs = std::filesystem;
 using comm::collectively;
 using comm::on_every_rank;
 
-bool variable_density(io::Config const& cfg) { return parse_physics(cfg.propagator.physics) == Physics::acoustic_vd; }
-
 /// The checks of check_inputs, one step each, with what they share.
 class InputChecks {
  public:

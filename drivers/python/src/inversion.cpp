@@ -143,7 +143,7 @@ class PyInversion {
       m_estimate = fwi::estimate_inversion(fwi::run_shape(pb), o, ranks.size());
       // Refused as the program refuses it when it does not fit the machine (before anything large).
       fwi::check_memory({m_estimate}, fwi::machine_memory(c), ranks.local_size());
-      m_flow = std::make_unique<fwi::Workflow>(std::move(pb), std::move(o), std::move(plan), comm::Communicator());
+      m_flow = std::make_unique<fwi::Workflow>(std::move(pb), std::move(o), std::move(plan), ranks);
       m_inv = &m_flow->inversion();
     });
   }

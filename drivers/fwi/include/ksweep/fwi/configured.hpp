@@ -34,6 +34,11 @@
 
 namespace ksweep::fwi {
 
+/// Whether the configuration's physics is variable-density acoustics (vp and rho).
+inline bool variable_density(io::Config const& cfg) {
+  return parse_physics(cfg.propagator.physics) == Physics::acoustic_vd;
+}
+
 // ---- The grid, the layer, the survey and the wavelet -------------------------------------
 
 /// The grid of a model: a volume when the model has ny > 0 (the files' convention for 3D), else a
