@@ -51,7 +51,7 @@ void make_directory(fs::path const& dir);
 void remove_if_empty(fs::path const& dir);
 /// "1h02m03s" style duration.
 std::string format_seconds(double s);
-/// Command-line options of `model` and `fwi` beyond the configuration.
+/// Command-line options of `model`, `fwi` and `rtm` beyond the configuration.
 struct RunOptions {
   fs::path out;
   std::string resume;             ///< fwi: folder whose checkpoint to continue from
@@ -68,5 +68,6 @@ using fwi::rank_devices;
 
 int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm);
 int run_fwi(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm);
+int run_rtm(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm);
 
 }  // namespace ksweep::app

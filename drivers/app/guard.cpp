@@ -79,7 +79,7 @@ std::vector<std::string> const& result_names() {
   static std::vector<std::string> const names{"summary.json",  "checkpoint.bin",   "observed.h5", "observed.segy",
                                               "synthetic.h5",  "synthetic.segy",   "wavelet.h5",  "model_final.h5",
                                               "true_model.h5", "initial_model.h5", "models",      "epochs",
-                                              "figures"};
+                                              "figures",       "image.h5"};
   return names;
 }
 

@@ -1,4 +1,4 @@
-// ksweep: the command-line program (info, model, fwi).
+// ksweep: the command-line program (info, model, fwi, rtm, keys).
 
 #include "common.hpp"
 #include "guard.hpp"
@@ -143,7 +143,9 @@ void begin_startup(char const* what) {
 
 void end_startup() { g_starting = false; }
 
-bool known_subcommand(std::string const& s) { return s == "info" || s == "model" || s == "fwi" || s == "keys"; }
+bool known_subcommand(std::string const& s) {
+  return s == "info" || s == "model" || s == "fwi" || s == "rtm" || s == "keys";
+}
 
 }  // namespace
 
@@ -191,6 +193,8 @@ struct Command {
   CLI::App* info = app.add_subcommand("info", "backends, Kokkos configuration, threads, MPI, versions");
   CLI::App* model = app.add_subcommand("model", "forward-model every shot of a config into OUT/observed.h5");
   CLI::App* fwi = app.add_subcommand("fwi", "full-waveform inversion (MPI shot-parallel)");
+  CLI::App* rtm = app.add_subcommand(
+      "rtm", "reverse-time migration (and least-squares RTM) on the smoothed model into OUT/image.h5");
   CLI::App* keys = app.add_subcommand("keys", "the configuration keys: type, default, allowed values, meaning");
   std::string config, out;
   std::vector<std::string> sets;
@@ -201,7 +205,7 @@ struct Command {
     app.require_subcommand(1);
     for (int i = 0; i < argc; ++i) opt.argv.emplace_back(argv[i]);
     keys->add_flag("--markdown", markdown, "as the README's Markdown table");
-    for (auto* sc : {model, fwi}) {
+    for (auto* sc : {model, fwi, rtm}) {
       sc->add_option("--config,-c", config, "TOML configuration file")->required()->check(CLI::ExistingFile);
       sc->add_option("--out,-o", out, "output folder")->required();
       sc->add_option("--set", sets, "override: section.key=value (repeatable)")->take_all();
@@ -216,9 +220,10 @@ struct Command {
   int parse(ksweep::comm::Communicator const& comm, int argc, char** argv) {
     if (argc >= 2 && argv[1][0] != '-' && !known_subcommand(argv[1])) {
       if (comm.is_root())
-        std::fprintf(stderr,
-                     "ksweep: error: unknown subcommand '%s' (allowed: info, model, fwi, keys); see ksweep --help\n",
-                     ksweep::shown(argv[1]).c_str());
+        std::fprintf(
+            stderr,
+            "ksweep: error: unknown subcommand '%s' (allowed: info, model, fwi, rtm, keys); see ksweep --help\n",
+            ksweep::shown(argv[1]).c_str());
       return 2;
     }
     try {
@@ -230,7 +235,7 @@ struct Command {
       return 2;
     }
     opt.out = out;
-    if ((*fwi || *model) && out.empty()) {
+    if ((*fwi || *model || *rtm) && out.empty()) {
       if (comm.is_root()) std::fprintf(stderr, "ksweep: error: --out '' names no folder: give the output folder\n");
       return 2;
     }
@@ -259,6 +264,7 @@ struct Command {
       try {
         if (*info) return run_info(comm);
         auto const cfg = load_config_on_every_rank(comm, config, sets);
+        if (*rtm) return ksweep::app::run_rtm(cfg, opt, comm);
         return *model ? ksweep::app::run_model(cfg, opt, comm) : ksweep::app::run_fwi(cfg, opt, comm);
       } catch (ksweep::app::Interrupted const& e) {
         // Every rank got here at the same point; the scratch folders were removed on the way.

@@ -28,16 +28,7 @@ io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm
                               std::vector<double> const& wavelet, std::vector<float> const* density,
                               comm::Communicator const* ranks, AfterBatch const& after_batch) {
   int const nt = cfg.time.nt, nr = survey.n_receivers, n_shots = survey.n_shots;
-  ModelingSetup setup;
-  setup.grid = model_grid(vm);
-  setup.pml = make_pml(cfg);
-  setup.order = cfg.propagator.order;
-  setup.dt = cfg.time.dt;
-  setup.nt = nt;
-  setup.survey = survey;
-  setup.batch = std::min(cfg.propagator.batch, n_shots);
-  setup.schedule = core::parse_schedule(cfg.propagator.schedule);
-  setup.physics = parse_physics(cfg.propagator.physics);
+  ModelingSetup setup = modeling_setup(cfg, vm, survey);
   if (ranks) {  // parallel.domains: every rank of `ranks` models its shot group's shots on its subdomain
     setup.domains = domain_split(cfg, setup.grid);
     setup.ranks = *ranks;

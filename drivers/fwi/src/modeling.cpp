@@ -102,6 +102,16 @@ void Modeling<Real>::vjp(Real const* wavelets, Real const* residual, ModelingIma
 }
 
 template <class Real>
+void Modeling<Real>::born(Real const* wavelets, Real const* scatter, Real* records) {
+  check_wavelets(m_impl->setup, wavelets, "ksweep::fwi::Modeling::born: the source amplitudes");
+  KSWEEP_REQUIRE(scatter, "ksweep::fwi::Modeling::born: no velocity perturbation (scatter) given");
+  KSWEEP_REQUIRE(records, "ksweep::fwi::Modeling::born: no records array given");
+  detail::require_finite(scatter, static_cast<std::size_t>(m_impl->setup.grid.cells()),
+                         "ksweep::fwi::Modeling::born: the velocity perturbation (scatter)", detail::cell_position);
+  m_impl->born(wavelets, scatter, records);
+}
+
+template <class Real>
 void Modeling<Real>::set_after_batch(std::function<void(int, int)> f) {
   m_impl->after_batch = std::move(f);
 }

@@ -198,6 +198,17 @@ class ModelingRun final : public Modeling<Real>::Impl {
     images_out(img, out);
   }
 
+  void born(Real const* wavelets, Real const* scatter, Real* records) override {
+    refuse_split("born");
+    auto const k = m_prop->born_scale(velocity(scatter, "ksweep::fwi::scatter"));
+    for_each_batch([&](ShotBatch const& b) {
+      auto const w = wavelets_in(wavelets, b);
+      auto const r = records_out(records, b, "ksweep::fwi::born_records");
+      m_prop->born(w, k, r);
+      copy_out(r, records, b, m_nt * m_nr);
+    });
+  }
+
  private:
   bool split() const { return static_cast<bool>(m_halo); }
   void refuse_split(char const* what) const {

@@ -20,6 +20,7 @@ struct Modeling<Real>::Impl {
   virtual double gradient(Real const* wavelets, Real const* observed, double scale, ModelingImages const& out,
                           Real* synthetic, double* shot_losses) = 0;
   virtual void vjp(Real const* wavelets, Real const* residual, ModelingImages const& out) = 0;
+  virtual void born(Real const* wavelets, Real const* scatter, Real* records) = 0;
   ModelingSetup setup;
   std::function<void(int, int)> after_batch;
 };

@@ -335,6 +335,30 @@ std::vector<Key> make_keys() {
                   .says("the model split over MPI ranks, `[nx_parts]` (2D) or `[ny_parts, nx_parts]` (3D); the "
                         "ranks form shot groups of one rank per subdomain (`mpirun -np 8` with `domains = [2, 2]` "
                         "gives 2 shot groups); the same bits as one rank; empty: every rank holds the whole model"));
+  // [imaging]
+  d.push_back(KSWEEP_KEY(imaging, normalize)
+                  .recorded(KSWEEP_CHANGED(imaging, normalize))
+                  .says("`ksweep rtm`: the RTM image divided by the source illumination (the sum over time of the "
+                        "source wavefield squared) plus `stabilization` times its maximum"));
+  d.push_back(KSWEEP_KEY(imaging, stabilization)
+                  .above(0)
+                  .recorded(KSWEEP_CHANGED(imaging, stabilization))
+                  .says("`ksweep rtm`: the fraction of the largest source illumination added to every cell's "
+                        "before the division (RTM's normalisation, LSRTM's preconditioner)"));
+  d.push_back(KSWEEP_KEY(imaging, laplacian)
+                  .recorded(KSWEEP_CHANGED(imaging, laplacian))
+                  .says("`ksweep rtm`: the negative Laplacian of the RTM image, against the low-wavenumber "
+                        "artefacts of turning and back-scattered waves"));
+  d.push_back(KSWEEP_KEY(imaging, lsrtm_iterations)
+                  .at_least(0)
+                  .at_most(1000)
+                  .recorded(KSWEEP_CHANGED(imaging, lsrtm_iterations))
+                  .says("`ksweep rtm`: iterations of least-squares RTM (conjugate gradients on Born modelling and "
+                        "its exact transpose) after the RTM image; 0: none"));
+  d.push_back(KSWEEP_KEY(imaging, precondition)
+                  .recorded(KSWEEP_CHANGED(imaging, precondition))
+                  .says("`ksweep rtm`: least-squares RTM preconditioned by the inverse source illumination (plus "
+                        "`stabilization` times its maximum), which balances deep and shallow cells"));
   // [output]
   d.push_back(KSWEEP_KEY(output, segy)
                   .recorded(KSWEEP_CHANGED(output, segy))

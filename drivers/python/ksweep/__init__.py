@@ -33,7 +33,7 @@ os.environ.setdefault("OMP_PROC_BIND", "false")
 from . import _ksweep  # noqa: E402
 
 __all__ = [
-    "initialize", "info", "ricker", "load_model", "gaussian_smooth", "forward", "adjoint", "gradient", "Gradient", "Inversion",
+    "initialize", "info", "ricker", "load_model", "gaussian_smooth", "forward", "adjoint", "born", "rtm", "lsrtm", "Image", "gradient", "Gradient", "Inversion",
     "low_pass", "stage_data", "estimate_wavelet", "scalar",
 ]
 __version__ = _ksweep.__version__
@@ -345,6 +345,8 @@ def _tensors_in_out(f):
             if isinstance(a, dict):
                 return {k: back(x) for k, x in a.items()}
             return a
+        if isinstance(out, Image):
+            return Image(back(out.image), back(out.correlation), back(out.illumination), back(out.misfit))
         if isinstance(out, Gradient):
             return Gradient(out.loss, back(out.grad), back(out.illum_src), back(out.illum_rec), back(out.data),
                             back(out.shot_losses))
@@ -399,6 +401,116 @@ def adjoint(v, dh: float, dt: float, data, source_locations, receiver_locations,
     _set_model(m, s, rho, layer_velocity, layer_density)
     a = m.adjoint(d)
     return a[:, :0] if no_src else a
+
+
+@_tensors_in_out
+def born(v, dh: float, dt: float, source_amplitudes, source_locations, receiver_locations, scatter, *,
+         order: int = 4, pml_width=20, pml_reflection: float = 1e-3, pml_freq: float = 25.0,
+         pml_velocity: Optional[float] = None, free_surface: bool = False, batch: int = 0, schedule: str = "auto",
+         location_units: str = "cells", layer_velocity=None, rho=None, layer_density=None) -> np.ndarray:
+    """Born (linearised) modelling: the receiver data [shot, receiver, time] of the wavefield
+    scattered by the velocity perturbation `scatter` (m/s, the shape of v) around v, the exact
+    derivative of `forward`'s data in the direction `scatter` (density held fixed). Its transpose
+    is the velocity gradient of `gradient` (the layer as there: `layer_velocity`, or v's edges).
+    The arguments are `forward`'s."""
+    s = _survey(v, source_locations, receiver_locations, dh, location_units)
+    amp = _amplitudes(source_amplitudes, s)
+    dv = _same_dtype(_model(scatter, "scatter"), s.v.dtype, "scatter")
+    if dv.shape != s.v.shape:
+        raise ValueError(f"scatter has shape {dv.shape}, v {s.v.shape}: the velocity perturbation of every cell")
+    s, no_src, no_rec = _with_placeholders(s)
+    if no_src:  # a silent placeholder: nothing scatters
+        amp = np.zeros((s.src.shape[0], 1, amp.shape[2]), s.v.dtype)
+    m = _modeling(s, dh, dt, amp.shape[2], order=order, pml_width=pml_width, pml_reflection=pml_reflection,
+                  pml_freq=pml_freq, pml_velocity=pml_velocity, free_surface=free_surface, batch=batch,
+                  schedule=schedule,
+                  physics="acoustic" if rho is None else "acoustic_vd")
+    _set_model(m, s, rho, layer_velocity, layer_density)
+    records = m.born(amp, dv).transpose(0, 2, 1)
+    return records[:, :0] if no_rec else records
+
+
+@dataclass
+class Image:
+    """What `rtm` and `lsrtm` return: `image` ([nz, nx] or [nz, ny, nx], float64); for RTM the
+    cross-correlation J^T d it is made from and the source illumination, for LSRTM the relative
+    data misfit |J m - d| / |d| after each iteration (else None)."""
+    image: np.ndarray
+    correlation: Optional[np.ndarray] = None
+    illumination: Optional[np.ndarray] = None
+    misfit: Optional[np.ndarray] = None
+
+
+def _imaging(v, dh, dt, source_amplitudes, source_locations, receiver_locations, data, kw):
+    s = _survey(v, source_locations, receiver_locations, dh, location_units=kw.pop("location_units"))
+    amp = _amplitudes(source_amplitudes, s)
+    d = _data_time_major(data, s.v.dtype, s.src.shape[0], s.rec.shape[1], "data")
+    if d.shape[1] != amp.shape[2]:
+        raise ValueError(f"data has {d.shape[1]} time samples, source_amplitudes {amp.shape[2]}")
+    if s.src.shape[1] == 0 or s.rec.shape[1] == 0:
+        raise ValueError("imaging needs sources and receivers in every shot")
+    rho, layer_velocity, layer_density = kw.pop("rho"), kw.pop("layer_velocity"), kw.pop("layer_density")
+    m = _modeling(s, dh, dt, amp.shape[2], physics="acoustic" if rho is None else "acoustic_vd", **kw)
+    _set_model(m, s, rho, layer_velocity, layer_density)
+    return m, amp, d
+
+
+def _mask(mask, v):
+    if mask is None:
+        return None
+    m = np.ascontiguousarray(np.asarray(mask, dtype=np.float64))
+    if m.shape != np.shape(v):
+        raise ValueError(f"mask has shape {m.shape}, v {np.shape(v)}")
+    return m
+
+
+@_tensors_in_out
+def rtm(v, dh: float, dt: float, source_amplitudes, source_locations, receiver_locations, data, *,
+        subtract_background: bool = True, normalize: bool = True, stabilization: float = 1e-3,
+        laplacian: bool = True, mask=None, storage: str = "boundary", storage_location: str = "device",
+        storage_dtype: str = "fp32", disk_dir: str = "", order: int = 4, pml_width=20,
+        pml_reflection: float = 1e-3, pml_freq: float = 25.0, pml_velocity: Optional[float] = None,
+        free_surface: bool = False, batch: int = 0, schedule: str = "auto", location_units: str = "cells",
+        layer_velocity=None, rho=None, layer_density=None) -> Image:
+    """Reverse-time migration of `data` [shot, receiver, time] on the smooth model v: the image
+    J^T d of the reflected data (the data less v's own records when `subtract_background`), the
+    transpose of `born`; divided by the source illumination plus `stabilization` times its
+    maximum when `normalize`, then filtered by a negative Laplacian when `laplacian`; `mask` (the
+    shape of v, or None) weights the image per cell (0: muted, e.g. the water). Storage and
+    modelling arguments as `gradient`'s."""
+    kw = dict(order=order, pml_width=pml_width, pml_reflection=pml_reflection, pml_freq=pml_freq,
+              pml_velocity=pml_velocity, free_surface=free_surface, batch=batch, schedule=schedule,
+              storage=storage, storage_location=storage_location, storage_dtype=storage_dtype, disk_dir=disk_dir,
+              location_units=location_units, layer_velocity=layer_velocity, rho=rho, layer_density=layer_density)
+    m, amp, d = _imaging(v, dh, dt, source_amplitudes, source_locations, receiver_locations, data, kw)
+    image, corr, illum = m.rtm(amp, d, _bool(subtract_background, "subtract_background"),
+                               _bool(normalize, "normalize"), float(stabilization), _bool(laplacian, "laplacian"),
+                               _mask(mask, v))
+    return Image(image, corr, illum)
+
+
+@_tensors_in_out
+def lsrtm(v, dh: float, dt: float, source_amplitudes, source_locations, receiver_locations, data, *,
+          iterations: int = 10, subtract_background: bool = True, precondition: bool = True,
+          stabilization: float = 1e-3, mask=None, storage: str = "boundary",
+          storage_location: str = "device", storage_dtype: str = "fp32", disk_dir: str = "", order: int = 4,
+          pml_width=20, pml_reflection: float = 1e-3, pml_freq: float = 25.0,
+          pml_velocity: Optional[float] = None, free_surface: bool = False, batch: int = 0,
+          schedule: str = "auto", location_units: str = "cells", layer_velocity=None, rho=None,
+          layer_density=None) -> Image:
+    """Least-squares reverse-time migration: the velocity perturbation (m/s) m that minimises
+    |born(m) - d|, d the reflected data as in `rtm`, by `iterations` of conjugate gradients on the
+    normal equations (one `born` and one transpose each), from m = 0, preconditioned by the
+    inverse source illumination (plus `stabilization` times its maximum) when `precondition`;
+    `mask` (the shape of v, or None) holds the perturbation at 0 where it is 0 (the water). `misfit` holds |born(m) - d| / |d| after each iteration."""
+    kw = dict(order=order, pml_width=pml_width, pml_reflection=pml_reflection, pml_freq=pml_freq,
+              pml_velocity=pml_velocity, free_surface=free_surface, batch=batch, schedule=schedule,
+              storage=storage, storage_location=storage_location, storage_dtype=storage_dtype, disk_dir=disk_dir,
+              location_units=location_units, layer_velocity=layer_velocity, rho=rho, layer_density=layer_density)
+    m, amp, d = _imaging(v, dh, dt, source_amplitudes, source_locations, receiver_locations, data, kw)
+    image, misfit = m.lsrtm(amp, d, _int(iterations, "iterations"), _bool(subtract_background, "subtract_background"),
+                            _bool(precondition, "precondition"), float(stabilization), _mask(mask, v))
+    return Image(image, misfit=misfit)
 
 
 @dataclass

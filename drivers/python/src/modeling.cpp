@@ -1,5 +1,6 @@
-// Modeling32 and Modeling64: the library's forward, adjoint, gradient and vector-Jacobian
-// product of a survey on numpy arrays (fwi::Modeling<float|double>).
+// Modeling32 and Modeling64: the library's forward, adjoint, Born modelling, gradient,
+// vector-Jacobian product and imaging (RTM, LSRTM) of a survey on numpy arrays
+// (fwi::Modeling<float|double>).
 
 #include "arrays.hpp"
 #include "bindings.hpp"
@@ -11,6 +12,7 @@
 #include <ksweep/core/runtime.hpp>
 #include <ksweep/core/schedule.hpp>
 #include <ksweep/core/wavelet.hpp>
+#include <ksweep/fwi/imaging.hpp>
 #include <ksweep/fwi/inversion.hpp>
 #include <ksweep/fwi/workflow.hpp>
 #include <ksweep/fwi/spectral.hpp>
@@ -23,6 +25,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -136,6 +139,47 @@ class PyModeling {
     return py::make_tuple(img[0], img[1], img[2], m_vd ? py::object(img[3]) : py::none());
   }
 
+  py::array_t<Real> born(carray<Real> const& wavelets, carray<Real> const& scatter) {
+    check_shape(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes");
+    check_model(scatter, "scatter");
+    py::array_t<Real> rec({m_shots, m_nt, m_nr});
+    Real* r = rec.mutable_data();
+    on_worker([&] { m_m->born(wavelets.data(), scatter.data(), r); });
+    return rec;
+  }
+
+  py::tuple rtm(carray<Real> const& wavelets, carray<Real> const& data, bool subtract_background, bool normalize,
+                double stabilization, bool laplacian, std::optional<carray<double>> const& mask) {
+    check_shape(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes");
+    check_shape(data, {m_shots, m_nt, m_nr}, "data");
+    fwi::RtmOptions o;
+    o.subtract_background = subtract_background;
+    o.normalize = normalize;
+    o.stabilization = stabilization;
+    o.laplacian = laplacian;
+    o.mask = mask_of(mask);
+    fwi::RtmImage r;
+    on_worker([&] { r = fwi::rtm(*m_m, wavelets.data(), data.data(), o); });
+    return py::make_tuple(image(r.image), image(r.correlation), image(r.illumination));
+  }
+
+  py::tuple lsrtm(carray<Real> const& wavelets, carray<Real> const& data, int iterations, bool subtract_background,
+                  bool precondition, double stabilization, std::optional<carray<double>> const& mask) {
+    check_shape(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes");
+    check_shape(data, {m_shots, m_nt, m_nr}, "data");
+    fwi::LsrtmOptions o;
+    o.iterations = iterations;
+    o.subtract_background = subtract_background;
+    o.precondition = precondition;
+    o.stabilization = stabilization;
+    o.mask = mask_of(mask);
+    fwi::LsrtmResult r;
+    on_worker([&] { r = fwi::lsrtm(*m_m, wavelets.data(), data.data(), o); });
+    py::array_t<double> misfit(static_cast<py::ssize_t>(r.misfit.size()));
+    std::copy(r.misfit.begin(), r.misfit.end(), misfit.mutable_data());
+    return py::make_tuple(image(r.image), misfit);
+  }
+
  private:
   std::vector<py::array_t<double>> images() const {
     std::vector<py::ssize_t> const shape(m_shape.begin(), m_shape.end());
@@ -143,6 +187,18 @@ class PyModeling {
                                          py::array_t<double>(shape)};
     if (m_vd) img.emplace_back(shape);
     return img;
+  }
+  py::array_t<double> image(std::vector<double> const& v) const {
+    std::vector<py::ssize_t> const shape(m_shape.begin(), m_shape.end());
+    py::array_t<double> a(shape);
+    std::copy(v.begin(), v.end(), a.mutable_data());
+    return a;
+  }
+  std::vector<double> mask_of(std::optional<carray<double>> const& mask) const {
+    if (!mask) return {};
+    std::vector<long long> want(m_shape.begin(), m_shape.end());
+    check_shape(*mask, want, "mask");
+    return std::vector<double>(mask->data(), mask->data() + mask->size());
   }
   void check_model(carray<Real> const& a, char const* what) const {
     std::vector<long long> want(m_shape.begin(), m_shape.end());
@@ -182,7 +238,10 @@ void bind_modeling_of(py::module_& m, char const* name) {
       .def("forward", &PyModeling<Real>::forward)
       .def("adjoint", &PyModeling<Real>::adjoint)
       .def("gradient", &PyModeling<Real>::gradient)
-      .def("vjp", &PyModeling<Real>::vjp);
+      .def("vjp", &PyModeling<Real>::vjp)
+      .def("born", &PyModeling<Real>::born)
+      .def("rtm", &PyModeling<Real>::rtm)
+      .def("lsrtm", &PyModeling<Real>::lsrtm);
 }
 
 }  // namespace

@@ -356,6 +356,18 @@ class Propagator {
   }
 
   // ---------------------------------------------------------------------------------------------
+  // Born (linearised) modelling (born.hpp)
+  // ---------------------------------------------------------------------------------------------
+
+  /// The scattering scale k = 2 dv / v of a velocity perturbation dv [model row][nx] on the
+  /// device, laid out as c() (born.hpp).
+  field2 born_scale(velocity_view const& dvp) const;
+  /// Born modelling of the batch: the records [shot][time][receiver] of the scattered wavefield
+  /// of scale k (born_scale), the derivative of forward()'s records for wavelets
+  /// [shot][source][time] in the direction dv. A second forward state, allocated on first use.
+  void born(wavelet_view const& wavelets, field2 const& k, record_view const& records);
+
+  // ---------------------------------------------------------------------------------------------
   // The `shots` schedule (host backends)
   // ---------------------------------------------------------------------------------------------
 
@@ -735,8 +747,8 @@ class Propagator {
   std::vector<double> m_padded_vp, m_padded_rho;  // [NZ][NY][NX] on the host (the layer's held values)
   field1 m_half_a[Dim], m_half_b[Dim];
   PointSet m_sources, m_receivers;
-  PointSet m_removal;  // the sources' taps in the model (source_removal)
-  State m_fwd, m_adj;
+  PointSet m_removal;          // the sources' taps in the model (source_removal)
+  State m_fwd, m_adj, m_born;  // m_born: Born modelling's scattered field (allocated by born())
   Schedule m_schedule = default_schedule();
   HaloLink<Real, memory_space> m_link;                                                      // domain decomposition
   Kokkos::View<unsigned char**, Kokkos::LayoutRight, memory_space> m_rec_live, m_src_live;  // [shot][point], links
@@ -747,3 +759,4 @@ class Propagator {
 }  // namespace ksweep::core
 
 #include <ksweep/core/propagator_setup.hpp>
+#include <ksweep/core/born.hpp>

@@ -15,6 +15,7 @@
 #include <ksweep/comm/communicator.hpp>
 #include <ksweep/core/domain.hpp>
 #include <ksweep/core/geometry.hpp>
+#include <ksweep/fwi/imaging.hpp>
 #include <ksweep/fwi/inversion.hpp>
 #include <ksweep/fwi/memory.hpp>
 #include <ksweep/fwi/spectral.hpp>
@@ -200,6 +201,28 @@ io::RecordsFile final_data(io::Config const& cfg, io::VelocityModel const& vm, c
                            std::vector<double> const& wavelet, std::vector<float> const* density,
                            std::pair<double, int> own_axis, comm::Communicator const* ranks = nullptr,
                            AfterBatch const& after_batch = {});
+
+// ---- Imaging (configured_imaging.cpp) ------------------------------------------------------
+
+/// The modelling of `survey` on `vm`'s grid as the configuration's propagator keys set it up
+/// (order, layer, time axis, batch, schedule, physics; storage for the gradient's transpose).
+ModelingSetup modeling_setup(io::Config const& cfg, io::VelocityModel const& vm, core::Survey const& survey);
+
+/// What `ksweep rtm` computes: the RTM image and, with imaging.lsrtm_iterations, least-squares RTM.
+struct ImagingResult {
+  RtmImage rtm;
+  LsrtmResult lsrtm;  ///< empty without imaging.lsrtm_iterations
+};
+/// RTM of `observed` [shot][nt][receiver] (the background's records subtracted) on the background
+/// velocity `v0` (`density`: variable density, held fixed), its absorbing layer held at v0, with
+/// the [imaging] conditions, in propagator.precision; then imaging.lsrtm_iterations of LSRTM,
+/// `after_iteration(i, misfit)` after each (a throw stops the run). The top `water_rows` depth
+/// rows (the water, known) are muted in both images.
+ImagingResult image_data(io::Config const& cfg, io::VelocityModel const& vm, std::vector<float> const& v0,
+                         core::Survey const& survey, std::vector<double> const& wavelet,
+                         std::vector<float> const& observed, int water_rows,
+                         std::vector<float> const* density = nullptr,
+                         std::function<void(int, double)> const& after_iteration = {});
 
 // ---- Checkpoints --------------------------------------------------------------------------
 

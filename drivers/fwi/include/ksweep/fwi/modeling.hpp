@@ -1,6 +1,6 @@
 #pragma once
 /// \file modeling.hpp
-/// Forward modelling, its adjoint and the gradient of a survey, for callers that hold their own
+/// Forward modelling, its adjoint, Born modelling and the gradient of a survey, for callers that hold their own
 /// arrays (C++ programs, the Python package): no templates, host arrays in and out. The physics
 /// is constant-density acoustics (vp) or variable-density acoustics (vp and rho).
 ///
@@ -104,6 +104,13 @@ class Modeling {
   /// The vector-Jacobian product: the images for dL/d(records) = `residual` [shot][nt][receiver]
   /// (a forward pass that saves the boundary, then the adjoint pass with imaging).
   void vjp(Real const* wavelets, Real const* residual, ModelingImages const& out);
+
+  /// Born (linearised) modelling: the records [shot][nt][receiver] of the wavefield scattered by
+  /// the velocity perturbation `scatter` (m/s, the model's shape) around the model set, for
+  /// wavelets [shot][source][nt]: the derivative of forward()'s records in the direction
+  /// `scatter`, exactly (its transpose is vjp()'s velocity image; the layer as for the gradient,
+  /// the density held fixed). Each time step costs about two of forward()'s.
+  void born(Real const* wavelets, Real const* scatter, Real* records);
 
   /// Called after each batch with (shots done, shots); a throw stops the run there.
   void set_after_batch(std::function<void(int, int)> f);

@@ -191,6 +191,20 @@ struct ParallelSection {
   std::vector<int> domains;
 };
 
+/// [imaging]: `ksweep rtm` (ksweep/fwi/imaging.hpp) on the background model that fwi.smooth_sigma
+/// and fwi.water_rows make of the true model.
+struct ImagingSection {
+  /// RTM: the image divided by the source illumination plus `stabilization` times its maximum.
+  bool normalize = true;
+  double stabilization = 1e-3;
+  /// RTM: the negative Laplacian of the image, against low-wavenumber artefacts.
+  bool laplacian = true;
+  /// Least-squares RTM iterations after the RTM image (0: none).
+  int lsrtm_iterations = 0;
+  /// LSRTM preconditioned by the inverse source illumination (plus `stabilization` times its maximum).
+  bool precondition = true;
+};
+
 /// [output]: extra output formats.
 struct OutputSection {
   /// `ksweep model` writes observed.segy (SEG-Y rev 1 shot gathers, ksweep/io/segy.hpp) beside
@@ -209,6 +223,7 @@ struct Config {
   StorageSection storage;
   FwiSection fwi;
   ParallelSection parallel;
+  ImagingSection imaging;
   OutputSection output;
   /// The TOML file this was read from (empty when read from a string).
   std::string source_path;

@@ -1,0 +1,159 @@
+// ksweep rtm: reverse-time migration (and least-squares RTM) of a survey on the smoothed model,
+// written to image.h5, summary.json and figures.
+
+#include "common.hpp"
+#include "guard.hpp"
+
+#include <ksweep/fwi/configured.hpp>
+#include <ksweep/fwi/imaging.hpp>
+#include <ksweep/io/json_io.hpp>
+#include <ksweep/io/segy.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <optional>
+
+namespace ksweep::app {
+
+namespace {
+
+/// What the checks of `ksweep rtm` leave for the imaging.
+struct RtmInputs {
+  io::VelocityModel vm;          ///< the true model (the data's, when they are modelled)
+  std::vector<float> v0;         ///< the background (migration) velocity
+  std::vector<float> rho, rho0;  ///< variable density: the true density (modelled data), the background's
+  std::vector<float> observed;   ///< [shot][nt][receiver]
+  int water = 0;                 ///< depth rows of water (muted in the images)
+  bool modelled = false;         ///< the data modelled from the true model (its perturbation known)
+  core::Survey survey;
+  std::vector<double> wavelet;
+  std::vector<RunInput> files;
+};
+
+/// Every check before the first write, the cheap ones first; then the model and the background.
+RtmInputs check_rtm_inputs(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm) {
+  KSWEEP_REQUIRE(comm.size() == 1,
+                 "ksweep rtm runs on one MPI rank (" << comm.size() << " were started): run it without mpirun");
+  KSWEEP_REQUIRE(cfg.wavelet.source != "estimate",
+                 "wavelet.source = \"estimate\" is for ksweep fwi; ksweep rtm needs the source: set wavelet.source "
+                 "= \"ricker\" or a wavelet file (.h5, .sgy/.segy or text)");
+  KSWEEP_REQUIRE(cfg.fwi.smooth_sigma > 0 || !cfg.fwi.observed.empty(),
+                 "fwi.smooth_sigma = 0 makes the background the true model, from which the data are modelled: "
+                 "nothing would be left to image; set fwi.smooth_sigma > 0, or give the data (fwi.observed)");
+  RtmInputs in;
+  auto const shape = io::model_shape(cfg.model);
+  io::check_dimension_keys(cfg, shape.dim() == 3);
+  core::ModelGrid const grid = model_grid(shape);
+  in.wavelet = make_wavelet(cfg);
+  in.survey = acquisition(cfg, shape);
+  core::check_time(cfg.time.dt, cfg.time.nt);
+  core::check_grid(grid, make_pml(cfg), cfg.propagator.order);
+  core::check_survey(in.survey, grid, make_pml(cfg));
+  in.files = {{"--config", cfg.source_path}, {"model.source", cfg.model.source}};
+  if (!cfg.survey.file.empty()) in.files.push_back({"survey.file", cfg.survey.file});
+  if (!cfg.fwi.observed.empty()) {
+    in.files.push_back({"fwi.observed", cfg.fwi.observed});
+    fwi::check_observed(fwi::read_observed(cfg.fwi.observed, shape, cfg, false), cfg, in.survey, shape,
+                        io::shown_path(cfg.fwi.observed));
+  }
+  check_output_folder(opt.out, opt.overwrite, false, in.files);
+  in.vm = io::load_velocity(cfg.model);
+  throw_if_stopped("reading the model");
+  core::check_velocity(in.vm.vp.data(), static_cast<long long>(in.vm.vp.size()));
+  int const water = in.water = cfg.fwi.water_rows >= 0 ? cfg.fwi.water_rows : fwi::detect_water_rows(in.vm);
+  in.v0 = fwi::starting_model(in.vm, cfg.fwi.smooth_sigma, water, [] { throw_if_stopped("smoothing the model"); });
+  fwi::check_stability(cfg, in.vm, in.v0);
+  std::vector<float> rho;
+  if (fwi::variable_density(cfg)) {
+    rho = io::load_density(cfg.model, in.vm);
+    in.rho0 = fwi::starting_density(in.vm, rho, cfg.fwi.smooth_sigma, water,
+                                    [] { throw_if_stopped("smoothing the density"); });
+  }
+  in.modelled = cfg.fwi.observed.empty();
+  if (in.modelled) in.rho = std::move(rho);
+  warn(fwi::acquisition_warnings(cfg, in.vm, in.survey));
+  return in;
+}
+
+/// The data: modelled from the true model, or read from fwi.observed.
+void read_or_model_data(io::Config const& cfg, RtmInputs& in) {
+  if (in.modelled)
+    in.observed = model_observed(cfg, in.vm, in.survey, true, in.wavelet, in.rho.empty() ? nullptr : &in.rho).data;
+  else in.observed = fwi::read_observed(cfg.fwi.observed, in.vm, cfg, true).data;
+  if (auto const silent = silent_data(in.observed, "the data", cfg); !silent.empty())
+    throw Error(silent + "; nothing was written");
+}
+
+std::vector<float> to_float(std::vector<double> const& v) { return std::vector<float>(v.begin(), v.end()); }
+
+/// image.h5 and summary.json into the claimed folder, then the figures.
+void write_images(io::Config const& cfg, RtmInputs const& in, fwi::ImagingResult const& r, double seconds,
+                  OutputFolder& folder) {
+  fs::path const& out = folder.path();
+  folder.claim();
+  std::vector<io::Dataset> sets{io::model_dataset(in.vm, "background", in.v0),
+                                io::model_dataset(in.vm, "rtm", to_float(r.rtm.image)),
+                                io::model_dataset(in.vm, "rtm_correlation", to_float(r.rtm.correlation)),
+                                io::model_dataset(in.vm, "illumination", to_float(r.rtm.illumination))};
+  nlohmann::json summary = {{"command", "rtm"},
+                            {"config", io::config_to_json(cfg)},
+                            {"model", in.vm.description},
+                            {"shape", in.vm.shape()},
+                            {"seconds", seconds}};
+  std::vector<double> truth;
+  if (in.modelled) {  // the perturbation that made the data's reflections
+    for (std::size_t i = 0; i < in.v0.size(); ++i) truth.push_back(double(in.vm.vp[i]) - double(in.v0[i]));
+    sets.push_back(io::model_dataset(in.vm, "perturbation", to_float(truth)));
+    summary["correlation"]["rtm"] = fwi::correlation(r.rtm.image, truth);
+    summary["correlation"]["rtm_correlation"] = fwi::correlation(r.rtm.correlation, truth);
+  }
+  if (!r.lsrtm.image.empty()) {
+    sets.push_back(io::model_dataset(in.vm, "lsrtm", to_float(r.lsrtm.image)));
+    summary["lsrtm_misfit"] = r.lsrtm.misfit;
+    if (in.modelled) summary["correlation"]["lsrtm"] = fwi::correlation(r.lsrtm.image, truth);
+  }
+  io::write_datasets(out / "image.h5", sets, in.vm.dh);
+  io::write_json_atomic(out / "summary.json", summary);
+  std::printf("wrote %s and %s\n", io::shown_path(out / "image.h5").c_str(),
+              io::shown_path(out / "summary.json").c_str());
+  folder.finish();
+  make_directory(out / "figures");
+  if (run_figure_script("plot_image.py",
+                        {(out / "image.h5").string(), (out / "summary.json").string(), (out / "figures").string()}))
+    std::printf("wrote %s\n", io::shown_path(out / "figures").c_str());
+  else remove_if_empty(out / "figures");
+}
+
+}  // namespace
+
+int run_rtm(io::Config const& cfg, RunOptions const& opt, comm::Communicator const& comm) {
+  auto in = check_rtm_inputs(cfg, opt, comm);
+  if (opt.dry_run) {
+    std::printf("ksweep rtm --dry-run: the inputs are valid; nothing was written\n");
+    return 0;
+  }
+  OutputFolder folder(opt.out, opt.overwrite, false, true, in.files);
+  read_or_model_data(cfg, in);
+  std::printf(
+      "ksweep rtm: %s, %s cells at %g m, %d shots, %d receivers, nt %d, order %d; background: fwi.smooth_sigma "
+      "= %g cells, %d water rows muted%s\n",
+      shown(in.vm.description).c_str(), in.vm.shape().c_str(), in.vm.dh, in.survey.n_shots, in.survey.n_receivers,
+      cfg.time.nt, cfg.propagator.order, cfg.fwi.smooth_sigma, in.water,
+      in.modelled ? "; data modelled from the true model" : "");
+  auto const t0 = std::chrono::steady_clock::now();
+  auto const r = fwi::image_data(cfg, in.vm, in.v0, in.survey, in.wavelet, in.observed, in.water,
+                                 in.rho0.empty() ? nullptr : &in.rho0, [](int i, double misfit) {
+                                   std::printf("  LSRTM iteration %d: data misfit %.4f\n", i, misfit);
+                                   std::fflush(stdout);
+                                   throw_if_stopped("least-squares RTM");
+                                 });
+  double const secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("imaged in %.2f s\n", secs);
+  write_images(cfg, in, r, secs, folder);
+  return 0;
+}
+
+}  // namespace ksweep::app

@@ -1,0 +1,97 @@
+// A run from its configuration (configured.hpp): the modelling set-up of the propagator keys, and
+// imaging (RTM, least-squares RTM) on a background model.
+
+#include <ksweep/base/error.hpp>
+#include <ksweep/core/profiling.hpp>
+#include <ksweep/core/schedule.hpp>
+#include <ksweep/fwi/configured.hpp>
+#include <ksweep/fwi/imaging.hpp>
+#include <ksweep/fwi/modeling.hpp>
+#include <ksweep/storage/step_store.hpp>
+
+#include <algorithm>
+
+namespace ksweep::fwi {
+
+ModelingSetup modeling_setup(io::Config const& cfg, io::VelocityModel const& vm, core::Survey const& survey) {
+  ModelingSetup setup;
+  setup.grid = model_grid(vm);
+  setup.pml = make_pml(cfg);
+  setup.order = cfg.propagator.order;
+  setup.dt = cfg.time.dt;
+  setup.nt = cfg.time.nt;
+  setup.survey = survey;
+  setup.batch = std::min(cfg.propagator.batch, survey.n_shots);
+  setup.schedule = core::parse_schedule(cfg.propagator.schedule);
+  setup.physics = parse_physics(cfg.propagator.physics);
+  setup.storage = storage::make_storage_config(cfg.storage.strategy, cfg.storage.location, cfg.storage.dtype,
+                                               cfg.storage.transfer_interval, cfg.storage.disk_dir, cfg.storage.pinned);
+  return setup;
+}
+
+namespace {
+
+template <class Real>
+ImagingResult image(io::Config const& cfg, io::VelocityModel const& vm, std::vector<float> const& v0,
+                    core::Survey const& survey, std::vector<double> const& wavelet, std::vector<float> const& observed,
+                    int water_rows, std::vector<float> const* density,
+                    std::function<void(int, double)> const& after_iteration) {
+  int const nt = cfg.time.nt, n_shots = survey.n_shots;
+  std::size_t const n_records = static_cast<std::size_t>(n_shots) * nt * survey.n_receivers;
+  KSWEEP_REQUIRE(observed.size() == n_records,
+                 "imaging: the observed data hold " << observed.size() << " samples, the survey needs " << n_records);
+  KSWEEP_REQUIRE(v0.size() == vm.vp.size(),
+                 "imaging: the background has " << v0.size() << " cells, the model " << vm.vp.size());
+  ModelingSetup const setup = modeling_setup(cfg, vm, survey);
+  Modeling<Real> m(setup);
+  std::vector<Real> const vp(v0.begin(), v0.end());
+  if (setup.physics == Physics::acoustic_vd) {
+    KSWEEP_REQUIRE(density, "imaging with variable density needs the density");
+    std::vector<Real> const rho(density->begin(), density->end());
+    m.set_model(vp.data(), rho.data(), vp.data(), rho.data());
+  } else {
+    m.set_velocity(vp.data(), vp.data());
+  }
+  std::vector<Real> w(static_cast<std::size_t>(n_shots) * nt);
+  for (int s = 0; s < n_shots; ++s)
+    for (int t = 0; t < nt; ++t) w[static_cast<std::size_t>(s) * nt + t] = static_cast<Real>(wavelet[t]);
+  std::vector<Real> const d(observed.begin(), observed.end());
+  // The water rows muted: a depth row is a plane of ny nx cells.
+  std::vector<double> mask(v0.size(), 1.0);
+  std::fill(mask.begin(),
+            mask.begin() + std::min<std::size_t>(mask.size(), std::size_t(std::max(water_rows, 0)) * vm.ny * vm.nx),
+            0.0);
+  RtmOptions o;
+  o.mask = mask;
+  o.normalize = cfg.imaging.normalize;
+  o.stabilization = cfg.imaging.stabilization;
+  o.laplacian = cfg.imaging.laplacian;
+  ImagingResult r;
+  {
+    core::ScopedRegion region("ksweep::rtm::rtm");
+    r.rtm = rtm(m, w.data(), d.data(), o);
+  }
+  if (cfg.imaging.lsrtm_iterations > 0) {
+    core::ScopedRegion region("ksweep::rtm::lsrtm");
+    LsrtmOptions lo;
+    lo.iterations = cfg.imaging.lsrtm_iterations;
+    lo.precondition = cfg.imaging.precondition;
+    lo.stabilization = cfg.imaging.stabilization;
+    lo.mask = mask;
+    r.lsrtm = lsrtm(m, w.data(), d.data(), lo, after_iteration);
+  }
+  return r;
+}
+
+}  // namespace
+
+ImagingResult image_data(io::Config const& cfg, io::VelocityModel const& vm, std::vector<float> const& v0,
+                         core::Survey const& survey, std::vector<double> const& wavelet,
+                         std::vector<float> const& observed, int water_rows, std::vector<float> const* density,
+                         std::function<void(int, double)> const& after_iteration) {
+  return cfg.propagator.precision == "fp64"
+             ? image<double>(cfg, vm, v0, survey, wavelet, observed, water_rows, density, after_iteration)
+             : image<float>(cfg, vm, v0, survey, wavelet, observed, water_rows, density, after_iteration);
+}
+
+}  // namespace ksweep::fwi

@@ -1,0 +1,208 @@
+#include <ksweep/fwi/imaging.hpp>
+
+#include <ksweep/base/error.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+namespace ksweep::fwi {
+
+namespace {
+
+template <class Real>
+struct Sizes {
+  std::size_t cells = 0, records = 0;
+  explicit Sizes(Modeling<Real> const& m) {
+    auto const& s = m.setup();
+    cells = static_cast<std::size_t>(s.grid.cells());
+    records = static_cast<std::size_t>(s.survey.n_shots) * static_cast<std::size_t>(s.nt) *
+              static_cast<std::size_t>(s.survey.n_receivers);
+  }
+};
+
+double dot(std::vector<double> const& a, std::vector<double> const& b) {
+  double s = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+template <class Real>
+std::vector<Real> to_real(std::vector<double> const& v) {
+  return std::vector<Real>(v.begin(), v.end());
+}
+
+// The reflected data: the data less the background's records, as chosen.
+template <class Real>
+std::vector<double> reflected(Modeling<Real>& m, Real const* wavelets, Real const* data, bool subtract) {
+  Sizes<Real> const n(m);
+  std::vector<double> d(data, data + n.records);
+  if (subtract) {
+    std::vector<Real> background(n.records);
+    m.forward(wavelets, background.data());
+    for (std::size_t i = 0; i < n.records; ++i) d[i] -= static_cast<double>(background[i]);
+  }
+  return d;
+}
+
+// J^T r (and, when asked, the source illumination).
+template <class Real>
+std::vector<double> transpose(Modeling<Real>& m, Real const* wavelets, std::vector<double> const& r,
+                              std::vector<double>* illumination = nullptr) {
+  Sizes<Real> const n(m);
+  std::vector<double> g(n.cells);
+  ModelingImages out;
+  out.grad = g.data();
+  if (illumination) {
+    illumination->assign(n.cells, 0.0);
+    out.illum_src = illumination->data();
+  }
+  auto const rr = to_real<Real>(r);
+  m.vjp(wavelets, rr.data(), out);
+  return g;
+}
+
+// J p.
+template <class Real>
+std::vector<double> born(Modeling<Real>& m, Real const* wavelets, std::vector<double> const& p) {
+  Sizes<Real> const n(m);
+  auto const pr = to_real<Real>(p);
+  std::vector<Real> q(n.records);
+  m.born(wavelets, pr.data(), q.data());
+  return std::vector<double>(q.begin(), q.end());
+}
+
+// A mask is empty or holds a finite weight per cell.
+void check_mask(std::vector<double> const& mask, std::size_t cells, char const* what) {
+  if (mask.empty()) return;
+  KSWEEP_REQUIRE(mask.size() == cells, what << ": the mask has " << mask.size() << " cells, the model " << cells);
+  for (std::size_t i = 0; i < cells; ++i)
+    KSWEEP_REQUIRE(std::isfinite(mask[i]),
+                   what << ": the mask at cell " << i << " is " << mask[i] << ": every weight must be a finite number");
+}
+
+}  // namespace
+
+std::vector<double> laplacian_filter(std::vector<double> const& image, core::ModelGrid const& grid) {
+  int const nz = grid.nz, ny = grid.dim() == 3 ? grid.ny : 1, nx = grid.nx;
+  KSWEEP_REQUIRE(image.size() == static_cast<std::size_t>(grid.cells()),
+                 "laplacian_filter: the image has " << image.size() << " cells, the grid " << grid.cells());
+  std::vector<double> out(image.size());
+  auto at = [&](int z, int y, int x) -> double {
+    if (z < 0 || z >= nz || y < 0 || y >= ny || x < 0 || x >= nx) return 0.0;
+    return image[(static_cast<std::size_t>(z) * ny + y) * nx + x];
+  };
+  for (int z = 0; z < nz; ++z)
+    for (int y = 0; y < ny; ++y)
+      for (int x = 0; x < nx; ++x) {
+        double const c = at(z, y, x);
+        double s = 4 * c - at(z - 1, y, x) - at(z + 1, y, x) - at(z, y, x - 1) - at(z, y, x + 1);
+        if (ny > 1) s += 2 * c - at(z, y - 1, x) - at(z, y + 1, x);
+        out[(static_cast<std::size_t>(z) * ny + y) * nx + x] = s;
+      }
+  return out;
+}
+
+double correlation(std::vector<double> const& a, std::vector<double> const& b) {
+  KSWEEP_REQUIRE(a.size() == b.size() && !a.empty(),
+                 "correlation: images of " << a.size() << " and " << b.size() << " cells");
+  double ma = 0, mb = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) ma += a[i], mb += b[i];
+  ma /= static_cast<double>(a.size());
+  mb /= static_cast<double>(b.size());
+  double ab = 0, aa = 0, bb = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ab += (a[i] - ma) * (b[i] - mb);
+    aa += (a[i] - ma) * (a[i] - ma);
+    bb += (b[i] - mb) * (b[i] - mb);
+  }
+  return aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : 0.0;
+}
+
+template <class Real>
+RtmImage rtm(Modeling<Real>& m, Real const* wavelets, Real const* data, RtmOptions const& options) {
+  KSWEEP_REQUIRE(wavelets && data, "rtm: no " << (wavelets ? "data" : "wavelets (source amplitudes)") << " given");
+  KSWEEP_REQUIRE(
+      std::isfinite(options.stabilization) && options.stabilization > 0,
+      "rtm: the stabilization = " << options.stabilization << " must be > 0 (a fraction of the largest illumination)");
+  RtmImage r;
+  auto const d = reflected(m, wavelets, data, options.subtract_background);
+  r.correlation = transpose(m, wavelets, d, &r.illumination);
+  check_mask(options.mask, r.correlation.size(), "rtm");
+  auto mute = [&](std::vector<double>& v) {
+    for (std::size_t i = 0; i < options.mask.size(); ++i) v[i] *= options.mask[i];
+  };
+  r.image = r.correlation;
+  if (options.normalize) {
+    double const eps = options.stabilization * *std::max_element(r.illumination.begin(), r.illumination.end());
+    for (std::size_t i = 0; i < r.image.size(); ++i) r.image[i] /= r.illumination[i] + eps;
+  }
+  mute(r.image);
+  if (options.laplacian) {
+    r.image = laplacian_filter(r.image, m.setup().grid);
+    mute(r.image);
+  }
+  return r;
+}
+
+template <class Real>
+LsrtmResult lsrtm(Modeling<Real>& m, Real const* wavelets, Real const* data, LsrtmOptions const& options,
+                  std::function<void(int, double)> const& after_iteration) {
+  KSWEEP_REQUIRE(wavelets && data, "lsrtm: no " << (wavelets ? "data" : "wavelets (source amplitudes)") << " given");
+  KSWEEP_REQUIRE(options.iterations >= 1, "lsrtm: iterations = " << options.iterations << " must be >= 1");
+  KSWEEP_REQUIRE(std::isfinite(options.stabilization) && options.stabilization > 0,
+                 "lsrtm: the stabilization = " << options.stabilization
+                                               << " must be > 0 (a fraction of the largest illumination)");
+  Sizes<Real> const n(m);
+  check_mask(options.mask, n.cells, "lsrtm");
+  LsrtmResult out;
+  // CGLS on J P (m = P y, P the preconditioner times the mask): r = d - J P y, s = P J^T r.
+  std::vector<double> r = reflected(m, wavelets, data, options.subtract_background);  // y = 0
+  double const dnorm = std::sqrt(dot(r, r));
+  KSWEEP_REQUIRE(dnorm > 0, "lsrtm: the reflected data are zero: nothing to image");
+  std::vector<double> illumination;
+  std::vector<double> s = transpose(m, wavelets, r, &illumination);
+  std::vector<double> precond(n.cells, 1.0);
+  if (options.precondition) {
+    double const eps = options.stabilization * *std::max_element(illumination.begin(), illumination.end());
+    for (std::size_t i = 0; i < n.cells; ++i) precond[i] = 1.0 / (illumination[i] + eps);
+  }
+  for (std::size_t i = 0; i < options.mask.size(); ++i) precond[i] *= options.mask[i];
+  auto apply = [&](std::vector<double>& v) {
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] *= precond[i];
+  };
+  apply(s);
+  std::vector<double> y(n.cells, 0.0), p = s, pp(n.cells);
+  double gamma = dot(s, s);
+  for (int it = 1; it <= options.iterations; ++it) {
+    if (gamma > 0) {  // else y solves the normal equations already
+      for (std::size_t i = 0; i < n.cells; ++i) pp[i] = precond[i] * p[i];
+      auto const q = born(m, wavelets, pp);
+      double const qq = dot(q, q);
+      double const alpha = qq > 0 ? gamma / qq : 0.0;
+      for (std::size_t i = 0; i < n.cells; ++i) y[i] += alpha * p[i];
+      for (std::size_t i = 0; i < r.size(); ++i) r[i] -= alpha * q[i];
+    }
+    out.misfit.push_back(std::sqrt(dot(r, r)) / dnorm);
+    if (after_iteration) after_iteration(it, out.misfit.back());
+    if (it == options.iterations || gamma == 0) continue;
+    s = transpose(m, wavelets, r);
+    apply(s);
+    double const next = dot(s, s);
+    double const beta = next / gamma;
+    for (std::size_t i = 0; i < n.cells; ++i) p[i] = s[i] + beta * p[i];
+    gamma = next;
+  }
+  out.image = y;
+  apply(out.image);
+  return out;
+}
+
+template RtmImage rtm<float>(Modeling<float>&, float const*, float const*, RtmOptions const&);
+template RtmImage rtm<double>(Modeling<double>&, double const*, double const*, RtmOptions const&);
+template LsrtmResult lsrtm<float>(Modeling<float>&, float const*, float const*, LsrtmOptions const&,
+                                  std::function<void(int, double)> const&);
+template LsrtmResult lsrtm<double>(Modeling<double>&, double const*, double const*, LsrtmOptions const&,
+                                   std::function<void(int, double)> const&);
+
+}  // namespace ksweep::fwi
