@@ -102,6 +102,7 @@ void write_images(io::Config const& cfg, RtmInputs const& in, fwi::ImagingResult
                             {"config", io::config_to_json(cfg)},
                             {"model", in.vm.description},
                             {"shape", in.vm.shape()},
+                            {"water_rows", in.water},
                             {"seconds", seconds}};
   std::vector<double> truth;
   if (in.modelled) {  // the perturbation that made the data's reflections

@@ -3,7 +3,7 @@
 
     test_ksweep.py KSWEEP MPIEXEC WORKDIR CASE
 
-CASE is one of: model, ranks, schedules, memory_estimate, resume, converges, bad_inputs, three_d, density, and the
+CASE is one of: model, ranks, schedules, memory_estimate, resume, converges, bad_inputs, three_d, density, rtm, and the
 fault suite:
 outputs, resume_checks, numerics, disk_full, disk_full_tmpfs (exits 77, skipped, where mounting
 is not permitted), signals, memory.
@@ -1760,6 +1760,68 @@ def case_domains():
     print("domains: ok")
 
 
+def case_rtm():
+    """ksweep rtm: RTM and 3 LSRTM iterations on the smoothed model; image.h5, summary.json and
+    figures; the water muted; the data from a file give the bits of the data modelled in the run;
+    bad input refused before any write."""
+    cfg = write_config("rtm.toml", BASE + "\n[imaging]\nlsrtm_iterations = 3\n")
+    out = fresh("rtm_out")
+    r = ksweep(["rtm", "-c", cfg, "-o", out], threads=2)
+    with h5py.File(os.path.join(out, "image.h5"), "r") as f:
+        names = sorted(f.keys())
+        if names != ["background", "illumination", "lsrtm", "perturbation", "rtm", "rtm_correlation"]:
+            fail(f"image.h5 holds {names}")
+        img = {k: f[k][...] for k in names}
+    for k, a in img.items():
+        if a.shape != (60, 120) or a.dtype != np.float32 or not np.all(np.isfinite(a)):
+            fail(f"image.h5 {k}: {a.shape} {a.dtype}, finite {np.all(np.isfinite(a))}")
+    with open(os.path.join(out, "summary.json")) as f:
+        s = json.load(f)
+    water, misfit, corr = s["water_rows"], s["lsrtm_misfit"], s["correlation"]
+    if not 0 < water < 60 or np.any(img["rtm"][:water] != 0) or np.any(img["lsrtm"][:water] != 0):
+        fail(f"the {water} water rows are not muted in the images")
+    if np.count_nonzero(img["rtm"][water:]) < 0.9 * img["rtm"][water:].size:
+        fail("the RTM image is zero below the water")
+    if len(misfit) != 3 or not all(b < a for a, b in zip(misfit, misfit[1:])):
+        fail(f"LSRTM misfit {misfit} does not fall at every iteration")
+    if not corr["lsrtm"] > corr["rtm"]:
+        fail(f"LSRTM's correlation with the true perturbation {corr['lsrtm']:.3f} is not above RTM's {corr['rtm']:.3f}")
+    for png in ("images.png", "lsrtm_misfit.png"):
+        if not os.path.getsize(os.path.join(out, "figures", png)) > 10000:
+            fail(f"figures/{png} missing or empty")
+    print(f"rtm: water rows {water}; LSRTM misfit {misfit[0]:.3f} -> {misfit[-1]:.3f}; correlation RTM "
+          f"{corr['rtm']:.3f}, LSRTM {corr['lsrtm']:.3f}")
+    # The same data from a file (ksweep model): the same images, bit for bit.
+    obs = fresh("rtm_observed")
+    ksweep(["model", "-c", cfg, "-o", obs])
+    out2 = fresh("rtm_from_file")
+    ksweep(["rtm", "-c", cfg, "-o", out2, "--set", f"fwi.observed=\"{os.path.join(obs, 'observed.h5')}\""], threads=2)
+    with h5py.File(os.path.join(out2, "image.h5"), "r") as f:
+        if "perturbation" in f:
+            fail("image.h5 of data from a file holds a true perturbation")
+        for k in ("rtm", "lsrtm"):
+            if not np.array_equal(f[k][...], img[k]):
+                fail(f"image.h5 {k} from observed.h5 differs from the image of the data modelled in the run")
+    print("rtm: data from observed.h5 give the same images, bit for bit")
+    # Bad input: refused before any write, naming the key and the limit.
+    for sets, needle in ((["--set", "imaging.stabilization=0"], "imaging.stabilization = 0 must be > 0"),
+                         (["--set", "imaging.lsrtm_iterations=-1"], "imaging.lsrtm_iterations = -1 must be in [0, 1000]"),
+                         (["--set", "wavelet.source=\"estimate\""], "ksweep rtm needs the source")):
+        bad = fresh("rtm_bad")
+        r = ksweep(["rtm", "-c", cfg, "-o", bad] + sets, check=False)
+        if r.returncode == 0 or needle not in r.stderr or os.path.exists(bad):
+            fail(f"{sets}: exit {r.returncode}, expected {needle!r} and no folder:\n{r.stderr}")
+    r = ksweep(["rtm", "-c", cfg, "-o", out], check=False)
+    if r.returncode == 0 or "results" not in r.stderr:
+        fail(f"a second run into {out} without --overwrite: exit {r.returncode}\n{r.stderr}")
+    if MPIEXEC != "none":
+        bad = fresh("rtm_bad")
+        r = ksweep(["rtm", "-c", cfg, "-o", bad], ranks=2, check=False)
+        if r.returncode == 0 or "runs on one MPI rank" not in r.stderr or os.path.exists(bad):
+            fail(f"ksweep rtm on 2 ranks: exit {r.returncode}\n{r.stderr}")
+    print("rtm: ok")
+
+
 if __name__ == "__main__":
     os.makedirs(WORK, exist_ok=True)
     {"model": case_model, "ranks": case_ranks, "schedules": case_schedules, "resume": case_resume, "converges": case_converges,
@@ -1767,4 +1829,5 @@ if __name__ == "__main__":
      "wavelet": case_wavelet,
      "bad_inputs": case_bad_inputs, "outputs": case_outputs, "resume_checks": case_resume_checks,
      "numerics": case_numerics, "disk_full": case_disk_full, "disk_full_tmpfs": case_disk_full_tmpfs, "signals": case_signals,
-     "memory": case_memory, "memory_estimate": case_memory_estimate, "domains": case_domains}[sys.argv[4]]()
+     "memory": case_memory, "memory_estimate": case_memory_estimate, "domains": case_domains,
+     "rtm": case_rtm}[sys.argv[4]]()

@@ -59,7 +59,8 @@ ImagingResult image(io::Config const& cfg, io::VelocityModel const& vm, std::vec
   // The water rows muted: a depth row is a plane of ny nx cells.
   std::vector<double> mask(v0.size(), 1.0);
   std::fill(mask.begin(),
-            mask.begin() + std::min<std::size_t>(mask.size(), std::size_t(std::max(water_rows, 0)) * vm.ny * vm.nx),
+            mask.begin() +
+                std::min<std::size_t>(mask.size(), std::size_t(std::max(water_rows, 0)) * std::max(vm.ny, 1) * vm.nx),
             0.0);
   RtmOptions o;
   o.mask = mask;
