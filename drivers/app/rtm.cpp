@@ -98,12 +98,9 @@ void write_images(io::Config const& cfg, RtmInputs const& in, fwi::ImagingResult
                                 io::model_dataset(in.vm, "rtm", to_float(r.rtm.image)),
                                 io::model_dataset(in.vm, "rtm_correlation", to_float(r.rtm.correlation)),
                                 io::model_dataset(in.vm, "illumination", to_float(r.rtm.illumination))};
-  nlohmann::json summary = {{"command", "rtm"},
-                            {"config", io::config_to_json(cfg)},
-                            {"model", in.vm.description},
-                            {"shape", in.vm.shape()},
-                            {"water_rows", in.water},
-                            {"seconds", seconds}};
+  nlohmann::json summary = {{"command", "rtm"},           {"config", io::config_to_json(cfg)},
+                            {"model", in.vm.description}, {"shape", in.vm.shape()},
+                            {"water_rows", in.water},     {"seconds", seconds}};
   std::vector<double> truth;
   if (in.modelled) {  // the perturbation that made the data's reflections
     for (std::size_t i = 0; i < in.v0.size(); ++i) truth.push_back(double(in.vm.vp[i]) - double(in.v0[i]));
