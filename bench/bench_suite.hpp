@@ -248,6 +248,56 @@ void bm_forward(benchmark::State& state, ForwardCase c, std::string backend) {
 }
 
 // -------------------------------------------------------------------------------------------
+// Born modelling against the forward, same run
+// -------------------------------------------------------------------------------------------
+
+/// Born modelling of a batch (Propagator::born) and the forward of the same batch, timed in the
+/// same run: us_per_step of each and their ratio (docs/PERFORMANCE.md: the byte model says 3.75
+/// forward steps per Born step).
+template <class ExecSpace, int Order>
+void bm_born(benchmark::State& state, ForwardCase c) {
+  using Real = float;
+  using prop_type = core::Propagator<Real, Order, ExecSpace>;
+  ExecSpace space;
+  double const dt = bench_dt();
+  prop_type prop(space, core::ModelGrid{c.nz, c.nx, grid_spacing}, bench_pml(), dt, c.shots);
+  int const n_rec = set_up(prop, c.nz, c.nx, c.shots);
+  int const nt = c.nt;
+  typename prop_type::wavelet_view w(Kokkos::view_alloc(space, std::string("ksweep::bench::wavelets")), c.shots, 1, nt);
+  fill_wavelets<Real>(w, dt);
+  typename prop_type::record_view rec(Kokkos::view_alloc(space, std::string("ksweep::bench::records")), c.shots, nt,
+                                      n_rec);
+  // A perturbation of 2 % of a smooth model's velocity on every cell.
+  auto const dv_host = random_smooth_model(c.nz, c.nx);
+  Kokkos::View<Real**, Kokkos::LayoutRight, typename ExecSpace::memory_space> dv(
+      Kokkos::view_alloc(space, std::string("ksweep::bench::scatter")), c.nz, c.nx);
+  auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), dv);
+  for (int z = 0; z < c.nz; ++z)
+    for (int x = 0; x < c.nx; ++x) h(z, x) = Real(0.02) * dv_host[static_cast<std::size_t>(z) * c.nx + x];
+  Kokkos::deep_copy(space, dv, h);
+  auto const k = prop.born_scale(dv);
+  double born = 0, forward = 0;
+  for (auto _ : state) {
+    space.fence();
+    Timer t;
+    prop.born(w, k, rec);
+    double const sec = t.seconds();
+    state.SetIterationTime(sec);
+    born += sec;
+    Timer f;
+    prop.forward(w, rec);
+    forward += f.seconds();
+  }
+  double const iters = static_cast<double>(state.iterations());
+  state.counters["us_per_step"] = born / iters / nt * 1e6;
+  state.counters["forward_us_per_step"] = forward / iters / nt * 1e6;
+  state.counters["born_over_forward"] = forward > 0 ? born / forward : 0.0;
+  state.counters["shots"] = c.shots;
+  state.counters["nt"] = nt;
+  state.counters["launches_per_step"] = static_cast<double>(count_launches([&] { prop.born(w, k, rec); })) / nt;
+}
+
+// -------------------------------------------------------------------------------------------
 // Gradient
 // -------------------------------------------------------------------------------------------
 
@@ -790,6 +840,20 @@ void register_benchmarks(Options const& o) {
   }
   for (int nt : s ? std::vector<int>{4, 8} : std::vector<int>{125, 250, 500, 1000})
     register_forward<ExecSpace, 4>(b, {mz, mx, 1, nt}, target, o);
+
+  // Born modelling against the forward (same run): 8 shots of 141 x 681, orders 4 and 8.
+  for (int order : {4, 8}) {
+    ForwardCase const c{mz, mx, s ? 2 : 8, s ? 8 : 250};
+    auto const name = bench_name("born", b,
+                                 {{"order", std::to_string(order)},
+                                  {"nz", std::to_string(c.nz)},
+                                  {"nx", std::to_string(c.nx)},
+                                  {"shots", std::to_string(c.shots)},
+                                  {"nt", std::to_string(c.nt)}});
+    if (order == 4)
+      add(name, [c](benchmark::State& st) { bm_born<ExecSpace, 4>(st, c); })->Unit(benchmark::kMillisecond);
+    else add(name, [c](benchmark::State& st) { bm_born<ExecSpace, 8>(st, c); })->Unit(benchmark::kMillisecond);
+  }
 
   // Gradient: 4 shots of 141 x 681, order 4, nt 500.
   int const gs = s ? 2 : 4, gnt = s ? 12 : 500;

@@ -494,6 +494,22 @@ def main():
     if rows:
         md += [table(["series", "run", "order", "nt", "us per step", "launches per step"], rows), ""]
 
+    md += ["## Born modelling against the forward (same run)", "",
+           "`Propagator::born` of a batch and `Propagator::forward` of the same batch, timed one after the other in "
+           "each iteration (the byte model: 3.75 forward steps per Born step; see ../PERFORMANCE.md).", ""]
+    rows = []
+    for lab, rs in sorted(series(runs, "born").items()):
+        for r in sorted(rs, key=lambda r: (r["params"]["order"], r["params"]["shots"])):
+            pr = r["params"]
+            rows.append([lab, pr["order"], "%dx%d" % (pr["nz"], pr["nx"]), pr["shots"], pr["nt"],
+                         "%.1f" % r.get("us_per_step", 0), "%.1f" % r.get("forward_us_per_step", 0),
+                         "%.2f" % r.get("born_over_forward", 0), "%.1f" % r.get("launches_per_step", 0)])
+    if rows:
+        md += [table(["series", "order", "model grid", "shots", "nt", "Born us/step", "forward us/step",
+                      "Born / forward", "Born launches/step"], rows), ""]
+    else:
+        md += ["No Born runs in the inputs.", ""]
+
     md += ["## Gradient (loss_and_gradient: forward + backward)", ""]
     names = plot_memory(runs, args.out)
     for name in names or []:

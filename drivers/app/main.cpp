@@ -210,7 +210,9 @@ struct Command {
       sc->add_option("--out,-o", out, "output folder")->required();
       sc->add_option("--set", sets, "override: section.key=value (repeatable)")->take_all();
       sc->add_flag("--overwrite", opt.overwrite, "replace the results of another run in the output folder");
-      sc->add_flag("--dry-run", opt.dry_run, "check the inputs, print the memory estimate and exit (writes nothing)");
+      sc->add_flag("--dry-run", opt.dry_run,
+                   sc == rtm ? "check the inputs and exit (writes nothing)"
+                             : "check the inputs, print the memory estimate and exit (writes nothing)");
     }
     fwi->add_option("--resume", opt.resume, "folder of an earlier run whose checkpoint to continue from");
   }

@@ -334,3 +334,37 @@ def test_numpy_calls_take_tensors_and_return_tensors():
     g = ksweep.gradient(v.requires_grad_(True), 10.0, 0.001, amp, src, rec, d * 0.5, pml_width=10)
     assert torch.is_tensor(g.grad["vp"]) and torch.is_tensor(g.data) and g.grad["vp"].shape == v.shape
     assert np.array_equal(g.data.numpy(), ref)
+
+
+@pytest.mark.parametrize("layer", [False, True])
+def test_born_gradcheck_and_lsrtm_by_torch(layer):
+    """ksweep.torch.born: gradcheck with respect to scatter in float64 (backward: Born's exact
+    transpose), with the layer a copy of v's edges or given; its values are ksweep.born's; a few
+    steps of a torch optimizer on |born(m) - d|^2 lower the misfit; v requiring grad is refused."""
+    v0 = layered((10, 12), np.float64)
+    src, rec = survey(v0.shape, shots=2, receivers=4, z_src=3, z_rec=1)
+    amp = torch.tensor(amplitudes(2, 1, 50, DT, np.float64, freq=40.0))
+    kw = dict(pml_width=4, order=4, layer_velocity=v0 if layer else None)
+    scatter = torch.tensor(np.random.default_rng(4).uniform(-20, 20, v0.shape), requires_grad=True)
+
+    def f(s):
+        return kt.born(torch.tensor(v0), DH, DT, amp, src, rec, s, **kw)
+
+    assert torch.autograd.gradcheck(f, (scatter,), eps=1e-3, atol=1e-8, rtol=1e-5)
+    assert np.array_equal(f(scatter).detach().numpy(),
+                          ksweep.born(v0, DH, DT, amp.numpy(), src, rec, scatter.detach().numpy(), **kw))
+    d = f(scatter).detach()
+    m = torch.zeros(v0.shape, dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.SGD([m], lr=0.0)
+    losses = []
+    for _ in range(4):
+        opt.zero_grad()
+        loss = ((f(m) - d) ** 2).sum()
+        loss.backward()
+        if not losses:  # a step the first gradient's size allows
+            opt.param_groups[0]["lr"] = 0.5 * float(loss) / float((m.grad ** 2).sum())
+        losses.append(float(loss))
+        opt.step()
+    assert all(b < a for a, b in zip(losses, losses[1:])), losses
+    with pytest.raises(NotImplementedError, match="v requires grad"):
+        kt.born(torch.tensor(v0, requires_grad=True), DH, DT, amp, src, rec, scatter, **kw)

@@ -20,6 +20,9 @@ variable-density acoustics and backward also returns dL/drho; the layer's densit
 the edge cells' values for the derivative (`layer_density` fixes it, as `layer_velocity` does
 the velocity), the layer velocity's chain rule is taken.
 
+`born` is Born modelling as an autograd function of the velocity perturbation (backward: its
+exact transpose), for least-squares RTM with torch's optimizers.
+
 Tensors cross to ksweep as numpy arrays on the host (CPU tensors share their memory).
 This module imports torch; `import ksweep` does not.
 """
@@ -33,7 +36,7 @@ import torch
 
 import ksweep as _ks
 
-__all__ = ["forward", "Forward", "scalar"]
+__all__ = ["forward", "Forward", "born", "Born", "scalar"]
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -116,6 +119,65 @@ def forward(v: torch.Tensor, dh: float, dt: float, source_amplitudes: torch.Tens
     src = source_locations.cpu().numpy() if torch.is_tensor(source_locations) else source_locations
     rec = receiver_locations.cpu().numpy() if torch.is_tensor(receiver_locations) else receiver_locations
     return Forward.apply(v, source_amplitudes, rho, dh, dt, src, rec, layer_velocity, options)
+
+
+class Born(torch.autograd.Function):
+    """data = J(v) scatter, linear in scatter; see born()."""
+
+    @staticmethod
+    def forward(ctx, scatter, v, amplitudes, dh, dt, source_locations, receiver_locations, options):
+        kw = dict(options)
+        units = kw.pop("location_units")
+        vn = _np(v)
+        s = _ks._survey(vn, source_locations, receiver_locations, dh, units)
+        amp = _ks._amplitudes(_np(amplitudes), s)
+        rho, layer_velocity, layer_density = kw.pop("rho"), kw.pop("layer_velocity"), kw.pop("layer_density")
+        m = _ks._modeling(s, dh, dt, amp.shape[2], physics="acoustic" if rho is None else "acoustic_vd", **kw)
+        _ks._set_model(m, s, rho, layer_velocity, layer_density)
+        dv = _ks._same_dtype(_ks._model(_np(scatter), "scatter"), s.v.dtype, "scatter")
+        if dv.shape != s.v.shape:
+            raise ValueError(f"scatter has shape {dv.shape}, v {s.v.shape}: the velocity perturbation of every cell")
+        records = m.born(amp, dv)  # [shot, time, receiver]
+        ctx.modeling, ctx.amplitudes, ctx.device = m, amp, scatter.device
+        return torch.from_numpy(records).to(scatter.device).transpose(1, 2)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        g = np.ascontiguousarray(_np(grad_output).transpose(0, 2, 1)).astype(ctx.amplitudes.dtype, copy=False)
+        grad, _, _, _ = ctx.modeling.vjp(ctx.amplitudes, g)  # J^T g: Born's exact transpose
+        grad_scatter = torch.from_numpy(grad.astype(ctx.amplitudes.dtype, copy=False)).to(ctx.device)
+        return grad_scatter, None, None, None, None, None, None, None
+
+
+def born(v, dh: float, dt: float, source_amplitudes, source_locations, receiver_locations, scatter: torch.Tensor, *,
+         order: int = 4, pml_width=20, pml_reflection: float = 1e-3, pml_freq: float = 25.0, pml_velocity=None,
+         free_surface: bool = False, batch: int = 0, schedule: str = "auto", location_units: str = "cells",
+         layer_velocity=None, storage: str = "boundary", storage_location: str = "device",
+         storage_dtype: str = "fp32", disk_dir: str = "", rho=None, layer_density=None) -> torch.Tensor:
+    """Born data [shot, receiver, time] of the velocity perturbation `scatter` (a tensor) around
+    v, as ksweep.born, differentiable with respect to `scatter` (backward is Born's exact
+    transpose, the gradient's vector-Jacobian product: least-squares RTM by torch's optimizers).
+    v, the amplitudes and rho are held fixed: a tensor among them that requires grad is refused."""
+    if not torch.is_tensor(scatter):
+        raise TypeError(f"scatter is a {type(scatter).__name__}; ksweep.torch.born takes a tensor (ksweep.born "
+                        "takes arrays)")
+    for name, t in (("v", v), ("source_amplitudes", source_amplitudes), ("rho", rho)):
+        if torch.is_tensor(t) and t.requires_grad:
+            raise NotImplementedError(f"{name} requires grad: ksweep.torch.born differentiates with respect to "
+                                      "scatter only (v, the amplitudes and rho are held fixed)")
+    v = v if torch.is_tensor(v) else torch.as_tensor(v)
+    amplitudes = source_amplitudes if torch.is_tensor(source_amplitudes) else torch.as_tensor(source_amplitudes)
+
+    def host(a):
+        return None if a is None else _np(a) if torch.is_tensor(a) else np.asarray(a)
+    options = dict(order=order, pml_width=pml_width, pml_reflection=pml_reflection, pml_freq=pml_freq,
+                   pml_velocity=pml_velocity, free_surface=free_surface, batch=batch, schedule=schedule,
+                   location_units=location_units, storage=storage, storage_location=storage_location,
+                   storage_dtype=storage_dtype, disk_dir=disk_dir, rho=host(rho),
+                   layer_velocity=host(layer_velocity), layer_density=host(layer_density))
+    src = source_locations.cpu().numpy() if torch.is_tensor(source_locations) else source_locations
+    rec = receiver_locations.cpu().numpy() if torch.is_tensor(receiver_locations) else receiver_locations
+    return Born.apply(scatter, v, amplitudes, dh, dt, src, rec, options)
 
 
 # --- Deepwave's calling convention -------------------------------------------------------------
