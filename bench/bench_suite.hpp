@@ -196,21 +196,37 @@ int set_up(Prop& prop, int nz, int nx, int shots) {
   return n_rec;
 }
 
+/// A batch of a ForwardCase: the propagator (fp32) with a smooth model and a surface survey, its
+/// wavelets and records.
+template <class ExecSpace, int Order>
+struct BenchBatch {
+  using prop_type = core::Propagator<float, Order, ExecSpace>;
+  ExecSpace space;
+  double dt = bench_dt();
+  prop_type prop;
+  int n_rec;
+  typename prop_type::wavelet_view w;
+  typename prop_type::record_view rec;
+  explicit BenchBatch(ForwardCase const& c)
+      : prop(space, core::ModelGrid{c.nz, c.nx, grid_spacing}, bench_pml(), dt, c.shots),
+        n_rec(set_up(prop, c.nz, c.nx, c.shots)),
+        w(Kokkos::view_alloc(space, std::string("ksweep::bench::wavelets")), c.shots, 1, c.nt),
+        rec(Kokkos::view_alloc(space, std::string("ksweep::bench::records")), c.shots, c.nt, n_rec) {
+    fill_wavelets<float>(w, dt);
+  }
+};
+
 template <class ExecSpace, int Order>
 void bm_forward(benchmark::State& state, ForwardCase c, std::string backend) {
   using Real = float;
-  using prop_type = core::Propagator<Real, Order, ExecSpace>;
-  ExecSpace space;
-  double const dt = bench_dt();
-  prop_type prop(space, core::ModelGrid{c.nz, c.nx, grid_spacing}, bench_pml(), dt, c.shots);
-  int const n_rec = set_up(prop, c.nz, c.nx, c.shots);
+  BenchBatch<ExecSpace, Order> b(c);
+  auto& prop = b.prop;
+  auto const& space = b.space;
+  auto const& w = b.w;
+  auto const& rec = b.rec;
   auto const& l = prop.layout();
   long long const cells = l.padded_cells() * c.shots;
   int const nt = c.nt;
-  typename prop_type::wavelet_view w(Kokkos::view_alloc(space, std::string("ksweep::bench::wavelets")), c.shots, 1, nt);
-  fill_wavelets<Real>(w, dt);
-  typename prop_type::record_view rec(Kokkos::view_alloc(space, std::string("ksweep::bench::records")), c.shots, nt,
-                                      n_rec);
   double total = 0;
   for (auto _ : state) {
     prop.forward_reset();
@@ -257,16 +273,12 @@ void bm_forward(benchmark::State& state, ForwardCase c, std::string backend) {
 template <class ExecSpace, int Order>
 void bm_born(benchmark::State& state, ForwardCase c) {
   using Real = float;
-  using prop_type = core::Propagator<Real, Order, ExecSpace>;
-  ExecSpace space;
-  double const dt = bench_dt();
-  prop_type prop(space, core::ModelGrid{c.nz, c.nx, grid_spacing}, bench_pml(), dt, c.shots);
-  int const n_rec = set_up(prop, c.nz, c.nx, c.shots);
+  BenchBatch<ExecSpace, Order> b(c);
+  auto& prop = b.prop;
+  auto const& space = b.space;
+  auto const& w = b.w;
+  auto const& rec = b.rec;
   int const nt = c.nt;
-  typename prop_type::wavelet_view w(Kokkos::view_alloc(space, std::string("ksweep::bench::wavelets")), c.shots, 1, nt);
-  fill_wavelets<Real>(w, dt);
-  typename prop_type::record_view rec(Kokkos::view_alloc(space, std::string("ksweep::bench::records")), c.shots, nt,
-                                      n_rec);
   // A perturbation of 2 % of a smooth model's velocity on every cell.
   auto const dv_host = random_smooth_model(c.nz, c.nx);
   Kokkos::View<Real**, Kokkos::LayoutRight, typename ExecSpace::memory_space> dv(

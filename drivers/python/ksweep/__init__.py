@@ -272,6 +272,14 @@ def _modeling(s: _Survey, dh, dt, nt, *, order, pml_width, pml_reflection, pml_f
                _pml_velocity(pml_velocity))
 
 
+def _modeling_with_model(s: _Survey, dh, dt, nt, rho, layer_velocity, layer_density, **kw):
+    """`_modeling` of the survey with its model set: constant density, or variable density with
+    `rho`; the other keywords are `_modeling`'s."""
+    m = _modeling(s, dh, dt, nt, physics="acoustic" if rho is None else "acoustic_vd", **kw)
+    _set_model(m, s, rho, layer_velocity, layer_density)
+    return m
+
+
 def _amplitudes(a, s: _Survey) -> np.ndarray:
     a = _same_dtype(a, s.v.dtype, "source_amplitudes")
     if a.ndim != 3 or a.shape[:2] != s.src.shape[:2]:
@@ -372,11 +380,9 @@ def forward(v, dh: float, dt: float, source_amplitudes, source_locations, receiv
     s, no_src, no_rec = _with_placeholders(s)
     if no_src:  # a silent placeholder: the records are zero, as the wave equation from rest gives
         amp = np.zeros((s.src.shape[0], 1, amp.shape[2]), s.v.dtype)
-    m = _modeling(s, dh, dt, amp.shape[2], order=order, pml_width=pml_width, pml_reflection=pml_reflection,
-                  pml_freq=pml_freq, pml_velocity=pml_velocity, free_surface=free_surface, batch=batch,
-                  schedule=schedule,
-                  physics="acoustic" if rho is None else "acoustic_vd")
-    _set_model(m, s, rho, layer_velocity, layer_density)
+    m = _modeling_with_model(s, dh, dt, amp.shape[2], rho, layer_velocity, layer_density, order=order,
+                             pml_width=pml_width, pml_reflection=pml_reflection, pml_freq=pml_freq,
+                             pml_velocity=pml_velocity, free_surface=free_surface, batch=batch, schedule=schedule)
     records = m.forward(amp).transpose(0, 2, 1)
     return records[:, :0] if no_rec else records
 
@@ -394,11 +400,9 @@ def adjoint(v, dh: float, dt: float, data, source_locations, receiver_locations,
     s, no_src, no_rec = _with_placeholders(s)
     if no_rec:  # a placeholder receiver that injects nothing
         d = np.zeros((d.shape[0], d.shape[1], 1), s.v.dtype)
-    m = _modeling(s, dh, dt, d.shape[1], order=order, pml_width=pml_width, pml_reflection=pml_reflection,
-                  pml_freq=pml_freq, pml_velocity=pml_velocity, free_surface=free_surface, batch=batch,
-                  schedule=schedule,
-                  physics="acoustic" if rho is None else "acoustic_vd")
-    _set_model(m, s, rho, layer_velocity, layer_density)
+    m = _modeling_with_model(s, dh, dt, d.shape[1], rho, layer_velocity, layer_density, order=order,
+                             pml_width=pml_width, pml_reflection=pml_reflection, pml_freq=pml_freq,
+                             pml_velocity=pml_velocity, free_surface=free_surface, batch=batch, schedule=schedule)
     a = m.adjoint(d)
     return a[:, :0] if no_src else a
 
@@ -421,11 +425,9 @@ def born(v, dh: float, dt: float, source_amplitudes, source_locations, receiver_
     s, no_src, no_rec = _with_placeholders(s)
     if no_src:  # a silent placeholder: nothing scatters
         amp = np.zeros((s.src.shape[0], 1, amp.shape[2]), s.v.dtype)
-    m = _modeling(s, dh, dt, amp.shape[2], order=order, pml_width=pml_width, pml_reflection=pml_reflection,
-                  pml_freq=pml_freq, pml_velocity=pml_velocity, free_surface=free_surface, batch=batch,
-                  schedule=schedule,
-                  physics="acoustic" if rho is None else "acoustic_vd")
-    _set_model(m, s, rho, layer_velocity, layer_density)
+    m = _modeling_with_model(s, dh, dt, amp.shape[2], rho, layer_velocity, layer_density, order=order,
+                             pml_width=pml_width, pml_reflection=pml_reflection, pml_freq=pml_freq,
+                             pml_velocity=pml_velocity, free_surface=free_surface, batch=batch, schedule=schedule)
     records = m.born(amp, dv).transpose(0, 2, 1)
     return records[:, :0] if no_rec else records
 
@@ -449,9 +451,8 @@ def _imaging(v, dh, dt, source_amplitudes, source_locations, receiver_locations,
         raise ValueError(f"data has {d.shape[1]} time samples, source_amplitudes {amp.shape[2]}")
     if s.src.shape[1] == 0 or s.rec.shape[1] == 0:
         raise ValueError("imaging needs sources and receivers in every shot")
-    rho, layer_velocity, layer_density = kw.pop("rho"), kw.pop("layer_velocity"), kw.pop("layer_density")
-    m = _modeling(s, dh, dt, amp.shape[2], physics="acoustic" if rho is None else "acoustic_vd", **kw)
-    _set_model(m, s, rho, layer_velocity, layer_density)
+    m = _modeling_with_model(s, dh, dt, amp.shape[2], kw.pop("rho"), kw.pop("layer_velocity"),
+                             kw.pop("layer_density"), **kw)
     return m, amp, d
 
 
@@ -547,12 +548,11 @@ def gradient(v, dh: float, dt: float, source_amplitudes, source_locations, recei
     s, no_src, no_rec = _with_placeholders(s)
     if no_src:  # a silent placeholder source: the synthetic data are zero
         amp = np.zeros((s.src.shape[0], 1, amp.shape[2]), s.v.dtype)
-    m = _modeling(s, dh, dt, amp.shape[2], order=order, pml_width=pml_width, pml_reflection=pml_reflection,
-                  pml_freq=pml_freq, pml_velocity=pml_velocity, free_surface=free_surface, batch=batch,
-                  schedule=schedule, storage=storage,
-                  storage_location=storage_location, storage_dtype=storage_dtype, disk_dir=disk_dir,
-                  physics="acoustic" if rho is None else "acoustic_vd")
-    _set_model(m, s, rho, layer_velocity, layer_density)
+    m = _modeling_with_model(s, dh, dt, amp.shape[2], rho, layer_velocity, layer_density, order=order,
+                             pml_width=pml_width, pml_reflection=pml_reflection, pml_freq=pml_freq,
+                             pml_velocity=pml_velocity, free_surface=free_surface, batch=batch, schedule=schedule,
+                             storage=storage, storage_location=storage_location, storage_dtype=storage_dtype,
+                             disk_dir=disk_dir)
     if no_rec:  # no data: the loss is 0, its gradient 0; the source illumination is the forward's
         shots, nt = amp.shape[0], amp.shape[2]
         g, isrc, irec, grho = m.vjp(amp, np.zeros((shots, nt, 1), s.v.dtype))

@@ -131,9 +131,8 @@ class Born(torch.autograd.Function):
         vn = _np(v)
         s = _ks._survey(vn, source_locations, receiver_locations, dh, units)
         amp = _ks._amplitudes(_np(amplitudes), s)
-        rho, layer_velocity, layer_density = kw.pop("rho"), kw.pop("layer_velocity"), kw.pop("layer_density")
-        m = _ks._modeling(s, dh, dt, amp.shape[2], physics="acoustic" if rho is None else "acoustic_vd", **kw)
-        _ks._set_model(m, s, rho, layer_velocity, layer_density)
+        m = _ks._modeling_with_model(s, dh, dt, amp.shape[2], kw.pop("rho"), kw.pop("layer_velocity"),
+                                     kw.pop("layer_density"), **kw)
         dv = _ks._same_dtype(_ks._model(_np(scatter), "scatter"), s.v.dtype, "scatter")
         if dv.shape != s.v.shape:
             raise ValueError(f"scatter has shape {dv.shape}, v {s.v.shape}: the velocity perturbation of every cell")

@@ -150,8 +150,7 @@ class PyModeling {
 
   py::tuple rtm(carray<Real> const& wavelets, carray<Real> const& data, bool subtract_background, bool normalize,
                 double stabilization, bool laplacian, std::optional<carray<double>> const& mask) {
-    check_shape(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes");
-    check_shape(data, {m_shots, m_nt, m_nr}, "data");
+    check_wavelets_and_data(wavelets, data);
     fwi::RtmOptions o;
     o.subtract_background = subtract_background;
     o.normalize = normalize;
@@ -165,8 +164,7 @@ class PyModeling {
 
   py::tuple lsrtm(carray<Real> const& wavelets, carray<Real> const& data, int iterations, bool subtract_background,
                   bool precondition, double stabilization, std::optional<carray<double>> const& mask) {
-    check_shape(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes");
-    check_shape(data, {m_shots, m_nt, m_nr}, "data");
+    check_wavelets_and_data(wavelets, data);
     fwi::LsrtmOptions o;
     o.iterations = iterations;
     o.subtract_background = subtract_background;
@@ -193,6 +191,10 @@ class PyModeling {
     py::array_t<double> a(shape);
     std::copy(v.begin(), v.end(), a.mutable_data());
     return a;
+  }
+  void check_wavelets_and_data(carray<Real> const& wavelets, carray<Real> const& data) const {
+    check_shape(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes");
+    check_shape(data, {m_shots, m_nt, m_nr}, "data");
   }
   std::vector<double> mask_of(std::optional<carray<double>> const& mask) const {
     if (!mask) return {};
