@@ -133,26 +133,25 @@ int run_model(io::Config const& cfg, RunOptions const& opt, comm::Communicator c
     if (comm.is_root()) std::printf("ksweep model --dry-run: the inputs are valid; nothing was written\n");
     return 0;
   }
-  if (!split.split() && !comm.is_root()) return 0;  // rank 0 models every shot
-  // The output folder (rank 0), locked before the modelling; split, every rank learns of its failure.
-  std::optional<OutputFolder> folder;
-  auto const make_folder = [&] {
+  // The shots over the ranks (shot groups of one rank, or of one rank per subdomain with
+  // parallel.domains): every rank gets every shot's records; rank 0 writes them.
+  comm::Communicator const* const ranks = comm.size() > 1 ? &comm : nullptr;
+  std::optional<OutputFolder> folder;  // locked before the modelling; every rank learns of its failure
+  collectively(comm, [&] {
     if (comm.is_root()) folder.emplace(opt.out, opt.overwrite, false, true, in.files);
-  };
-  if (split.split()) collectively(comm, make_folder);
-  else make_folder();
-  if (!comm.is_root()) {  // a split model: this rank's shot group and subdomain
-    (void)model_observed(cfg, vm, survey, false, wavelet, nullptr, &comm);
+  });
+  if (!comm.is_root()) {
+    (void)model_observed(cfg, vm, survey, false, wavelet, nullptr, ranks);
     return 0;
   }
   std::printf("ksweep model: %s, %s cells at %g m, %d shots, %d receivers, nt %d, dt %g s, order %d (%s%s)\n",
               shown(vm.description).c_str(), vm.shape().c_str(), vm.dh, survey.n_shots, survey.n_receivers, cfg.time.nt,
               cfg.time.dt, cfg.propagator.order, cfg.propagator.precision.c_str(),
               cfg.propagator.physics == "acoustic" ? "" : (", " + cfg.propagator.physics).c_str());
-  if (split.split())
-    std::printf("parallel.domains %s: %d shot group(s) of %d ranks\n", core::describe(split, vm.dim()).c_str(),
-                comm.size() / split.count(), split.count());
-  auto const rec = model_observed(cfg, vm, survey, true, wavelet, nullptr, split.split() ? &comm : nullptr);
+  if (ranks)
+    std::printf("%d ranks: %d shot group(s) of %d rank(s) (parallel.domains %s)\n", comm.size(),
+                comm.size() / split.count(), split.count(), core::describe(split, vm.dim()).c_str());
+  auto const rec = model_observed(cfg, vm, survey, true, wavelet, nullptr, ranks);
   if (auto const silent = silent_data(rec.data, "the modelled data", cfg); !silent.empty())
     throw Error(silent + "; nothing was written");
   write_observed(cfg, rec, *folder);

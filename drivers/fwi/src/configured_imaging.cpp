@@ -10,6 +10,7 @@
 #include <ksweep/storage/step_store.hpp>
 
 #include <algorithm>
+#include <tuple>
 
 namespace ksweep::fwi {
 
@@ -35,14 +36,18 @@ template <class Real>
 ImagingResult image(io::Config const& cfg, io::VelocityModel const& vm, std::vector<float> const& v0,
                     core::Survey const& survey, std::vector<double> const& wavelet, std::vector<float> const& observed,
                     int water_rows, std::vector<float> const* density,
-                    std::function<void(int, double)> const& after_iteration) {
+                    std::function<void(int, double)> const& after_iteration, comm::Communicator const* ranks) {
   int const nt = cfg.time.nt, n_shots = survey.n_shots;
   std::size_t const n_records = static_cast<std::size_t>(n_shots) * nt * survey.n_receivers;
   KSWEEP_REQUIRE(observed.size() == n_records,
                  "imaging: the observed data hold " << observed.size() << " samples, the survey needs " << n_records);
   KSWEEP_REQUIRE(v0.size() == vm.vp.size(),
                  "imaging: the background has " << v0.size() << " cells, the model " << vm.vp.size());
-  ModelingSetup const setup = modeling_setup(cfg, vm, survey);
+  ModelingSetup setup = modeling_setup(cfg, vm, survey);
+  if (ranks) {  // the shots over the ranks: shot groups of one rank, or of one rank per subdomain
+    setup.domains = domain_split(cfg, setup.grid);
+    setup.ranks = *ranks;
+  }
   Modeling<Real> m(setup);
   std::vector<Real> const vp(v0.begin(), v0.end());
   if (setup.physics == Physics::acoustic_vd) {
@@ -68,18 +73,16 @@ ImagingResult image(io::Config const& cfg, io::VelocityModel const& vm, std::vec
   o.stabilization = cfg.imaging.stabilization;
   o.laplacian = cfg.imaging.laplacian;
   ImagingResult r;
-  {
-    core::ScopedRegion region("ksweep::rtm::rtm");
-    r.rtm = rtm(m, w.data(), d.data(), o);
-  }
+  core::ScopedRegion region("ksweep::rtm::image");
   if (cfg.imaging.lsrtm_iterations > 0) {
-    core::ScopedRegion region("ksweep::rtm::lsrtm");
     LsrtmOptions lo;
     lo.iterations = cfg.imaging.lsrtm_iterations;
     lo.precondition = cfg.imaging.precondition;
     lo.stabilization = cfg.imaging.stabilization;
     lo.mask = mask;
-    r.lsrtm = lsrtm(m, w.data(), d.data(), lo, after_iteration);
+    std::tie(r.rtm, r.lsrtm) = rtm_and_lsrtm(m, w.data(), d.data(), o, lo, after_iteration);
+  } else {
+    r.rtm = rtm(m, w.data(), d.data(), o);
   }
   return r;
 }
@@ -89,10 +92,10 @@ ImagingResult image(io::Config const& cfg, io::VelocityModel const& vm, std::vec
 ImagingResult image_data(io::Config const& cfg, io::VelocityModel const& vm, std::vector<float> const& v0,
                          core::Survey const& survey, std::vector<double> const& wavelet,
                          std::vector<float> const& observed, int water_rows, std::vector<float> const* density,
-                         std::function<void(int, double)> const& after_iteration) {
+                         std::function<void(int, double)> const& after_iteration, comm::Communicator const* ranks) {
   return cfg.propagator.precision == "fp64"
-             ? image<double>(cfg, vm, v0, survey, wavelet, observed, water_rows, density, after_iteration)
-             : image<float>(cfg, vm, v0, survey, wavelet, observed, water_rows, density, after_iteration);
+             ? image<double>(cfg, vm, v0, survey, wavelet, observed, water_rows, density, after_iteration, ranks)
+             : image<float>(cfg, vm, v0, survey, wavelet, observed, water_rows, density, after_iteration, ranks);
 }
 
 }  // namespace ksweep::fwi

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <utility>
 
 namespace ksweep::fwi {
 
@@ -119,16 +120,35 @@ double correlation(std::vector<double> const& a, std::vector<double> const& b) {
   return aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : 0.0;
 }
 
+namespace {
+
+// What RTM and LSRTM start from: the reflected data d, J^T d and the source illumination.
+struct Start {
+  std::vector<double> data, correlation, illumination;
+};
+
 template <class Real>
-RtmImage rtm(Modeling<Real>& m, Real const* wavelets, Real const* data, RtmOptions const& options) {
-  KSWEEP_REQUIRE(wavelets && data, "rtm: no " << (wavelets ? "data" : "wavelets (source amplitudes)") << " given");
+Start start(Modeling<Real>& m, Real const* wavelets, Real const* data, bool subtract_background) {
+  Start s;
+  s.data = reflected(m, wavelets, data, subtract_background);
+  s.correlation = transpose(m, wavelets, s.data, &s.illumination);
+  return s;
+}
+
+void check_stabilization(double stabilization, char const* what) {
   KSWEEP_REQUIRE(
-      std::isfinite(options.stabilization) && options.stabilization > 0,
-      "rtm: the stabilization = " << options.stabilization << " must be > 0 (a fraction of the largest illumination)");
+      std::isfinite(stabilization) && stabilization > 0,
+      what << ": the stabilization = " << stabilization << " must be > 0 (a fraction of the largest illumination)");
+}
+
+void check_inputs(void const* wavelets, void const* data, char const* what) {
+  KSWEEP_REQUIRE(wavelets && data, what << ": no " << (wavelets ? "data" : "wavelets (source amplitudes)") << " given");
+}
+
+RtmImage rtm_of(Start const& s, core::ModelGrid const& grid, RtmOptions const& options) {
   RtmImage r;
-  auto const d = reflected(m, wavelets, data, options.subtract_background);
-  r.correlation = transpose(m, wavelets, d, &r.illumination);
-  check_mask(options.mask, r.correlation.size(), "rtm");
+  r.correlation = s.correlation;
+  r.illumination = s.illumination;
   auto mute = [&](std::vector<double>& v) {
     for (std::size_t i = 0; i < options.mask.size(); ++i) v[i] *= options.mask[i];
   };
@@ -139,29 +159,23 @@ RtmImage rtm(Modeling<Real>& m, Real const* wavelets, Real const* data, RtmOptio
   }
   mute(r.image);
   if (options.laplacian) {
-    r.image = laplacian_filter(r.image, m.setup().grid);
+    r.image = laplacian_filter(r.image, grid);
     mute(r.image);
   }
   return r;
 }
 
+// CGLS on J P (m = P y, P the preconditioner times the mask): r = d - J P y, s = P J^T r.
 template <class Real>
-LsrtmResult lsrtm(Modeling<Real>& m, Real const* wavelets, Real const* data, LsrtmOptions const& options,
-                  std::function<void(int, double)> const& after_iteration) {
-  KSWEEP_REQUIRE(wavelets && data, "lsrtm: no " << (wavelets ? "data" : "wavelets (source amplitudes)") << " given");
-  KSWEEP_REQUIRE(options.iterations >= 1, "lsrtm: iterations = " << options.iterations << " must be >= 1");
-  KSWEEP_REQUIRE(std::isfinite(options.stabilization) && options.stabilization > 0,
-                 "lsrtm: the stabilization = " << options.stabilization
-                                               << " must be > 0 (a fraction of the largest illumination)");
+LsrtmResult lsrtm_from(Modeling<Real>& m, Real const* wavelets, Start const& start, LsrtmOptions const& options,
+                       std::function<void(int, double)> const& after_iteration) {
   Sizes<Real> const n(m);
-  check_mask(options.mask, n.cells, "lsrtm");
   LsrtmResult out;
-  // CGLS on J P (m = P y, P the preconditioner times the mask): r = d - J P y, s = P J^T r.
-  std::vector<double> r = reflected(m, wavelets, data, options.subtract_background);  // y = 0
+  std::vector<double> r = start.data;  // y = 0
   double const dnorm = std::sqrt(dot(r, r));
   KSWEEP_REQUIRE(dnorm > 0, "lsrtm: the reflected data are zero: nothing to image");
-  std::vector<double> illumination;
-  std::vector<double> s = transpose(m, wavelets, r, &illumination);
+  auto const& illumination = start.illumination;
+  std::vector<double> s = start.correlation;
   std::vector<double> precond(n.cells, 1.0);
   if (options.precondition) {
     double const eps = options.stabilization * *std::max_element(illumination.begin(), illumination.end());
@@ -198,11 +212,58 @@ LsrtmResult lsrtm(Modeling<Real>& m, Real const* wavelets, Real const* data, Lsr
   return out;
 }
 
+void check_lsrtm_options(LsrtmOptions const& options, std::size_t cells) {
+  KSWEEP_REQUIRE(options.iterations >= 1, "lsrtm: iterations = " << options.iterations << " must be >= 1");
+  check_stabilization(options.stabilization, "lsrtm");
+  check_mask(options.mask, cells, "lsrtm");
+}
+
+}  // namespace
+
+template <class Real>
+RtmImage rtm(Modeling<Real>& m, Real const* wavelets, Real const* data, RtmOptions const& options) {
+  check_inputs(wavelets, data, "rtm");
+  check_stabilization(options.stabilization, "rtm");
+  check_mask(options.mask, Sizes<Real>(m).cells, "rtm");
+  return rtm_of(start(m, wavelets, data, options.subtract_background), m.setup().grid, options);
+}
+
+template <class Real>
+LsrtmResult lsrtm(Modeling<Real>& m, Real const* wavelets, Real const* data, LsrtmOptions const& options,
+                  std::function<void(int, double)> const& after_iteration) {
+  check_inputs(wavelets, data, "lsrtm");
+  check_lsrtm_options(options, Sizes<Real>(m).cells);
+  return lsrtm_from(m, wavelets, start(m, wavelets, data, options.subtract_background), options, after_iteration);
+}
+
+template <class Real>
+std::pair<RtmImage, LsrtmResult> rtm_and_lsrtm(Modeling<Real>& m, Real const* wavelets, Real const* data,
+                                               RtmOptions const& rtm_options, LsrtmOptions const& lsrtm_options,
+                                               std::function<void(int, double)> const& after_iteration) {
+  check_inputs(wavelets, data, "rtm_and_lsrtm");
+  KSWEEP_REQUIRE(rtm_options.subtract_background == lsrtm_options.subtract_background,
+                 "rtm_and_lsrtm: subtract_background is " << (rtm_options.subtract_background ? "true" : "false")
+                                                          << " for RTM and "
+                                                          << (lsrtm_options.subtract_background ? "true" : "false")
+                                                          << " for LSRTM: they image the same reflected data");
+  check_stabilization(rtm_options.stabilization, "rtm");
+  check_mask(rtm_options.mask, Sizes<Real>(m).cells, "rtm");
+  check_lsrtm_options(lsrtm_options, Sizes<Real>(m).cells);
+  Start const s = start(m, wavelets, data, rtm_options.subtract_background);
+  return {rtm_of(s, m.setup().grid, rtm_options), lsrtm_from(m, wavelets, s, lsrtm_options, after_iteration)};
+}
+
 template RtmImage rtm<float>(Modeling<float>&, float const*, float const*, RtmOptions const&);
 template RtmImage rtm<double>(Modeling<double>&, double const*, double const*, RtmOptions const&);
 template LsrtmResult lsrtm<float>(Modeling<float>&, float const*, float const*, LsrtmOptions const&,
                                   std::function<void(int, double)> const&);
 template LsrtmResult lsrtm<double>(Modeling<double>&, double const*, double const*, LsrtmOptions const&,
                                    std::function<void(int, double)> const&);
+template std::pair<RtmImage, LsrtmResult> rtm_and_lsrtm<float>(Modeling<float>&, float const*, float const*,
+                                                               RtmOptions const&, LsrtmOptions const&,
+                                                               std::function<void(int, double)> const&);
+template std::pair<RtmImage, LsrtmResult> rtm_and_lsrtm<double>(Modeling<double>&, double const*, double const*,
+                                                                RtmOptions const&, LsrtmOptions const&,
+                                                                std::function<void(int, double)> const&);
 
 }  // namespace ksweep::fwi

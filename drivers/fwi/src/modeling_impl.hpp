@@ -3,9 +3,11 @@
 // instantiated by fwi_instantiate.hpp in fwi_2d.cpp, fwi_3d.cpp, fwi_vd_2d.cpp and fwi_vd_3d.cpp.
 
 #include <ksweep/base/error.hpp>
+#include <ksweep/base/launch.hpp>
 #include <ksweep/core/gradient.hpp>
 #include <ksweep/core/physics.hpp>
 #include <ksweep/core/propagator.hpp>
+#include <ksweep/core/sizes.hpp>
 #include <ksweep/fwi/domains.hpp>
 #include "modeling_run.hpp"
 
@@ -57,18 +59,29 @@ class ModelingRun final : public Modeling<Real>::Impl {
     m_rows = static_cast<int>(st.grid.rows());
     m_nx = st.grid.nx;
     m_mine = {0, m_shots};
-    if (st.domains.split()) {
-      KSWEEP_REQUIRE(!variable_density,
+    m_whole_rows = m_rows;
+    m_whole_nx = m_nx;
+    bool const split = st.domains.split();
+    if (split || (st.ranks && st.ranks->size() > 1)) {
+      // Shot groups over the ranks (one rank each, or one per subdomain of a split model).
+      KSWEEP_REQUIRE(!split || !variable_density,
                      "variable density does not run on a model split into domains yet (parallel.domains)");
       KSWEEP_REQUIRE(st.ranks, "ModelingSetup: domains " << core::describe(st.domains, st.grid.dim())
                                                          << " split the model over ranks, and no ranks were given");
       m_ranks = *st.ranks;
-      m_dec = decompose(*m_ranks, st.domains, st.grid, Order / 2);
-      // The damping profiles' velocity (the whole model's maximum) is set with the velocity.
-      m_sub = core::subdomain(st.grid, st.pml, st.domains, m_dec->domain_index, 1.0);
+      m_domains = st.domains;
+      // Cuts where the storage's codec blocks end, so that they code alike on every split.
+      if (split)
+        m_domains.align = core::cut_alignment(core::Layout(st.grid, st.pml, Order, P::R),
+                                              st.storage.strategy == storage::Strategy::full, st.storage.dtype);
+      m_dec = decompose(*m_ranks, m_domains, st.grid, P::R);
       auto const slice = comm::slice_of(m_shots, m_dec->group_index, m_dec->groups);
       m_mine = {slice.first, slice.count};
       m_batch = std::max(1, std::min(m_batch, slice.count));
+    }
+    if (split) {
+      // The damping profiles' velocity (the whole model's maximum) is set with the velocity.
+      m_sub = core::subdomain(st.grid, st.pml, m_domains, m_dec->domain_index, 1.0);
       m_rows = static_cast<int>(m_sub.grid.rows());
       m_nx = m_sub.grid.nx;
       m_prop = std::make_unique<P>(m_space, m_sub.grid, m_sub.pml, st.dt, m_batch);
@@ -87,16 +100,22 @@ class ModelingRun final : public Modeling<Real>::Impl {
                      "set_velocity: variable-density acoustics (physics \"acoustic_vd\") needs a density: "
                      "call set_model(vp, rho)");
     } else if (split()) {
-      // The subdomain's cells, with the damping profiles of the whole model's maximum.
-      KSWEEP_REQUIRE(!layer, "set_velocity: a separate layer velocity on a model split into domains");
+      // The subdomain's cells, with the damping profiles of the whole model's (or layer's) maximum.
       auto const& st = this->setup;
+      Real const* const outer = layer ? layer : vp;
       // The configured profile velocity (PmlConfig::profile_velocity), or the whole model's maximum.
       double const vmax = st.pml.profile_velocity > 0
                               ? st.pml.profile_velocity
-                              : static_cast<double>(*std::max_element(vp, vp + st.grid.cells()));
+                              : static_cast<double>(*std::max_element(outer, outer + st.grid.cells()));
       m_prop->set_profile_velocity(vmax);
       m_part = core::extract(vp, st.grid, m_sub);
-      m_prop->set_velocity(velocity(m_part.data(), "ksweep::fwi::velocity"), true);
+      if (layer) {
+        m_layer_part = core::extract(layer, st.grid, m_sub);
+        m_prop->set_velocity(velocity(m_layer_part.data(), "ksweep::fwi::layer_velocity"), true);
+        m_prop->set_velocity(velocity(m_part.data(), "ksweep::fwi::velocity"), false);
+      } else {
+        m_prop->set_velocity(velocity(m_part.data(), "ksweep::fwi::velocity"), true);
+      }
       m_velocity_set = true;
     } else {
       if (layer) {
@@ -130,97 +149,125 @@ class ModelingRun final : public Modeling<Real>::Impl {
   }
 
   void forward(Real const* wavelets, Real* records) override {
-    KSWEEP_REQUIRE(records || !split(), "forward: no records array given (a split model gathers them there)");
+    KSWEEP_REQUIRE(records || !parallel(), "forward: no records array given (the ranks gather them there)");
     auto const stopped = for_each_batch([&](ShotBatch const& b) {
       auto const w = wavelets_in(wavelets, b);
       auto const r = records_out(records, b, "ksweep::fwi::records");
       m_prop->forward(w, r);
       copy_out(r, records, b, m_nt * m_nr);
     });
-    if (!split()) return;
-    // Every shot's records on every rank: zeros in the other groups' slots, put together by a
-    // bitwise or (each slot has one writer); then the exception after_batch raised, if any.
-    std::size_t const per_shot = static_cast<std::size_t>(m_nt) * m_nr;
-    std::fill(records, records + per_shot * m_mine.first, Real(0));
-    std::fill(records + per_shot * (m_mine.first + m_mine.count), records + per_shot * m_shots, Real(0));
-    m_ranks->allreduce_bor(records, per_shot * m_shots * sizeof(Real));
+    gather_shots(records, static_cast<std::size_t>(m_nt) * m_nr);
     if (stopped) std::rethrow_exception(stopped);
   }
 
   void adjoint(Real const* records, Real* wavelet_grad) override {
     refuse_split("adjoint");
-    for_each_batch([&](ShotBatch const& b) {
+    KSWEEP_REQUIRE(wavelet_grad || !parallel(), "adjoint: no wavelet gradient array given (the ranks gather it there)");
+    auto const stopped = for_each_batch([&](ShotBatch const& b) {
       auto const r = records_in(records, b, "ksweep::fwi::adjoint_records");
       auto const g = wavelets_out(wavelet_grad, b);
       m_prop->adjoint(r, g);
       copy_out(g, wavelet_grad, b, m_ns * m_nt);
     });
+    gather_shots(wavelet_grad, static_cast<std::size_t>(m_ns) * m_nt);
+    if (stopped) std::rethrow_exception(stopped);
   }
 
   double gradient(Real const* wavelets, Real const* observed, double scale, ModelingImages const& out, Real* synthetic,
                   double* shot_losses) override {
-    refuse_split("gradient");
     KSWEEP_REQUIRE(observed, "gradient: no observed data given");
     auto const img = images(out);
+    auto const part = part_images(img);
     auto& e = engine();
-    double loss = 0;
-    for_each_batch([&](ShotBatch const& b) {
+    std::vector<double> losses(static_cast<std::size_t>(m_shots), 0.0);  // this rank's slots only
+    auto const stopped = for_each_batch([&](ShotBatch const& b) {
       auto const w = wavelets_in(wavelets, b);
       auto const obs = records_in(observed, b, "ksweep::fwi::observed");
       auto const syn = records_out(synthetic, b, "ksweep::fwi::synthetic");
       e.compute(w, obs, scale, syn);
-      e.accumulate(img);
+      keep_images(b, part);
       copy_out(syn, synthetic, b, m_nt * m_nr);
       auto const& l = e.shot_losses();
-      for (int i = 0; i < b.count; ++i) {
-        loss += l[static_cast<std::size_t>(i)];
-        if (shot_losses) shot_losses[b.first + i] = l[static_cast<std::size_t>(i)];
-      }
+      for (int i = 0; i < b.count; ++i) losses[static_cast<std::size_t>(b.first + i)] = l[static_cast<std::size_t>(i)];
     });
+    reduce_images(part, img);
     images_out(img, out);
+    if (synthetic) gather_shots(synthetic, static_cast<std::size_t>(m_nt) * m_nr);
+    if (parallel()) {
+      // Each slot from one rank (a shot group's first subdomain): the sum over ranks is exact.
+      if (m_dec->domain_index != 0) std::fill(losses.begin(), losses.end(), 0.0);
+      m_ranks->allreduce_sum(losses.data(), losses.size());
+    }
+    if (stopped) std::rethrow_exception(stopped);
+    double loss = 0;
+    for (std::size_t s = 0; s < losses.size(); ++s) {
+      loss += losses[s];
+      if (shot_losses) shot_losses[s] = losses[s];
+    }
     return loss;
   }
 
   void vjp(Real const* wavelets, Real const* residual, ModelingImages const& out) override {
-    refuse_split("vjp");
     KSWEEP_REQUIRE(residual, "vjp: no residual given");
     auto const img = images(out);
+    auto const part = part_images(img);
     auto& e = engine();
-    for_each_batch([&](ShotBatch const& b) {
+    auto const stopped = for_each_batch([&](ShotBatch const& b) {
       auto const w = wavelets_in(wavelets, b);
       auto const res = records_in(residual, b, "ksweep::fwi::residual");
       record_view const syn(
           Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string("ksweep::fwi::synthetic")), b.count,
           m_nt, m_nr);
       e.forward(w, syn);
-      e.backward(w, res, img);
+      e.backward(w, res);
+      keep_images(b, part);
     });
+    reduce_images(part, img);
     images_out(img, out);
+    if (stopped) std::rethrow_exception(stopped);
   }
 
   void born(Real const* wavelets, Real const* scatter, Real* records) override {
-    refuse_split("born");
-    auto const k = m_prop->born_scale(velocity(scatter, "ksweep::fwi::scatter"));
-    for_each_batch([&](ShotBatch const& b) {
+    KSWEEP_REQUIRE(scatter, "born: no velocity perturbation given");
+    KSWEEP_REQUIRE(records || !parallel(), "born: no records array given (the ranks gather them there)");
+    std::vector<Real> piece;
+    if (split()) piece = core::extract(scatter, this->setup.grid, m_sub);
+    auto const k = m_prop->born_scale(velocity(split() ? piece.data() : scatter, "ksweep::fwi::scatter"));
+    auto const stopped = for_each_batch([&](ShotBatch const& b) {
       auto const w = wavelets_in(wavelets, b);
       auto const r = records_out(records, b, "ksweep::fwi::born_records");
       m_prop->born(w, k, r);
       copy_out(r, records, b, m_nt * m_nr);
     });
+    gather_shots(records, static_cast<std::size_t>(m_nt) * m_nr);
+    if (stopped) std::rethrow_exception(stopped);
   }
 
  private:
+  // Whether the shots are shared over ranks (ModelingSetup::ranks of more than one rank, or a
+  // split model): the members are then collective over them.
+  bool parallel() const { return m_dec.has_value(); }
   bool split() const { return static_cast<bool>(m_halo); }
   void refuse_split(char const* what) const {
     KSWEEP_REQUIRE(!split(), "Modeling::" << what
-                                          << " does not run on a model split into domains (forward() does; the "
-                                             "inversion computes split gradients)");
+                                          << " does not run on a model split into domains (forward(), gradient(), "
+                                             "vjp() and born() do)");
   }
 
-  // The shots of this rank (all, or its shot group's on a split model: their points in its
-  // subdomain), batch by batch. after_batch(done, of) counts them; on a split model an exception
-  // from it is returned instead of raised, so that the caller first completes what every rank
-  // takes part in.
+  // Every shot's `per_shot` values on every rank: zeros in the other shot groups' slots, put
+  // together by a bitwise or (each slot has one writer, or writers of the same bits: the ranks
+  // of a shot group).
+  void gather_shots(Real* p, std::size_t per_shot) {
+    if (!parallel()) return;
+    std::fill(p, p + per_shot * m_mine.first, Real(0));
+    std::fill(p + per_shot * (m_mine.first + m_mine.count), p + per_shot * m_shots, Real(0));
+    m_ranks->allreduce_bor(p, per_shot * m_shots * sizeof(Real));
+  }
+
+  // The shots of this rank (all, or its shot group's: on a split model their points in its
+  // subdomain), batch by batch. after_batch(done, of) counts them; where the shots are shared
+  // over ranks an exception from it is returned instead of raised, so that the caller first
+  // completes what every rank takes part in.
   template <class F>
   std::exception_ptr for_each_batch(F&& f) {
     KSWEEP_REQUIRE(m_velocity_set, (variable_density ? "no model set: call set_model first"
@@ -233,11 +280,11 @@ class ModelingRun final : public Modeling<Real>::Impl {
       std::vector<int> idx(static_cast<std::size_t>(b.count));
       for (int i = 0; i < b.count; ++i) idx[static_cast<std::size_t>(i)] = first + i;
       core::Survey const shots = b.count == m_shots ? st.survey : st.survey.select(idx);
-      m_prop->set_survey(split() ? core::local_survey(shots, st.grid, st.domains, m_sub) : shots);
+      m_prop->set_survey(split() ? core::local_survey(shots, st.grid, m_domains, m_sub) : shots);
       f(b);
       m_space.fence();
       if (!this->after_batch || stopped) continue;
-      if (!split()) {
+      if (!parallel()) {
         this->after_batch(first + b.count, m_shots);
         continue;
       }
@@ -248,6 +295,76 @@ class ModelingRun final : public Modeling<Real>::Impl {
       }
     }
     return stopped;
+  }
+
+  // Images summed over the shots in shot order, the same bits on any number of ranks and any
+  // batch: where no other rank adds to them, each batch's shots are added as they come;
+  // otherwise this rank's shots are kept per shot (in the engine when they make one batch) and
+  // added along the rank chain (comm::Communicator::sum_in_rank_order) after the last batch.
+  bool chained() const { return parallel() && m_dec->group.size() > 1; }
+  void keep_images(ShotBatch const& b, typename E::images_type const& part) {
+    auto& e = engine();
+    if (!chained()) return e.accumulate(part);
+    if (m_mine.count <= m_batch) return;  // one batch: the engine keeps them
+    using Kokkos::make_pair;
+    using Kokkos::subview;
+    typename E::shot_images const from[4] = {e.shot_gradient(), e.shot_illum_src(), e.shot_illum_rec(),
+                                             e.shot_gradient_rho()};
+    for (int k = 0; k < (variable_density ? 4 : 3); ++k) {
+      if (m_kept[k].extent(0) == 0)
+        m_kept[k] = typename E::shot_images(
+            Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string("ksweep::fwi::shot_images")),
+            m_mine.count, m_rows, m_nx);
+      int const at = b.first - m_mine.first;
+      Kokkos::deep_copy(m_space, subview(m_kept[k], make_pair(at, at + b.count), Kokkos::ALL, Kokkos::ALL),
+                        subview(from[k], make_pair(0, b.count), Kokkos::ALL, Kokkos::ALL));
+    }
+  }
+  void add_kept(typename E::images_type const& part) {
+    if (m_mine.count == 0) return;
+    if (m_mine.count <= m_batch) return engine().accumulate(part);
+    image to[4] = {part.grad, part.illum_src, part.illum_rec, image()};
+    if constexpr (variable_density) to[3] = part.gradient(1);
+    for (int k = 0; k < (variable_density ? 4 : 3); ++k) {
+      auto const v = to[k];
+      auto const kept = m_kept[k];
+      int const S = m_mine.count;
+      launch_for(
+          "ksweep::fwi::add_shot_images",
+          Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(
+              m_space, {0, 0}, {m_rows, m_nx}),
+          KOKKOS_LAMBDA(int iz, int ix) {
+            double a = v(iz, ix);
+            for (int s = 0; s < S; ++s) a += kept(s, iz, ix);
+            v(iz, ix) = a;
+          });
+    }
+  }
+  // Sums this rank's images (`part`, on its subdomain) over the shot groups and, on a split
+  // model, puts the subdomains' parts together into `whole` (each cell from one rank: exact).
+  void reduce_images(typename E::images_type const& part, typename E::images_type const& whole) {
+    // The gradients: side by side with variable density, one view (the caller's array) otherwise.
+    auto grads = [](typename E::images_type const& i) {
+      if constexpr (variable_density) return i.grads;
+      else return i.grad;
+    };
+    if (chained())
+      m_dec->group.sum_in_rank_order(
+          m_space, [&] { add_kept(part); }, grads(part), part.illum_src, part.illum_rec);
+    if (!split()) return;
+    auto const& g = this->setup.grid;
+    std::size_t const cells = static_cast<std::size_t>(m_sub.cells()), all = static_cast<std::size_t>(g.cells());
+    auto put = [&](auto const& from, auto const& to) {
+      using V = Kokkos::View<double*, memory_space, Kokkos::MemoryUnmanaged>;
+      launch_for("ksweep::fwi::gather_images", Kokkos::RangePolicy<ExecSpace>(m_space, 0, cells),
+                 subdomain_copy(V(from.data(), cells), V(to.data(), all), g, m_sub, true));
+    };
+    put(part.grad, whole.grad);
+    put(part.illum_src, whole.illum_src);
+    put(part.illum_rec, whole.illum_rec);
+    bitwise_or(m_space, m_dec->domain, whole.grad);
+    bitwise_or(m_space, m_dec->domain, whole.illum_src);
+    bitwise_or(m_space, m_dec->domain, whole.illum_rec);
   }
 
   typename P::velocity_view velocity(Real const* v, char const* label) {
@@ -307,15 +424,15 @@ class ModelingRun final : public Modeling<Real>::Impl {
   // The images to accumulate into, zeroed: the caller's arrays (host backends) or device ones.
   typename E::images_type images(ModelingImages const& out) {
     if constexpr (variable_density) {  // the gradients live side by side: the caller's are separate arrays
-      return typename E::images_type(m_space, m_rows, m_nx, E::n_params);
+      return typename E::images_type(m_space, m_whole_rows, m_whole_nx, E::n_params);
     }
     typename E::images_type img;
     auto one = [&](double* p, char const* label) {
       image v;
       if constexpr (in_place) {
-        if (p) v = image(p, m_rows, m_nx);
+        if (p) v = image(p, m_whole_rows, m_whole_nx);
       }
-      if (!v.data()) v = image(Kokkos::view_alloc(m_space, std::string(label)), m_rows, m_nx);
+      if (!v.data()) v = image(Kokkos::view_alloc(m_space, std::string(label)), m_whole_rows, m_whole_nx);
       else Kokkos::deep_copy(m_space, v, 0.0);
       return v;
     };
@@ -324,13 +441,18 @@ class ModelingRun final : public Modeling<Real>::Impl {
     img.illum_rec = one(out.illum_rec, "ksweep::fwi::illum_rec");
     return img;
   }
+  // The images of this rank's subdomain (zeroed), or `whole` itself on a whole model.
+  typename E::images_type part_images(typename E::images_type const& whole) {
+    if (!split()) return whole;
+    return typename E::images_type(m_space, m_rows, m_nx, E::n_params);
+  }
   void images_out(typename E::images_type const& img, ModelingImages const& out) {
     auto one = [&](image const& v, double* p) {
       if (!p || v.data() == p) return;
       Kokkos::deep_copy(
           m_space,
           Kokkos::View<double**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-              p, m_rows, m_nx),
+              p, m_whole_rows, m_whole_nx),
           v);
     };
     one(img.grad, out.grad);
@@ -344,17 +466,21 @@ class ModelingRun final : public Modeling<Real>::Impl {
   std::unique_ptr<P> m_prop;
   std::unique_ptr<E> m_engine;
   int m_shots = 0, m_ns = 0, m_nr = 0, m_nt = 0, m_batch = 0, m_rows = 0, m_nx = 0;
+  int m_whole_rows = 0, m_whole_nx = 0;  // the whole model's (m_rows, m_nx: this rank's subdomain's)
   bool m_velocity_set = false;
-  // A split model: the ranks, this rank's subdomain and its cells, the link to its neighbours,
-  // and the shots of its group (the whole survey otherwise).
+  // Shots over ranks: the ranks, their shot groups, and on a split model this rank's subdomain
+  // and its cells and the link to its neighbours; the shots of this rank's group (the whole
+  // survey otherwise).
   // (optional: a default communicator would ask every rank of the world, and this object may
   // live on one rank alone)
   std::optional<comm::Communicator> m_ranks;
   std::optional<Decomposition> m_dec;
+  core::DomainSplit m_domains;  // the setup's, its cuts aligned to the storage's codec blocks
   core::Subdomain m_sub;
-  std::vector<Real> m_part;
+  std::vector<Real> m_part, m_layer_part;  // this subdomain's cells of the model and of the layer's model
   std::shared_ptr<comm::HaloExchange<Real, ExecSpace>> m_halo;
   ShotBatch m_mine;
+  typename E::shot_images m_kept[4];  // this rank's shot images over its batches (keep_images)
 };
 
 }  // namespace impl

@@ -217,12 +217,14 @@ struct ImagingResult {
 /// velocity `v0` (`density`: variable density, held fixed), its absorbing layer held at v0, with
 /// the [imaging] conditions, in propagator.precision; then imaging.lsrtm_iterations of LSRTM,
 /// `after_iteration(i, misfit)` after each (a throw stops the run). The top `water_rows` depth
-/// rows (the water, known) are muted in both images.
+/// rows (the water, known) are muted in both images. With `ranks`, collective: the shots over
+/// them (and the model over parallel.domains), every rank returning the same bits as one rank.
 ImagingResult image_data(io::Config const& cfg, io::VelocityModel const& vm, std::vector<float> const& v0,
                          core::Survey const& survey, std::vector<double> const& wavelet,
                          std::vector<float> const& observed, int water_rows,
                          std::vector<float> const* density = nullptr,
-                         std::function<void(int, double)> const& after_iteration = {});
+                         std::function<void(int, double)> const& after_iteration = {},
+                         comm::Communicator const* ranks = nullptr);
 
 // ---- Checkpoints --------------------------------------------------------------------------
 

@@ -19,11 +19,14 @@
 ///           times its maximum): CGLS on J P), which balances the deep and the shallow cells.
 /// Images are double, [nz][nx] or [nz][ny][nx] (m/s for LSRTM: a velocity perturbation). The
 /// velocity (or velocity and density) must be set on the Modeling before the call; the density
-/// is held fixed.
+/// is held fixed. On a Modeling whose shots are shared over ranks (ModelingSetup::ranks, with or
+/// without a split model) the calls are collective and every rank returns the same images, the
+/// same bits as one rank.
 
 #include <ksweep/fwi/modeling.hpp>
 
 #include <functional>
+#include <utility>
 #include <vector>
 
 namespace ksweep::fwi {
@@ -79,6 +82,14 @@ template <class Real>
 LsrtmResult lsrtm(Modeling<Real>& m, Real const* wavelets, Real const* data, LsrtmOptions const& options = {},
                   std::function<void(int, double)> const& after_iteration = {});
 
+/// RTM and then LSRTM of the same data, as rtm() and lsrtm() give them (the same bits), with the
+/// background's records and the first J^T computed once for both (one forward and one J^T fewer).
+/// The two options agree on subtract_background.
+template <class Real>
+std::pair<RtmImage, LsrtmResult> rtm_and_lsrtm(Modeling<Real>& m, Real const* wavelets, Real const* data,
+                                               RtmOptions const& rtm_options, LsrtmOptions const& lsrtm_options,
+                                               std::function<void(int, double)> const& after_iteration = {});
+
 /// The negative Laplacian (unit spacing, zero beyond the edges) of an image on `grid`.
 std::vector<double> laplacian_filter(std::vector<double> const& image, core::ModelGrid const& grid);
 
@@ -91,5 +102,11 @@ extern template LsrtmResult lsrtm<float>(Modeling<float>&, float const*, float c
                                          std::function<void(int, double)> const&);
 extern template LsrtmResult lsrtm<double>(Modeling<double>&, double const*, double const*, LsrtmOptions const&,
                                           std::function<void(int, double)> const&);
+extern template std::pair<RtmImage, LsrtmResult> rtm_and_lsrtm<float>(Modeling<float>&, float const*, float const*,
+                                                                      RtmOptions const&, LsrtmOptions const&,
+                                                                      std::function<void(int, double)> const&);
+extern template std::pair<RtmImage, LsrtmResult> rtm_and_lsrtm<double>(Modeling<double>&, double const*, double const*,
+                                                                       RtmOptions const&, LsrtmOptions const&,
+                                                                       std::function<void(int, double)> const&);
 
 }  // namespace ksweep::fwi

@@ -23,12 +23,14 @@
 /// in all: a caller reports progress there, or stops the run (Ctrl-C) by throwing from it; the
 /// object is then ready for the next call.
 ///
-/// With `domains` split (constant density, forward() only), the ranks of `ranks` form shot
-/// groups of domains.count() ranks, one subdomain each (as the inversion's Options::domains):
-/// each group models its slice of the shots on its subdomains, and every rank gets every
-/// shot's records, the same bits as one rank. forward() is then collective over `ranks`; an
-/// exception from `after_batch` is raised after the records are put together (no rank is left
-/// waiting).
+/// With `ranks` of more than one rank, the shots are shared over them: the ranks form shot groups
+/// (one rank each, or, with `domains` split, domains.count() ranks of one subdomain each, as the
+/// inversion's Options::domains; constant density only), each group models its slice of the
+/// shots, and every rank gets every shot's records and the images summed over all shots, the
+/// same bits as one rank (the images are added shot by shot in shot order along the ranks:
+/// comm::Communicator::sum_in_rank_order). forward(), gradient(), vjp() and born() are then
+/// collective over `ranks` (adjoint() too on a whole model; it does not run on a split one); an
+/// exception from `after_batch` is raised after what every rank takes part in.
 ///
 /// Synchronisation: every member fences the execution space before it returns.
 
@@ -58,8 +60,8 @@ struct ModelingSetup {
   core::Schedule schedule = core::Schedule::automatic;
   storage::StorageConfig storage;  ///< the gradient's saved steps
   Physics physics = Physics::acoustic;
-  core::DomainSplit domains;                ///< the model split over `ranks` (forward() only; default: whole)
-  std::optional<comm::Communicator> ranks;  ///< the ranks of a split model (required with `domains`)
+  core::DomainSplit domains;                ///< the model split over `ranks` (default: whole)
+  std::optional<comm::Communicator> ranks;  ///< the ranks sharing the shots (required with `domains`)
 };
 
 /// The images of a gradient, [nz][nx] or [nz][ny][nx], summed over the shots in order.
