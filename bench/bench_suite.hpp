@@ -309,6 +309,49 @@ void bm_born(benchmark::State& state, ForwardCase c) {
   state.counters["launches_per_step"] = static_cast<double>(count_launches([&] { prop.born(w, k, rec); })) / nt;
 }
 
+/// One shot (or batch) of RTM as the library runs it (fwi::rtm): the background's records (a
+/// forward), then J^T of the reflected data (the forward with boundary saving and the backward
+/// with imaging, on the shipped store: boundary, device, fp16), timed with a plain forward of the
+/// same batch in the same run: us_per_step of each and their ratio (docs/PERFORMANCE.md).
+template <class ExecSpace, int Order>
+void bm_rtm(benchmark::State& state, ForwardCase c) {
+  using Real = float;
+  using engine_type = core::GradientEngine<Real, Order, ExecSpace>;
+  BenchBatch<ExecSpace, Order> b(c);
+  auto& prop = b.prop;
+  auto const& space = b.space;
+  auto const& w = b.w;
+  auto const& rec = b.rec;
+  int const nt = c.nt;
+  engine_type engine(prop, storage::make_storage_config("boundary", "device", "fp16", 64, "", true));
+  typename engine_type::images_type images(space, c.nz, c.nx);
+  typename BenchBatch<ExecSpace, Order>::prop_type::record_view data(
+      Kokkos::view_alloc(space, std::string("ksweep::bench::data")), c.shots, nt, b.n_rec),
+      synthetic(Kokkos::view_alloc(space, std::string("ksweep::bench::synthetic")), c.shots, nt, b.n_rec);
+  prop.forward(w, data);  // the data: the background's own records (their values do not change the cost)
+  double rtm = 0, forward = 0;
+  for (auto _ : state) {
+    space.fence();
+    Timer t;
+    prop.forward(w, rec);
+    engine.forward(w, synthetic);
+    engine.backward(w, data, images);
+    space.fence();
+    double const sec = t.seconds();
+    state.SetIterationTime(sec);
+    rtm += sec;
+    Timer f;
+    prop.forward(w, rec);
+    forward += f.seconds();
+  }
+  double const iters = static_cast<double>(state.iterations());
+  state.counters["us_per_step"] = rtm / iters / nt * 1e6;
+  state.counters["forward_us_per_step"] = forward / iters / nt * 1e6;
+  state.counters["rtm_over_forward"] = forward > 0 ? rtm / forward : 0.0;
+  state.counters["shots"] = c.shots;
+  state.counters["nt"] = nt;
+}
+
 // -------------------------------------------------------------------------------------------
 // Gradient
 // -------------------------------------------------------------------------------------------
@@ -865,6 +908,20 @@ void register_benchmarks(Options const& o) {
     if (order == 4)
       add(name, [c](benchmark::State& st) { bm_born<ExecSpace, 4>(st, c); })->Unit(benchmark::kMillisecond);
     else add(name, [c](benchmark::State& st) { bm_born<ExecSpace, 8>(st, c); })->Unit(benchmark::kMillisecond);
+  }
+
+  // An RTM shot against the forward (same run): 1 shot of 141 x 681, orders 4 and 8.
+  for (int order : {4, 8}) {
+    ForwardCase const c{mz, mx, 1, s ? 8 : 500};
+    auto const name = bench_name("rtm", b,
+                                 {{"order", std::to_string(order)},
+                                  {"nz", std::to_string(c.nz)},
+                                  {"nx", std::to_string(c.nx)},
+                                  {"shots", std::to_string(c.shots)},
+                                  {"nt", std::to_string(c.nt)}});
+    if (order == 4)
+      add(name, [c](benchmark::State& st) { bm_rtm<ExecSpace, 4>(st, c); })->Unit(benchmark::kMillisecond);
+    else add(name, [c](benchmark::State& st) { bm_rtm<ExecSpace, 8>(st, c); })->Unit(benchmark::kMillisecond);
   }
 
   // Gradient: 4 shots of 141 x 681, order 4, nt 500.

@@ -510,6 +510,23 @@ def main():
     else:
         md += ["No Born runs in the inputs.", ""]
 
+    md += ["## An RTM shot against the forward (same run)", "",
+           "RTM as `fwi::rtm` runs it (the background's records, then J^T of the reflected data: the forward with "
+           "boundary saving on the shipped store, boundary/device/fp16, and the backward with imaging) and "
+           "`Propagator::forward` of the same shot, timed one after the other in each iteration.", ""]
+    rows = []
+    for lab, rs in sorted(series(runs, "rtm").items()):
+        for r in sorted(rs, key=lambda r: (r["params"]["order"], r["params"]["shots"])):
+            pr = r["params"]
+            rows.append([lab, pr["order"], "%dx%d" % (pr["nz"], pr["nx"]), pr["shots"], pr["nt"],
+                         "%.1f" % r.get("us_per_step", 0), "%.1f" % r.get("forward_us_per_step", 0),
+                         "%.2f" % r.get("rtm_over_forward", 0)])
+    if rows:
+        md += [table(["series", "order", "model grid", "shots", "nt", "RTM us/step", "forward us/step",
+                      "RTM / forward"], rows), ""]
+    else:
+        md += ["No RTM runs in the inputs.", ""]
+
     md += ["## Gradient (loss_and_gradient: forward + backward)", ""]
     names = plot_memory(runs, args.out)
     for name in names or []:
