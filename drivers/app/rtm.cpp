@@ -66,6 +66,11 @@ RtmInputs check_rtm_inputs(io::Config const& cfg, RunOptions const& opt, comm::C
     return d;
   });
   check_split_run(cfg, grid, split, in.survey, comm);
+  // The memory of one rank (every rank of a node counted), before the model is read.
+  auto const est = fwi::estimate_rtm(cfg, shape, in.survey.n_shots, in.survey.n_receivers, comm.size(), split);
+  auto const mm = fwi::machine_memory(cfg);
+  if (opt.dry_run && comm.is_root()) std::printf("%s", fwi::memory_table({est}, mm, comm.local_size()).c_str());
+  collectively(comm, [&] { fwi::check_memory({est}, mm, comm.local_size()); });
   in.files = {{"--config", cfg.source_path}, {"model.source", cfg.model.source}};
   if (!cfg.survey.file.empty()) in.files.push_back({"survey.file", cfg.survey.file});
   if (!cfg.fwi.observed.empty()) {

@@ -99,9 +99,9 @@ def on_device():
     return default_backend() not in ("Serial", "OpenMP", "Threads", "HPX")
 
 
-def ksweep(args, ranks=1, check=True, timeout=600, threads=1, **kw):
+def ksweep(args, ranks=1, check=True, timeout=600, threads=1, env=None, **kw):
     cmd = launcher(ranks) + [KSWEEP] + args
-    env = dict(ENV, OMP_NUM_THREADS=str(threads))
+    env = dict(ENV, OMP_NUM_THREADS=str(threads), **(env or {}))
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, **kw)
     if check and r.returncode != 0:
         fail(f"{' '.join(cmd)} exited {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}")
@@ -1812,6 +1812,15 @@ def case_rtm():
         r = ksweep(["rtm", "-c", cfg, "-o", bad] + sets, check=False)
         if r.returncode == 0 or needle not in r.stderr or os.path.exists(bad):
             fail(f"{sets}: exit {r.returncode}, expected {needle!r} and no folder:\n{r.stderr}")
+    # The memory: shown by --dry-run, and a run that does not fit is refused before any write.
+    r = ksweep(["rtm", "-c", cfg, "-o", fresh("rtm_dry"), "--dry-run"])
+    if "memory estimate, RTM and LSRTM (per rank" not in r.stdout or "saved steps" not in r.stdout:
+        fail(f"ksweep rtm --dry-run shows no memory estimate:\n{r.stdout}")
+    bad = fresh("rtm_bad")
+    r = ksweep(["rtm", "-c", cfg, "-o", bad], check=False,
+               env={"KSWEEP_MEMORY_AVAILABLE": "5000000", "KSWEEP_DEVICE_MEMORY_AVAILABLE": "5000000"})
+    if r.returncode == 0 or "does not fit in" not in r.stderr or os.path.exists(bad):
+        fail(f"ksweep rtm with 5 MB available: exit {r.returncode}, no folder expected:\n{r.stderr}")
     r = ksweep(["rtm", "-c", cfg, "-o", out], check=False)
     if r.returncode == 0 or "results" not in r.stderr:
         fail(f"a second run into {out} without --overwrite: exit {r.returncode}\n{r.stderr}")

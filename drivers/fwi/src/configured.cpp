@@ -205,6 +205,15 @@ MemoryEstimate estimate_model(io::Config const& cfg, io::VelocityModel const& vm
   return estimate_modeling(shape_of(cfg, vm, n_shots, n_receivers), fp64, batch, split);
 }
 
+MemoryEstimate estimate_rtm(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers, int ranks,
+                            core::DomainSplit const& split) {
+  auto const storage =
+      storage::make_storage_config(cfg.storage.strategy, cfg.storage.location, cfg.storage.dtype,
+                                   cfg.storage.transfer_interval, cfg.storage.disk_dir, cfg.storage.pinned);
+  return estimate_imaging(shape_of(cfg, vm, n_shots, n_receivers), storage, cfg.propagator.precision == "fp64",
+                          cfg.propagator.batch, cfg.imaging.lsrtm_iterations, ranks, split);
+}
+
 MachineMemory machine_memory(io::Config const& cfg) {
   return machine_memory(cfg.storage.location == "disk", cfg.storage.disk_dir);
 }

@@ -181,6 +181,57 @@ MemoryEstimate estimate_modeling(RunShape const& shape, bool fp64, int batch, co
   return e;
 }
 
+MemoryEstimate estimate_imaging(RunShape const& shape, storage::StorageConfig const& storage, bool fp64, int batch,
+                                int lsrtm_iterations, int ranks, core::DomainSplit const& split) {
+  int const groups = std::max(1, ranks / std::max(1, split.count()));
+  int const mine = (shape.n_shots + groups - 1) / groups;  // the most shots of a shot group
+  Padded const L = largest_part(shape, split);
+  sz const S = static_cast<sz>(std::max(1, std::min(batch > 0 ? batch : mine, mine))), R = fp64 ? 8 : 4;
+  sz const n = static_cast<sz>(shape.grid.cells()), part = static_cast<sz>(L.l.model_rows()) * L.l.nx;
+  sz const nt = static_cast<sz>(shape.nt), nr = static_cast<sz>(shape.n_receivers);
+  sz const records = static_cast<sz>(shape.n_shots) * nt * nr;
+  bool const lsrtm = lsrtm_iterations > 0;
+  MemoryEstimate e;
+  e.phase = std::string(lsrtm ? "RTM and LSRTM" : "RTM") + " (per rank, " + std::to_string(S) + " shot(s) per launch";
+  if (split.split()) e.phase += ", parallel.domains " + core::describe(split, L.l.dim);
+  e.phase += ")";
+  auto add = [&](std::string w, Place p, sz b) { e.items.push_back({std::move(w), p, b}); };
+  int const shots = static_cast<int>(S);
+  int const states = lsrtm ? 3 : 2;  // background, adjoint (and Born's scattered field)
+  sz const levels = static_cast<sz>(states) * 2 * core::level_values(L.l, shots) * R;
+  add(lsrtm ? "wavefields, forward + adjoint + scattered (2 levels each)"
+            : "wavefields, forward + adjoint (2 levels each)",
+      Place::device, levels);
+  add("absorbing-layer fields", Place::device, static_cast<sz>(states) * core::state_values(L.l, shots) * R - levels);
+  add(lsrtm ? "velocity coefficients and Born's scale" : "velocity coefficients", Place::device,
+      (lsrtm ? 2 : 1) * core::coefficient_values(L.l) * R);
+  sz const ring = static_cast<sz>(core::ring_stride(L.l, storage.strategy == storage::Strategy::full, storage.dtype));
+  auto const store =
+      core::store_bytes(storage, storage::encoded_bytes(storage.dtype, S * ring, R), static_cast<int>(nt));
+  Place const where = storage.location == storage::Location::device ? Place::device
+                      : storage.location == storage::Location::host ? Place::host
+                                                                    : Place::disk;
+  add("saved steps (" + storage::to_string(storage.strategy) + ", " + storage::to_string(storage.dtype) + ", " +
+          storage::to_string(storage.location) + ")",
+      where, store.stored);
+  if (where != Place::device) add("transfer staging", Place::device, store.staging);
+  add("layer terms of the cells next to the layer (every step)", Place::device,
+      S * nt * static_cast<sz>(core::layer_term_cells(L.l, L.vd ? 0 : L.l.radius)) * R);
+  add("ring staging of the shots schedule", Place::device,
+      S * ring * R * static_cast<sz>(core::chunk_steps(shots, static_cast<long long>(ring), R)));
+  add("records of the batch and wavelets", Place::device, 2 * S * nt * nr * R + S * nt * R);
+  // Per shot and summed; kept per shot over a rank's batches where ranks add them in a chain.
+  sz const kept = groups > 1 && static_cast<int>(S) < mine ? static_cast<sz>(mine) * 3 * part * sizeof(double) : 0;
+  add("images (per shot and summed)", Place::device,
+      core::image_bytes(L.l, shots) + (split.split() ? 6 : 3) * n * sizeof(double) + kept);
+  // The data (float), the reflected data and the residuals in double (LSRTM: data, residual and
+  // J p), the records of a call in the propagator's precision.
+  add("data and residuals of every shot", Place::host, records * (4 + (lsrtm ? 3 : 1) * 8 + 2 * R));
+  add("images and conjugate-gradient vectors", Place::host, (lsrtm ? 12 : 6) * n * sizeof(double));
+  add_density(e, L, R);
+  return e;
+}
+
 namespace {
 
 /// A number from a one-line file (cgroup limits); 0 when absent or "max".

@@ -120,6 +120,11 @@ MemoryEstimate estimate_fwi(io::Config const& cfg, io::VelocityModel const& vm, 
 MemoryEstimate estimate_model(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers,
                               bool fp64, int batch, core::DomainSplit const& split = {});
 
+/// Memory of one rank of `ksweep rtm` on `ranks` ranks (fwi::estimate_imaging, with the
+/// [imaging], [storage] and [propagator] keys).
+MemoryEstimate estimate_rtm(io::Config const& cfg, io::VelocityModel const& vm, int n_shots, int n_receivers, int ranks,
+                            core::DomainSplit const& split = {});
+
 /// What this machine offers the run (fwi::machine_memory; the disk of storage.disk_dir when
 /// storage.location = "disk").
 MachineMemory machine_memory(io::Config const& cfg);

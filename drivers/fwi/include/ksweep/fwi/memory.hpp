@@ -60,6 +60,13 @@ MemoryEstimate estimate_inversion(RunShape const& shape, Options const& options,
 /// on the largest subdomain of `split`.
 MemoryEstimate estimate_modeling(RunShape const& shape, bool fp64, int batch, core::DomainSplit const& split = {});
 
+/// Imaging (RTM, and LSRTM with `lsrtm_iterations` > 0) of every shot on `ranks` ranks, per
+/// rank: the shots over ranks / split.count() shot groups, `batch` shots per launch (0: a group's
+/// shots at once), the gradient's store `storage`, in float or double (`fp64`), on the largest
+/// subdomain of `split`.
+MemoryEstimate estimate_imaging(RunShape const& shape, storage::StorageConfig const& storage, bool fp64, int batch,
+                                int lsrtm_iterations, int ranks = 1, core::DomainSplit const& split = {});
+
 /// What this machine offers: host memory available to this process (MemAvailable, lowered to
 /// the cgroup limit when there is one; KSWEEP_MEMORY_AVAILABLE in bytes overrides), and
 /// whether the device memory is the host memory.
