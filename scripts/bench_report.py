@@ -429,6 +429,9 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     runs, peers = load(args.runs + args.peer)
+    # Born against Deepwave's scalar_born (scripts/peer_deepwave_born.py): a section of its own.
+    born_peers = [p for p in peers if p.get("family") == "born"]
+    peers = [p for p in peers if p.get("family") != "born"]
     if not runs:
         sys.exit("bench_report.py: no benchmark runs given")
 
@@ -509,6 +512,21 @@ def main():
                       "Born / forward", "Born launches/step"], rows), ""]
     else:
         md += ["No Born runs in the inputs.", ""]
+    for p in born_peers:
+        c, k, sec = p.get("context", {}), p.get("case", {}), p.get("seconds", {})
+        md += ["Against %s %s `scalar_born` (torch %s), same process, same run (`scripts/peer_deepwave_born.py`): "
+               "%s, %s thread(s); Marmousi2 %dx%d, %d shots, nt %d, order %d; medians of %d calls." % (
+                   p["peer"], c.get("deepwave", "?"), c.get("torch", "?"), c.get("cpu", "?"), c.get("threads", "?"),
+                   k.get("nz", 0), k.get("nx", 0), k.get("shots", 0), k.get("nt", 0), k.get("order", 0),
+                   k.get("repeats", 0)), ""]
+        md += [table(["call", "ksweep s", "Deepwave s", "Deepwave / ksweep", "records misfit (best shift)"],
+                     [["born", "%.3f" % sec.get("ksweep_born", 0), "%.3f" % sec.get("deepwave_born", 0),
+                       "%.2f" % p.get("born_ratio_deepwave_over_ksweep", 0),
+                       "%.2e (%+d)" % (p.get("records_misfit_best_shift", 0), p.get("best_shift_samples", 0))],
+                      ["forward", "%.3f" % sec.get("ksweep_forward", 0), "%.3f" % sec.get("deepwave_forward", 0),
+                       "%.2f" % p.get("forward_ratio_deepwave_over_ksweep", 0),
+                       "%.2e (%+d)" % (p.get("forward_records_misfit_best_shift", 0),
+                                       p.get("forward_best_shift_samples", 0))]]), ""]
 
     md += ["## An RTM shot against the forward (same run)", "",
            "RTM as `fwi::rtm` runs it (the background's records, then J^T of the reflected data: the forward with "

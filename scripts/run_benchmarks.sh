@@ -92,6 +92,12 @@ for t in $(printf '%s\n' "$OMP_NUM_THREADS" 1 | sort -u); do
   "$python" "$repo/scripts/peer_deepwave.py" --threads "$t" --out "$peer" || echo "peer_deepwave.py failed: report without it"
   [ -f "$peer" ] && jsons+=("$peer")
 done
+# ... and its Born modelling (scalar_born) against ksweep's, same process (needs the ksweep package
+# on PYTHONPATH too; about 1 min with 2 threads).
+peer=$out/$host-deepwave-born-${OMP_NUM_THREADS}thread.json
+PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}" "$python" "$repo/scripts/peer_deepwave_born.py" \
+  --threads "$OMP_NUM_THREADS" --out "$peer" || echo "peer_deepwave_born.py failed: report without it"
+[ -f "$peer" ] && jsons+=("$peer")
 # ... and on the 3D cubes of the cube3d benchmarks (N = 48 and 128, orders 4 and 8; about 15 min
 # with 2 threads and twice that with 1 on a quiet 2-core machine; KSWEEP_BENCH_DEEPWAVE3D=0 skips it).
 for t in $( [ "${KSWEEP_BENCH_DEEPWAVE3D:-1}" = 0 ] || printf '%s\n' "$OMP_NUM_THREADS" 1 | sort -u); do
