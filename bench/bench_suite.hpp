@@ -43,6 +43,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ksweep::bench {
@@ -267,6 +268,26 @@ void bm_forward(benchmark::State& state, ForwardCase c, std::string backend) {
 // Born modelling against the forward, same run
 // -------------------------------------------------------------------------------------------
 
+/// Times `run` (the iteration's time) and the forward of the same batch after it, in each
+/// iteration: their sums over the iterations, in seconds (fenced).
+template <class ExecSpace, int Order, class Run>
+std::pair<double, double> time_against_forward(benchmark::State& state, BenchBatch<ExecSpace, Order>& b, Run&& run) {
+  double op = 0, forward = 0;
+  for (auto _ : state) {
+    b.space.fence();
+    Timer t;
+    run();
+    b.space.fence();
+    double const sec = t.seconds();
+    state.SetIterationTime(sec);
+    op += sec;
+    Timer f;
+    b.prop.forward(b.w, b.rec);
+    forward += f.seconds();
+  }
+  return {op, forward};
+}
+
 /// Born modelling of a batch (Propagator::born) and the forward of the same batch, timed in the
 /// same run: us_per_step of each and their ratio (docs/PERFORMANCE.md: the byte model says 3.75
 /// forward steps per Born step).
@@ -288,18 +309,7 @@ void bm_born(benchmark::State& state, ForwardCase c) {
     for (int x = 0; x < c.nx; ++x) h(z, x) = Real(0.02) * dv_host[static_cast<std::size_t>(z) * c.nx + x];
   Kokkos::deep_copy(space, dv, h);
   auto const k = prop.born_scale(dv);
-  double born = 0, forward = 0;
-  for (auto _ : state) {
-    space.fence();
-    Timer t;
-    prop.born(w, k, rec);
-    double const sec = t.seconds();
-    state.SetIterationTime(sec);
-    born += sec;
-    Timer f;
-    prop.forward(w, rec);
-    forward += f.seconds();
-  }
+  auto const [born, forward] = time_against_forward(state, b, [&] { prop.born(w, k, rec); });
   double const iters = static_cast<double>(state.iterations());
   state.counters["us_per_step"] = born / iters / nt * 1e6;
   state.counters["forward_us_per_step"] = forward / iters / nt * 1e6;
@@ -329,21 +339,11 @@ void bm_rtm(benchmark::State& state, ForwardCase c) {
       Kokkos::view_alloc(space, std::string("ksweep::bench::data")), c.shots, nt, b.n_rec),
       synthetic(Kokkos::view_alloc(space, std::string("ksweep::bench::synthetic")), c.shots, nt, b.n_rec);
   prop.forward(w, data);  // the data: the background's own records (their values do not change the cost)
-  double rtm = 0, forward = 0;
-  for (auto _ : state) {
-    space.fence();
-    Timer t;
+  auto const [rtm, forward] = time_against_forward(state, b, [&] {
     prop.forward(w, rec);
     engine.forward(w, synthetic);
     engine.backward(w, data, images);
-    space.fence();
-    double const sec = t.seconds();
-    state.SetIterationTime(sec);
-    rtm += sec;
-    Timer f;
-    prop.forward(w, rec);
-    forward += f.seconds();
-  }
+  });
   double const iters = static_cast<double>(state.iterations());
   state.counters["us_per_step"] = rtm / iters / nt * 1e6;
   state.counters["forward_us_per_step"] = forward / iters / nt * 1e6;

@@ -24,18 +24,17 @@ ksweep (> 1: ksweep faster). The peak resident memory of the process is not sepa
 import argparse
 import json
 import os
-import platform
 import socket
+import sys
 import time
 
 import numpy as np
 
-try:
-    import torch
-    import deepwave
-except Exception as e:  # ImportError, or a broken torch install
-    print("peer_deepwave_born: deepwave not importable: skipping (%s)" % e)
-    raise SystemExit(0)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The Marmousi batch's survey and the context helpers of the forward peer (it exits 0 itself when
+# Deepwave or torch is not importable).
+import peer_deepwave as pd  # noqa: E402
+from peer_deepwave import deepwave, torch  # noqa: E402
 
 try:
     import ksweep
@@ -43,25 +42,6 @@ except ImportError as e:  # the package is built with the Python bindings (build
     print("peer_deepwave_born: the ksweep package is not importable (put <build>/python on PYTHONPATH): "
           "skipping (%s)" % e)
     raise SystemExit(0)
-
-
-def deepwave_version():
-    try:
-        from deepwave import _version
-        return _version.__version__
-    except Exception:
-        return getattr(deepwave, "__version__", "?")
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def main():
@@ -77,20 +57,17 @@ def main():
 
     v, dh = ksweep.load_model("marmousi2", decimate=2)
     nz, nx = v.shape
-    dt, nt, shots, nr, pml = 0.002, a.nt, a.shots, 200, 20
+    dt, nt, shots, nr, pml = pd.DT, a.nt, a.shots, pd.N_REC, pd.PML
     v0 = ksweep.gaussian_smooth(v.astype(np.float64), 8.0).astype(np.float32)
     scatter = (v - v0).astype(np.float32)
     scatter[:10] = 0
-    sx = np.floor(0.1 * (nx - 1) + 0.8 * (nx - 1) * np.arange(shots) / max(shots - 1, 1) + 0.5).astype(np.int64)
-    rx = np.floor((nx - 1) * np.arange(nr) / (nr - 1) + 0.5).astype(np.int64)
-    src = np.stack([np.full(shots, 2), sx], -1)[:, None, :]
-    rec = np.ascontiguousarray(np.broadcast_to(np.stack([np.full(nr, 4), rx], -1), (shots, nr, 2)))
-    wavelet = ksweep.ricker(5.0, nt, dt, 0.2)
+    srct, rect, _ = pd.survey(shots)
+    src, rec = srct.numpy(), rect.numpy()
+    wavelet = ksweep.ricker(pd.FREQ, nt, dt, pd.DELAY)
     amp = np.ascontiguousarray(np.broadcast_to(wavelet.astype(np.float32), (shots, 1, nt)))
     scale = -(v0[src[:, 0, 0], src[:, 0, 1]].astype(np.float64) ** 2) * dt**2  # Deepwave's source term
     amp_ks = (scale[:, None, None] * wavelet[None, None, :]).astype(np.float32)
     v0t, sct, ampt = torch.from_numpy(v0), torch.from_numpy(scatter), torch.from_numpy(amp)
-    srct, rect = torch.from_numpy(src), torch.from_numpy(rec)
     common = dict(order=a.order, pml_width=pml, pml_freq=25.0)
 
     def ks_born():
@@ -131,8 +108,8 @@ def main():
                        np.linalg.norm(df[..., 5:-5]))
     med = {name: float(np.median(t)) for name, t in times.items()}
     out = {
-        "context": {"cpu": cpu_model(), "host": socket.gethostname(), "threads": a.threads,
-                    "deepwave": deepwave_version(), "torch": torch.__version__,
+        "context": {"cpu": pd.cpu_model(), "host": socket.gethostname(), "threads": a.threads,
+                    "deepwave": pd.deepwave_version(), "torch": torch.__version__,
                     "ksweep_backend": ksweep.info().get("backend", "?")},
         "peer": "deepwave", "family": "born",
         "case": {"nz": nz, "nx": nx, "dh": dh, "shots": shots, "nt": nt, "dt": dt, "order": a.order,
@@ -145,7 +122,7 @@ def main():
         "records_misfit": misfit, "records_misfit_best_shift": shifted[best], "best_shift_samples": best,
         "forward_records_misfit_best_shift": fwd_misfit, "forward_best_shift_samples": fwd_shift,
     }
-    print(f"{shots} shots, {nz} x {nx} cells, nt {nt}, order {a.order}, {a.threads} threads, {cpu_model()}")
+    print(f"{shots} shots, {nz} x {nx} cells, nt {nt}, order {a.order}, {a.threads} threads, {pd.cpu_model()}")
     print(f"scattered records: ||ksweep - deepwave|| / ||deepwave|| = {misfit:.3e}; at ksweep's records shifted by "
           f"{best} samples: {shifted[best]:.3e} (forward records at their best shift {fwd_shift}: {fwd_misfit:.3e})")
     for kind in ("born", "forward"):

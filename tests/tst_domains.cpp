@@ -399,6 +399,22 @@ TEST(domains, inversion_on_a_split_model_same_bits) {
   }
 }
 
+/// A Modeling of problem `p`: `batch` shots per launch, the model split over `ranks`.
+fwi::ModelingSetup modeling_setup(Problem const& p, int order, int batch, core::DomainSplit const& split,
+                                  comm::Communicator const& ranks) {
+  fwi::ModelingSetup s;
+  s.grid = p.grid;
+  s.pml = p.pml;
+  s.order = order;
+  s.dt = p.dt;
+  s.nt = p.nt;
+  s.survey = p.survey;
+  s.batch = batch;
+  s.domains = split;
+  s.ranks = ranks;
+  return s;
+}
+
 // fwi::Modeling with domains (the program's `ksweep model`, and fwi's observed and final data):
 // every shot group models its shots on its subdomains; every rank gets every shot's records, the
 // same bits as one rank, for every split the ranks allow (1 shot per launch, so that groups
@@ -406,17 +422,7 @@ TEST(domains, inversion_on_a_split_model_same_bits) {
 template <int Dim>
 void modeling_same_records(Problem const& p, int order) {
   auto records = [&](core::DomainSplit const& split, comm::Communicator const& ranks) {
-    fwi::ModelingSetup s;
-    s.grid = p.grid;
-    s.pml = p.pml;
-    s.order = order;
-    s.dt = p.dt;
-    s.nt = p.nt;
-    s.survey = p.survey;
-    s.batch = 1;
-    s.domains = split;
-    s.ranks = ranks;
-    fwi::Modeling<float> m(s);
+    fwi::Modeling<float> m(modeling_setup(p, order, 1, split, ranks));
     m.set_velocity(p.v_true.data());
     std::vector<float> w(static_cast<std::size_t>(p.survey.n_shots) * p.nt), r(w.size() * p.survey.n_receivers, -1.f);
     for (int sh = 0; sh < p.survey.n_shots; ++sh)
@@ -458,17 +464,8 @@ struct Operations {
 template <int Dim>
 Operations operations(Problem const& p, int order, storage::Dtype dtype, int batch, core::DomainSplit const& split,
                       comm::Communicator const& ranks) {
-  fwi::ModelingSetup s;
-  s.grid = p.grid;
-  s.pml = p.pml;
-  s.order = order;
-  s.dt = p.dt;
-  s.nt = p.nt;
-  s.survey = p.survey;
-  s.batch = batch;
+  auto s = modeling_setup(p, order, batch, split, ranks);
   s.storage.dtype = dtype;
-  s.domains = split;
-  s.ranks = ranks;
   fwi::Modeling<float> m(s);
   std::size_t const shots = static_cast<std::size_t>(p.survey.n_shots), nt = static_cast<std::size_t>(p.nt);
   std::size_t const n = shots * nt * static_cast<std::size_t>(p.survey.n_receivers);
@@ -547,7 +544,9 @@ void operations_same_bits(Problem const& p, int order, std::vector<storage::Dtyp
         EXPECT_EQ(differing(got.illum_rec, ref.illum_rec), 0) << "receiver illumination: " << what;
         EXPECT_EQ(differing(got.vjp, ref.vjp), 0) << "vjp: " << what;
         EXPECT_EQ(differing(got.born, ref.born), 0) << "Born records: " << what;
-        if (!split.split()) EXPECT_EQ(differing(got.wavelet_grad, ref.wavelet_grad), 0) << "adjoint: " << what;
+        if (!split.split()) {
+          EXPECT_EQ(differing(got.wavelet_grad, ref.wavelet_grad), 0) << "adjoint: " << what;
+        }
         EXPECT_EQ(differing(got.rtm, ref.rtm), 0) << "RTM image: " << what;
         EXPECT_EQ(differing(got.lsrtm, ref.lsrtm), 0) << "LSRTM image: " << what;
         EXPECT_EQ(differing(got.misfit, ref.misfit), 0) << "LSRTM misfits: " << what;

@@ -70,4 +70,15 @@ void warn(std::vector<std::string> const& warnings) {
     if (!w.empty()) std::fprintf(stderr, "ksweep: %s\n", w.c_str());
 }
 
+core::Survey checked_survey(io::Config const& cfg, io::VelocityModel const& shape, comm::Communicator const& comm) {
+  return on_every_rank(comm, [&] {
+    core::ModelGrid const grid = model_grid(shape);
+    auto s = acquisition(cfg, shape);
+    core::check_time(cfg.time.dt, cfg.time.nt);
+    core::check_grid(grid, make_pml(cfg), cfg.propagator.order);
+    core::check_survey(s, grid, make_pml(cfg));
+    return s;
+  });
+}
+
 }  // namespace ksweep::app

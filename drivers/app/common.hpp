@@ -35,6 +35,10 @@ using fwi::silent_data;
 using fwi::survey_of;
 using fwi::wavelet_from_file;
 
+/// The survey of a model of `shape` (fwi::acquisition) after the checks of the time axis, the
+/// grid and its layer, and the survey against them, on every rank (one message when they fail).
+core::Survey checked_survey(io::Config const& cfg, io::VelocityModel const& shape, comm::Communicator const& comm);
+
 /// Between two batches of modelled shots: progress (`verbose`) and SIGINT / SIGTERM (Interrupted).
 fwi::AfterBatch between_batches(bool verbose);
 /// The records of every shot of `survey` (fwi::model_data) with progress (`verbose`: a line per

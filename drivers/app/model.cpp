@@ -70,13 +70,7 @@ ModelInputs check_model_inputs(io::Config const& cfg, RunOptions const& opt, com
                    "a wavelet file (.h5, .sgy/.segy or text)");
   });
   in.wavelet = on_every_rank(comm, [&] { return make_wavelet(cfg); });  // a file's errors before any write
-  in.survey = on_every_rank(comm, [&] {
-    auto s = acquisition(cfg, shape);
-    core::check_time(cfg.time.dt, cfg.time.nt);
-    core::check_grid(grid, make_pml(cfg), cfg.propagator.order);
-    core::check_survey(s, grid, make_pml(cfg));
-    return s;
-  });
+  in.survey = checked_survey(cfg, shape, comm);
   // parallel.domains: every rank models its shot group's shots on its subdomain (the same message
   // on every rank for a split that does not fit).
   in.split = domain_split(cfg, grid);

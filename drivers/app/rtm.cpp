@@ -49,13 +49,7 @@ RtmInputs check_rtm_inputs(io::Config const& cfg, RunOptions const& opt, comm::C
     io::check_dimension_keys(cfg, shape.dim() == 3);
   });
   in.wavelet = on_every_rank(comm, [&] { return make_wavelet(cfg); });
-  in.survey = on_every_rank(comm, [&] {
-    auto s = acquisition(cfg, shape);
-    core::check_time(cfg.time.dt, cfg.time.nt);
-    core::check_grid(grid, make_pml(cfg), cfg.propagator.order);
-    core::check_survey(s, grid, make_pml(cfg));
-    return s;
-  });
+  in.survey = checked_survey(cfg, shape, comm);
   // parallel.domains: every rank images its shot group's shots on its subdomain.
   auto const split = on_every_rank(comm, [&] {
     auto const d = domain_split(cfg, grid);

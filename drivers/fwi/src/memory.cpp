@@ -69,6 +69,25 @@ void add_density(MemoryEstimate& e, Padded const& L, sz real) {
                      2 * static_cast<sz>(L.l.padded_cells()) * sizeof(double) + (1 + L.l.dim) * coef * real});
 }
 
+// The gradient's saved steps of S shots (`storage`, values of R bytes, nt steps), their staging
+// off the device, and the layer terms of the model cells next to the layer (constant density),
+// every step. Returns the saved values per shot and step (the ring).
+sz add_saved_steps(MemoryEstimate& e, Padded const& L, storage::StorageConfig const& storage, sz S, sz R, sz nt) {
+  sz const ring = static_cast<sz>(core::ring_stride(L.l, storage.strategy == storage::Strategy::full, storage.dtype));
+  auto const store =
+      core::store_bytes(storage, storage::encoded_bytes(storage.dtype, S * ring, R), static_cast<int>(nt));
+  Place const where = storage.location == storage::Location::device ? Place::device
+                      : storage.location == storage::Location::host ? Place::host
+                                                                    : Place::disk;
+  e.items.push_back({"saved steps (" + storage::to_string(storage.strategy) + ", " + storage::to_string(storage.dtype) +
+                         ", " + storage::to_string(storage.location) + ")",
+                     where, store.stored});
+  if (where != Place::device) e.items.push_back({"transfer staging", Place::device, store.staging});
+  e.items.push_back({"layer terms of the cells next to the layer (every step)", Place::device,
+                     S * nt * static_cast<sz>(core::layer_term_cells(L.l, L.vd ? 0 : L.l.radius)) * R});
+  return ring;
+}
+
 }  // namespace
 
 std::size_t MemoryEstimate::total(Place p) const {
@@ -119,19 +138,7 @@ MemoryEstimate estimate_inversion(RunShape const& shape, Options const& options,
   add("absorbing-layer fields, forward + adjoint", Place::device, 2 * core::state_values(L.l, shots) * R - levels);
   add("velocity coefficients", Place::device, core::coefficient_values(L.l) * R);
   storage::StorageConfig const& scfg = options.storage;
-  sz const ring = static_cast<sz>(core::ring_stride(L.l, scfg.strategy == storage::Strategy::full, scfg.dtype));
-  sz const step = storage::encoded_bytes(scfg.dtype, S * ring, R);
-  auto const store = core::store_bytes(scfg, step, static_cast<int>(nt));
-  Place const where = scfg.location == storage::Location::device ? Place::device
-                      : scfg.location == storage::Location::host ? Place::host
-                                                                 : Place::disk;
-  add("saved steps (" + storage::to_string(scfg.strategy) + ", " + storage::to_string(scfg.dtype) + ", " +
-          storage::to_string(scfg.location) + ")",
-      where, store.stored);
-  if (where != Place::device) add("transfer staging", Place::device, store.staging);
-  // The layer terms of the model cells next to the layer (constant density), every step.
-  add("layer terms of the cells next to the layer (every step)", Place::device,
-      S * nt * static_cast<sz>(core::layer_term_cells(L.l, L.vd ? 0 : L.l.radius)) * R);
+  sz const ring = add_saved_steps(e, L, scfg, S, R, nt);
   // The layer's chain rule (storage.layer_chain): the layer's differences every step, the last
   // three levels and the per-shot sums.
   if (scfg.layer_chain) {
@@ -205,18 +212,7 @@ MemoryEstimate estimate_imaging(RunShape const& shape, storage::StorageConfig co
   add("absorbing-layer fields", Place::device, static_cast<sz>(states) * core::state_values(L.l, shots) * R - levels);
   add(lsrtm ? "velocity coefficients and Born's scale" : "velocity coefficients", Place::device,
       (lsrtm ? 2 : 1) * core::coefficient_values(L.l) * R);
-  sz const ring = static_cast<sz>(core::ring_stride(L.l, storage.strategy == storage::Strategy::full, storage.dtype));
-  auto const store =
-      core::store_bytes(storage, storage::encoded_bytes(storage.dtype, S * ring, R), static_cast<int>(nt));
-  Place const where = storage.location == storage::Location::device ? Place::device
-                      : storage.location == storage::Location::host ? Place::host
-                                                                    : Place::disk;
-  add("saved steps (" + storage::to_string(storage.strategy) + ", " + storage::to_string(storage.dtype) + ", " +
-          storage::to_string(storage.location) + ")",
-      where, store.stored);
-  if (where != Place::device) add("transfer staging", Place::device, store.staging);
-  add("layer terms of the cells next to the layer (every step)", Place::device,
-      S * nt * static_cast<sz>(core::layer_term_cells(L.l, L.vd ? 0 : L.l.radius)) * R);
+  sz const ring = add_saved_steps(e, L, storage, S, R, nt);
   add("ring staging of the shots schedule", Place::device,
       S * ring * R * static_cast<sz>(core::chunk_steps(shots, static_cast<long long>(ring), R)));
   add("records of the batch and wavelets", Place::device, 2 * S * nt * nr * R + S * nt * R);
