@@ -896,33 +896,23 @@ void register_benchmarks(Options const& o) {
   for (int nt : s ? std::vector<int>{4, 8} : std::vector<int>{125, 250, 500, 1000})
     register_forward<ExecSpace, 4>(b, {mz, mx, 1, nt}, target, o);
 
-  // Born modelling against the forward (same run): 8 shots of 141 x 681, orders 4 and 8.
-  for (int order : {4, 8}) {
-    ForwardCase const c{mz, mx, s ? 2 : 8, s ? 8 : 250};
-    auto const name = bench_name("born", b,
-                                 {{"order", std::to_string(order)},
-                                  {"nz", std::to_string(c.nz)},
-                                  {"nx", std::to_string(c.nx)},
-                                  {"shots", std::to_string(c.shots)},
-                                  {"nt", std::to_string(c.nt)}});
-    if (order == 4)
-      add(name, [c](benchmark::State& st) { bm_born<ExecSpace, 4>(st, c); })->Unit(benchmark::kMillisecond);
-    else add(name, [c](benchmark::State& st) { bm_born<ExecSpace, 8>(st, c); })->Unit(benchmark::kMillisecond);
-  }
-
-  // An RTM shot against the forward (same run): 1 shot of 141 x 681, orders 4 and 8.
-  for (int order : {4, 8}) {
-    ForwardCase const c{mz, mx, 1, s ? 8 : 500};
-    auto const name = bench_name("rtm", b,
-                                 {{"order", std::to_string(order)},
-                                  {"nz", std::to_string(c.nz)},
-                                  {"nx", std::to_string(c.nx)},
-                                  {"shots", std::to_string(c.shots)},
-                                  {"nt", std::to_string(c.nt)}});
-    if (order == 4)
-      add(name, [c](benchmark::State& st) { bm_rtm<ExecSpace, 4>(st, c); })->Unit(benchmark::kMillisecond);
-    else add(name, [c](benchmark::State& st) { bm_rtm<ExecSpace, 8>(st, c); })->Unit(benchmark::kMillisecond);
-  }
+  // Born modelling of 8 shots and an RTM shot against the forward (same run): 141 x 681, orders
+  // 4 and 8.
+  using against = void (*)(benchmark::State&, ForwardCase);
+  auto against_forward = [&](char const* family, ForwardCase const& c, against at4, against at8) {
+    for (int order : {4, 8}) {
+      auto const name = bench_name(family, b,
+                                   {{"order", std::to_string(order)},
+                                    {"nz", std::to_string(c.nz)},
+                                    {"nx", std::to_string(c.nx)},
+                                    {"shots", std::to_string(c.shots)},
+                                    {"nt", std::to_string(c.nt)}});
+      against const f = order == 4 ? at4 : at8;
+      add(name, [c, f](benchmark::State& st) { f(st, c); })->Unit(benchmark::kMillisecond);
+    }
+  };
+  against_forward("born", {mz, mx, s ? 2 : 8, s ? 8 : 250}, &bm_born<ExecSpace, 4>, &bm_born<ExecSpace, 8>);
+  against_forward("rtm", {mz, mx, 1, s ? 8 : 500}, &bm_rtm<ExecSpace, 4>, &bm_rtm<ExecSpace, 8>);
 
   // Gradient: 4 shots of 141 x 681, order 4, nt 500.
   int const gs = s ? 2 : 4, gnt = s ? 12 : 500;
