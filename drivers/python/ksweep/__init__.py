@@ -111,6 +111,11 @@ def gaussian_smooth(f, sigma: float) -> np.ndarray:
 # Argument checks and conversions
 # ------------------------------------------------------------------------------------------
 
+def _dims(shape) -> str:
+    """A shape as the library writes it: [nz][nx]."""
+    return "".join(f"[{n}]" for n in shape)
+
+
 def _model(v, name="v") -> np.ndarray:
     a = np.asarray(v)
     if a.dtype not in _FLOATS:
@@ -421,7 +426,8 @@ def born(v, dh: float, dt: float, source_amplitudes, source_locations, receiver_
     amp = _amplitudes(source_amplitudes, s)
     dv = _same_dtype(_model(scatter, "scatter"), s.v.dtype, "scatter")
     if dv.shape != s.v.shape:
-        raise ValueError(f"scatter has shape {dv.shape}, v {s.v.shape}: the velocity perturbation of every cell")
+        raise ValueError(f"Born modelling: the velocity perturbation (scatter) is {_dims(dv.shape)}, the grid "
+                         f"{_dims(s.v.shape)}")
     s, no_src, no_rec = _with_placeholders(s)
     if no_src:  # a silent placeholder: nothing scatters
         amp = np.zeros((s.src.shape[0], 1, amp.shape[2]), s.v.dtype)

@@ -135,7 +135,8 @@ class Born(torch.autograd.Function):
                                      kw.pop("layer_density"), **kw)
         dv = _ks._same_dtype(_ks._model(_np(scatter), "scatter"), s.v.dtype, "scatter")
         if dv.shape != s.v.shape:
-            raise ValueError(f"scatter has shape {dv.shape}, v {s.v.shape}: the velocity perturbation of every cell")
+            raise ValueError(f"Born modelling: the velocity perturbation (scatter) is {_ks._dims(dv.shape)}, the grid "
+                             f"{_ks._dims(s.v.shape)}")
         records = m.born(amp, dv)  # [shot, time, receiver]
         ctx.modeling, ctx.amplitudes, ctx.device = m, amp, scatter.device
         return torch.from_numpy(records).to(scatter.device).transpose(1, 2)
