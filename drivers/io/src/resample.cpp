@@ -48,9 +48,12 @@ RecordsFile resample_records(RecordsFile const& r, int nt, double dt, int* padde
       if (first_padded < 0) first_padded = k;
       continue;
     }
-    int const n0 = std::max(0, static_cast<int>(std::ceil((t - reach) / r.dt)));
-    int const n1 = std::min(r.nt - 1, static_cast<int>(std::floor((t + reach) / r.dt)));
-    if (n1 < n0) continue;
+    // The window's first and last input samples, clamped in double precision before the
+    // conversion: a tiny input interval puts them far outside int's range.
+    double const lo = std::ceil((t - reach) / r.dt), hi = std::floor((t + reach) / r.dt);
+    if (hi < 0.0 || lo > r.nt - 1.0 || hi < lo) continue;
+    int const n0 = lo < 0.0 ? 0 : static_cast<int>(lo);
+    int const n1 = hi > r.nt - 1.0 ? r.nt - 1 : static_cast<int>(hi);
     w.resize(static_cast<std::size_t>(n1 - n0 + 1));
     for (int n = n0; n <= n1; ++n) {
       double const tau = t - n * r.dt;
