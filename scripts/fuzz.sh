@@ -35,27 +35,46 @@ with segyio.create(sys.argv[1], spec) as f:
                        segyio.su.gelev: -20000}
         f.trace[i] = np.arange(10, dtype=np.float32) * (i + 1)
 PY
-status=0
 for t in "${targets[@]}"; do
-  bin="$build/fuzz_$t"
-  [ -x "$bin" ] || { echo "fuzz: no target '$t' (allowed: config survey segy wavelet records_h5)" >&2; exit 2; }
-  corpus="$build/corpus/$t"
+  [ -x "$build/fuzz_$t" ] || { echo "fuzz: no target '$t' (allowed: config survey segy wavelet records_h5)" >&2; exit 2; }
+done
+# One target's run: the regressions, then SECONDS of fuzzing; its summary in findings/<target>.out
+# and exit status 1 on a finding.
+fuzz_one() {
+  local t=$1 bin="$build/fuzz_$1" corpus="$build/corpus/$1" log="$build/findings/$1.log" rc=0
   mkdir -p "$corpus"
   if [ -d "$repo/tests/fuzz/regressions/$t" ]; then
-    "$bin" "$repo/tests/fuzz/regressions/$t"/* >/dev/null 2>&1 || { echo "fuzz_$t: a regression input fails again" >&2; status=1; }
+    "$bin" "$repo/tests/fuzz/regressions/$t"/* >/dev/null 2>&1 || { echo "fuzz_$t: a regression input fails again"; rc=1; }
   fi
-  seeds=()
+  local seeds=()
   [ -d "$repo/tests/fuzz/seeds/$t" ] && seeds=("$repo/tests/fuzz/seeds/$t")
-  log="$build/findings/$t.log"
   if "$bin" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$build/findings/$t-" \
       "$corpus" "${seeds[@]}" >"$log" 2>&1; then
+    local runs cov
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
     cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1)
     echo "fuzz_$t: ${runs:-?} inputs in ${seconds} s, ${cov:-cov: ?} edges, no finding"
   else
-    echo "fuzz_$t: FINDING (see $log and $build/findings/$t-*)" >&2
-    tail -n 30 "$log" >&2
-    status=1
+    echo "fuzz_$t: FINDING (see $log and $build/findings/$t-*)"
+    tail -n 30 "$log"
+    rc=1
   fi
+  return $rc
+}
+# The targets run side by side, one per core (each fuzzer is one process on one core).
+status=0
+jobs=$(nproc)
+for ((i = 0; i < ${#targets[@]}; i += jobs)); do
+  pids=()
+  for t in "${targets[@]:i:jobs}"; do
+    fuzz_one "$t" >"$build/findings/$t.out" 2>&1 &
+    pids+=("$!:$t")
+  done
+  for p in "${pids[@]}"; do
+    rc=0
+    wait "${p%%:*}" || rc=$?
+    t=${p#*:}
+    if [ "$rc" -eq 0 ]; then cat "$build/findings/$t.out"; else cat "$build/findings/$t.out" >&2; status=1; fi
+  done
 done
 exit $status

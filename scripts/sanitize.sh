@@ -22,4 +22,20 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # differences, schedules, blocks of y) run the same indexing under the sanitizers. The
 # dot-product checks run at orders 2 and 8 (the smallest and the largest reach; the release
 # build runs every order).
-"$build/tests/ksweep_tests_serial"
+# The Serial program runs on one core: its tests are split into one shard per core (gtest's
+# sharding), run side by side; each shard's output is printed whole, and any failing shard fails.
+shards=$(nproc)
+pids=()
+for ((i = 0; i < shards; ++i)); do
+  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$build/tests/ksweep_tests_serial" >"$build/shard-$i.log" 2>&1 &
+  pids+=($!)
+done
+status=0
+for ((i = 0; i < shards; ++i)); do
+  rc=0
+  wait "${pids[$i]}" || rc=$?
+  echo "== ksweep_tests_serial shard $((i + 1)) of $shards (exit $rc)"
+  cat "$build/shard-$i.log"
+  [ "$rc" -eq 0 ] || status=1
+done
+exit $status
