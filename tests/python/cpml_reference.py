@@ -12,7 +12,8 @@ the damping is zero.
 
 with a = exp(-(sigma + alpha) dt), b = sigma / (sigma + alpha) (a - 1), sigma = sigma0 f^2,
 sigma0 = -3 vmax ln(R) / (2 L), alpha = pi f_pml (1 - f), f the depth into the layer over its
-width (Komatitsch and Martin 2007; Pasalic and McGarry 2010), and u = 0 beyond the layer.
+width (Komatitsch and Martin 2007; Pasalic and McGarry 2010), and u = 0 beyond the layer (beyond
+the model where a face has no layer: a reflecting edge).
 Records r[n] = u^{n+1} at the receivers (ksweep's convention). Used by test_cpml.py."""
 import numpy as np
 
@@ -22,12 +23,13 @@ FIRST = {2: [0.0, 1 / 2], 4: [0.0, 2 / 3, -1 / 12], 6: [0.0, 3 / 4, -3 / 20, 1 /
          8: [0.0, 4 / 5, -1 / 5, 4 / 105, -1 / 280]}
 
 
-def profile(n_model, width, dh, dt, vmax, reflection, freq):
-    """a and b along one axis of n_model + 2 width cells (zero in the model)."""
-    n = n_model + 2 * width
+def profile(n_model, lo, hi, dh, dt, vmax, reflection, freq):
+    """a and b along one axis of lo + n_model + hi cells (layers of lo and hi cells before and
+    after the model; zero in the model)."""
+    n = lo + n_model + hi
     a, b = np.zeros(n), np.zeros(n)
     for i in range(n):
-        depth = width - i if i < width + n_model // 2 else i - (width + n_model) + 1
+        depth, width = (lo - i, lo) if i < lo else (i - (lo + n_model) + 1, hi)
         if depth <= 0:
             continue
         f = depth / width
@@ -41,16 +43,19 @@ def profile(n_model, width, dh, dt, vmax, reflection, freq):
 def forward(v, dh, dt, wavelet, source, receivers, *, order, width, reflection=1e-3, freq=25.0, vmax=None):
     """Records [receiver, time] of one shot: a source of amplitudes `wavelet` [nt] at cell `source`
     and receivers at cells `receivers` [k, dim] (model coordinates), for the velocity v (2D or 3D)
-    surrounded on every face by `width` layer cells."""
+    surrounded by layers of `width` cells: one number for every face, or a (before, after) pair
+    per axis. A face of 0 cells has no layer: the grid ends there (u = 0 beyond it, a reflecting
+    edge)."""
     v = np.asarray(v, dtype=np.float64)
     dim, M = v.ndim, order // 2
+    faces = [(int(width), int(width))] * dim if np.isscalar(width) else [(int(lo), int(hi)) for lo, hi in width]
     vmax = float(v.max()) if vmax is None else vmax
-    vp = np.pad(v, width, mode="edge")
+    vp = np.pad(v, faces, mode="edge")
     shape = vp.shape
     c = vp * vp * dt * dt / (dh * dh)
     prof = []
     for ax in range(dim):
-        a, b = profile(v.shape[ax], width, dh, dt, vmax, reflection, freq)
+        a, b = profile(v.shape[ax], faces[ax][0], faces[ax][1], dh, dt, vmax, reflection, freq)
         view = [1] * dim
         view[ax] = -1
         prof.append((a.reshape(view), b.reshape(view)))
@@ -76,8 +81,8 @@ def forward(v, dh, dt, wavelet, source, receivers, *, order, width, reflection=1
     u0, u1 = np.zeros(shape), np.zeros(shape)  # u^{n-1}, u^n
     psi = [np.zeros(shape) for _ in range(dim)]
     zeta = [np.zeros(shape) for _ in range(dim)]
-    src = tuple(int(x) + width for x in source)
-    rec = tuple(np.asarray(receivers)[:, ax] + width for ax in range(dim))
+    src = tuple(int(x) + faces[ax][0] for ax, x in enumerate(source))
+    rec = tuple(np.asarray(receivers)[:, ax] + faces[ax][0] for ax in range(dim))
     out = np.zeros((len(receivers), len(wavelet)))
     for n in range(len(wavelet)):
         t = np.zeros(shape)

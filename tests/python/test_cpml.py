@@ -37,6 +37,53 @@ def test_layer_matches_its_equations_to_round_off(order, dim):
     assert err < 1e-11, err
 
 
+@pytest.mark.parametrize("order", [2, 4, 6, 8])
+@pytest.mark.parametrize("dim", [2, 3])
+def test_reflecting_edges_match_the_equations_to_round_off(order, dim):
+    # Faces of 0 cells have no layer: the grid ends there and the wavefield beyond it is zero
+    # (Deepwave's pml_width 0). Two such faces in 2D (top, right), three in 3D (top, back,
+    # left), the others absorbing; receivers on the edge cells and inside, a source near a
+    # reflecting corner.
+    shape = (22, 26) if dim == 2 else (12, 11, 13)
+    nt, dt, dh, width = (260, 1e-3, 10.0, 6) if dim == 2 else (90, 1e-3, 10.0, 5)
+    faces = [(0, width), (width, 0)] if dim == 2 else [(0, width), (width, 0), (0, width)]
+    six = [0, width, 0, 0, width, 0] if dim == 2 else [0, width, width, 0, 0, width]
+    v = model(shape)
+    w = ksweep.ricker(25.0, nt, dt, 0.04)
+    src = (2, shape[1] - 3) if dim == 2 else (2, shape[1] - 3, 2)
+    rec = np.array([[0, 0], [0, shape[1] - 1], [1, 5], [shape[0] - 1, 7], [10, shape[1] - 1], [11, 12]]) if dim == 2 \
+        else np.array([[0, 0, 0], [0, shape[1] - 1, 0], [1, 5, 2], [shape[0] - 1, 7, 4], [6, shape[1] - 1, 12],
+                       [6, 5, 6]])
+    expected = reference_forward(v, dh, dt, w, src, rec, order=order, width=faces)
+    got = ksweep.forward(v, dh, dt, w[None, None], np.array([[src]]), rec[None], order=order, pml_width=six)[0]
+    assert np.abs(expected).max() > 0
+    err = np.abs(got - expected).max() / np.abs(expected).max()
+    assert err < 1e-11, err
+    # The edge reflects: the records differ from the all-absorbing run's by far more than round-off.
+    absorbed = ksweep.forward(v, dh, dt, w[None, None], np.array([[src]]), rec[None], order=order, pml_width=width)[0]
+    assert np.abs(got - absorbed).max() > 0.05 * np.abs(got).max()
+
+
+def test_reflecting_edges_are_the_method_of_images_at_order_2():
+    # At order 2 the zero beyond a reflecting edge is exactly the antisymmetric image about the
+    # first cell outside the grid: a reflecting left edge equals, to round-off, a wider model
+    # whose source has a negated twin mirrored about column -1 (absorbing layers far away).
+    nt, dt, dh = 300, 1e-3, 10.0
+    w = ksweep.ricker(25.0, nt, dt, 0.04)
+    v = np.full((40, 40), 2000.0)
+    src, rec = (20, 4), np.array([[20, 0], [20, 3], [10, 9], [30, 15]])
+    got = ksweep.forward(v, dh, dt, w[None, None], np.array([[src]]), rec[None], order=2,
+                         pml_width=[40, 40, 0, 0, 0, 40])[0]
+    pad = 41  # columns added on the left: column -1 of the small grid is column 40 of the wide one
+    wide = np.full((40, 40 + pad), 2000.0)
+    twin = (src[0], 2 * (pad - 1) - (src[1] + pad))
+    both = ksweep.forward(wide, dh, dt, np.stack([w, -w])[None], np.array([[(src[0], src[1] + pad), twin]]),
+                          (rec + [0, pad])[None], order=2, pml_width=40)[0]
+    assert np.abs(got).max() > 0
+    err = np.abs(got - both).max() / np.abs(got).max()
+    assert err < 1e-12, err
+
+
 # The relative L2 error of three receivers' records in a 50 x 50 model (5 m cells, a 25 Hz Ricker
 # source at the top edge, dt 0.1 ms, 5000 steps) against the same source in a model large enough
 # that nothing reflected reaches them: the layer's reflection, by order and width (cells).

@@ -213,8 +213,9 @@ void check_grid(ModelGrid const& grid, PmlConfig const& pml, int order, int radi
     std::string const key = pml.faces[f] >= 0 ? std::string("propagator.pml_") + face_names[f] : "propagator.pml_width";
     std::string const python = pml.faces[f] >= 0 ? "pml_width[" + std::to_string(f) + "]" : "pml_width";
     std::string const which = " (Python: " + python + "; the absorbing layer's " + face_names[f] + " face)";
-    KSWEEP_REQUIRE(w >= m, key << " = " << w << " cells" << which << " is too small for order " << order
-                               << ": it must be >= " << m << " (the stencil radius)");
+    KSWEEP_REQUIRE(w == 0 || w >= m, key << " = " << w << " cells" << which << " is too small for order " << order
+                                         << ": it must be 0 (a reflecting edge) or >= " << m
+                                         << " (the stencil radius)");
     KSWEEP_REQUIRE(w <= 1000, key << " = " << w << " cells" << which << " exceeds the limit 1000");
   }
   KSWEEP_REQUIRE(std::isfinite(pml.reflection) && pml.reflection > 0 && pml.reflection < 1,

@@ -154,7 +154,8 @@ std::vector<Key> make_keys() {
                   .in("cells")
                   .at_least(0)
                   .python("pml_width")
-                  .says("cells of the absorbing layer (CPML) on each face"));
+                  .says("cells of the absorbing layer (CPML) on each face; 0: none, the grid's edges reflect "
+                        "(the wavefield is zero beyond them; constant density)"));
   d.push_back(KSWEEP_KEY(propagator, pml_reflection)
                   .above(0)
                   .below(1)

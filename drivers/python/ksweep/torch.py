@@ -185,16 +185,13 @@ def born(v, dh: float, dt: float, source_amplitudes, source_locations, receiver_
 def _deepwave_faces(pml_width, ndim: int) -> list:
     """Deepwave's pml_width (one value, or 2 per dimension in its axis order: [z0, z1, x0, x1] in
     2D, [z0, z1, y0, y1, x0, x1] in 3D) as ksweep's six faces (top, bottom, front, back, left,
-    right)."""
+    right). A 0 is a face without a layer: the grid ends there and the wavefield beyond it is
+    zero (Deepwave's reflecting edge, ksweep's too)."""
     w = np.atleast_1d(np.asarray(pml_width.cpu() if torch.is_tensor(pml_width) else pml_width))
     if w.size == 1:
         w = np.repeat(w, 2 * ndim)
     if w.ndim != 1 or w.size != 2 * ndim or w.dtype.kind not in "iu":
         raise ValueError(f"pml_width = {pml_width!r}: one integer or {2 * ndim} (two per dimension)")
-    if np.any(w == 0):
-        raise NotImplementedError(f"pml_width = {pml_width!r}: a face without an absorbing layer (0) is Deepwave's "
-                                  "reflecting edge, which ksweep does not model (its free surface, "
-                                  "ksweep.torch.forward(free_surface=True), is another boundary condition)")
     z0, z1 = int(w[0]), int(w[1])
     y0, y1 = (int(w[2]), int(w[3])) if ndim == 3 else (0, 0)
     x0, x1 = int(w[-2]), int(w[-1])
@@ -277,7 +274,7 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
     add f itself) to the step from u^t to u^{t+1}, and receivers record u^t at sample t (ksweep's
     own calls record u^{t+1}, one step later); locations are cells, -1 for an absent source
     or receiver (ragged shots); `accuracy` is the stencil order; `pml_width` one value or two
-    per dimension; `max_vel` the damping profiles' velocity (default: the model's largest |v|);
+    per dimension (0: no layer, a reflecting edge: the wavefield is zero beyond the grid); `max_vel` the damping profiles' velocity (default: the model's largest |v|);
     `pml_freq` (default 25 Hz). A `dt` above the stability limit 0.6 / (max_vel sqrt(sum
     dx^-2)) runs on the divided step: the sources are interpolated (band-limited,
     `freq_taper_frac` of the band tapered, `time_pad_frac` of the record's length of zeros
@@ -298,7 +295,7 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
     Returns Deepwave's 7-tuple (3D: 10) whose last element is the receiver data
     [shot, receiver, time]. The final wavefields and layer memories are not returned (None):
     ksweep does not hand its wavefields out. Arguments that ksweep does not support
-    (initial wavefields and their `origin`, callbacks, a reflecting edge) raise
+    (initial wavefields and their `origin`, callbacks) raise
     NotImplementedError naming them."""
     unsupported = {"origin": origin, "wavefield_0": wavefield_0,
                    "wavefield_m1": wavefield_m1, "psiy_m1": psiy_m1, "psix_m1": psix_m1, "zetay_m1": zetay_m1,

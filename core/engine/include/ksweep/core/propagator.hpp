@@ -85,10 +85,12 @@ class Propagator {
       for (int f = 0; f < 6; ++f) {
         if (((f == PmlConfig::front || f == PmlConfig::back) && Dim == 2) || (f == PmlConfig::top && pml.free_surface))
           continue;
-        KSWEEP_REQUIRE(pml.face(f) >= 2 * M, "propagator.pml_" << face_names[f] << " = " << pml.face(f)
-                                                               << " is too small for variable density at order "
-                                                               << Order << ": it must be >= " << 2 * M
-                                                               << " (the damping starts M + 1/2 cells into the layer)");
+        KSWEEP_REQUIRE(pml.face(f) >= 2 * M,
+                       "propagator.pml_" << face_names[f] << " = " << pml.face(f)
+                                         << " is too small for variable density at order " << Order
+                                         << ": it must be >= " << 2 * M
+                                         << " (the damping starts M + 1/2 cells into the layer; a reflecting edge, "
+                                            "0, is modelled with constant density only)");
       }
     }
     KSWEEP_REQUIRE(grid.dim() == Dim, "ksweep::core::Propagator: a " << grid.dim() << "D model grid given to the "
