@@ -267,14 +267,14 @@ def _pml_velocity(pml_velocity) -> float:
 
 def _modeling(s: _Survey, dh, dt, nt, *, order, pml_width, pml_reflection, pml_freq, free_surface, batch,
               schedule, storage="boundary", storage_location="device", storage_dtype="fp32", disk_dir="",
-              physics="acoustic", pml_velocity=None):
+              physics="acoustic", pml_velocity=None, mpi=False, domains=None):
     if not isinstance(batch, (int, np.integer)) or batch < 0:
         raise ValueError(f"batch = {batch!r} must be an integer >= 0 (0: every shot at once)")
     cls = _ksweep.Modeling32 if s.v.dtype == np.float32 else _ksweep.Modeling64
     return cls(list(s.v.shape), float(dh), float(dt), int(nt), _int(order, "order"), _pml_faces(pml_width, free_surface),
                float(pml_reflection), float(pml_freq), bool(free_surface), s.src, s.rec, _int(batch, "batch"), str(schedule),
                str(storage), str(storage_location), str(storage_dtype), str(disk_dir), str(physics),
-               _pml_velocity(pml_velocity))
+               _pml_velocity(pml_velocity), _bool(mpi, "mpi"), _domains(domains, s.v.ndim))
 
 
 def _modeling_with_model(s: _Survey, dh, dt, nt, rho, layer_velocity, layer_density, **kw):
@@ -371,15 +371,23 @@ def _tensors_in_out(f):
 def forward(v, dh: float, dt: float, source_amplitudes, source_locations, receiver_locations, *,
             order: int = 4, pml_width=20, pml_reflection: float = 1e-3, pml_freq: float = 25.0,
             pml_velocity: Optional[float] = None, free_surface: bool = False, batch: int = 0, schedule: str = "auto",
-            location_units: str = "cells", layer_velocity=None, rho=None, layer_density=None) -> np.ndarray:
+            location_units: str = "cells", layer_velocity=None, rho=None, layer_density=None, mpi: bool = False,
+            domains=None) -> np.ndarray:
     """Receiver data [shot, receiver, time] of the sources (a view of ksweep's time-major records).
 
     `order` is the stencil's spatial order (2, 4, 6, 8); `pml_width` the absorbing layer's cells
-    (one number or six, per face); `pml_velocity` the velocity (m/s) of the layer's damping
+    (one number or six, per face: top, bottom, front, back, left, right; 0 on a face: no layer,
+    the grid's edge reflects, the wavefield zero beyond it); `pml_velocity` the velocity (m/s) of the layer's damping
     profiles (None: the largest velocity of the model, or of `layer_velocity` when given);
     `batch` the shots run at once (0: all); `layer_velocity` the velocity the absorbing layer
     takes its values from (default: v's edges). With
-    `rho` (kg/m^3, the shape of v) the physics is variable-density acoustics."""
+    `rho` (kg/m^3, the shape of v) the physics is variable-density acoustics.
+
+    `mpi=True` makes the call collective over the process's MPI ranks (a script run with
+    `mpirun -n N`: the package starts MPI): the shots are shared over the ranks and every rank
+    returns the whole result, the same bits as one process. `domains` ([nx_parts] in 2D,
+    [ny_parts, nx_parts] in 3D; constant density) splits the model over the ranks as well, which
+    form N / parts shot groups (it implies `mpi`). Every rank makes the same call."""
     s = _survey(v, source_locations, receiver_locations, dh, location_units)
     amp = _amplitudes(source_amplitudes, s)
     s, no_src, no_rec = _with_placeholders(s)
@@ -387,7 +395,8 @@ def forward(v, dh: float, dt: float, source_amplitudes, source_locations, receiv
         amp = np.zeros((s.src.shape[0], 1, amp.shape[2]), s.v.dtype)
     m = _modeling_with_model(s, dh, dt, amp.shape[2], rho, layer_velocity, layer_density, order=order,
                              pml_width=pml_width, pml_reflection=pml_reflection, pml_freq=pml_freq,
-                             pml_velocity=pml_velocity, free_surface=free_surface, batch=batch, schedule=schedule)
+                             pml_velocity=pml_velocity, free_surface=free_surface, batch=batch, schedule=schedule,
+                             mpi=mpi, domains=domains)
     records = m.forward(amp).transpose(0, 2, 1)
     return records[:, :0] if no_rec else records
 
@@ -397,7 +406,8 @@ def adjoint(v, dh: float, dt: float, data, source_locations, receiver_locations,
             pml_width=20, pml_reflection: float = 1e-3, pml_freq: float = 25.0,
             pml_velocity: Optional[float] = None, free_surface: bool = False, batch: int = 0,
             schedule: str = "auto", location_units: str = "cells", layer_velocity=None, rho=None,
-            layer_density=None) -> np.ndarray:
+            layer_density=None, mpi: bool = False,
+            domains=None) -> np.ndarray:
     """The transpose of `forward` for the data [shot, receiver, time]: source amplitudes
     [shot, source, time] such that <forward(a), d> = <a, adjoint(d)> to round-off."""
     s = _survey(v, source_locations, receiver_locations, dh, location_units)
@@ -407,7 +417,8 @@ def adjoint(v, dh: float, dt: float, data, source_locations, receiver_locations,
         d = np.zeros((d.shape[0], d.shape[1], 1), s.v.dtype)
     m = _modeling_with_model(s, dh, dt, d.shape[1], rho, layer_velocity, layer_density, order=order,
                              pml_width=pml_width, pml_reflection=pml_reflection, pml_freq=pml_freq,
-                             pml_velocity=pml_velocity, free_surface=free_surface, batch=batch, schedule=schedule)
+                             pml_velocity=pml_velocity, free_surface=free_surface, batch=batch, schedule=schedule,
+                             mpi=mpi, domains=domains)
     a = m.adjoint(d)
     return a[:, :0] if no_src else a
 
@@ -416,7 +427,8 @@ def adjoint(v, dh: float, dt: float, data, source_locations, receiver_locations,
 def born(v, dh: float, dt: float, source_amplitudes, source_locations, receiver_locations, scatter, *,
          order: int = 4, pml_width=20, pml_reflection: float = 1e-3, pml_freq: float = 25.0,
          pml_velocity: Optional[float] = None, free_surface: bool = False, batch: int = 0, schedule: str = "auto",
-         location_units: str = "cells", layer_velocity=None, rho=None, layer_density=None) -> np.ndarray:
+         location_units: str = "cells", layer_velocity=None, rho=None, layer_density=None, mpi: bool = False,
+         domains=None) -> np.ndarray:
     """Born (linearised) modelling: the receiver data [shot, receiver, time] of the wavefield
     scattered by the velocity perturbation `scatter` (m/s, the shape of v) around v, the exact
     derivative of `forward`'s data in the direction `scatter` (density held fixed). Its transpose
@@ -433,7 +445,8 @@ def born(v, dh: float, dt: float, source_amplitudes, source_locations, receiver_
         amp = np.zeros((s.src.shape[0], 1, amp.shape[2]), s.v.dtype)
     m = _modeling_with_model(s, dh, dt, amp.shape[2], rho, layer_velocity, layer_density, order=order,
                              pml_width=pml_width, pml_reflection=pml_reflection, pml_freq=pml_freq,
-                             pml_velocity=pml_velocity, free_surface=free_surface, batch=batch, schedule=schedule)
+                             pml_velocity=pml_velocity, free_surface=free_surface, batch=batch, schedule=schedule,
+                             mpi=mpi, domains=domains)
     records = m.born(amp, dv).transpose(0, 2, 1)
     return records[:, :0] if no_rec else records
 
@@ -478,7 +491,8 @@ def rtm(v, dh: float, dt: float, source_amplitudes, source_locations, receiver_l
         storage_dtype: str = "fp32", disk_dir: str = "", order: int = 4, pml_width=20,
         pml_reflection: float = 1e-3, pml_freq: float = 25.0, pml_velocity: Optional[float] = None,
         free_surface: bool = False, batch: int = 0, schedule: str = "auto", location_units: str = "cells",
-        layer_velocity=None, rho=None, layer_density=None) -> Image:
+        layer_velocity=None, rho=None, layer_density=None, mpi: bool = False,
+        domains=None) -> Image:
     """Reverse-time migration of `data` [shot, receiver, time] on the smooth model v: the image
     J^T d of the reflected data (the data less v's own records when `subtract_background`), the
     transpose of `born`; divided by the source illumination plus `stabilization` times its
@@ -488,7 +502,8 @@ def rtm(v, dh: float, dt: float, source_amplitudes, source_locations, receiver_l
     kw = dict(order=order, pml_width=pml_width, pml_reflection=pml_reflection, pml_freq=pml_freq,
               pml_velocity=pml_velocity, free_surface=free_surface, batch=batch, schedule=schedule,
               storage=storage, storage_location=storage_location, storage_dtype=storage_dtype, disk_dir=disk_dir,
-              location_units=location_units, layer_velocity=layer_velocity, rho=rho, layer_density=layer_density)
+              location_units=location_units, layer_velocity=layer_velocity, rho=rho, layer_density=layer_density,
+              mpi=mpi, domains=domains)
     m, amp, d = _imaging(v, dh, dt, source_amplitudes, source_locations, receiver_locations, data, kw)
     image, corr, illum = m.rtm(amp, d, _bool(subtract_background, "subtract_background"),
                                _bool(normalize, "normalize"), float(stabilization), _bool(laplacian, "laplacian"),
@@ -504,7 +519,8 @@ def lsrtm(v, dh: float, dt: float, source_amplitudes, source_locations, receiver
           pml_width=20, pml_reflection: float = 1e-3, pml_freq: float = 25.0,
           pml_velocity: Optional[float] = None, free_surface: bool = False, batch: int = 0,
           schedule: str = "auto", location_units: str = "cells", layer_velocity=None, rho=None,
-          layer_density=None) -> Image:
+          layer_density=None, mpi: bool = False,
+          domains=None) -> Image:
     """Least-squares reverse-time migration: the velocity perturbation (m/s) m that minimises
     |born(m) - d|, d the reflected data as in `rtm`, by `iterations` of conjugate gradients on the
     normal equations (one `born` and one transpose each), from m = 0, preconditioned by the
@@ -513,7 +529,8 @@ def lsrtm(v, dh: float, dt: float, source_amplitudes, source_locations, receiver
     kw = dict(order=order, pml_width=pml_width, pml_reflection=pml_reflection, pml_freq=pml_freq,
               pml_velocity=pml_velocity, free_surface=free_surface, batch=batch, schedule=schedule,
               storage=storage, storage_location=storage_location, storage_dtype=storage_dtype, disk_dir=disk_dir,
-              location_units=location_units, layer_velocity=layer_velocity, rho=rho, layer_density=layer_density)
+              location_units=location_units, layer_velocity=layer_velocity, rho=rho, layer_density=layer_density,
+              mpi=mpi, domains=domains)
     m, amp, d = _imaging(v, dh, dt, source_amplitudes, source_locations, receiver_locations, data, kw)
     image, misfit = m.lsrtm(amp, d, _int(iterations, "iterations"), _bool(subtract_background, "subtract_background"),
                             _bool(precondition, "precondition"), float(stabilization), _mask(mask, v))
@@ -541,11 +558,12 @@ def gradient(v, dh: float, dt: float, source_amplitudes, source_locations, recei
              pml_reflection: float = 1e-3, pml_freq: float = 25.0, pml_velocity: Optional[float] = None,
              free_surface: bool = False, batch: int = 0,
              schedule: str = "auto", location_units: str = "cells", layer_velocity=None, rho=None,
-             layer_density=None) -> Gradient:
+             layer_density=None, mpi: bool = False,
+             domains=None) -> Gradient:
     """The loss L = loss_scale * sum (synthetic - observed)^2 and its gradient with respect to
     the velocity (and, with `rho`, the density: grad["rho"]), by boundary saving (`storage`
     "boundary" or "full"; `storage_location` "device", "host" or "disk"; `storage_dtype` "fp32",
-    "fp16", "bf16" or "int8")."""
+    "fp16", "bf16" or "int8"). `mpi` and `domains` as `forward`'s."""
     s = _survey(v, source_locations, receiver_locations, dh, location_units)
     amp = _amplitudes(source_amplitudes, s)
     obs = _data_time_major(observed_data, s.v.dtype, s.src.shape[0], s.rec.shape[1], "observed_data")
@@ -558,7 +576,7 @@ def gradient(v, dh: float, dt: float, source_amplitudes, source_locations, recei
                              pml_width=pml_width, pml_reflection=pml_reflection, pml_freq=pml_freq,
                              pml_velocity=pml_velocity, free_surface=free_surface, batch=batch, schedule=schedule,
                              storage=storage, storage_location=storage_location, storage_dtype=storage_dtype,
-                             disk_dir=disk_dir)
+                             disk_dir=disk_dir, mpi=mpi, domains=domains)
     if no_rec:  # no data: the loss is 0, its gradient 0; the source illumination is the forward's
         shots, nt = amp.shape[0], amp.shape[2]
         g, isrc, irec, grho = m.vjp(amp, np.zeros((shots, nt, 1), s.v.dtype))

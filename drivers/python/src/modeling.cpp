@@ -51,7 +51,7 @@ class PyModeling {
              double pml_reflection, double pml_freq, bool free_surface, carray<double> const& sources,
              carray<double> const& receivers, int batch, std::string const& schedule, std::string const& strategy,
              std::string const& location, std::string const& dtype, std::string const& disk_dir,
-             std::string const& physics, double pml_velocity) {
+             std::string const& physics, double pml_velocity, bool mpi, std::vector<int> const& domains) {
     fwi::ModelingSetup s;
     s.physics = fwi::parse_physics(physics);
     m_vd = s.physics == fwi::Physics::acoustic_vd;
@@ -70,8 +70,17 @@ class PyModeling {
     m_nr = s.survey.n_receivers;
     m_nt = nt;
     m_shape = shape;
+    // The domains as Python's `_domains` gives them: [] (whole), [nx_parts] in 2D, [ny_parts,
+    // nx_parts] in 3D.
+    if (!domains.empty()) {
+      s.domains.nx_parts = domains.back();
+      if (domains.size() == 2) s.domains.ny_parts = domains.front();
+    }
     on_worker([&] {
       ensure_initialized();
+      // Collective over the process's ranks (mpirun; one rank otherwise): the shots shared, the
+      // model split as asked, every rank given every result (fwi::ModelingSetup::ranks).
+      if (mpi || s.domains.split()) s.ranks.emplace();
       m_m = std::make_unique<fwi::Modeling<Real>>(std::move(s));
       m_m->set_after_batch(stop_if_cancelled);
     });
@@ -229,11 +238,13 @@ void bind_modeling_of(py::module_& m, char const* name) {
   py::class_<PyModeling<Real>>(m, name)
       .def(py::init<std::vector<int> const&, double, double, int, int, std::vector<int> const&, double, double, bool,
                     carray<double> const&, carray<double> const&, int, std::string const&, std::string const&,
-                    std::string const&, std::string const&, std::string const&, std::string const&, double>(),
+                    std::string const&, std::string const&, std::string const&, std::string const&, double, bool,
+                    std::vector<int> const&>(),
            py::arg("shape"), py::arg("dh"), py::arg("dt"), py::arg("nt"), py::arg("order"), py::arg("pml_faces"),
            py::arg("pml_reflection"), py::arg("pml_freq"), py::arg("free_surface"), py::arg("sources"),
            py::arg("receivers"), py::arg("batch"), py::arg("schedule"), py::arg("strategy"), py::arg("location"),
-           py::arg("dtype"), py::arg("disk_dir"), py::arg("physics") = "acoustic", py::arg("pml_velocity") = 0.0)
+           py::arg("dtype"), py::arg("disk_dir"), py::arg("physics") = "acoustic", py::arg("pml_velocity") = 0.0,
+           py::arg("mpi") = false, py::arg("domains") = std::vector<int>{})
       .def("set_velocity", &PyModeling<Real>::set_velocity, py::arg("v"), py::arg("layer") = py::none())
       .def("set_model", &PyModeling<Real>::set_model, py::arg("v"), py::arg("rho"), py::arg("layer_v") = py::none(),
            py::arg("layer_rho") = py::none())
