@@ -451,12 +451,12 @@ TEST(domains, modeling_split_gives_one_rank_s_records) {
 
 // fwi::Modeling with its shots over ranks (shot groups of one rank, or of one rank per
 // subdomain): the records, the gradient (loss, misfits, synthetic records, images), the
-// vector-Jacobian product, the adjoint (a whole model), Born records, and RTM and LSRTM images of one rank, bit for
+// vector-Jacobian product, the adjoint's wavelet gradient, Born records, and RTM and LSRTM images of one rank, bit for
 // bit, for every split the ranks allow, with the fp32 and the shipped fp16 store, one shot per batch (groups hold
 // several batches: their shots' images are kept until the rank chain's sum) and every shot at once; the imaging with
 // the absorbing layer's velocity given (held fixed).
 struct Operations {
-  std::vector<float> records, synthetic, born, wavelet_grad;  // wavelet_grad: a whole model only
+  std::vector<float> records, synthetic, born, wavelet_grad;
   std::vector<double> losses, grad, illum_src, illum_rec, vjp, rtm, lsrtm, misfit;
   double loss = 0;
 };
@@ -491,10 +491,8 @@ Operations operations(Problem const& p, int order, storage::Dtype dtype, int bat
   for (std::size_t i = 0; i < n; ++i) residual[i] = o.records[i] - observed[i];
   o.vjp.assign(cells, -1.0);
   m.vjp(w.data(), residual.data(), {o.vjp.data()});
-  if (!split.split()) {  // the adjoint's wavelet gradient (not on a split model)
-    o.wavelet_grad.assign(shots * nt, -1.f);
-    m.adjoint(residual.data(), o.wavelet_grad.data());
-  }
+  o.wavelet_grad.assign(shots * nt, -1.f);  // the adjoint's wavelet gradient
+  m.adjoint(residual.data(), o.wavelet_grad.data());
   std::vector<float> scatter(cells);
   for (std::size_t i = 0; i < cells; ++i) scatter[i] = p.v_true[i] - p.v0[i];
   o.born.assign(n, -1.f);
@@ -544,9 +542,7 @@ void operations_same_bits(Problem const& p, int order, std::vector<storage::Dtyp
         EXPECT_EQ(differing(got.illum_rec, ref.illum_rec), 0) << "receiver illumination: " << what;
         EXPECT_EQ(differing(got.vjp, ref.vjp), 0) << "vjp: " << what;
         EXPECT_EQ(differing(got.born, ref.born), 0) << "Born records: " << what;
-        if (!split.split()) {
-          EXPECT_EQ(differing(got.wavelet_grad, ref.wavelet_grad), 0) << "adjoint: " << what;
-        }
+        EXPECT_EQ(differing(got.wavelet_grad, ref.wavelet_grad), 0) << "adjoint: " << what;
         EXPECT_EQ(differing(got.rtm, ref.rtm), 0) << "RTM image: " << what;
         EXPECT_EQ(differing(got.lsrtm, ref.lsrtm), 0) << "LSRTM image: " << what;
         EXPECT_EQ(differing(got.misfit, ref.misfit), 0) << "LSRTM misfits: " << what;

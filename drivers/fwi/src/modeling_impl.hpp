@@ -161,7 +161,6 @@ class ModelingRun final : public Modeling<Real>::Impl {
   }
 
   void adjoint(Real const* records, Real* wavelet_grad) override {
-    refuse_split("adjoint");
     KSWEEP_REQUIRE(wavelet_grad || !parallel(), "adjoint: no wavelet gradient array given (the ranks gather it there)");
     auto const stopped = for_each_batch([&](ShotBatch const& b) {
       auto const r = records_in(records, b, "ksweep::fwi::adjoint_records");
@@ -248,12 +247,6 @@ class ModelingRun final : public Modeling<Real>::Impl {
   // split model): the members are then collective over them.
   bool parallel() const { return m_dec.has_value(); }
   bool split() const { return static_cast<bool>(m_halo); }
-  void refuse_split(char const* what) const {
-    KSWEEP_REQUIRE(!split(), "Modeling::" << what
-                                          << " does not run on a model split into domains (forward(), gradient(), "
-                                             "vjp() and born() do)");
-  }
-
   // Every shot's `per_shot` values on every rank: zeros in the other shot groups' slots, put
   // together by a bitwise or (each slot has one writer, or writers of the same bits: the ranks
   // of a shot group).

@@ -28,8 +28,9 @@
 /// inversion's Options::domains; constant density only), each group models its slice of the
 /// shots, and every rank gets every shot's records and the images summed over all shots, the
 /// same bits as one rank (the images are added shot by shot in shot order along the ranks:
-/// comm::Communicator::sum_in_rank_order). forward(), gradient(), vjp() and born() are then
-/// collective over `ranks` (adjoint() too on a whole model; it does not run on a split one); an
+/// comm::Communicator::sum_in_rank_order). forward(), adjoint(), gradient(), vjp() and born() are
+/// then collective over `ranks` (the adjoint's source samples of each subdomain put together as
+/// the records are); an
 /// exception from `after_batch` is raised after what every rank takes part in.
 ///
 /// Synchronisation: every member fences the execution space before it returns.
