@@ -136,8 +136,11 @@ def test_the_library_s_checks_reach_python():
         ksweep.estimate_wavelet(nan_obs, obs, amp[0, 0].astype(np.float64), DT)
     with pytest.raises(ValueError, match="loss scale = nan"):
         ksweep.gradient(v, DH, DT, amp, src, rec, obs, loss_scale=float("nan"), pml_width=6)
-    with pytest.raises(ValueError, match=r"propagator.pml_top = 2000 cells \(Python: pml_width\[0\]; the absorbing"):
+    with pytest.raises(ValueError, match=r"propagator.pml_width = 2000 cells \(Python: pml_width; the absorbing layer's "
+                                         r"top face\) exceeds the limit 1000"):
         ksweep.forward(v, DH, DT, amp, src, rec, pml_width=2000)
+    with pytest.raises(ValueError, match=r"propagator.pml_right = 2000 cells \(Python: pml_width\[5\]; the absorbing"):
+        ksweep.forward(v, DH, DT, amp, src, rec, pml_width=[6, 6, 6, 6, 6, 2000])
     with pytest.raises(ValueError, match="order = 4.9 must be an integer"):
         ksweep.forward(v, DH, DT, amp, src, rec, order=4.9)
     with pytest.raises(TypeError, match="order = True must be an integer"):
@@ -727,6 +730,13 @@ def test_variable_density_inversion_and_errors():
         ksweep.Inversion(v, DH, DT, w, src, rec, obs, **dict(kw, density=bad))
     with pytest.raises(ValueError, match="rho has shape"):
         ksweep.forward(v, DH, DT, np.broadcast_to(w.astype(np.float32), (4, 1, 240)), src, rec, rho=rho[:, :5])
+    # A reflecting edge (no layer) is constant density's: the face named as the caller set it.
+    amp = np.broadcast_to(w.astype(np.float32), (4, 1, 240))
+    with pytest.raises(ValueError, match=r"propagator.pml_width = 0 cells \(Python: pml_width; the absorbing layer's "
+                                         r"top face\) is too small for variable density.*constant density only"):
+        ksweep.forward(v, DH, DT, amp, src, rec, rho=rho, pml_width=0)
+    with pytest.raises(ValueError, match=r"propagator.pml_left = 0 cells \(Python: pml_width\[4\]"):
+        ksweep.forward(v, DH, DT, amp, src, rec, rho=rho, pml_width=[8, 8, 8, 8, 0, 8])
 
 
 def test_pml_velocity_is_the_damping_profiles_velocity():

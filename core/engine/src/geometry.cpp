@@ -188,6 +188,17 @@ Layout::Layout(ModelGrid const& grid, PmlConfig const& pml, int order, int radiu
       NX(nx + left + right),
       free_surface(pml.free_surface) {}
 
+std::string describe_pml_face(PmlConfig const& pml, int f) {
+  char const* const face_names[6] = {"top", "bottom", "front", "back", "left", "right"};
+  KSWEEP_REQUIRE(f >= 0 && f < 6, "ksweep::core: face " << f << " of the absorbing layer (0-5)");
+  // Named as the program's configuration and Python's arguments both call it.
+  bool const own = pml.faces[f] >= 0;
+  std::string const key = own ? std::string("propagator.pml_") + face_names[f] : "propagator.pml_width";
+  std::string const python = own ? "pml_width[" + std::to_string(f) + "]" : "pml_width";
+  return key + " = " + std::to_string(pml.face(f)) + " cells (Python: " + python + "; the absorbing layer's " +
+         face_names[f] + " face)";
+}
+
 void check_grid(ModelGrid const& grid, PmlConfig const& pml, int order, int radius) {
   names::order.parse(std::to_string(order));
   int const m = radius < 0 ? order / 2 : radius;
@@ -209,14 +220,10 @@ void check_grid(ModelGrid const& grid, PmlConfig const& pml, int order, int radi
     if ((f == PmlConfig::front || f == PmlConfig::back) && !three) continue;
     if ((f == PmlConfig::top && pml.free_surface) || pml.cut[f]) continue;
     int const w = pml.face(f);
-    // Named as the program's configuration and Python's arguments both call it.
-    std::string const key = pml.faces[f] >= 0 ? std::string("propagator.pml_") + face_names[f] : "propagator.pml_width";
-    std::string const python = pml.faces[f] >= 0 ? "pml_width[" + std::to_string(f) + "]" : "pml_width";
-    std::string const which = " (Python: " + python + "; the absorbing layer's " + face_names[f] + " face)";
-    KSWEEP_REQUIRE(w == 0 || w >= m, key << " = " << w << " cells" << which << " is too small for order " << order
-                                         << ": it must be 0 (a reflecting edge) or >= " << m
-                                         << " (the stencil radius)");
-    KSWEEP_REQUIRE(w <= 1000, key << " = " << w << " cells" << which << " exceeds the limit 1000");
+    KSWEEP_REQUIRE(w == 0 || w >= m, describe_pml_face(pml, f) << " is too small for order " << order
+                                                               << ": it must be 0 (a reflecting edge) or >= " << m
+                                                               << " (the stencil radius)");
+    KSWEEP_REQUIRE(w <= 1000, describe_pml_face(pml, f) << " exceeds the limit 1000");
   }
   KSWEEP_REQUIRE(std::isfinite(pml.reflection) && pml.reflection > 0 && pml.reflection < 1,
                  "propagator.pml_reflection = " << pml.reflection

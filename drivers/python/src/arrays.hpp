@@ -8,6 +8,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <vector>
@@ -56,7 +57,9 @@ inline core::PmlConfig make_pml(std::vector<int> const& faces, double reflection
   core::PmlConfig p;
   KSWEEP_REQUIRE(faces.size() == 6, "pml_width: 6 faces expected, got " << faces.size());
   p.width = faces[0];
-  for (int f = 0; f < 6; ++f) p.faces[static_cast<std::size_t>(f)] = faces[static_cast<std::size_t>(f)];
+  // Six equal faces are the common width (its messages then name `pml_width`, as it was given).
+  if (std::any_of(faces.begin(), faces.end(), [&](int w) { return w != faces[0]; }))
+    for (int f = 0; f < 6; ++f) p.faces[static_cast<std::size_t>(f)] = faces[static_cast<std::size_t>(f)];
   p.reflection = reflection;
   p.freq = freq;
   p.free_surface = free_surface;

@@ -167,6 +167,10 @@ struct Layout {
 /// Checks of the propagator set-up; each throws ksweep::Error naming the value and its limit.
 /// `radius`: the reach of the physics' stencil (< 0: order / 2).
 void check_grid(ModelGrid const& grid, PmlConfig const& pml, int order, int radius = -1);
+/// Face f's layer width named as the program's configuration and Python set it:
+/// "propagator.pml_left = 0 cells (Python: pml_width[4]; the absorbing layer's left face)", or
+/// "propagator.pml_width = ..." when the face takes the common width.
+std::string describe_pml_face(PmlConfig const& pml, int f);
 void check_time(double dt, int nt);
 void check_velocity(float const* vp, long long n);
 void check_velocity(double const* vp, long long n);

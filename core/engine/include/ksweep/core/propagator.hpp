@@ -81,16 +81,14 @@ class Propagator {
       KSWEEP_REQUIRE(std::none_of(pml.cut.begin(), pml.cut.end(), [](bool c) { return c; }),
                      "variable density does not run on a model split into domains yet (parallel.domains): its "
                      "buoyancy at a cut needs the neighbour's density");
-      char const* const face_names[6] = {"top", "bottom", "front", "back", "left", "right"};
       for (int f = 0; f < 6; ++f) {
         if (((f == PmlConfig::front || f == PmlConfig::back) && Dim == 2) || (f == PmlConfig::top && pml.free_surface))
           continue;
         KSWEEP_REQUIRE(pml.face(f) >= 2 * M,
-                       "propagator.pml_" << face_names[f] << " = " << pml.face(f)
-                                         << " is too small for variable density at order " << Order
-                                         << ": it must be >= " << 2 * M
-                                         << " (the damping starts M + 1/2 cells into the layer; a reflecting edge, "
-                                            "0, is modelled with constant density only)");
+                       describe_pml_face(pml, f)
+                           << " is too small for variable density at order " << Order << ": it must be >= " << 2 * M
+                           << " (the damping starts M + 1/2 cells into the layer; a reflecting edge, "
+                              "0, is modelled with constant density only)");
       }
     }
     KSWEEP_REQUIRE(grid.dim() == Dim, "ksweep::core::Propagator: a " << grid.dim() << "D model grid given to the "
