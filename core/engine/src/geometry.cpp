@@ -188,8 +188,11 @@ Layout::Layout(ModelGrid const& grid, PmlConfig const& pml, int order, int radiu
       NX(nx + left + right),
       free_surface(pml.free_surface) {}
 
+namespace {
+char const* const face_names[6] = {"top", "bottom", "front", "back", "left", "right"};
+}  // namespace
+
 std::string describe_pml_face(PmlConfig const& pml, int f) {
-  char const* const face_names[6] = {"top", "bottom", "front", "back", "left", "right"};
   KSWEEP_REQUIRE(f >= 0 && f < 6, "ksweep::core: face " << f << " of the absorbing layer (0-5)");
   // Named as the program's configuration and Python's arguments both call it.
   bool const own = pml.faces[f] >= 0;
@@ -212,7 +215,6 @@ void check_grid(ModelGrid const& grid, PmlConfig const& pml, int order, int radi
                                << min_cells << " cells");
   KSWEEP_REQUIRE(grid.cells() < (1LL << 31),
                  "model grid of " << grid.cells() << " cells exceeds the limit of 2^31 - 1 cells");
-  char const* const face_names[6] = {"top", "bottom", "front", "back", "left", "right"};
   for (int f = 0; f < 6; ++f) {
     KSWEEP_REQUIRE(!pml.cut[f] || (f != PmlConfig::top && f != PmlConfig::bottom && (three || f >= PmlConfig::left)),
                    "ksweep::core: the " << face_names[f] << " face of a " << grid.dim()

@@ -235,8 +235,7 @@ def _pml_faces(pml_width, free_surface) -> list:
     if w.dtype.kind not in "iu" or w.ndim != 1 or w.size not in (1, 6) or np.any(w < 0):
         raise ValueError(f"pml_width = {pml_width!r} must be one integer >= 0 or six "
                          "(top, bottom, front, back, left, right)")
-    faces = [int(x) for x in (np.repeat(w, 6) if w.size == 1 else w)]
-    return faces
+    return [int(x) for x in w]  # one common width, or the six faces
 
 
 @dataclass

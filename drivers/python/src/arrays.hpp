@@ -8,7 +8,6 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
-#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <vector>
@@ -55,10 +54,10 @@ inline core::Survey make_survey(carray<double> const& sources, carray<double> co
 inline core::PmlConfig make_pml(std::vector<int> const& faces, double reflection, double freq, bool free_surface,
                                 double velocity) {
   core::PmlConfig p;
-  KSWEEP_REQUIRE(faces.size() == 6, "pml_width: 6 faces expected, got " << faces.size());
-  p.width = faces[0];
-  // Six equal faces are the common width (its messages then name `pml_width`, as it was given).
-  if (std::any_of(faces.begin(), faces.end(), [&](int w) { return w != faces[0]; }))
+  KSWEEP_REQUIRE(faces.size() == 1 || faces.size() == 6,
+                 "pml_width: one width or 6 faces expected, got " << faces.size());
+  p.width = faces[0];  // one width: every face takes it (PmlConfig::faces stay -1)
+  if (faces.size() == 6)
     for (int f = 0; f < 6; ++f) p.faces[static_cast<std::size_t>(f)] = faces[static_cast<std::size_t>(f)];
   p.reflection = reflection;
   p.freq = freq;

@@ -98,7 +98,8 @@ io::Config options_config(py::dict const& keywords) {
 
 class PyInversion {
  public:
-  /// `options`: keywords of the key table (options_config); `pml_faces` the layer's six widths.
+  /// `options`: keywords of the key table (options_config); `pml_faces` the layer's width, or its six faces'
+  /// (make_pml).
   PyInversion(std::vector<int> const& shape, double dh, double dt, std::vector<int> const& pml_faces,
               carray<double> const& sources, carray<double> const& receivers, carray<double> const& wavelet,
               carray<float> const& observed, carray<float> const& start, std::optional<carray<float>> const& truth,
