@@ -73,6 +73,10 @@ def main():
     def ks_born():
         return np.asarray(ksweep.born(v0, dh, dt, amp_ks, src, rec, scatter, layer_velocity=v0, **common))
 
+    def ks_born_batched():  # the per-step batched launches (the schedule on devices), same process
+        return np.asarray(ksweep.born(v0, dh, dt, amp_ks, src, rec, scatter, layer_velocity=v0, schedule="batched",
+                                      **common))
+
     def ks_forward():
         return np.asarray(ksweep.forward(v0, dh, dt, amp_ks, src, rec, layer_velocity=v0, **common))
 
@@ -87,7 +91,7 @@ def main():
         return out[-1].numpy()
 
     runs = [("ksweep_born", ks_born), ("deepwave_born", dw_born), ("ksweep_forward", ks_forward),
-            ("deepwave_forward", dw_forward)]
+            ("deepwave_forward", dw_forward), ("ksweep_born_batched", ks_born_batched)]
     times = {name: [] for name, _ in runs}
     result = {}
     for i in range(a.repeats + 1):
@@ -118,6 +122,8 @@ def main():
         "born_ratio_deepwave_over_ksweep": med["deepwave_born"] / med["ksweep_born"],
         "forward_ratio_deepwave_over_ksweep": med["deepwave_forward"] / med["ksweep_forward"],
         "ksweep_born_over_forward": med["ksweep_born"] / med["ksweep_forward"],
+        "ksweep_born_batched_over_born": med["ksweep_born_batched"] / med["ksweep_born"],
+        "born_batched_records_equal": bool(np.array_equal(result["ksweep_born_batched"], result["ksweep_born"])),
         "deepwave_born_over_forward": med["deepwave_born"] / med["deepwave_forward"],
         "records_misfit": misfit, "records_misfit_best_shift": shifted[best], "best_shift_samples": best,
         "forward_records_misfit_best_shift": fwd_misfit, "forward_best_shift_samples": fwd_shift,
@@ -128,6 +134,9 @@ def main():
     for kind in ("born", "forward"):
         print(f"{kind}: ksweep {med['ksweep_' + kind]:.3f} s, deepwave {med['deepwave_' + kind]:.3f} s "
               f"(medians of {a.repeats}); deepwave / ksweep = {med['deepwave_' + kind] / med['ksweep_' + kind]:.3f}")
+    print(f"ksweep's born with the batched launches: {med['ksweep_born_batched']:.3f} s "
+          f"({med['ksweep_born_batched'] / med['ksweep_born']:.2f}x its default schedule's time; the same records: "
+          f"{out['born_batched_records_equal']})")
     if a.out:
         os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
         with open(a.out, "w") as f:

@@ -1,6 +1,6 @@
 // The three schedules (batched launches by rows, the device launches cell by cell, and shots over
-// host threads) give the same bits: forward records, adjoint, and the gradient with every
-// strategy and storage location.
+// host threads) give the same bits: forward records, adjoint, Born records, and the gradient with
+// every strategy and storage location.
 // Image sums do not depend on how a batch is split into engines.
 
 #include <ksweep/core/gradient.hpp>
@@ -72,6 +72,15 @@ struct ScheduleCase {
     prop.adjoint(observed, g);
     return host_copy(g);
   }
+  // The Born records of a random perturbation on every cell (its scale k reaches the layer).
+  std::vector<double> born(core::Schedule s) {
+    prop.set_schedule(s);
+    Kokkos::View<float**, Kokkos::LayoutRight, typename P::memory_space> dv("dv", nz, nx);
+    test::fill_random(dv, 7);
+    typename P::record_view r("born", shots, nt, n_rec);
+    prop.born(w, prop.born_scale(dv), r);
+    return host_copy(r);
+  }
   // Loss, gradient and illuminations, one after the other.
   std::vector<double> gradient(core::Schedule s, storage::StorageConfig const& cfg) {
     prop.set_schedule(s);
@@ -100,6 +109,12 @@ void compare_schedules(bool fs) {
     EXPECT_GT(test::dot(c.observed, c.observed), 0.0);
     auto const a_b = c.adjoint(b), a_o = c.adjoint(other);
     EXPECT_EQ(differing(a_b, a_o), 0) << "adjoint, batched vs " << name << ", order " << Order << ", free surface "
+                                      << fs;
+    auto const b_b = c.born(b), b_o = c.born(other);
+    double e = 0;
+    for (double x : b_b) e += x * x;
+    EXPECT_GT(e, 0.0) << "no scattered records";
+    EXPECT_EQ(differing(b_b, b_o), 0) << "Born records, batched vs " << name << ", order " << Order << ", free surface "
                                       << fs;
   }
   auto const dir =

@@ -16,7 +16,9 @@
 /// gradient's chain rule for the layer takes it), 0 elsewhere.
 ///
 /// Cost per time step: the background's step, the scattered field's step and two passes over the
-/// fields of the batch (BornSource), against one step for forward().
+/// fields of the batch (BornSource), against one step for forward(). Host backends run the
+/// `shots` schedule where forward() does (a thread steps one shot's background and scattered
+/// field together, its fields in the cache), else the batched launches: the same bits.
 
 #include <ksweep/core/propagator.hpp>
 
@@ -110,18 +112,55 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::born(wavelet_view c
       launch_for("ksweep::core::born_source", rows_policy(m_space, 0, shots * rows), f);
     else launch_for("ksweep::core::born_source", cells_policy(m_space, {0, 0}, {shots, rows * cols}), f);
   };
-  for (int n = 0; n < nt; ++n) {
-    // The sources w[n] into u^{n-1} (with a minus sign: the step adds them to u^{n+1}) and the
-    // scattered records r[n-1] = du^n, in one launch.
-    auto const w = points({m_fwd.u[1 - m_fwd.cur], &m_sources, wavelets, false, n},
-                          {m_born.u[m_born.cur], &m_receivers, records, true, n - 1}, false);
-    launch_points(m_space, "ksweep::core::born_points", w.f, w.count);
-    // s^n = k (u^{n+1} - 2 u^n + (u^{n-1} - w^n)) into du^{n-1}, with a minus sign: the
-    // background's levels before its step, then the one it wrote.
-    source(m_fwd.u[1 - m_fwd.cur], m_fwd.u[m_fwd.cur], Real(-2));
-    advance_forward();
-    source(m_fwd.u[m_fwd.cur], field3(), Real(0));
-    step<ForwardTag>(m_born, "ksweep::core::born_step");
+  if (runs_shots()) {
+    // The `shots` schedule: each thread takes whole shots and runs their time loops with the
+    // bodies below, in the batched launches' order, so that a shot's two states stay in the
+    // cache; the same bits as the batched steps.
+    if constexpr (impl::runs_by_rows<ExecSpace>) {
+      auto const bg = forward_shot_step(wavelets, record_view());  // the sources, no records
+      auto const sc = shot_step<ForwardTag>(                       // the scattered records, no sources
+          m_born,
+          points({m_born.u[1 - m_born.cur], &m_sources, wavelet_view(), false, -1},
+                 {m_born.u[m_born.cur], &m_receivers, records, true, -1}, false),
+          0);
+      BornSource<Real, memory_space> const f0{nullptr, nullptr, nullptr, k.data(), Real(0), rows, cols};
+      auto const body = [bg, sc, f0, rows](int s, int n) {
+        auto const& kb = bg.at(n);
+        auto const& ks = sc.at(n);
+        bg.points(s, n);
+        sc.points(s, n);
+        BornSource<Real, memory_space> f = f0;
+        f.du = ks.m_out.data();
+        f.a = kb.m_out.data();  // u^{n-1} (its sources in), then u^{n+1}
+        f.b = kb.m_cur.data();  // u^n
+        f.beta = Real(-2);
+        for (std::int64_t r = s * rows; r < (s + 1) * rows; ++r) f(r);
+        bg.stencil(s, n);
+        f.b = nullptr;
+        f.beta = Real(0);
+        for (std::int64_t r = s * rows; r < (s + 1) * rows; ++r) f(r);
+        sc.stencil(s, n);
+      };
+      launch_shot_steps(m_space, "ksweep::core::born_shots", body, m_survey.n_shots, 0, nt, false);
+      if (nt % 2 != 0) {
+        rotate(m_fwd);
+        rotate(m_born);
+      }
+    }
+  } else {
+    for (int n = 0; n < nt; ++n) {
+      // The sources w[n] into u^{n-1} (with a minus sign: the step adds them to u^{n+1}) and the
+      // scattered records r[n-1] = du^n, in one launch.
+      auto const w = points({m_fwd.u[1 - m_fwd.cur], &m_sources, wavelets, false, n},
+                            {m_born.u[m_born.cur], &m_receivers, records, true, n - 1}, false);
+      launch_points(m_space, "ksweep::core::born_points", w.f, w.count);
+      // s^n = k (u^{n+1} - 2 u^n + (u^{n-1} - w^n)) into du^{n-1}, with a minus sign: the
+      // background's levels before its step, then the one it wrote.
+      source(m_fwd.u[1 - m_fwd.cur], m_fwd.u[m_fwd.cur], Real(-2));
+      advance_forward();
+      source(m_fwd.u[m_fwd.cur], field3(), Real(0));
+      step<ForwardTag>(m_born, "ksweep::core::born_step");
+    }
   }
   if (records.extent(0) > 0) {
     SamplePoints<Real, memory_space> sample{m_born.u[m_born.cur], records, m_receivers, nt - 1, true, {}};
