@@ -15,7 +15,8 @@
 /// The model cells within the physics' forward_reach of the layer (constant density: M) have a
 /// layer term in their step (Dx psi, see acoustic_kernels.hpp) that neither the imaging nor the
 /// reversal can compute from u: every step saves it (in full precision, on the device) for
-/// both strategies, and the backward pass adds it to those cells' images and rebuilt values.
+/// both strategies, and the backward pass adds it to those cells' images and rebuilt values
+/// (the cells and their functors: layer_terms.hpp).
 /// Gradient with respect to the model velocity: dL/dv = sum_n lambda^{n+1} (L u^n) 2 c / v,
 /// with the absorbing layer's velocity held fixed; with variable density (AcousticVd) also with
 /// respect to the density (see scale_images), the layer's density held fixed.
@@ -30,6 +31,7 @@
 /// or the maximum of the model, whose derivative is not taken); variable density: the layer's
 /// density stays fixed (its velocity's chain rule is applied).
 
+#include <ksweep/core/layer_terms.hpp>
 #include <ksweep/core/memory_report.hpp>
 #include <ksweep/core/profiling.hpp>
 #include <ksweep/core/propagator.hpp>
@@ -47,82 +49,6 @@
 #include <vector>
 
 namespace ksweep::core {
-
-/// The model cells whose forward step has layer terms (within `reach` of a layer face along an
-/// axis), one entry per cell and axis (a cell near a corner has one per axis), axis by axis in
-/// increasing order of the cells: the cell's value of that axis' layer term lies in the forward
-/// zeta strip of the axis (AcousticCell), at `strip` (side * side_stride + offset within a
-/// shot) of axis `axis`; `model` is the cell's row-major model index, `field` its offset in a
-/// shot's padded field (and in c). Empty for reach 0.
-struct LayerTermCells {
-  std::vector<int> axis, strip, model, field;
-  int size() const { return static_cast<int>(axis.size()); }
-};
-
-/// The layer-term cells of layout `l` for a forward reach `reach`, with strips of R zero cells
-/// on each side and `max_shots` shots per strip side (see PhysicsStep's strips).
-template <int Dim>
-LayerTermCells layer_term_cells(Layout const& l, int reach, int R, int max_shots) {
-  LayerTermCells c;
-  if (reach <= 0) return c;
-  auto const axes = grid_axes<Dim>(l);
-  auto const ext = strip_extents(l);
-  int const lo[3] = {l.top, Dim == 3 ? l.front : 0, l.left}, nm[3] = {l.nz, Dim == 3 ? l.ny : 1, l.nx};
-  int const NY = l.NY, NX = l.NX, row = NX + 2 * R;
-  for (int a = 0; a < Dim; ++a) {
-    GridAxis const& ax = axes[a];
-    long long const side_stride = static_cast<long long>(max_shots) * ext[a][0] * ext[a][1];
-    for (int mz = 0; mz < nm[0]; ++mz)
-      for (int my = 0; my < nm[1]; ++my)
-        for (int mx = 0; mx < nm[2]; ++mx) {
-          int const iz = mz + lo[0], iy = my + lo[1], ix = mx + lo[2];
-          int const p[3] = {iz, Dim == 3 ? iy : ix, ix};  // the cell's coordinate per axis index
-          int const i = p[a];
-          if (!ax.near_layer(i, reach)) continue;
-          int const side = ax.side(i), si = ax.strip_index(side, i, R);
-          long long off;
-          if (a == 0) off = (static_cast<long long>(si) * NY + iy) * NX + ix;
-          else if (a == Dim - 1) off = (static_cast<long long>(iz) * NY + iy) * ext[a][1] + si;
-          else off = (static_cast<long long>(iz) * (ext[1][0] / l.NZ) + si) * NX + ix;
-          long long const at = side * side_stride + off;
-          KSWEEP_REQUIRE(at < (1LL << 31), "ksweep::core::layer_term_cells: strip offset " << at << " exceeds 2^31");
-          c.axis.push_back(a);
-          c.strip.push_back(static_cast<int>(at));
-          c.model.push_back((mz * nm[1] + my) * nm[2] + mx);
-          c.field.push_back(l.field_row(iz, iy) * row + ix + R);
-        }
-  }
-  return c;
-}
-
-/// The absorbing layer's cells of layout `l` (the padded cells outside the model grid, halo of R
-/// cells around the padded grid), in row-major order: `field` the cell's offset in a shot's
-/// padded field (increasing), `model` the row-major model index of the edge cell it copies
-/// (the nearest model cell, as Propagator::set_velocity fills the layer).
-template <int Dim>
-LayerTermCells layer_cells(Layout const& l, int R) {
-  LayerTermCells c;
-  int const lo[3] = {l.top, Dim == 3 ? l.front : 0, l.left}, nm[3] = {l.nz, Dim == 3 ? l.ny : 1, l.nx};
-  int const row = l.NX + 2 * R;
-  for (int iz = 0; iz < l.NZ; ++iz)
-    for (int iy = 0; iy < l.NY; ++iy)
-      for (int ix = 0; ix < l.NX; ++ix) {
-        int const p[3] = {iz, iy, ix};
-        bool model = true;
-        int m = 0;
-        for (int a = 0; a < 3; ++a) {
-          int const q = p[a] - lo[a];
-          model = model && q >= 0 && q < nm[a];
-          m = m * nm[a] + std::clamp(q, 0, nm[a] - 1);
-        }
-        if (model) continue;
-        long long const f = static_cast<long long>(l.field_row(iz, iy)) * row + ix + R;
-        KSWEEP_REQUIRE(f < (1LL << 31), "ksweep::core::layer_cells: field offset " << f << " exceeds 2^31");
-        c.field.push_back(static_cast<int>(f));
-        c.model.push_back(m);
-      }
-  return c;
-}
 
 /// Gradients (one per parameter of the physics, grads [parameter][nz][nx]; grad is the first,
 /// vp), source illumination (sum u^2) and receiver illumination (sum lambda^2) on the model
@@ -179,120 +105,15 @@ class GradientEngine {
   using terms_view = Kokkos::View<Real***, Kokkos::LayoutRight, memory_space>;  // [step][shot][layer-term cell]
   using strip_view = typename propagator_type::field4;
 
-  // Forward step n: the layer terms of the layer-term cells (LayerTermCells), read from the zeta
-  // strips the step wrote (their slots hold the term there), into m_terms(n).
-  struct SaveLayerTerms {
-    terms_view m_terms;
-    strip_view m_zeta[Dim];
-    Kokkos::View<int const*, memory_space> m_axis, m_strip;
-    int m_cells = 0, m_n = 0;
-    KOKKOS_INLINE_FUNCTION void apply(int n, int s, int j) const {
-      strip_view const& z = m_zeta[m_axis(j)];
-      m_terms(n, s, j) = z.data()[static_cast<std::size_t>(s) * z.stride(1) + static_cast<std::size_t>(m_strip(j))];
-    }
-    KOKKOS_INLINE_FUNCTION void operator()(int i) const { apply(m_n, i / m_cells, i % m_cells); }
-  };
-
-  // Backward step n: the layer terms E of step n added to the images (grad += mu^{n+1} E) and,
-  // when rebuilding, to the rebuilt u^{n-1} (+= c E), cell after cell in a fixed order per shot
-  // (a cell near a corner has a term per axis).
-  struct ApplyLayerTerms {
-    Kokkos::View<Real const***, Kokkos::LayoutRight, memory_space> m_terms;
-    Kokkos::View<Real const***, Kokkos::LayoutRight, memory_space> m_lambda;  // mu^{n+1}
-    field3 m_u1;                                                              // u^{n-1} being rebuilt
-    model_field m_c;
-    shot_images m_grad;
-    Kokkos::View<int const*, memory_space> m_model, m_field;
-    int m_cells = 0, m_n = 0;
-    bool m_rebuild = false;
-    KOKKOS_INLINE_FUNCTION void apply(int s, int n, bool rebuild) const {
-      Real const* mu = m_lambda.data() + static_cast<std::size_t>(s) * m_lambda.stride(0);
-      Real* u1 = m_u1.data() + static_cast<std::size_t>(s) * m_u1.stride(0);
-      double* g = &m_grad(s, 0, 0);
-      for (int j = 0; j < m_cells; ++j) {
-        Real const e = m_terms(n, s, j);
-        int const f = m_field(j);
-        g[m_model(j)] += static_cast<double>(mu[f] * e);
-        if (rebuild) u1[f] = u1[f] + m_c.data()[f] * e;
-      }
-    }
-    KOKKOS_INLINE_FUNCTION void operator()(int s) const { apply(s, m_n, m_rebuild); }
-  };
-
   using layer_view = Kokkos::View<Real***, Kokkos::LayoutRight, memory_space>;  // [step or slot][shot][layer cell]
   using layer_acc = Kokkos::View<double**, Kokkos::LayoutRight, memory_space>;  // [shot][layer cell]
   using index_view = Kokkos::View<int const*, memory_space>;
-
-  // Forward step n (the layer's chain rule): D^n = u^{n+1} - 2 u^n + u^{n-1} of each layer cell
-  // (the last three levels in m_roll, slot k % 3 holding u^k), minus the step's sources at their
-  // taps in the layer, into m_d(n).
-  struct LayerSave {
-    layer_view m_roll, m_d;
-    field3 m_u;  // u^{n+1} (the batched schedule)
-    index_view m_field;
-    index_view m_src_off, m_src_cell, m_src_point;  // the sources' taps in layer cells, per shot
-    Kokkos::View<Real const*, memory_space> m_src_w;
-    wavelet_view m_w;
-    int m_cells = 0, m_n = 0;
-    KOKKOS_INLINE_FUNCTION void cell(Real const* u, int n, int s, int j) const {
-      Real const u1 = u[m_field(j)];
-      double const d = static_cast<double>(u1) - 2.0 * static_cast<double>(m_roll(n % 3, s, j)) +
-                       static_cast<double>(m_roll((n + 2) % 3, s, j));
-      m_d(n, s, j) = static_cast<Real>(d);
-      m_roll((n + 1) % 3, s, j) = u1;
-    }
-    KOKKOS_INLINE_FUNCTION void sources(int n, int s) const {
-      for (int k = m_src_off(s); k < m_src_off(s + 1); ++k)
-        m_d(n, s, m_src_cell(k)) -= m_src_w(k) * m_w(s, m_src_point(k), n);
-    }
-    KOKKOS_INLINE_FUNCTION void shot(Real const* u, int n, int s) const {
-      for (int j = 0; j < m_cells; ++j) cell(u, n, s, j);
-      sources(n, s);
-    }
-    KOKKOS_INLINE_FUNCTION void operator()(int i) const {
-      int const s = i / m_cells;
-      cell(m_u.data() + static_cast<std::size_t>(s) * m_u.stride(0), m_n, s, i % m_cells);
-    }
-  };
-  struct LayerSources {  // the batched schedule's second launch of LayerSave, per shot
-    LayerSave m_save;
-    KOKKOS_INLINE_FUNCTION void operator()(int s) const { m_save.sources(m_save.m_n, s); }
-  };
-
-  // Backward step n (the layer's chain rule): acc += mu^{n+1} D^n at each layer cell.
-  struct LayerChain {
-    Kokkos::View<Real const***, Kokkos::LayoutRight, memory_space> m_d;
-    Kokkos::View<Real const***, Kokkos::LayoutRight, memory_space> m_lambda;  // mu^{n+1}
-    layer_acc m_acc;
-    index_view m_field;
-    int m_cells = 0, m_n = 0;
-    KOKKOS_INLINE_FUNCTION void cell(int n, int s, int j) const {
-      Real const mu = m_lambda.data()[static_cast<std::size_t>(s) * m_lambda.stride(0) + m_field(j)];
-      m_acc(s, j) += static_cast<double>(mu) * static_cast<double>(m_d(n, s, j));
-    }
-    KOKKOS_INLINE_FUNCTION void shot(int s, int n) const {
-      for (int j = 0; j < m_cells; ++j) cell(n, s, j);
-    }
-    KOKKOS_INLINE_FUNCTION void operator()(int i) const { cell(m_n, i / m_cells, i % m_cells); }
-  };
-
-  // After the backward pass: each shot's layer sums folded into its edge cells' dL/dv, layer
-  // cell after layer cell (row-major), dL/dv += (2 / v) acc / c.
-  struct LayerFold {
-    layer_acc m_acc;
-    shot_images m_grad;
-    model_field m_c;
-    Kokkos::View<Real const**, Kokkos::LayoutRight, memory_space> m_vp;
-    index_view m_field, m_model;
-    int m_cells = 0;
-    KOKKOS_INLINE_FUNCTION void operator()(int s) const {
-      double* g = &m_grad(s, 0, 0);
-      for (int j = 0; j < m_cells; ++j) {
-        int const m = m_model(j);
-        g[m] += 2.0 / static_cast<double>(m_vp.data()[m]) * m_acc(s, j) / static_cast<double>(m_c.data()[m_field(j)]);
-      }
-    }
-  };
+  using SaveLayerTerms = core::SaveLayerTerms<Real, memory_space, Dim>;
+  using ApplyLayerTerms = core::ApplyLayerTerms<Real, memory_space>;
+  using LayerSave = core::LayerSave<Real, memory_space>;
+  using LayerSources = core::LayerSources<Real, memory_space>;
+  using LayerChain = core::LayerChain<Real, memory_space>;
+  using LayerFold = core::LayerFold<Real, memory_space>;
 
   GradientEngine(propagator_type& prop, storage::StorageConfig const& cfg)
       : m_prop(prop), m_cfg(cfg), m_layer_chain(cfg.layer_chain) {
