@@ -4,9 +4,14 @@
 
 #include <ksweep/core/wavelet.hpp>
 
+#include <Kokkos_Core.hpp>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <random>
 #include <sstream>
 
@@ -95,7 +100,54 @@ int steps_for(double cell_steps, long long cells_per_step, int lo, int hi) {
   return static_cast<int>(std::clamp(n, static_cast<double>(lo), static_cast<double>(hi)));
 }
 
+namespace {
+struct SpaceBytes {
+  std::int64_t live = 0, peak = 0, base = 0;
+};
+struct SpaceMemory {
+  bool installed = false;
+  std::mutex mutex;
+  std::map<std::string, SpaceBytes> by_space;
+};
+SpaceMemory& space_memory() {
+  static SpaceMemory m;
+  return m;
+}
+void on_allocate(Kokkos::Profiling::SpaceHandle const space, char const*, void const*, std::uint64_t size) {
+  auto& m = space_memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  auto& b = m.by_space[space.name];
+  b.live += static_cast<std::int64_t>(size);
+  b.peak = std::max(b.peak, b.live);
+}
+void on_deallocate(Kokkos::Profiling::SpaceHandle const space, char const*, void const*, std::uint64_t size) {
+  auto& m = space_memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  m.by_space[space.name].live -= static_cast<std::int64_t>(size);
+}
+void reset_space_peaks() {
+  auto& m = space_memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  for (auto& [name, b] : m.by_space) b.peak = b.base = b.live;
+}
+}  // namespace
+
+void install_space_memory() {
+  Kokkos::Tools::Experimental::set_allocate_data_callback(on_allocate);
+  Kokkos::Tools::Experimental::set_deallocate_data_callback(on_deallocate);
+  space_memory().installed = true;
+}
+
+std::size_t space_peak_increase(std::string const& space) {
+  auto& m = space_memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  auto const it = m.by_space.find(space);
+  if (!m.installed || it == m.by_space.end()) return 0;
+  return static_cast<std::size_t>(std::max<std::int64_t>(0, it->second.peak - it->second.base));
+}
+
 bool reset_peak_rss() {
+  reset_space_peaks();
   std::ofstream out("/proc/self/clear_refs");
   if (!out) return false;
   out << "5";

@@ -78,6 +78,15 @@ bool reset_peak_rss();
 /// Current resident set (VmRSS) in bytes; 0 where unknown.
 std::size_t current_rss();
 
+/// Bytes allocated through Kokkos per memory space, counted by the Kokkos Tools allocation
+/// callbacks that install_space_memory() sets (ksweep_bench's main, once Kokkos runs): by the
+/// space's name ("Host", "Cuda", "CudaHostPinned", ...), so a GPU's memory is measured where
+/// the resident set cannot see it. reset_peak_rss() also starts each space's peak anew.
+void install_space_memory();
+/// The peak of the bytes live in memory space `space` since the last reset, less those live at
+/// the reset (0 before install_space_memory()).
+std::size_t space_peak_increase(std::string const& space);
+
 /// "name/Backend/key:value/..." benchmark names.
 std::string bench_name(std::string const& family, std::string const& backend,
                        std::vector<std::pair<std::string, std::string>> const& params);

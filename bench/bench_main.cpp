@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ksweep_bench: %s\n", e.what());
     return 2;
   }
+  bench::install_space_memory();
   benchmark::Initialize(&n_args, args.data());
   if (benchmark::ReportUnrecognizedArguments(n_args, args.data())) return 1;
 

@@ -43,12 +43,26 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 namespace ksweep::bench {
 
 using benchmark::Counter;
+
+/// The benchmark's peak of the bytes Kokkos allocated in ExecSpace's memory space since
+/// reset_peak_rss() (`device_peak_bytes`: the GPU's memory on device backends, the host's on
+/// host backends) and, on CUDA, in its host-pinned space (`pinned_peak_bytes`).
+template <class ExecSpace>
+void record_space_memory(benchmark::State& state) {
+  using memory_space = typename ExecSpace::memory_space;
+  state.counters["device_peak_bytes"] = static_cast<double>(space_peak_increase(memory_space::name()));
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same_v<memory_space, Kokkos::CudaSpace>)
+    state.counters["pinned_peak_bytes"] = static_cast<double>(space_peak_increase(Kokkos::CudaHostPinnedSpace::name()));
+#endif
+}
 
 // -------------------------------------------------------------------------------------------
 // STREAM copy and triad
@@ -433,6 +447,7 @@ void bm_gradient(benchmark::State& state, GradientCase c) {
   if (triad_best() > 0 && total > 0) state.counters["roofline_fraction"] = bytes * iters / total / triad_best();
   state.counters["peak_device_bytes"] = static_cast<double>(rep.peak_device_bytes);
   state.counters["baseline_rss_bytes"] = static_cast<double>(rss0);
+  record_space_memory<ExecSpace>(state);
   state.counters["boundary_bytes"] = static_cast<double>(rep.boundary_bytes);
   state.counters["staging_bytes"] = static_cast<double>(rep.staging_bytes);
   state.counters["wavefield_bytes"] = static_cast<double>(rep.wavefield_bytes + rep.seed_bytes);
@@ -522,6 +537,7 @@ void bm_marmousi(benchmark::State& state, MarmousiCase c) {
   state.counters["peak_rss_bytes"] = static_cast<double>(core::peak_memory_bytes());
   state.counters["rss_increase_bytes"] =
       static_cast<double>(core::peak_memory_bytes() - std::min(core::peak_memory_bytes(), rss0));
+  record_space_memory<ExecSpace>(state);
   state.counters["shots_schedule"] = prop.runs_shots() ? 1 : 0;
   state.counters["threads"] = space.concurrency();
   fp::set_flush_denormals(flush0);
@@ -634,6 +650,7 @@ void bm_cube3d(benchmark::State& state, CubeCase c) {
   std::size_t const peak = core::peak_memory_bytes();
   state.counters["peak_rss_bytes"] = static_cast<double>(peak);
   state.counters["rss_increase_bytes"] = static_cast<double>(peak - std::min(peak, rss0));
+  record_space_memory<ExecSpace>(state);
   state.counters["padded_cells"] = static_cast<double>(l.padded_cells());
   state.counters["threads"] = space.concurrency();
   if (c.memory_only || gradient) {
