@@ -313,6 +313,8 @@ class ModelingRun final : public Modeling<Real>::Impl {
                         subview(from[k], make_pair(0, b.count), Kokkos::ALL, Kokkos::ALL));
     }
   }
+  // Public: nvcc requires the function enclosing an extended __host__ __device__ lambda to be.
+ public:
   void add_kept(typename E::images_type const& part) {
     if (m_mine.count == 0) return;
     if (m_mine.count <= m_batch) return engine().accumulate(part);
@@ -333,6 +335,8 @@ class ModelingRun final : public Modeling<Real>::Impl {
           });
     }
   }
+
+ private:
   // Sums this rank's images (`part`, on its subdomain) over the shot groups and, on a split
   // model, puts the subdomains' parts together into `whole` (each cell from one rank: exact).
   void reduce_images(typename E::images_type const& part, typename E::images_type const& whole) {
