@@ -355,12 +355,13 @@ KSWEEP_TEST(ordered_dot_matches_host_order) {
 // iteration's line search accepts a Wolfe point.
 struct Quadratic {
   std::vector<float> a, c;
-  double operator()(vec const& x, vec const& g) const {
-    auto const xh = download(x);
+  template <class X, class G>
+  double operator()(X const& x, G const& g) const {
+    auto const xh = test::to_host(x);
     auto gh = Kokkos::create_mirror_view(Kokkos::HostSpace(), g);
     double f = 0;
-    for (std::size_t i = 0; i < xh.size(); ++i) {
-      double const d = static_cast<double>(xh[i]) - c[i];
+    for (std::size_t i = 0; i < xh.extent(0); ++i) {
+      double const d = static_cast<double>(xh(i)) - c[i];
       f += 0.5 * a[i] * d * d;
       gh(i) = static_cast<float>(a[i] * d);
     }
@@ -406,6 +407,51 @@ void lbfgs_reaches_minimum(double vmax) {
 
 KSWEEP_TEST(lbfgs_quadratic_minimum) { lbfgs_reaches_minimum(0); }
 KSWEEP_TEST(lbfgs_quadratic_minimum_with_bound) { lbfgs_reaches_minimum(2600); }
+
+// L-BFGS on this backend against the host backend: the same models, bit for bit, step after
+// step (its axpby, scal and ordered dot products run as Kokkos kernels compiled with the
+// project's floating-point flags; a Kokkos Kernels that hands axpby to cuBLAS fuses
+// multiply-adds, which this test is there to catch on a GPU), with and without the upper bound.
+template <class Space>
+std::vector<float> lbfgs_models(Quadratic const& q, std::vector<float> const& x0, fwi::LbfgsParameters const& p,
+                                std::size_t fixed, int steps) {
+  fwi::Lbfgs<float, Space> opt(Space(), x0.size(), p, fixed);
+  Kokkos::View<float*, typename Space::memory_space> x("model", x0.size());
+  auto xh = Kokkos::create_mirror_view(Kokkos::HostSpace(), x);
+  for (std::size_t i = 0; i < x0.size(); ++i) xh(i) = x0[i];
+  Kokkos::deep_copy(x, xh);
+  std::vector<float> out;
+  for (int it = 0; it < steps; ++it) {
+    opt.step(Space(), x, q);
+    auto const h = test::to_host(x);
+    out.insert(out.end(), h.data(), h.data() + h.span());
+  }
+  return out;
+}
+
+KSWEEP_TEST(lbfgs_bits_match_host_backend) {
+  std::size_t const n = 4000, fixed = 100;
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<double> u(0, 1);
+  Quadratic q;
+  std::vector<float> x0(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    q.a.push_back(static_cast<float>(std::pow(10.0, 2 * u(gen))));
+    q.c.push_back(static_cast<float>(2000 + 1000 * u(gen)));
+    x0[i] = static_cast<float>(2500 + 200 * (u(gen) - 0.5));
+  }
+  for (double vmax : {0.0, 2600.0}) {
+    fwi::LbfgsParameters p;
+    p.first_step = 50;
+    p.vmin = 1500;
+    p.vmax = vmax;
+    auto const dev = lbfgs_models<Exec>(q, x0, p, fixed, 12);
+    auto const host = lbfgs_models<Kokkos::DefaultHostExecutionSpace>(q, x0, p, fixed, 12);
+    EXPECT_TRUE(same_bits(dev, host)) << "L-BFGS models, " << Exec::name() << " against "
+                                      << Kokkos::DefaultHostExecutionSpace::name() << ", vmax " << vmax;
+    EXPECT_FALSE(same_bits(std::vector<float>(dev.begin(), dev.begin() + n), x0)) << "the model never moved";
+  }
+}
 
 KSWEEP_TEST(lbfgs_rejects_bad_parameters) {
   fwi::LbfgsParameters p;
