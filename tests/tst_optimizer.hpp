@@ -370,17 +370,25 @@ struct Quadratic {
   }
 };
 
-void lbfgs_reaches_minimum(double vmax) {
-  std::size_t const n = 10000, fixed = 300;
-  std::mt19937 gen(3);
+// A quadratic of n cells with curvatures over two decades and minima in [2000, 3000] m/s, and a
+// start around 2500 m/s (x0).
+Quadratic random_quadratic(std::size_t n, unsigned seed, std::vector<float>& x0) {
+  std::mt19937 gen(seed);
   std::uniform_real_distribution<double> u(0, 1);
   Quadratic q;
-  std::vector<float> x0(n);
+  x0.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
     q.a.push_back(static_cast<float>(std::pow(10.0, 2 * u(gen))));
     q.c.push_back(static_cast<float>(2000 + 1000 * u(gen)));
     x0[i] = static_cast<float>(2500 + 200 * (u(gen) - 0.5));
   }
+  return q;
+}
+
+void lbfgs_reaches_minimum(double vmax) {
+  std::size_t const n = 10000, fixed = 300;
+  std::vector<float> x0;
+  Quadratic const q = random_quadratic(n, 3, x0);
   fwi::LbfgsParameters p;
   p.first_step = 50;
   p.vmin = 1500;
@@ -431,15 +439,8 @@ std::vector<float> lbfgs_models(Quadratic const& q, std::vector<float> const& x0
 
 KSWEEP_TEST(lbfgs_bits_match_host_backend) {
   std::size_t const n = 4000, fixed = 100;
-  std::mt19937 gen(5);
-  std::uniform_real_distribution<double> u(0, 1);
-  Quadratic q;
-  std::vector<float> x0(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    q.a.push_back(static_cast<float>(std::pow(10.0, 2 * u(gen))));
-    q.c.push_back(static_cast<float>(2000 + 1000 * u(gen)));
-    x0[i] = static_cast<float>(2500 + 200 * (u(gen) - 0.5));
-  }
+  std::vector<float> x0;
+  Quadratic const q = random_quadratic(n, 5, x0);
   for (double vmax : {0.0, 2600.0}) {
     fwi::LbfgsParameters p;
     p.first_step = 50;
