@@ -88,6 +88,9 @@ if [ "$pack" = 1 ]; then
   progs=("$build/drivers/ksweep" "$build"/tests/ksweep_tests_* "$build/bench/ksweep_bench" "$build"/python/ksweep/_ksweep*.so)
   mpirun_path=$(command -v mpirun || true)
   [ -n "$mpirun_path" ] && progs+=("$(readlink -f "$mpirun_path")")
+  # orted: a process started without mpirun (one rank) starts it from MPI_Init, as a singleton.
+  orted_path=$(command -v orted || true)
+  [ -n "$orted_path" ] && progs+=("$(readlink -f "$orted_path")")
   ompi_lib=$(dirname "$(ldconfig -p | awk '/libopen-pal.so/ {print $NF; exit}')" 2>/dev/null)
   for p in "${progs[@]}" "$ompi_lib"/openmpi/lib/openmpi3/*.so; do
     [ -f "$p" ] || continue
@@ -102,6 +105,7 @@ if [ "$pack" = 1 ]; then
     rel=${ompi_lib#/usr/}
     mkdir -p "$o/bin" "$o/$rel/openmpi/lib" "$o/share" "$o/pmix"
     cp -L "$(readlink -f "$mpirun_path")" "$o/bin/mpirun"
+    [ -n "$orted_path" ] && cp -L "$(readlink -f "$orted_path")" "$o/bin/orted"
     cp -rL "$ompi_lib/openmpi/lib/openmpi3" "$o/$rel/openmpi/lib/"
     cp -rL /usr/share/openmpi "$o/share/" 2>/dev/null
     pmix=$(dirname "$(readlink -f "$(ldconfig -p | awk '/libpmix.so.2 / {print $NF; exit}')")")/pmix
