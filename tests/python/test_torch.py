@@ -190,7 +190,7 @@ def test_scalar_is_forward_with_deepwave_s_source_term_and_timing():
     v, amp, src, rec = _scalar_case()
     d = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp, source_locations=src, receiver_locations=rec,
                       pml_width=10)
-    assert len(d) == 7 and all(x is None for x in d[:-1])
+    assert len(d) == 7 and d[0].shape == d[1].shape == (2, 60, 80)  # the model and its 10-cell layer
     ref = kt.forward(v, DH, 0.001, amp * (-(2000.0**2) * 0.001**2), src.numpy(), rec.numpy(), order=4, pml_width=10,
                      pml_velocity=2500.0)
     assert torch.equal(d[-1][..., 1:], ref[..., :-1]) and not d[-1][..., 0].any()
@@ -357,13 +357,147 @@ def test_scalar_takes_a_model_per_shot():
 def test_scalar_refuses_what_it_does_not_model():
     v, amp, src, rec = _scalar_case()
     kw = dict(source_amplitudes=amp, source_locations=src, receiver_locations=rec)
-    for extra, needle in ((dict(wavefield_0=torch.zeros(40, 60)), "wavefield_0"), (dict(origin=[0, 0]), "origin")):
+    for extra, needle in ((dict(origin=[0, 0]), "origin"), (dict(backward_callback=print), "backward_callback")):
         with pytest.raises(NotImplementedError, match=needle):
             ksweep.scalar(v, 10.0, 0.001, **kw, **extra)
+    with torch.no_grad():
+        with pytest.raises(ValueError, match=r"wavefield_0 has shape \(40, 60\), expected \(2, 80, 100\)"):
+            ksweep.scalar(v, 10.0, 0.001, **kw, wavefield_0=torch.zeros(40, 60))
+        # Deepwave's memories are fields on the grid; ksweep's are its own strips.
+        with pytest.raises(ValueError, match="psix_m1 has shape .* layer memories are its own"):
+            ksweep.scalar(v, 10.0, 0.001, **kw, psix_m1=torch.zeros(2, 80, 100))
+        with pytest.raises(ValueError, match="psiz_m1 and zetaz_m1 are 3D's"):
+            ksweep.scalar(v, 10.0, 0.001, **kw, psiz_m1=torch.zeros(2, 10))
+        with pytest.raises(ValueError, match="callback_frequency = 0"):
+            ksweep.scalar(v, 10.0, 0.001, **kw, forward_callback=print, callback_frequency=0)
+    with pytest.raises(NotImplementedError, match="forward-only"):
+        ksweep.scalar(v.clone().requires_grad_(True), 10.0, 0.001, **kw, wavefield_0=torch.zeros(2, 80, 100))
     with pytest.raises(NotImplementedError, match="one spacing on every axis"):
         ksweep.scalar(v, [10.0, 5.0], 0.001, **kw)
     with pytest.raises(TypeError, match="same dtype"):
         ksweep.scalar(v.float(), 10.0, 0.001, **kw)
+
+
+# --- ksweep.scalar: wavefields in and out, callbacks --------------------------------------------
+
+def _at(u, points, layer):
+    """u [shot, *padded] at points [shot, n, dim] of the model (the layer `layer` cells wide)."""
+    return u[(torch.arange(u.shape[0]).unsqueeze(1),) + tuple(points[..., d] + layer for d in range(points.shape[-1]))]
+
+
+def test_scalar_returns_the_final_wavefields():
+    """wavefield_nt and wavefield_ntm1 cover the model and its layer, [shot, 40 + 20, 60 + 20]: at
+    the receivers they are samples nt and nt - 1 of a run one sample longer (Deepwave's u^t at
+    sample t), the same bits; the memories are ksweep's strips, [shot, values]."""
+    v, amp, src, rec = _scalar_case()
+    kw = dict(source_locations=src, receiver_locations=rec, pml_width=10)
+    wnt, wntm1, psiy, psix, zetay, zetax, d = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp, **kw)
+    assert wnt.shape == wntm1.shape == (2, 60, 80) and wnt.dtype == v.dtype
+    assert psiy.shape == zetay.shape and psix.shape == zetax.shape and psiy.shape[0] == 2 and psix.shape[1] > 0
+    longer = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=torch.cat([amp, amp[..., :1] * 0], -1), **kw)[-1]
+    assert torch.equal(longer[..., :300], d)
+    assert torch.equal(_at(wnt, rec, 10), longer[..., 300]) and torch.equal(_at(wntm1, rec, 10), longer[..., 299])
+    assert longer[..., 300].abs().max() > 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_scalar_run_cut_in_two_gives_one_run_s_bits(dtype):
+    """Deepwave's way of running in pieces: the second piece starts from the first's final
+    wavefields and layer memories; its data and final state are one run's, bit for bit. Waves
+    are in the layer at the cut: without the memories the data differ."""
+    v, amp, src, rec = _scalar_case(dtype)
+    kw = dict(source_locations=src, receiver_locations=rec, pml_width=10)
+    whole = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp, **kw)
+    first = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp[..., :120], **kw)
+    names = ("wavefield_0", "wavefield_m1", "psiy_m1", "psix_m1", "zetay_m1", "zetax_m1")
+    second = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp[..., 120:], **dict(zip(names, first[:-1])), **kw)
+    assert torch.equal(torch.cat([first[-1], second[-1]], -1), whole[-1])
+    assert all(torch.equal(a, b) for a, b in zip(second[:-1], whole[:-1]))
+    without = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp[..., 120:], wavefield_0=first[0],
+                            wavefield_m1=first[1], **kw)[-1]
+    assert not torch.equal(without, whole[-1][..., 120:]) and first[2].abs().max() > 0
+
+
+def test_scalar_3d_run_cut_in_two_gives_one_run_s_bits():
+    """3D: the memories of z, y and x (psiz_m1 ... zetax_m1) carry a run on, the same bits."""
+    v = torch.full((12, 10, 14), 2000.0, dtype=torch.float64)
+    v[6:] = 2400.0
+    amp = torch.from_numpy(ksweep.ricker(40.0, 90, 0.001)).reshape(1, 1, 90)
+    src = torch.tensor([[[3, 5, 6]]])
+    rec = torch.tensor([[[2, 1, 1], [9, 8, 12], [5, 5, 0]]])
+    kw = dict(source_locations=src, receiver_locations=rec, pml_width=[4, 4, 3, 5, 4, 4])
+    whole = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp, **kw)
+    assert len(whole) == 9 and whole[0].shape == (1, 20, 18, 22)
+    first = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp[..., :40], **kw)
+    names = ("wavefield_0", "wavefield_m1", "psiz_m1", "psiy_m1", "psix_m1", "zetaz_m1", "zetay_m1", "zetax_m1")
+    second = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp[..., 40:], **dict(zip(names, first[:-1])), **kw)
+    assert torch.equal(torch.cat([first[-1], second[-1]], -1), whole[-1])
+    assert all(torch.equal(a, b) for a, b in zip(second[:-1], whole[:-1]))
+
+
+def test_scalar_initial_wavefield_is_the_source_it_stands_for():
+    """wavefield_m1 = v^2 dt^2 a at a cell is Deepwave's source of amplitude a at sample 0 there
+    (its term -v^2 dt^2 f enters u^1 as "- u^{-1}" does), and wavefield_0 = -v^2 dt^2 a
+    (u^{-1} = 0) is that run one sample on: the data agree to round-off."""
+    v, amp, src, rec = _scalar_case()
+    kw = dict(source_locations=src, receiver_locations=rec, pml_width=10)
+    kick = torch.zeros_like(amp)
+    kick[..., 0] = 1.0
+    ref = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=kick, **kw)[-1]
+    m1 = torch.zeros(2, 60, 80, dtype=v.dtype)
+    for s in range(2):
+        z, x = (int(c) for c in src[s, 0])
+        m1[s, z + 10, x + 10] = v[z, x] ** 2 * 0.001**2
+    with torch.no_grad():
+        d = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=kick * 0, wavefield_m1=m1, **kw)[-1]
+        d0 = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=kick * 0, wavefield_0=-m1, **kw)[-1]
+    tol = 1e-12 * float(ref.abs().max())
+    assert float(ref.abs().max()) > 0
+    assert float((d - ref).abs().max()) <= tol and float((d0[..., :-1] - ref[..., 1:]).abs().max()) <= tol
+
+
+def test_scalar_forward_callback():
+    """forward_callback before every callback_frequency samples (0, 50, ..., 250), as Deepwave:
+    what it sees at sample k is the final wavefield of a k-sample run (the same bits), through
+    the "inner" and "pml" views; the model's "pml" view copies the edges into the layer; a
+    callback that only looks leaves the run's bits alone; one that zeroes the wavefields (a
+    reflecting box: no layer memories) silences the rest of the run once the source has ended."""
+    v, amp, src, rec = _scalar_case()
+    kw = dict(source_locations=src, receiver_locations=rec, pml_width=10)
+    seen = {}
+
+    def look(state):
+        seen[state.step] = (state.get_wavefield("wavefield_0").clone(),
+                            state.get_wavefield("wavefield_0", view="pml").clone(), state.get_model("v", "pml"))
+
+    with torch.no_grad():
+        out = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp, forward_callback=look, callback_frequency=50, **kw)
+    whole = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp, **kw)
+    assert sorted(seen) == [0, 50, 100, 150, 200, 250]
+    assert all(torch.equal(a, b) for a, b in zip(out, whole))
+    at100 = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp[..., :100], **kw)[0]
+    inner, pml, model = seen[100]
+    assert torch.equal(pml, at100) and torch.equal(inner, at100[:, 10:50, 10:70]) and at100.abs().max() > 0
+    assert model.shape == (60, 80) and torch.equal(model[10:50, 10:70], v)
+    assert torch.equal(model[0, 10:70], v[0]) and torch.equal(model[59, :10], v[39, :1].expand(10))
+    with pytest.raises(KeyError, match="psiy_m1"):
+        look_at = []
+        ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp.detach(), **kw,
+                      forward_callback=lambda s: look_at.append(s.get_wavefield("psiy_m1")))
+
+    def silence(state):
+        if state.step == 200:
+            state.get_wavefield("wavefield_0", "pml").zero_()
+            state.get_wavefield("wavefield_m1", "pml").zero_()
+
+    quiet = amp.clone()
+    quiet[..., 200:] = 0
+    box = dict(source_locations=src, receiver_locations=rec, pml_width=0)
+    with torch.no_grad():
+        d = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=quiet, forward_callback=silence, callback_frequency=50,
+                          **box)[-1]
+    ref = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=quiet, **box)[-1]
+    assert torch.equal(d[..., :200], ref[..., :200]) and not d[..., 200:].any() and ref[..., 200:].abs().max() > 0
 
 
 def test_numpy_calls_take_tensors_and_return_tensors():

@@ -7,6 +7,8 @@
 #include <ksweep/core/physics.hpp>
 #include <ksweep/core/stencil.hpp>
 
+#include <string>
+
 namespace ksweep::fwi {
 
 template <class Real>
@@ -76,6 +78,45 @@ template <class Real>
 void Modeling<Real>::forward(Real const* wavelets, Real* records) {
   check_wavelets(m_impl->setup, wavelets, "ksweep::fwi::Modeling::forward: the source amplitudes");
   m_impl->forward(wavelets, records);
+}
+
+template <class Real>
+void Modeling<Real>::forward(Real const* wavelets, Real* records, ForwardState<Real> const& state) {
+  check_wavelets(m_impl->setup, wavelets, "ksweep::fwi::Modeling::forward: the source amplitudes");
+  auto const shots = static_cast<std::size_t>(m_impl->setup.survey.n_shots);
+  auto const n = padded_shape();
+  auto const cells = static_cast<std::size_t>(n[0]) * n[1] * n[2];
+  auto const at = [cells](std::size_t i) {
+    return "shot " + std::to_string(i / cells) + ", padded cell " + std::to_string(i % cells);
+  };
+  if (state.start_now)
+    detail::require_finite(state.start_now, shots * cells, "ksweep::fwi::Modeling::forward: the wavefield u^0", at);
+  if (state.start_before)
+    detail::require_finite(state.start_before, shots * cells, "ksweep::fwi::Modeling::forward: the wavefield u^-1", at);
+  if (state.start_memory)
+    detail::require_finite(state.start_memory, shots * static_cast<std::size_t>(memory_values()),
+                           "ksweep::fwi::Modeling::forward: the layer memories", detail::sample_position);
+  m_impl->forward(wavelets, records, state);
+}
+
+template <class Real>
+std::array<int, 3> Modeling<Real>::padded_shape() const {
+  return m_impl->padded_shape();
+}
+
+template <class Real>
+long long Modeling<Real>::memory_values(int axis) const {
+  int const dim = m_impl->setup.grid.dim();
+  KSWEEP_REQUIRE(axis >= 0 && axis < dim,
+                 "ksweep::fwi::Modeling::memory_values: axis = " << axis << " is not one of 0.." << dim - 1);
+  return m_impl->memory_values(axis);
+}
+
+template <class Real>
+long long Modeling<Real>::memory_values() const {
+  long long n = 0;
+  for (int a = 0; a < m_impl->setup.grid.dim(); ++a) n += 2 * m_impl->memory_values(a);
+  return n;
 }
 
 template <class Real>

@@ -14,6 +14,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
+#include <array>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -159,6 +160,41 @@ class ModelingRun final : public Modeling<Real>::Impl {
     gather_shots(records, static_cast<std::size_t>(m_nt) * m_nr);
     if (stopped) std::rethrow_exception(stopped);
   }
+
+  void forward(Real const* wavelets, Real* records, ForwardState<Real> const& state) override {
+    KSWEEP_REQUIRE(!split(),
+                   "forward: a start or end state with a model split into domains (parallel.domains) is "
+                   "not supported; run it on whole-model ranks");
+    KSWEEP_REQUIRE(records || !parallel(), "forward: no records array given (the ranks gather them there)");
+    auto const n = padded_shape();
+    auto const cells = static_cast<std::size_t>(n[0]) * n[1] * n[2];
+    auto const memory = static_cast<std::size_t>(m_prop->memory_values());
+    auto const at = [](auto* p, std::size_t per_shot, ShotBatch const& b) {
+      return p ? p + per_shot * static_cast<std::size_t>(b.first) : p;
+    };
+    auto const stopped = for_each_batch([&](ShotBatch const& b) {
+      auto const w = wavelets_in(wavelets, b);
+      auto const r = records_out(records, b, "ksweep::fwi::records");
+      m_prop->set_forward_state(at(state.start_now, cells, b), at(state.start_before, cells, b),
+                                at(state.start_memory, memory, b));
+      m_prop->forward_continue(w, r);
+      m_prop->get_forward_state(at(state.end_now, cells, b), at(state.end_before, cells, b),
+                                at(state.end_memory, memory, b));
+      copy_out(r, records, b, m_nt * m_nr);
+    });
+    gather_shots(records, static_cast<std::size_t>(m_nt) * m_nr);
+    if (state.end_now) gather_shots(state.end_now, cells);
+    if (state.end_before) gather_shots(state.end_before, cells);
+    if (state.end_memory) gather_shots(state.end_memory, memory);
+    if (stopped) std::rethrow_exception(stopped);
+  }
+
+  std::array<int, 3> padded_shape() const override {
+    auto const& l = m_prop->layout();
+    return {l.NZ, l.NY, l.NX};
+  }
+
+  long long memory_values(int axis) const override { return static_cast<long long>(m_prop->memory_values(axis)); }
 
   void adjoint(Real const* records, Real* wavelet_grad) override {
     KSWEEP_REQUIRE(wavelet_grad || !parallel(), "adjoint: no wavelet gradient array given (the ranks gather it there)");

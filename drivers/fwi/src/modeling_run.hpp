@@ -16,6 +16,9 @@ struct Modeling<Real>::Impl {
   virtual void set_velocity(Real const* vp, Real const* layer) = 0;
   virtual void set_model(Real const* vp, Real const* rho, Real const* layer_vp, Real const* layer_rho) = 0;
   virtual void forward(Real const* wavelets, Real* records) = 0;
+  virtual void forward(Real const* wavelets, Real* records, ForwardState<Real> const& state) = 0;
+  virtual std::array<int, 3> padded_shape() const = 0;
+  virtual long long memory_values(int axis) const = 0;
   virtual void adjoint(Real const* records, Real* wavelet_grad) = 0;
   virtual double gradient(Real const* wavelets, Real const* observed, double scale, ModelingImages const& out,
                           Real* synthetic, double* shot_losses) = 0;

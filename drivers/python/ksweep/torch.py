@@ -36,7 +36,7 @@ import torch
 
 import ksweep as _ks
 
-__all__ = ["forward", "Forward", "born", "Born", "scalar"]
+__all__ = ["forward", "Forward", "born", "Born", "scalar", "CallbackState"]
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -51,29 +51,13 @@ class Forward(torch.autograd.Function):
         vn = _np(v)
         s = _ks._survey(vn, source_locations, receiver_locations, dh, options["location_units"])
         amp = _ks._amplitudes(_np(amplitudes), s)
-        m = _ks._modeling(s, dh, dt, amp.shape[2], order=options["order"], pml_width=options["pml_width"],
-                          pml_reflection=options["pml_reflection"], pml_freq=options["pml_freq"],
-                          pml_velocity=options["pml_velocity"],
-                          free_surface=options["free_surface"], batch=options["batch"],
-                          schedule=options["schedule"], storage=options["storage"],
-                          storage_location=options["storage_location"], storage_dtype=options["storage_dtype"],
-                          disk_dir=options["disk_dir"], physics="acoustic" if rho is None else "acoustic_vd")
-
-        def host(a):
-            return None if a is None else _np(a) if torch.is_tensor(a) else np.asarray(a)
-        # No layer_velocity: the layer is the propagator's copy of v's edge cells, and backward
-        # takes its chain rule (the edge cells' exact derivative).
-        layer = None if layer_velocity is None else host(layer_velocity)
-        if rho is None:
-            m.set_velocity(s.v, _ks._layer(layer, s))
+        m = _forward_modeling(s, vn, dh, dt, amp.shape[2], options, rho, layer_velocity)
+        if options.get("state") is not None:  # the end state too (ksweep.scalar's wavefields)
+            records, now, before, memory = m.forward_state(amp)
+            options["state"].update(now=now, before=before, memory=memory,
+                                    sizes=[m.memory_values(k) for k in range(vn.ndim)])
         else:
-            rn = host(rho)
-            layer_rho = options["layer_density"]
-            if (layer is None) != (layer_rho is None):  # one of them fixed: the other one as given now
-                layer = vn if layer is None else layer
-                layer_rho = rn if layer_rho is None else host(layer_rho)
-            _ks._set_model(m, s, rn, layer, None if layer_rho is None else host(layer_rho))
-        records = m.forward(amp)  # [shot, time, receiver]
+            records = m.forward(amp)  # [shot, time, receiver]
         ctx.modeling = m
         ctx.amplitudes = amp
         ctx.device = v.device
@@ -95,6 +79,34 @@ class Forward(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             grad_amp = torch.from_numpy(m.adjoint(g)).to(ctx.device)
         return grad_v, grad_amp, grad_rho, None, None, None, None, None, None
+
+
+def _forward_modeling(s, vn, dh, dt, nt, options, rho=None, layer_velocity=None):
+    """The modelling Forward runs: the survey `s` of the model `vn` over nt samples, with the
+    layer as `layer_velocity` (and options' layer_density) set, or a copy of the model's edges."""
+    m = _ks._modeling(s, dh, dt, nt, order=options["order"], pml_width=options["pml_width"],
+                      pml_reflection=options["pml_reflection"], pml_freq=options["pml_freq"],
+                      pml_velocity=options["pml_velocity"],
+                      free_surface=options["free_surface"], batch=options["batch"],
+                      schedule=options["schedule"], storage=options["storage"],
+                      storage_location=options["storage_location"], storage_dtype=options["storage_dtype"],
+                      disk_dir=options["disk_dir"], physics="acoustic" if rho is None else "acoustic_vd")
+
+    def host(a):
+        return None if a is None else _np(a) if torch.is_tensor(a) else np.asarray(a)
+    # No layer_velocity: the layer is the propagator's copy of v's edge cells, and backward
+    # takes its chain rule (the edge cells' exact derivative).
+    layer = None if layer_velocity is None else host(layer_velocity)
+    if rho is None:
+        m.set_velocity(s.v, _ks._layer(layer, s))
+    else:
+        rn = host(rho)
+        layer_rho = options["layer_density"]
+        if (layer is None) != (layer_rho is None):  # one of them fixed: the other one as given now
+            layer = vn if layer is None else layer
+            layer_rho = rn if layer_rho is None else host(layer_rho)
+        _ks._set_model(m, s, rn, layer, None if layer_rho is None else host(layer_rho))
+    return m
 
 
 def forward(v: torch.Tensor, dh: float, dt: float, source_amplitudes: torch.Tensor, source_locations,
@@ -244,31 +256,82 @@ def _survey_box(shape, points, survey_pad):
 
 def _per_shot_models(v, args):
     """scalar() with a model per shot, v [shot, *model] (one axis more than a location has):
-    each shot runs alone on its model (its own max_vel unless given) and the tuple's data are
-    the shots' data in order."""
+    each shot runs alone on its model (its own max_vel unless given; its start state, a
+    callback per shot) and each element of the tuple joins the shots' in order."""
     rec = torch.as_tensor(args["receiver_locations"])
     if v.shape[0] != rec.shape[0]:
         raise ValueError(f"v has {v.shape[0]} models (v {tuple(v.shape)}: a model per shot), receiver_locations "
                          f"{rec.shape[0]} shots")
-    own = set(inspect.signature(scalar).parameters) - {"v", "source_amplitudes", "source_locations",
-                                                         "receiver_locations"}
+    per_shot = {"source_amplitudes", "source_locations", "wavefield_0", "wavefield_m1", "psiz_m1", "psiy_m1",
+                "psix_m1", "zetaz_m1", "zetay_m1", "zetax_m1"}
+    own = set(inspect.signature(scalar).parameters) - {"v", "receiver_locations"} - per_shot
     kw = {k: args[k] for k in own}
     out = []
     for i in range(v.shape[0]):
-        one = {k: (None if x is None else torch.as_tensor(x)[i:i + 1])
-               for k, x in (("source_amplitudes", args["source_amplitudes"]),
-                            ("source_locations", args["source_locations"]))}
-        out.append(scalar(v[i], receiver_locations=rec[i:i + 1], **one, **kw)[-1])
-    return (None,) * (6 if v.ndim == 3 else 9) + (torch.cat(out),)
+        one = {k: (None if args[k] is None else torch.as_tensor(args[k])[i:i + 1]) for k in per_shot}
+        out.append(scalar(v[i], receiver_locations=rec[i:i + 1], **one, **kw))
+    return tuple(torch.cat(parts) for parts in zip(*out))
+
+
+class CallbackState:
+    """What `forward_callback` receives, as Deepwave's CallbackState: `dt` (the internal step),
+    `step` (the user's time sample the run is at), get_wavefield(name, view) for "wavefield_0"
+    (u^step) and "wavefield_m1" (the internal step before), get_model("v", view). Views:
+    "inner" (the model, the default), "pml" and "full" (the model and its absorbing layer: ksweep
+    hands out no padding beyond it). The wavefields are the run's: changing them in place
+    changes the run from there on. ksweep's layer memories are not fields on the grid, so
+    there are none to get, and a forward callback has no gradients."""
+
+    def __init__(self, dt, step, wavefields, models, faces):
+        self.dt = dt
+        self.step = step
+        self._wavefields = wavefields
+        self._models = models
+        self._faces = faces  # (low, high) layer cells per axis
+
+    def _view(self, x, view, padded):
+        if view in ("full", "pml"):
+            return x if padded else self._pad(x)
+        if view != "inner":
+            raise ValueError(f"view = {view!r} must be 'inner', 'pml' or 'full'")
+        if not padded:
+            return x
+        return x[(...,) + tuple(slice(lo, x.shape[-len(self._faces) + a] - hi)
+                                for a, (lo, hi) in enumerate(self._faces))]
+
+    def _pad(self, m):
+        # The layer's model: the edge cells copied outwards, as ksweep's layer takes them.
+        idx = [torch.clamp(torch.arange(-lo, n + hi, device=m.device), 0, n - 1)
+               for n, (lo, hi) in zip(m.shape, self._faces)]
+        return m[torch.meshgrid(*idx, indexing="ij")]
+
+    def get_wavefield(self, name: str, view: str = "inner") -> torch.Tensor:
+        if name not in self._wavefields:
+            raise KeyError(f"wavefield {name!r}: ksweep's callbacks have {sorted(self._wavefields)} (its layer "
+                           "memories are not fields on the grid)")
+        return self._view(self._wavefields[name], view, True)
+
+    def get_model(self, name: str, view: str = "inner") -> torch.Tensor:
+        if name not in self._models:
+            raise KeyError(f"model {name!r}: the callback has {sorted(self._models)}")
+        return self._view(self._models[name], view, False)
+
+    def get_gradient(self, name: str, view: str = "inner") -> torch.Tensor:
+        raise KeyError(f"gradient {name!r}: a forward callback has no gradients (ksweep calls no backward_callback)")
+
+
+_MEMORY_AXES = {2: ("y", "x"), 3: ("z", "y", "x")}  # Deepwave's names of ksweep's axes (z, (y,) x)
 
 
 def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=None, receiver_locations=None,
-           accuracy: int = 4, pml_width=20, pml_freq=None, max_vel=None, survey_pad=None, origin=None,
-           wavefield_0=None, wavefield_m1=None, psiy_m1=None, psix_m1=None, zetay_m1=None, zetax_m1=None,
-           nt=None, model_gradient_sampling_interval: int = 1, freq_taper_frac: float = 0.0,
+           accuracy: int = 4, pml_width=20, pml_freq=None, max_vel=None, survey_pad=None, wavefield_0=None,
+           wavefield_m1=None, psiz_m1=None, psiy_m1=None, psix_m1=None, zetaz_m1=None, zetay_m1=None, zetax_m1=None,
+           origin=None, nt=None, model_gradient_sampling_interval: int = 1, freq_taper_frac: float = 0.0,
            time_pad_frac: float = 0.0, time_taper: bool = False, forward_callback=None, backward_callback=None,
-           callback_frequency: int = 1, storage_mode: str = "device", storage_compression: bool = False):
-    """Deepwave's `scalar` on ksweep's propagator: the same arguments, units and return.
+           callback_frequency: int = 1, python_backend=False, storage_mode: str = "device", storage_path: str = ".",
+           storage_compression: bool = False):
+    """Deepwave's `scalar` on ksweep's propagator: the same arguments (in Deepwave's order),
+    units and return.
 
     Sources add -v^2 dt^2 f[t] at their cell (the amplitudes are scaled so; ksweep's own calls
     add f itself) to the step from u^t to u^{t+1}, and receivers record u^t at sample t (ksweep's
@@ -292,19 +355,32 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
     `nt`) record zeros; shots without receivers ([shot, 0, dim], or `receiver_locations` None)
     return data [shot, 0, nt]. A model needs order + 1 cells along each axis (`accuracy` 4: 5).
 
-    Returns Deepwave's 7-tuple (3D: 10) whose last element is the receiver data
-    [shot, receiver, time]. The final wavefields and layer memories are not returned (None):
-    ksweep does not hand its wavefields out. Arguments that ksweep does not support
-    (initial wavefields and their `origin`, callbacks) raise
-    NotImplementedError naming them."""
-    unsupported = {"origin": origin, "wavefield_0": wavefield_0,
-                   "wavefield_m1": wavefield_m1, "psiy_m1": psiy_m1, "psix_m1": psix_m1, "zetay_m1": zetay_m1,
-                   "zetax_m1": zetax_m1, "forward_callback": forward_callback,
-                   "backward_callback": backward_callback}
-    for name, value in unsupported.items():
-        if value is not None:
-            raise NotImplementedError(f"ksweep.scalar: {name} is not supported (ksweep takes no initial "
-                                      "wavefields, which origin places, and calls no callback)")
+    Wavefields, as Deepwave's, live on the simulated grid: the model (the survey's box with
+    `survey_pad`) and its absorbing layer, [shot, nz + pml_z0 + pml_z1, nx + pml_x0 + pml_x1]
+    (3D likewise). `wavefield_0` and `wavefield_m1` (None: zero) start the run at u^0 and u^{-1}
+    (the internal step before); the run returns u^{nt} and u^{nt-1}. The layer's memories
+    (`psiy_m1`, ..., `zetax_nt`) are ksweep's own (its CPML keeps them in strips of the layer,
+    [shot, values]): pass back what a call returned to continue a run exactly (a run cut in two
+    gives the bits of one run), or None (zero); Deepwave's are refused by their shape.
+    `forward_callback(state)` is called before every `callback_frequency` time samples, with a
+    CallbackState (the wavefields, which it may change in place, and the model).
+
+    Returns Deepwave's tuple: (wavefield_nt, wavefield_ntm1, psiy_ntm1, psix_ntm1, zetay_nt,
+    zetax_nt, receiver data [shot, receiver, time]) in 2D; in 3D psi and zeta of z, y, x. The
+    gradient flows from the data; the final wavefields are not differentiable, and a run from
+    initial wavefields or with a callback is forward-only (it raises NotImplementedError where
+    v or the amplitudes require grad), as is `backward_callback`. `origin` is not supported
+    (initial wavefields cover the simulated grid)."""
+    if origin is not None:
+        raise NotImplementedError("ksweep.scalar: origin is not supported (initial wavefields cover the "
+                                  "simulated grid, the model and its absorbing layer)")
+    if backward_callback is not None:
+        raise NotImplementedError("ksweep.scalar: backward_callback is not supported (ksweep's gradient calls no "
+                                  "callback)")
+    if not isinstance(callback_frequency, (int, np.integer)) or isinstance(callback_frequency, bool):
+        raise TypeError(f"callback_frequency = {callback_frequency!r} must be an int")
+    if callback_frequency <= 0:
+        raise ValueError(f"callback_frequency = {callback_frequency} must be > 0")
     if model_gradient_sampling_interval != 1:
         raise NotImplementedError("ksweep.scalar: model_gradient_sampling_interval other than 1 is not supported "
                                   "(ksweep's gradient is exact at every step)")
@@ -391,17 +467,115 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
     # -v^2 dt^2 f at the source cell (differentiable in v through the gather).
     idx = tuple(src_c[..., d] for d in range(ndim))
     scale = -(v[idx] ** 2) * inner_dt**2 * (~src_absent).to(v.dtype)
-    data = forward(v, dh, inner_dt, amp * scale.unsqueeze(-1), src_c.cpu().numpy(), rec_c.cpu().numpy(),
-                   order=_ks._int(accuracy, "accuracy"), pml_width=_deepwave_faces(pml_width, ndim),
-                   pml_freq=25.0 if pml_freq is None else float(pml_freq), pml_velocity=vmax,
-                   storage_location={"cpu": "host", "disk": "disk"}.get(storage_mode, "device"),
-                   storage_dtype="fp16" if storage_compression else "fp32")
-    # Deepwave's receivers record u^t at sample t (the field before the step that injects f[t]);
-    # ksweep's record u^{t+1}, after it: one step later.
-    data = torch.cat([torch.zeros_like(data[..., :1]), data[..., :-1]], dim=-1)
+    faces = _deepwave_faces(pml_width, ndim)
+    options = _options(order=_ks._int(accuracy, "accuracy"), pml_width=faces,
+                       pml_freq=25.0 if pml_freq is None else float(pml_freq), pml_velocity=vmax,
+                       storage_location={"cpu": "host", "disk": "disk"}.get(storage_mode, "device"),
+                       storage_dtype="fp16" if storage_compression else "fp32",
+                       disk_dir=str(storage_path) if storage_mode == "disk" else "")
+    memories = (psiz_m1, psiy_m1, psix_m1, zetaz_m1, zetay_m1, zetax_m1)
+    start = [wavefield_0, wavefield_m1, *memories]
+    axes = _MEMORY_AXES[ndim]
+    if ndim == 2 and (psiz_m1 is not None or zetaz_m1 is not None):
+        raise ValueError("psiz_m1 and zetaz_m1 are 3D's (a 2D model's axes are y and x)")
+    src_np, rec_np = src_c.cpu().numpy(), rec_c.cpu().numpy()
+    if all(x is None for x in start) and forward_callback is None:
+        options["state"] = {}  # the end state, filled by Forward
+        data = Forward.apply(v, amp * scale.unsqueeze(-1), None, dh, inner_dt, src_np, rec_np, None, options)
+        end = options.pop("state")
+        # Deepwave's receivers record u^t at sample t (the field before the step that injects
+        # f[t]); ksweep's record u^{t+1}, after it: one step later (u^0 = 0 at rest).
+        data = torch.cat([torch.zeros_like(data[..., :1]), data[..., :-1]], dim=-1)
+    else:
+        if torch.is_grad_enabled() and (v.requires_grad or amp.requires_grad):
+            raise NotImplementedError("ksweep.scalar: a run from initial wavefields or with a forward_callback is "
+                                      "forward-only (ksweep's gradient starts from rest): call it under "
+                                      "torch.no_grad(), or with v and source_amplitudes that do not require grad")
+        low = [faces[0]] + ([faces[2]] if ndim == 3 else []) + [faces[4]]  # the layer before each axis
+        ridx = (torch.arange(shots).unsqueeze(1),) + tuple(rec_c[..., d] + low[d] for d in range(ndim))
+        data, end = _stateful_run(v, amp * scale.unsqueeze(-1), dh, inner_dt, src_np, rec_np, options, start, axes,
+                                  forward_callback, callback_frequency, ratio, faces, lambda u: u[ridx])
     if ratio > 1:  # the data are band-limited by the source: every ratio-th sample is exact (an FFT
         data = data[..., ::ratio]  # cut of the record's truncated end would ring)
     data = data[..., :nt_user] * (~rec_absent).to(data.dtype).unsqueeze(-1)
     if n_receivers == 0:
         data = data[:, :0]
-    return (None,) * (6 if ndim == 2 else 9) + (data,)
+    wf = [torch.from_numpy(end[k]).to(v.device) for k in ("now", "before")]
+    mem = torch.from_numpy(end["memory"]).to(v.device)
+    psi, zeta, off = [], [], 0
+    for n in end["sizes"]:
+        psi.append(mem[:, off:off + n])
+        zeta.append(mem[:, off + n:off + 2 * n])
+        off += 2 * n
+    return (*wf, *psi, *zeta, data)
+
+
+def _options(**kw) -> dict:
+    """Forward's options: ksweep.torch.forward's defaults, updated by `kw`."""
+    o = dict(order=4, pml_width=20, pml_reflection=1e-3, pml_freq=25.0, pml_velocity=None, free_surface=False,
+             batch=0, schedule="auto", location_units="cells", storage="boundary", storage_location="device",
+             storage_dtype="fp32", disk_dir="", layer_density=None)
+    o.update(kw)
+    return o
+
+
+def _stateful_run(v, amp, dh, dt, src, rec, options, start, axes, callback, frequency, ratio, faces, at_receivers):
+    """scalar()'s forward-only run from a start state (wavefield_0, wavefield_m1, then the
+    memories psi z, y, x and zeta z, y, x; None: zero), in pieces of `frequency` user samples
+    with `callback` before each (when given): the data [shot, receiver, time] in Deepwave's
+    timing (sample t is u^t at the receivers, `at_receivers(u)` [shot, receiver], taken after the
+    callback) and the end state."""
+    vn = _np(v)
+    s = _ks._survey(vn, src, rec, dh, options["location_units"])
+    a = np.ascontiguousarray(_ks._amplitudes(_np(amp), s))
+    n_run = a.shape[2]
+    piece = frequency * ratio if callback is not None else max(n_run, 1)
+    runs = {}
+
+    def modeling(n):
+        if n not in runs:
+            runs[n] = _forward_modeling(s, vn, dh, dt, n, options)
+        return runs[n]
+
+    m = modeling(min(piece, max(n_run, 1)))
+    shape = (s.src.shape[0], *m.padded_shape())
+    sizes = [m.memory_values(k) for k in range(len(axes))]
+    names = ["wavefield_0", "wavefield_m1"] + [f"{kind}{ax}_m1" for kind in ("psi", "zeta") for ax in "zyx"]
+    given = dict(zip(names, start))
+    for name in names[2:]:
+        if given[name] is not None and name[-4] not in axes:
+            raise ValueError(f"{name}: a {len(axes)}D model's axes are {', '.join(axes)}")
+
+    def field(name, want):
+        x = given[name]
+        if x is None:
+            return np.zeros(want, vn.dtype)
+        x = _np(torch.as_tensor(x))
+        if x.shape != tuple(want):
+            memory = not name.startswith("wavefield")
+            hint = (" ksweep's layer memories are its own (its CPML's strips of the layer, [shot, values]): pass "
+                    "back what ksweep.scalar returned, or None (zero)") if memory else ""
+            raise ValueError(f"{name} has shape {x.shape}, expected {tuple(want)}.{hint}")
+        return np.ascontiguousarray(x, dtype=vn.dtype)
+
+    now = torch.from_numpy(field("wavefield_0", shape)).to(v.device)
+    before = torch.from_numpy(field("wavefield_m1", shape)).to(v.device)
+    parts = []
+    for k, ax in enumerate(axes):  # ksweep's order: per axis, psi then zeta
+        parts += [field(f"psi{ax}_m1", (shape[0], sizes[k])), field(f"zeta{ax}_m1", (shape[0], sizes[k]))]
+    memory = np.ascontiguousarray(np.concatenate(parts, axis=1))
+    faces_per_axis = [(faces[0], faces[1])] + ([(faces[2], faces[3])] if len(axes) == 3 else []) + [(faces[4], faces[5])]
+    data = []
+    for t0 in range(0, n_run, piece):
+        if callback is not None:
+            callback(CallbackState(dt, t0 // ratio, {"wavefield_0": now, "wavefield_m1": before}, {"v": v},
+                                   faces_per_axis))
+        n = min(piece, n_run - t0)
+        r, un, ub, memory = modeling(n).forward_state(np.ascontiguousarray(a[:, :, t0:t0 + n]), _np(now),
+                                                      _np(before), memory)
+        # Sample t0 is u^t0 (as the callback left it), then ksweep's records u^{t0+1}, ...
+        data += [at_receivers(now).unsqueeze(-1), torch.from_numpy(r[:, :-1]).to(v.device).transpose(1, 2)]
+        now = torch.from_numpy(un).to(v.device)
+        before = torch.from_numpy(ub).to(v.device)
+    out = torch.cat(data, dim=-1) if data else torch.zeros(shape[0], s.rec.shape[1], 0, dtype=v.dtype)
+    return out, {"now": _np(now), "before": _np(before), "memory": memory, "sizes": sizes}

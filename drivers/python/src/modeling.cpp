@@ -115,6 +115,34 @@ class PyModeling {
     return rec;
   }
 
+  /// forward() from the state (now, before, memory) (each None: zero, rest), returning
+  /// (records, now, before, memory) where it ends (fwi::ForwardState).
+  py::tuple forward_state(carray<Real> const& wavelets, std::optional<carray<Real>> const& now,
+                          std::optional<carray<Real>> const& before, std::optional<carray<Real>> const& memory) {
+    check_shape(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes");
+    auto const shape = wave_shape();
+    if (now) check_shape(*now, shape, "the wavefield u^0 (wavefield_0)");
+    if (before) check_shape(*before, shape, "the wavefield u^-1 (wavefield_m1)");
+    long long const nm = m_m->memory_values();
+    if (memory) check_shape(*memory, {m_shots, nm}, "the layer memories");
+    std::vector<py::ssize_t> const dims(shape.begin(), shape.end());
+    py::array_t<Real> rec({m_shots, m_nt, m_nr}), u_now(dims), u_before(dims), mem({m_shots, nm});
+    fwi::ForwardState<Real> const st{data_or_null(now),    data_or_null(before),    data_or_null(memory),
+                                     u_now.mutable_data(), u_before.mutable_data(), mem.mutable_data()};
+    Real* r = rec.mutable_data();
+    on_worker([&] { m_m->forward(wavelets.data(), r, st); });
+    return py::make_tuple(rec, u_now, u_before, mem);
+  }
+
+  /// ForwardState's padded grid, [NZ, NX] or [NZ, NY, NX].
+  std::vector<long long> padded_shape() const {
+    auto const n = m_m->padded_shape();
+    if (m_shape.size() == 2) return {n[0], n[2]};
+    return {n[0], n[1], n[2]};
+  }
+
+  long long memory_values(int axis) const { return m_m->memory_values(axis); }
+
   py::array_t<Real> adjoint(carray<Real> const& records) {
     check_shape(records, {m_shots, m_nt, m_nr}, "data");
     py::array_t<Real> w({m_shots, m_ns, m_nt});
@@ -201,6 +229,11 @@ class PyModeling {
     std::copy(v.begin(), v.end(), a.mutable_data());
     return a;
   }
+  std::vector<long long> wave_shape() const {
+    auto w = padded_shape();
+    w.insert(w.begin(), m_shots);
+    return w;
+  }
   void check_wavelets_and_data(carray<Real> const& wavelets, carray<Real> const& data) const {
     check_shape(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes");
     check_shape(data, {m_shots, m_nt, m_nr}, "data");
@@ -249,6 +282,10 @@ void bind_modeling_of(py::module_& m, char const* name) {
       .def("set_model", &PyModeling<Real>::set_model, py::arg("v"), py::arg("rho"), py::arg("layer_v") = py::none(),
            py::arg("layer_rho") = py::none())
       .def("forward", &PyModeling<Real>::forward)
+      .def("forward_state", &PyModeling<Real>::forward_state, py::arg("wavelets"), py::arg("now") = py::none(),
+           py::arg("before") = py::none(), py::arg("memory") = py::none())
+      .def("padded_shape", &PyModeling<Real>::padded_shape)
+      .def("memory_values", &PyModeling<Real>::memory_values, py::arg("axis"))
       .def("adjoint", &PyModeling<Real>::adjoint)
       .def("gradient", &PyModeling<Real>::gradient)
       .def("vjp", &PyModeling<Real>::vjp)

@@ -288,12 +288,20 @@ class Propagator {
     launch_points(m_space, "ksweep::core::sample_receivers", sample, m_survey.n_shots * sample.count());
   }
 
-  /// Forward modelling of the current batch: records [shot][nt][receiver] for wavelets
-  /// [shot][source][nt].
+  /// Forward modelling of the current batch from rest: records [shot][nt][receiver] for
+  /// wavelets [shot][source][nt].
   void forward(wavelet_view const& wavelets, record_view const& records) {
+    forward_reset();
+    forward_continue(wavelets, records);
+  }
+
+  /// forward() from the state the propagator holds (set_forward_state, or where the last
+  /// forward run ended) instead of from rest: wavelets[.., n] enter the step from u^n to u^{n+1}
+  /// and records[.., n, ..] are u^{n+1}, n counted from that state. Running nt1 steps and then
+  /// nt2 more gives the bits of one run of nt1 + nt2 steps.
+  void forward_continue(wavelet_view const& wavelets, record_view const& records) {
     check_batch(wavelets, records);
     int const nt = static_cast<int>(wavelets.extent(2));
-    forward_reset();
     if (runs_shots()) {
       run_shot_steps(Direction::forward, "ksweep::core::forward_shots", forward_shot_step(wavelets, records), 0, nt,
                      false);
@@ -303,6 +311,56 @@ class Propagator {
     forward_finish(records);
     gather_records(records);
     m_space.fence();
+  }
+
+  /// Values of one shot's layer memories: for each axis, psi and then zeta, memory_values(a)
+  /// each (the layer's strips of that axis, both sides).
+  std::size_t memory_values(int axis) const {
+    auto const& v = m_fwd.psi[axis][0];
+    return v.extent(0) * v.extent(2) * v.extent(3);
+  }
+  std::size_t memory_values() const {
+    std::size_t n = 0;
+    for (int a = 0; a < Dim; ++a) n += 2 * memory_values(a);
+    return n;
+  }
+
+  /// Sets the forward state of the batch's shots from host arrays (each may be null: zero):
+  /// u^n (`now`) and u^{n-1} (`before`) on the padded grid, the model and its absorbing layer
+  /// without the halo, [shot][NZ][NX] or [shot][NZ][NY][NX], and the layer memories
+  /// (memory_values() per shot, as get_forward_state() writes them). With a free surface, its
+  /// row (padded row 0) is set to zero, the value the step keeps there. forward_continue() then
+  /// steps on from this state.
+  void set_forward_state(Real const* now, Real const* before, Real const* memory) {
+    forward_reset();
+    State& st = m_fwd;
+    Real const* const level[2] = {now, before};
+    for (int i = 0; i < 2; ++i)
+      if (level[i]) {
+        auto h = Kokkos::create_mirror_view(st.u[i]);
+        Kokkos::deep_copy(h, st.u[i]);  // the halo's zeros
+        padded_copy(h, level[i], nullptr);
+        Kokkos::deep_copy(m_space, st.u[i], h);
+      }
+    if (memory) memory_copy(st, memory, nullptr);
+    m_space.fence();
+  }
+
+  /// The forward state of the batch's shots where the last forward run ended, into host arrays
+  /// (each may be null: not written), in set_forward_state()'s layout: u^{nt} (`now`), u^{nt-1}
+  /// (`before`) and the layer memories.
+  void get_forward_state(Real* now, Real* before, Real* memory) const {
+    m_space.fence();
+    State const& st = m_fwd;
+    Real* const level[2] = {now, before};
+    for (int i = 0; i < 2; ++i)
+      if (level[i]) {
+        auto const& u = st.u[i == 0 ? st.cur : 1 - st.cur];
+        auto h = Kokkos::create_mirror_view(u);
+        Kokkos::deep_copy(h, u);
+        padded_copy(h, nullptr, level[i]);
+      }
+    if (memory) memory_copy(st, nullptr, memory);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -727,6 +785,49 @@ class Propagator {
     }
     st.cur = 0;
     st.aux = 0;
+  }
+
+  // Copies between the padded grid's cells of a host field h [shot][field row][NX + 2R] and an
+  // array [shot][NZ][NY][NX], for the batch's shots: into h from `from` (then, with a free
+  // surface, zero on the surface row), or from h into `to` (one of them null).
+  template <class HostField>
+  void padded_copy(HostField const& h, Real const* from, Real* to) const {
+    auto const& l = m_layout;
+    std::size_t k = 0;
+    for (int s = 0; s < m_survey.n_shots; ++s)
+      for (int iz = 0; iz < l.NZ; ++iz)
+        for (int iy = 0; iy < l.NY; ++iy) {
+          int const row = l.field_row(iz, iy);
+          bool const surface = l.free_surface && iz == 0;
+          for (int ix = 0; ix < l.NX; ++ix, ++k) {
+            if (from) h(s, row, ix + R) = surface ? Real(0) : from[k];
+            else to[k] = h(s, row, ix + R);
+          }
+        }
+  }
+
+  // Copies between the current layer memories of `st` (psi and zeta of each axis, [side][shot]
+  // [..][..]) and an array of memory_values() per shot, for the batch's shots: into the state
+  // from `from`, or from the state into `to` (one of them null).
+  void memory_copy(State const& st, Real const* from, Real* to) const {
+    std::size_t const per_shot = memory_values();
+    std::size_t offset = 0;  // of the strip within a shot's values
+    for (int a = 0; a < Dim; ++a)
+      for (field4 const& f : {st.psi[a][st.aux], st.zeta[a][st.aux]}) {
+        auto h = Kokkos::create_mirror_view(f);
+        Kokkos::deep_copy(h, f);
+        for (int s = 0; s < m_survey.n_shots; ++s) {
+          std::size_t k = static_cast<std::size_t>(s) * per_shot + offset;
+          for (std::size_t side = 0; side < f.extent(0); ++side)
+            for (std::size_t i = 0; i < f.extent(2); ++i)
+              for (std::size_t j = 0; j < f.extent(3); ++j, ++k) {
+                if (from) h(side, s, i, j) = from[k];
+                else to[k] = h(side, s, i, j);
+              }
+        }
+        if (from) Kokkos::deep_copy(f, h);
+        offset += f.extent(0) * f.extent(2) * f.extent(3);
+      }
   }
 
   void build_profiles();

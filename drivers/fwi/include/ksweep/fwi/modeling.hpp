@@ -12,7 +12,8 @@
 ///   records    [shot][nt][receiver]     (time-major, as the propagator writes them)
 ///   images     [nz][nx] or [nz][ny][nx] (double: the gradient and the two illuminations)
 /// On a host backend the caller's wavelets and records are used in place (unmanaged views: no
-/// copies); on a device they travel once per batch. No wavefield ever leaves the device.
+/// copies); on a device they travel once per batch. Wavefields leave the device only where a
+/// caller asks for a forward run's final state (ForwardState).
 ///
 /// The gradient is with respect to the model cells, with the absorbing layer's velocity (and
 /// density) and damping held fixed: they come from the `layer` model given to set_velocity or
@@ -42,6 +43,7 @@
 #include <ksweep/fwi/physics.hpp>
 #include <ksweep/storage/step_store.hpp>
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -73,6 +75,23 @@ struct ModelingImages {
   double* grad_rho = nullptr;   ///< acoustic_vd: dL/drho (m^3/kg per unit of the loss)
 };
 
+/// Where forward() starts and what it hands back besides the records: for every shot, the
+/// wavefields u^n and u^{n-1} on the padded grid (the model and its absorbing layer, the
+/// extents of Modeling::padded_shape()), [shot][NZ][NX] or [shot][NZ][NY][NX], and the absorbing
+/// layer's memories (Modeling::memory_values() per shot, in the propagator's own order: a later
+/// run takes back what a run wrote). A null start is zero (rest); a null end is not written.
+/// Running nt1 samples and then nt2 more from the first run's end gives the bits of one run of
+/// nt1 + nt2 samples.
+template <class Real>
+struct ForwardState {
+  Real const* start_now = nullptr;     ///< u^0
+  Real const* start_before = nullptr;  ///< u^{-1}
+  Real const* start_memory = nullptr;  ///< the layer's memories at the start
+  Real* end_now = nullptr;             ///< u^{nt}
+  Real* end_before = nullptr;          ///< u^{nt-1}
+  Real* end_memory = nullptr;          ///< the layer's memories at the end
+};
+
 /// Forward, adjoint and gradient of one survey in precision `Real` (float or double).
 template <class Real>
 class Modeling {
@@ -96,6 +115,15 @@ class Modeling {
 
   /// Records [shot][nt][receiver] of wavelets [shot][source][nt].
   void forward(Real const* wavelets, Real* records);
+  /// forward() from the state `state` gives, handing back the state where it ends (see
+  /// ForwardState; on ranks, every rank gets every shot's; not on a model split into domains).
+  void forward(Real const* wavelets, Real* records, ForwardState<Real> const& state);
+  /// The padded grid of ForwardState's wavefields: {NZ, NY, NX} (NY 1 in 2D).
+  std::array<int, 3> padded_shape() const;
+  /// Values of one shot's layer memories in ForwardState, and their parts: for each axis
+  /// (z, (y,) x), psi and then zeta, memory_values(axis) values each.
+  long long memory_values() const;
+  long long memory_values(int axis) const;
   /// The transpose of forward(): wavelet_grad [shot][source][nt] of records [shot][nt][receiver].
   void adjoint(Real const* records, Real* wavelet_grad);
   /// Loss scale * sum (synthetic - observed)^2 over every shot; the images of its gradient are

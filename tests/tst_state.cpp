@@ -1,0 +1,279 @@
+// A forward run's state in and out (fwi::ForwardState), in double precision:
+//  - a run of nt1 samples and then nt2 more from where it ended gives the bits of one run of
+//    nt1 + nt2 samples (records and final state), in 2D and 3D, constant and variable density,
+//    with and without a free surface, on the batched and the shots schedule, with waves in the
+//    absorbing layer when the run is cut (so that its memories matter: a continuation without
+//    them differs);
+//  - the start state against an independent path, the source injection: u^{-1} = -a at a cell
+//    is a source of amplitude a at time 0 there, and u^0 = a (u^{-1} = 0) is that source one
+//    step on, the same bits;
+//  - the end state against the receivers: u^{nt} at a receiver's cell is its last sample;
+//  - bad start states are refused, naming the value and where it sits.
+
+#include <ksweep/base/error.hpp>
+#include <ksweep/fwi/modeling.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace ksweep;
+
+struct Case {
+  int dim = 2;
+  int order = 4;
+  bool free_surface = false;
+  bool vd = false;
+  core::Schedule schedule = core::Schedule::automatic;
+};
+
+std::string describe(Case const& c) {
+  return std::to_string(c.dim) + "D order " + std::to_string(c.order) + (c.vd ? ", variable density" : "") +
+         (c.free_surface ? ", free surface" : "") + ", schedule " + core::to_string(c.schedule);
+}
+
+struct Survey {
+  fwi::ModelingSetup setup;
+  std::vector<double> v, rho, wavelets;  // wavelets [shot][source][nt]
+};
+
+// Two shots (in two batches of one when `batch` is 1) on a small heterogeneous model, each source
+// next to a different face, receivers everywhere.
+Survey make(Case const& c, int nt, int batch = 0) {
+  Survey r;
+  int const nz = c.dim == 3 ? 14 : 24, ny = 12, nx = c.dim == 3 ? 15 : 28;
+  auto& s = r.setup;
+  s.grid = c.dim == 3 ? core::ModelGrid::volume(nz, ny, nx, 10.0) : core::ModelGrid(nz, nx, 10.0);
+  s.pml.width = c.vd ? c.order + 2 : 6;
+  s.pml.free_surface = c.free_surface;
+  s.order = c.order;
+  s.dt = 0.0008;
+  s.nt = nt;
+  s.batch = batch;
+  s.schedule = c.schedule;
+  s.physics = c.vd ? fwi::Physics::acoustic_vd : fwi::Physics::acoustic;
+  auto& sv = s.survey;
+  sv.n_shots = 2;
+  sv.n_sources = 1;
+  sv.n_receivers = 4;
+  int const z0 = c.free_surface ? 1 : 0, y = c.dim == 3 ? ny / 2 : 0;
+  sv.sources = {{z0 + 1, nx / 2, y}, {nz - 2, 1, c.dim == 3 ? 1 : 0}};
+  for (int sh = 0; sh < 2; ++sh)
+    for (int k = 0; k < 4; ++k) sv.receivers.push_back({z0 + (5 * k + sh) % (nz - z0), (7 * k + 3) % nx, y});
+  long long const cells = s.grid.cells();
+  r.v.resize(static_cast<std::size_t>(cells));
+  r.rho.resize(r.v.size());
+  for (long long i = 0; i < cells; ++i) {
+    double const z = static_cast<double>(i / (cells / nz)), x = static_cast<double>(i % nx);
+    r.v[static_cast<std::size_t>(i)] = 1800.0 + 30.0 * z + 90.0 * std::sin(0.3 * x + 0.2 * z);
+    r.rho[static_cast<std::size_t>(i)] = 2000.0 + 10.0 * z + 150.0 * std::cos(0.25 * x);
+  }
+  r.wavelets.assign(static_cast<std::size_t>(2 * nt), 0.0);
+  for (int sh = 0; sh < 2; ++sh)
+    for (int t = 0; t < nt; ++t) {
+      double const a = M_PI * 30.0 * (t * s.dt - 0.035);
+      r.wavelets[static_cast<std::size_t>(sh * nt + t)] = (1.0 - 2.0 * a * a) * std::exp(-a * a) * (sh + 1);
+    }
+  return r;
+}
+
+std::unique_ptr<fwi::Modeling<double>> modeling(Survey const& r, Case const& c) {
+  auto m = std::make_unique<fwi::Modeling<double>>(r.setup);
+  if (c.vd) m->set_model(r.v.data(), r.rho.data());
+  else m->set_velocity(r.v.data());
+  return m;
+}
+
+// The samples [t0, t0 + n) of wavelets [shot][1][nt].
+std::vector<double> window(std::vector<double> const& w, int nt, int t0, int n) {
+  std::vector<double> out;
+  for (int sh = 0; sh < 2; ++sh)
+    for (int t = t0; t < t0 + n; ++t) out.push_back(w[static_cast<std::size_t>(sh * nt + t)]);
+  return out;
+}
+
+bool same_bits(std::vector<double> const& a, std::vector<double> const& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+struct Ends {
+  std::vector<double> records, now, before, memory;
+};
+
+// A run of `nt` samples of `w` from `start` (null: rest), its records and end state.
+Ends run(fwi::Modeling<double>& m, std::vector<double> const& w, Ends const* start) {
+  auto const n = m.padded_shape();
+  auto const& sv = m.setup().survey;
+  std::size_t const shots = static_cast<std::size_t>(sv.n_shots), cells = static_cast<std::size_t>(n[0]) * n[1] * n[2];
+  Ends e;
+  e.records.assign(shots * static_cast<std::size_t>(m.setup().nt) * sv.n_receivers, -1.0);
+  e.now.assign(shots * cells, -1.0);
+  e.before.assign(shots * cells, -1.0);
+  e.memory.assign(shots * static_cast<std::size_t>(m.memory_values()), -1.0);
+  fwi::ForwardState<double> st;
+  if (start) {
+    st.start_now = start->now.data();
+    st.start_before = start->before.data();
+    st.start_memory = start->memory.data();
+  }
+  st.end_now = e.now.data();
+  st.end_before = e.before.data();
+  st.end_memory = e.memory.data();
+  m.forward(w.data(), e.records.data(), st);
+  return e;
+}
+
+// Records [shot][nt][receiver] of a first run of nt1 samples and a second of nt2, as one.
+std::vector<double> joined(std::vector<double> const& a, int nt1, std::vector<double> const& b, int nt2, int nr) {
+  std::vector<double> out;
+  for (int sh = 0; sh < 2; ++sh) {
+    auto const pa = a.begin() + static_cast<std::ptrdiff_t>(sh) * nt1 * nr;
+    auto const pb = b.begin() + static_cast<std::ptrdiff_t>(sh) * nt2 * nr;
+    out.insert(out.end(), pa, pa + nt1 * nr);
+    out.insert(out.end(), pb, pb + nt2 * nr);
+  }
+  return out;
+}
+
+void check_split(Case const& c, int batch) {
+  int const nt1 = c.dim == 3 ? 45 : 90, nt2 = c.dim == 3 ? 30 : 70, nt = nt1 + nt2;
+  Survey const whole = make(c, nt, batch), first = make(c, nt1, batch), second = make(c, nt2, batch);
+  auto m = modeling(whole, c);
+  auto m1 = modeling(first, c);
+  auto m2 = modeling(second, c);
+  Ends const all = run(*m, whole.wavelets, nullptr);
+  Ends const a = run(*m1, window(whole.wavelets, nt, 0, nt1), nullptr);
+  Ends const b = run(*m2, window(whole.wavelets, nt, nt1, nt2), &a);
+  int const nr = whole.setup.survey.n_receivers;
+  std::string const what = describe(c) + ", batch " + std::to_string(batch);
+  EXPECT_TRUE(same_bits(joined(a.records, nt1, b.records, nt2, nr), all.records)) << what;
+  EXPECT_TRUE(same_bits(b.now, all.now)) << what;
+  EXPECT_TRUE(same_bits(b.before, all.before)) << what;
+  EXPECT_TRUE(same_bits(b.memory, all.memory)) << what;
+  // The memories matter: waves are in the layer when the run is cut.
+  double peak = 0;
+  for (double x : a.memory) peak = std::max(peak, std::abs(x));
+  EXPECT_GT(peak, 0.0) << what;
+  Ends without = a;
+  std::fill(without.memory.begin(), without.memory.end(), 0.0);
+  Ends const c2 = run(*m2, window(whole.wavelets, nt, nt1, nt2), &without);
+  EXPECT_FALSE(same_bits(c2.records, b.records)) << what << ": the layer memories made no difference";
+}
+
+TEST(state, a_run_cut_in_two_gives_one_run_s_bits) {
+  for (int dim : {2, 3})
+    for (bool vd : {false, true})
+      for (bool fs : {false, true})
+        for (auto sched : {core::Schedule::batched, core::Schedule::shots}) {
+          Case c;
+          c.dim = dim;
+          c.vd = vd;
+          c.free_surface = fs;
+          c.schedule = sched;
+          c.order = dim == 3 ? 4 : 8;
+          check_split(c, 0);
+        }
+  Case c;
+  c.order = 2;
+  check_split(c, 1);  // two batches of one shot
+}
+
+// Padded index of model cell (z, x) (2D) in a shot's padded grid.
+std::size_t padded_index(fwi::Modeling<double> const& m, int z, int x) {
+  core::Layout const l(m.setup().grid, m.setup().pml, m.setup().order);
+  return static_cast<std::size_t>(z + l.top) * static_cast<std::size_t>(l.NX) + static_cast<std::size_t>(x + l.left);
+}
+
+TEST(state, a_start_wavefield_is_the_source_it_stands_for) {
+  for (bool fs : {false, true}) {
+    Case c;
+    c.free_surface = fs;
+    int const nt = 120;
+    Survey r = make(c, nt);
+    // One kick of amplitude a at time 0 in each shot, at its source cell.
+    double const a[2] = {0.75, -1.25};
+    std::fill(r.wavelets.begin(), r.wavelets.end(), 0.0);
+    for (int sh = 0; sh < 2; ++sh) r.wavelets[static_cast<std::size_t>(sh * nt)] = a[sh];
+    auto m = modeling(r, c);
+    Ends const kicked = run(*m, r.wavelets, nullptr);
+    Ends start;
+    auto const n = m->padded_shape();
+    std::size_t const cells = static_cast<std::size_t>(n[0]) * n[1] * n[2];
+    start.now.assign(2 * cells, 0.0);
+    start.before.assign(2 * cells, 0.0);
+    start.memory.assign(2 * static_cast<std::size_t>(m->memory_values()), 0.0);
+    for (int sh = 0; sh < 2; ++sh) {
+      auto const& p = r.setup.survey.sources[static_cast<std::size_t>(sh)];
+      start.before[sh * cells + padded_index(*m, p.z, p.x)] = -a[sh];
+    }
+    std::vector<double> const silent(r.wavelets.size(), 0.0);
+    Ends const from_before = run(*m, silent, &start);
+    EXPECT_TRUE(same_bits(from_before.records, kicked.records)) << describe(c);
+    EXPECT_TRUE(same_bits(from_before.now, kicked.now)) << describe(c);
+    // u^0 = a there (u^{-1} = 0): the kicked run one sample on.
+    std::swap(start.now, start.before);
+    for (double& x : start.now) x = -x;
+    Ends const from_now = run(*m, silent, &start);
+    int const nr = r.setup.survey.n_receivers;
+    for (int sh = 0; sh < 2; ++sh)
+      for (int t = 0; t + 1 < nt; ++t)
+        for (int k = 0; k < nr; ++k) {
+          auto const i = static_cast<std::size_t>((sh * nt + t) * nr + k);
+          ASSERT_EQ(from_now.records[i], kicked.records[i + static_cast<std::size_t>(nr)])
+              << describe(c) << ": shot " << sh << ", sample " << t << ", receiver " << k;
+        }
+  }
+}
+
+TEST(state, the_end_wavefield_holds_the_last_record) {
+  Case c;
+  int const nt = 100;
+  Survey const r = make(c, nt);
+  auto m = modeling(r, c);
+  Ends const e = run(*m, r.wavelets, nullptr);
+  auto const n = m->padded_shape();
+  std::size_t const cells = static_cast<std::size_t>(n[0]) * n[1] * n[2];
+  int const nr = r.setup.survey.n_receivers;
+  double peak = 0;
+  for (int sh = 0; sh < 2; ++sh)
+    for (int k = 0; k < nr; ++k) {
+      auto const& p = r.setup.survey.receivers[static_cast<std::size_t>(sh * nr + k)];
+      double const last = e.records[static_cast<std::size_t>((sh * nt + nt - 1) * nr + k)];
+      EXPECT_EQ(e.now[sh * cells + padded_index(*m, p.z, p.x)], last) << "shot " << sh << ", receiver " << k;
+      peak = std::max(peak, std::abs(last));
+    }
+  EXPECT_GT(peak, 0.0);
+}
+
+TEST(state, bad_start_states_are_refused) {
+  Case c;
+  Survey const r = make(c, 20);
+  auto m = modeling(r, c);
+  auto const n = m->padded_shape();
+  std::size_t const cells = static_cast<std::size_t>(n[0]) * n[1] * n[2];
+  EXPECT_EQ(n[1], 1);
+  EXPECT_EQ(n[0], 24 + 12);
+  EXPECT_EQ(n[2], 28 + 12);
+  std::vector<double> now(2 * cells, 0.0), records(2 * 20 * 4);
+  now[cells + 17] = std::nan("");
+  fwi::ForwardState<double> st;
+  st.start_now = now.data();
+  try {
+    m->forward(r.wavelets.data(), records.data(), st);
+    ADD_FAILURE() << "a wavefield with a NaN was taken";
+  } catch (Error const& e) {
+    std::string const msg = e.what();
+    EXPECT_NE(msg.find("u^0"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("shot 1, padded cell 17"), std::string::npos) << msg;
+  }
+  EXPECT_THROW(m->memory_values(2), Error);
+}
+
+}  // namespace
