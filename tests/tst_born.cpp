@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -167,6 +168,73 @@ TEST(born, transpose_in_3d_and_with_variable_density) {
     double const e = dot_product_error(c);
     EXPECT_LE(e, 1e-12) << describe(c);
     std::printf("Born dot product, %s: relative error %.2e\n", describe(c).c_str(), e);
+  }
+}
+
+// RTM's plain cross-correlation sum_n u^n lambda^{n+1} from the backward pass (vjp with
+// Modeling::set_cross_correlation), against the wavefields sampled at a few cells by two other
+// calls: forward() with receivers there (u^{n+1} at sample n) and adjoint() with sources there
+// (lambda^{n+1} at sample n), for the same residual. The cells include a corner and one next to a
+// source.
+double cross_correlation_error(Case const& c) {
+  Born const b = make(c);
+  auto const& sv = b.setup.survey;
+  auto const& g = b.setup.grid;
+  std::size_t const nrec = static_cast<std::size_t>(sv.n_shots) * b.nt * sv.n_receivers;
+  auto const d = random_values(nrec, 1.0, 13);
+  fwi::Modeling<double> m(b.setup);
+  set(m, b, c, b.v);
+  std::vector<double> xc(b.v.size(), -1.0), grad(b.v.size()), grad_plain(b.v.size());
+  fwi::ModelingImages out;
+  out.grad = grad.data();
+  out.illum_rec = xc.data();
+  m.set_cross_correlation(true);
+  m.vjp(b.wavelets.data(), d.data(), out);
+  m.set_cross_correlation(false);
+  out.illum_rec = nullptr;
+  out.grad = grad_plain.data();
+  m.vjp(b.wavelets.data(), d.data(), out);
+  EXPECT_EQ(grad, grad_plain) << describe(c) << ": the cross-correlation changed the gradient";
+  int const z0 = c.free_surface ? 1 : 0, y = c.dim == 3 ? g.ny / 2 : 0;
+  std::vector<core::Cell> const cells = {
+      {z0, 0, 0}, {g.nz / 2, g.nx / 2, y}, {g.nz - 1, g.nx - 1, c.dim == 3 ? g.ny - 1 : 0}, {z0 + 2, g.nx / 3, y}};
+  double worst = 0, peak = 0;
+  for (auto const& p : cells) {
+    fwi::ModelingSetup at = b.setup;  // receivers at p: u^{n+1}(p)
+    at.survey.n_receivers = 1;
+    at.survey.receivers.assign(static_cast<std::size_t>(sv.n_shots), p);
+    fwi::Modeling<double> mu(at);
+    set(mu, b, c, b.v);
+    std::vector<double> u(static_cast<std::size_t>(sv.n_shots) * b.nt);
+    mu.forward(b.wavelets.data(), u.data());
+    fwi::ModelingSetup from = b.setup;  // a source at p: lambda^{n+1}(p)
+    from.survey.n_sources = 1;
+    from.survey.sources.assign(static_cast<std::size_t>(sv.n_shots), p);
+    fwi::Modeling<double> ml(from);
+    set(ml, b, c, b.v);
+    std::vector<double> lambda(static_cast<std::size_t>(sv.n_shots) * b.nt);
+    ml.adjoint(d.data(), lambda.data());
+    double want = 0;
+    for (int s = 0; s < sv.n_shots; ++s)
+      for (int n = 1; n < b.nt; ++n)  // u^0 = 0
+        want += u[static_cast<std::size_t>(s * b.nt + n - 1)] * lambda[static_cast<std::size_t>(s * b.nt + n)];
+    std::size_t const i = (static_cast<std::size_t>(p.z) * (c.dim == 3 ? g.ny : 1) + p.y) * g.nx + p.x;
+    worst = std::max(worst, std::abs(xc[i] - want));
+    peak = std::max(peak, std::abs(want));
+  }
+  EXPECT_GT(peak, 0.0) << describe(c);
+  return worst / peak;
+}
+
+TEST(born, rtm_cross_correlation_is_the_wavefields_product) {
+  std::vector<Case> cases(4);
+  cases[1].free_surface = true;
+  cases[2].dim = 3;
+  cases[3].vd = true;
+  for (auto const& c : cases) {
+    double const e = cross_correlation_error(c);
+    EXPECT_LE(e, 1e-11) << describe(c);
+    std::printf("RTM cross-correlation, %s: relative error %.2e\n", describe(c).c_str(), e);
   }
 }
 

@@ -57,6 +57,11 @@ def calls(split, storage_dtype, pml_width=10):
     rn = ksweep.rtm(v0, DH, DT, w, src, rec, d, storage_dtype=storage_dtype, **kw, **par)
     for name in ("image", "correlation", "illumination"):
         same(getattr(rn, name), getattr(r1, name), f"{where}, {storage_dtype}: rtm's {name}")
+    c1 = ksweep.rtm(v0, DH, DT, w, src, rec, d, condition="cross-correlation", storage_dtype=storage_dtype, **kw)
+    cn = ksweep.rtm(v0, DH, DT, w, src, rec, d, condition="cross-correlation", storage_dtype=storage_dtype, **kw,
+                    **par)
+    same(cn.correlation, c1.correlation, f"{where}, {storage_dtype}: rtm's cross-correlation")
+    same(cn.illumination, r1.illumination, f"{where}, {storage_dtype}: the illumination of both conditions")
     l1 = ksweep.lsrtm(v0, DH, DT, w, src, rec, d, iterations=2, storage_dtype=storage_dtype, **kw)
     ln = ksweep.lsrtm(v0, DH, DT, w, src, rec, d, iterations=2, storage_dtype=storage_dtype, **kw, **par)
     same(ln.image, l1.image, f"{where}, {storage_dtype}: lsrtm's image")

@@ -542,8 +542,10 @@ def test_stages_restore_inside_and_across_a_stage():
         rest = c.run()
         assert [h["loss"] for h in rest] == [h["loss"] for h in whole[at:]], at
         assert np.array_equal(c.model, a.model), at
-    with pytest.raises(ValueError, match=r"stage 2: max_freq = 0 Hz must be a finite number > 0"):
+    with pytest.raises(ValueError, match=r"stages\[1\].max_freq = 0 Hz must be in \(0, 500\) Hz, below the Nyquist"):
         ksweep.Inversion(v0, DH, DT, w, src, rec, obs, stages=[(2, 8.0), (1, 0.0)])
+    with pytest.raises(ValueError, match=r"stages\[0\].max_freq = 600 Hz must be in \(0, 500\) Hz"):
+        ksweep.Inversion(v0, DH, DT, w, src, rec, obs, stages=[(2, 600.0)])
     with pytest.raises(ValueError, match=r"stages\[0\] = \(2,\) is not an \(iterations, max_freq\) pair"):
         ksweep.Inversion(v0, DH, DT, w, src, rec, obs, stages=[(2,)])
 
@@ -861,6 +863,15 @@ def test_rtm_and_lsrtm_image_two_reflectors():
     assert abs(np.sum(b * d_r) - np.sum(p * r.correlation)) <= 1e-10 * abs(np.sum(b * d_r))
     with pytest.raises(ValueError, match="iterations = 0 must be >= 1"):
         ksweep.lsrtm(v0, DH, DT, amp, src, rec, data, iterations=0)
+    # The plain cross-correlation condition: the same backward pass (the same illumination), and
+    # an image of the reflectors as strong as the Born adjoint's, of the opposite polarity (the
+    # second time difference of a band-limited wavefield is about -w^2 dt^2 times it).
+    cc = ksweep.rtm(v0, DH, DT, amp, src, rec, data, condition="cross-correlation", layer_velocity=v0, **kw)
+    assert np.array_equal(cc.illumination, r.illumination) and not np.allclose(cc.correlation, r.correlation)
+    corr_cc = np.corrcoef(cc.image.ravel(), dv.ravel())[0, 1]
+    assert corr_cc < -0.8 * corr[1], (corr_cc, corr)
+    with pytest.raises(ValueError, match='imaging condition = "plain" is not one of "born", "cross-correlation"'):
+        ksweep.rtm(v0, DH, DT, amp, src, rec, data, condition="plain", **kw)
 
 
 def test_lsrtm_with_the_fp16_store_follows_fp32():

@@ -69,6 +69,7 @@ ImagingResult image(io::Config const& cfg, io::VelocityModel const& vm, std::vec
             0.0);
   RtmOptions o;
   o.mask = mask;
+  o.condition = parse_image_condition(cfg.imaging.condition);
   o.normalize = cfg.imaging.normalize;
   o.stabilization = cfg.imaging.stabilization;
   o.laplacian = cfg.imaging.laplacian;

@@ -46,10 +46,11 @@ std::vector<double> reflected(Modeling<Real>& m, Real const* wavelets, Real cons
   return d;
 }
 
-// J^T r (and, when asked, the source illumination).
+// J^T r (and, when asked, the source illumination and the zero-lag cross-correlation of the
+// source and adjoint wavefields, from the same backward pass).
 template <class Real>
 std::vector<double> transpose(Modeling<Real>& m, Real const* wavelets, std::vector<double> const& r,
-                              std::vector<double>* illumination = nullptr) {
+                              std::vector<double>* illumination = nullptr, std::vector<double>* cross = nullptr) {
   Sizes<Real> const n(m);
   std::vector<double> g(n.cells);
   ModelingImages out;
@@ -58,7 +59,17 @@ std::vector<double> transpose(Modeling<Real>& m, Real const* wavelets, std::vect
     illumination->assign(n.cells, 0.0);
     out.illum_src = illumination->data();
   }
+  if (cross) {
+    cross->assign(n.cells, 0.0);
+    out.illum_rec = cross->data();
+  }
   auto const rr = to_real<Real>(r);
+  // The receiver image is the cross-correlation for this call alone.
+  struct Restore {
+    Modeling<Real>& m;
+    ~Restore() { m.set_cross_correlation(false); }
+  } const restore{m};
+  m.set_cross_correlation(cross != nullptr);
   m.vjp(wavelets, rr.data(), out);
   return g;
 }
@@ -83,6 +94,13 @@ void check_mask(std::vector<double> const& mask, std::size_t cells, char const* 
 }
 
 }  // namespace
+
+ImageCondition parse_image_condition(std::string const& name) {
+  if (name == "born") return ImageCondition::born;
+  if (name == "cross-correlation") return ImageCondition::cross_correlation;
+  KSWEEP_REQUIRE(false, "imaging condition = \"" << name << "\" is not one of \"born\", \"cross-correlation\"");
+  return ImageCondition::born;
+}
 
 std::vector<double> laplacian_filter(std::vector<double> const& image, core::ModelGrid const& grid) {
   int const nz = grid.nz, ny = grid.dim() == 3 ? grid.ny : 1, nx = grid.nx;
@@ -122,18 +140,21 @@ double correlation(std::vector<double> const& a, std::vector<double> const& b) {
 
 namespace {
 
-// What RTM and LSRTM start from: the reflected data d, J^T d and the source illumination.
+// What RTM and LSRTM start from: the reflected data d, J^T d, the source illumination and, for
+// RTM's cross-correlation condition, sum u lambda.
 struct Start {
-  std::vector<double> data, correlation, illumination;
+  std::vector<double> data, correlation, illumination, cross;
 };
 
 template <class Real>
-Start start(Modeling<Real>& m, Real const* wavelets, Real const* data, bool subtract_background) {
+Start start(Modeling<Real>& m, Real const* wavelets, Real const* data, bool subtract_background, bool cross) {
   Start s;
   s.data = reflected(m, wavelets, data, subtract_background);
-  s.correlation = transpose(m, wavelets, s.data, &s.illumination);
+  s.correlation = transpose(m, wavelets, s.data, &s.illumination, cross ? &s.cross : nullptr);
   return s;
 }
+
+bool cross(RtmOptions const& o) { return o.condition == ImageCondition::cross_correlation; }
 
 void check_stabilization(double stabilization, char const* what) {
   KSWEEP_REQUIRE(
@@ -147,7 +168,7 @@ void check_inputs(void const* wavelets, void const* data, char const* what) {
 
 RtmImage rtm_of(Start const& s, core::ModelGrid const& grid, RtmOptions const& options) {
   RtmImage r;
-  r.correlation = s.correlation;
+  r.correlation = cross(options) ? s.cross : s.correlation;
   r.illumination = s.illumination;
   auto mute = [&](std::vector<double>& v) {
     for (std::size_t i = 0; i < options.mask.size(); ++i) v[i] *= options.mask[i];
@@ -225,7 +246,7 @@ RtmImage rtm(Modeling<Real>& m, Real const* wavelets, Real const* data, RtmOptio
   check_inputs(wavelets, data, "rtm");
   check_stabilization(options.stabilization, "rtm");
   check_mask(options.mask, Sizes<Real>(m).cells, "rtm");
-  return rtm_of(start(m, wavelets, data, options.subtract_background), m.setup().grid, options);
+  return rtm_of(start(m, wavelets, data, options.subtract_background, cross(options)), m.setup().grid, options);
 }
 
 template <class Real>
@@ -233,7 +254,8 @@ LsrtmResult lsrtm(Modeling<Real>& m, Real const* wavelets, Real const* data, Lsr
                   std::function<void(int, double)> const& after_iteration) {
   check_inputs(wavelets, data, "lsrtm");
   check_lsrtm_options(options, Sizes<Real>(m).cells);
-  return lsrtm_from(m, wavelets, start(m, wavelets, data, options.subtract_background), options, after_iteration);
+  return lsrtm_from(m, wavelets, start(m, wavelets, data, options.subtract_background, false), options,
+                    after_iteration);
 }
 
 template <class Real>
@@ -249,7 +271,7 @@ std::pair<RtmImage, LsrtmResult> rtm_and_lsrtm(Modeling<Real>& m, Real const* wa
   check_stabilization(rtm_options.stabilization, "rtm");
   check_mask(rtm_options.mask, Sizes<Real>(m).cells, "rtm");
   check_lsrtm_options(lsrtm_options, Sizes<Real>(m).cells);
-  Start const s = start(m, wavelets, data, rtm_options.subtract_background);
+  Start const s = start(m, wavelets, data, rtm_options.subtract_background, cross(rtm_options));
   return {rtm_of(s, m.setup().grid, rtm_options), lsrtm_from(m, wavelets, s, lsrtm_options, after_iteration)};
 }
 

@@ -153,6 +153,11 @@ void Modeling<Real>::born(Real const* wavelets, Real const* scatter, Real* recor
 }
 
 template <class Real>
+void Modeling<Real>::set_cross_correlation(bool on) {
+  m_impl->cross_correlation = on;
+}
+
+template <class Real>
 void Modeling<Real>::set_after_batch(std::function<void(int, int)> f) {
   m_impl->after_batch = std::move(f);
 }

@@ -451,6 +451,7 @@ class ModelingRun final : public Modeling<Real>::Impl {
       // the edge cells (no separate layer velocity) its chain rule is taken.
       m_engine->set_layer_chain(true);
     }
+    m_engine->set_cross_correlation(this->cross_correlation);
     return *m_engine;
   }
 

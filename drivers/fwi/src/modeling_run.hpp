@@ -26,6 +26,7 @@ struct Modeling<Real>::Impl {
   virtual void born(Real const* wavelets, Real const* scatter, Real* records) = 0;
   ModelingSetup setup;
   std::function<void(int, int)> after_batch;
+  bool cross_correlation = false;  // Modeling::set_cross_correlation
 };
 
 /// The modelling of precision `Real`, stencil order `Order` on a `Dim`-dimensional grid, of the

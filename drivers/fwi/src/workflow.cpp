@@ -13,9 +13,12 @@ Stages::Stages(std::vector<Stage> stages, std::vector<double> wavelet, double dt
                  "ksweep::fwi::Stages: dt = " << dt << " s must be a finite number > 0");
   for (std::size_t k = 0; k < m_stages.size(); ++k) {
     auto const& st = m_stages[k];
-    KSWEEP_REQUIRE(st.iterations >= 1, "stage " << k + 1 << ": iterations = " << st.iterations << " must be >= 1");
-    KSWEEP_REQUIRE(std::isfinite(st.max_freq) && st.max_freq > 0,
-                   "stage " << k + 1 << ": max_freq = " << st.max_freq << " Hz must be a finite number > 0");
+    // The configuration's wording (fwi.stages[k]), without its section.
+    KSWEEP_REQUIRE(st.iterations >= 1, "stages[" << k << "].iterations = " << st.iterations << " must be >= 1");
+    double const nyquist = 0.5 / dt;
+    KSWEEP_REQUIRE(std::isfinite(st.max_freq) && st.max_freq > 0 && st.max_freq < nyquist,
+                   "stages[" << k << "].max_freq = " << st.max_freq << " Hz must be in (0, " << nyquist
+                             << ") Hz, below the Nyquist frequency of dt = " << dt << " s");
     double outside = 0;
     bool const keeps = low_pass_keeps(m_wavelet, dt, st.max_freq);
     m_wavelets.push_back(keeps ? m_wavelet : low_pass(m_wavelet, dt, st.max_freq, &outside));

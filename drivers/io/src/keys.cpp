@@ -25,11 +25,17 @@ inline constexpr names::Choice physics_choices[] = {{"acoustic", "constant densi
 inline constexpr names::Choice loss_choices[] = {{"mean", "the mean of the squared residuals"},
                                                  {"sum", "half their sum"}};
 inline constexpr names::Choice parameter_choices[] = {{"vp", "the velocity"}, {"rho", "the density"}};
+inline constexpr names::Choice condition_choices[] = {
+    {"born",
+     "the Born adjoint: the source wavefield's second time difference with the receiver wavefield, "
+     "weighted by 2 / v (the velocity gradient's correlation)"},
+    {"cross-correlation", "the plain zero-lag cross-correlation of the source and receiver wavefields"}};
 inline constexpr names::Option units{"model.units", unit_choices, std::size(unit_choices), true};
 inline constexpr names::Option precision{"propagator.precision", precision_choices, std::size(precision_choices), true};
 inline constexpr names::Option physics{"propagator.physics", physics_choices, std::size(physics_choices), true};
 inline constexpr names::Option loss_norm{"fwi.loss_norm", loss_choices, std::size(loss_choices), true};
 inline constexpr names::Option parameter{"fwi.invert", parameter_choices, std::size(parameter_choices), true};
+inline constexpr names::Option condition{"imaging.condition", condition_choices, std::size(condition_choices), true};
 
 /// A key under construction: `KEY(fwi, lr).says("...").above(0)`.
 struct Def {
@@ -337,6 +343,11 @@ std::vector<Key> make_keys() {
                         "ranks form shot groups of one rank per subdomain (`mpirun -np 8` with `domains = [2, 2]` "
                         "gives 2 shot groups); the same bits as one rank; empty: every rank holds the whole model"));
   // [imaging]
+  d.push_back(KSWEEP_KEY(imaging, condition)
+                  .one_of(condition)
+                  .recorded(KSWEEP_CHANGED(imaging, condition))
+                  .says("`ksweep rtm`: the correlation of the RTM image (the Born adjoint, or the plain "
+                        "cross-correlation of the source and receiver wavefields; one backward pass gives either)"));
   d.push_back(KSWEEP_KEY(imaging, normalize)
                   .recorded(KSWEEP_CHANGED(imaging, normalize))
                   .says("`ksweep rtm`: the RTM image divided by the source illumination (the sum over time of the "

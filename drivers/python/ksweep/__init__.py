@@ -485,8 +485,9 @@ def _mask(mask, v):
 
 @_tensors_in_out
 def rtm(v, dh: float, dt: float, source_amplitudes, source_locations, receiver_locations, data, *,
-        subtract_background: bool = True, normalize: bool = True, stabilization: float = 1e-3,
-        laplacian: bool = True, mask=None, storage: str = "boundary", storage_location: str = "device",
+        subtract_background: bool = True, condition: str = "born", normalize: bool = True,
+        stabilization: float = 1e-3, laplacian: bool = True, mask=None, storage: str = "boundary",
+        storage_location: str = "device",
         storage_dtype: str = "fp32", disk_dir: str = "", order: int = 4, pml_width=20,
         pml_reflection: float = 1e-3, pml_freq: float = 25.0, pml_velocity: Optional[float] = None,
         free_surface: bool = False, batch: int = 0, schedule: str = "auto", location_units: str = "cells",
@@ -494,7 +495,9 @@ def rtm(v, dh: float, dt: float, source_amplitudes, source_locations, receiver_l
         domains=None) -> Image:
     """Reverse-time migration of `data` [shot, receiver, time] on the smooth model v: the image
     J^T d of the reflected data (the data less v's own records when `subtract_background`), the
-    transpose of `born`; divided by the source illumination plus `stabilization` times its
+    transpose of `born` (`condition="born"`), or with `condition="cross-correlation"` the plain
+    zero-lag cross-correlation of the source and receiver wavefields, sum_n u^n lambda^{n+1} (the
+    same backward pass); divided by the source illumination plus `stabilization` times its
     maximum when `normalize`, then filtered by a negative Laplacian when `laplacian`; `mask` (the
     shape of v, or None) weights the image per cell (0: muted, e.g. the water). Storage and
     modelling arguments as `gradient`'s."""
@@ -506,7 +509,7 @@ def rtm(v, dh: float, dt: float, source_amplitudes, source_locations, receiver_l
     m, amp, d = _imaging(v, dh, dt, source_amplitudes, source_locations, receiver_locations, data, kw)
     image, corr, illum = m.rtm(amp, d, _bool(subtract_background, "subtract_background"),
                                _bool(normalize, "normalize"), float(stabilization), _bool(laplacian, "laplacian"),
-                               _mask(mask, v))
+                               _mask(mask, v), str(condition))
     return Image(image, corr, illum)
 
 

@@ -186,9 +186,11 @@ class PyModeling {
   }
 
   py::tuple rtm(carray<Real> const& wavelets, carray<Real> const& data, bool subtract_background, bool normalize,
-                double stabilization, bool laplacian, std::optional<carray<double>> const& mask) {
+                double stabilization, bool laplacian, std::optional<carray<double>> const& mask,
+                std::string const& condition) {
     check_wavelets_and_data(wavelets, data);
     fwi::RtmOptions o;
+    o.condition = fwi::parse_image_condition(condition);
     o.subtract_background = subtract_background;
     o.normalize = normalize;
     o.stabilization = stabilization;
@@ -290,7 +292,9 @@ void bind_modeling_of(py::module_& m, char const* name) {
       .def("gradient", &PyModeling<Real>::gradient)
       .def("vjp", &PyModeling<Real>::vjp)
       .def("born", &PyModeling<Real>::born)
-      .def("rtm", &PyModeling<Real>::rtm)
+      .def("rtm", &PyModeling<Real>::rtm, py::arg("wavelets"), py::arg("data"), py::arg("subtract_background"),
+           py::arg("normalize"), py::arg("stabilization"), py::arg("laplacian"), py::arg("mask"),
+           py::arg("condition") = "born")
       .def("lsrtm", &PyModeling<Real>::lsrtm);
 }
 

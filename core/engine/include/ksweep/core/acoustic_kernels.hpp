@@ -250,7 +250,7 @@ struct AcousticCell {
 
   // ---------------------------------------------------------------------------------------------
   // Imaging on the model cells (no layer terms), with u0 = u^n, u1 = u^{n+1}, lambda = mu^{n+1}:
-  //   grad += lambda L u0,  isrc += u0^2,  irec += lambda^2,
+  //   grad += lambda L u0,  isrc += u0^2,  irec += lambda^2 (or u0 lambda: ImagingFrame::m_xcorr),
   // and, when rebuilding, u1 <- 2 u0 - u1 + c L u0 (u^{n-1} before the source term).
   // ---------------------------------------------------------------------------------------------
   template <bool FS>
@@ -271,7 +271,7 @@ struct AcousticCell {
     Real const l = r.lambda[ix];
     r.grad[ix] += static_cast<double>(l * lap);
     r.isrc[ix] += static_cast<double>(uc * uc);
-    r.irec[ix] += static_cast<double>(l * l);
+    r.irec[ix] += static_cast<double>((r.xcorr ? uc : l) * l);
     if (rebuild) r.u1[ix] = Real(2) * uc - r.u1[ix] + r.c[ix] * lap;
   }
 };
@@ -301,6 +301,7 @@ struct AcousticImaging : ImagingFrame<Real, MemorySpace, Dimension> {
     r.grad = &m_grad(s, mr, 0);
     r.isrc = &m_isrc(s, mr, 0);
     r.irec = &m_irec(s, mr, 0);
+    r.xcorr = this->m_xcorr;
     std::ptrdiff_t const row = static_cast<std::ptrdiff_t>(m_u0.stride(1));
     r.su[0] = row * m_rows.z_rows();
     if constexpr (Dim == 3) r.su[1] = row;

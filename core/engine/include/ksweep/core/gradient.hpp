@@ -175,6 +175,13 @@ class GradientEngine {
   /// of Real on the device. The default is the configuration's (StorageConfig::layer_chain).
   void set_layer_chain(bool on) { m_layer_chain = on; }
   bool layer_chain() const { return m_layer_chain; }
+  /// What the receiver image (Images::illum_rec) of the next backward() holds: the receiver
+  /// illumination sum_n lambda^{n+1} squared (false, the default), or (true) the zero-lag
+  /// cross-correlation of the source and adjoint wavefields sum_n u^n lambda^{n+1} (RTM's plain
+  /// cross-correlation image condition; lambda^{n+1} is the adjoint level the gradient pairs
+  /// with u^n).
+  void set_cross_correlation(bool on) { m_xcorr = on; }
+  bool cross_correlation() const { return m_xcorr; }
   /// Cells saved per shot and step.
   int ring_cells() const { return m_n_ring; }
   storage::StorageConfig const& config() const { return m_cfg; }
@@ -759,6 +766,7 @@ class GradientEngine {
   // The physics' imaging functor over the given levels, with its own coefficients bound.
   imaging_type make_imaging(field3 const& u0, field3 const& lambda, field3 const& u1, bool reconstruct) const {
     imaging_type f(u0, lambda, u1, m_prop.c(), m_grad_c, m_isrc, m_irec, m_prop.layout(), reconstruct);
+    f.m_xcorr = m_xcorr;
     if constexpr (variable_density) {
       for (int a = 0; a < Dim; ++a) f.m_bb[a] = m_prop.bb(a);
       f.m_grho = m_grad_rho;
@@ -782,6 +790,7 @@ class GradientEngine {
     model_field c, vp, rho;
     Rows<Dim> rows;
     int wd;
+    bool xcorr;  // irc holds sum u mu (divided by c once), not sum mu^2
     KOKKOS_INLINE_FUNCTION void operator()(int s, int iz, int ix) const {
       double const cc = static_cast<double>(c(rows.model_field(iz), ix + wd + R));
       double const raw = gc(s, iz, ix);
@@ -790,7 +799,7 @@ class GradientEngine {
         double const r = static_cast<double>(rho(iz, ix));
         grs(s, iz, ix) = raw / r - grs(s, iz, ix) / (2.0 * r * r);
       }
-      irc(s, iz, ix) /= cc * cc;
+      irc(s, iz, ix) /= xcorr ? cc : cc * cc;
     }
   };
 
@@ -801,7 +810,7 @@ class GradientEngine {
                Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(
                    m_prop.space(), {0, 0, 0}, {S, l.model_rows(), l.nx}),
                ScaleImages{m_grad_c, m_irec, m_grad_rho, m_prop.c(), m_prop.vp_model(), m_prop.rho_model(),
-                           Rows<Dim>(l), l.left});
+                           Rows<Dim>(l), l.left, m_xcorr});
   }
 
   // Imaging (and rebuild) of backward step n, with the layer terms of the cells next to the layer.
@@ -840,6 +849,7 @@ class GradientEngine {
   // differences D [step][shot][cell], the last three levels, the per-shot sums, and the
   // sources' taps in layer cells [shot offsets | cell, point, weight].
   bool m_layer_chain = false, m_chain_run = false, m_layer_listed = false, m_has_layer_sources = false;
+  bool m_xcorr = false;  // set_cross_correlation
   int m_n_layer = 0;
   std::vector<int> m_layer_field_host;
   Kokkos::View<int*, memory_space> m_layer_field, m_layer_model;

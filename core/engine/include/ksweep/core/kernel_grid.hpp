@@ -157,6 +157,7 @@ struct ImageRun {
   double* grad = nullptr;
   double* isrc = nullptr;
   double* irec = nullptr;
+  bool xcorr = false;  ///< irec takes u0 lambda (the cross-correlation) instead of lambda^2
   std::ptrdiff_t su[Dim] = {};
   int z = 0;  ///< the row (padded z)
 };

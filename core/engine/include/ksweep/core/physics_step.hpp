@@ -231,7 +231,8 @@ struct PhysicsStep {
 
 /// The frame every physics' imaging functor shares: the forward levels u^n (u0) and u^{n+1}
 /// (u1, rebuilt into u^{n-1}), the adjoint level (lambda, the field mu), c, the per-shot images
-/// [shot][model row][nx], and the model rows of the padded grid.
+/// [shot][model row][nx], and the model rows of the padded grid. The third image is the receiver
+/// illumination, sum mu^2, or with m_xcorr the zero-lag cross-correlation sum u^n mu^{n+1}.
 template <class Real, class MemorySpace, int Dim>
 struct ImagingFrame {
   using field3 = Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace>;
@@ -242,7 +243,7 @@ struct ImagingFrame {
   image m_grad, m_isrc, m_irec;
   Rows<Dim> m_rows;
   int m_nz = 0, m_nx = 0, m_left = 0;
-  bool m_free_surface = false, m_reconstruct = false;
+  bool m_free_surface = false, m_reconstruct = false, m_xcorr = false;
 
   ImagingFrame() = default;
   ImagingFrame(field3 const& u0, field3 const& lambda, field3 const& u1,

@@ -9,7 +9,8 @@
 ///   RTM     the image J^T d of the reflected data d (the data less the background's own records,
 ///           which hold the direct wave): the zero-lag cross-correlation of the source
 ///           wavefield's second time difference with the receiver wavefield, weighted by 2 / v
-///           (the Born adjoint), then, as chosen, divided by the source illumination
+///           (the Born adjoint), or, as chosen, the plain zero-lag cross-correlation of the two
+///           wavefields (one backward pass gives both), then, as chosen, divided by the source illumination
 ///           (sum over time of the source wavefield squared) and filtered by a Laplacian
 ///           against the low-wavenumber artefacts of the turning and back-scattered waves;
 ///   LSRTM   the velocity perturbation m that minimises |J m - d|^2, by conjugate gradients on
@@ -26,13 +27,24 @@
 #include <ksweep/fwi/modeling.hpp>
 
 #include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
 namespace ksweep::fwi {
 
+/// The correlation RTM images with: the Born adjoint J^T d (the source wavefield's second time
+/// difference times the adjoint wavefield, weighted by 2 / v: the velocity gradient's), or the
+/// plain zero-lag cross-correlation of the source and adjoint wavefields, sum_n u^n lambda^{n+1}.
+enum class ImageCondition { born, cross_correlation };
+
+/// "born" or "cross-correlation" (the configuration's imaging.condition, Python's `condition`);
+/// anything else is refused, naming the value and the choices.
+ImageCondition parse_image_condition(std::string const& name);
+
 /// The image conditions of RTM.
 struct RtmOptions {
+  ImageCondition condition = ImageCondition::born;
   /// Subtract the records of the background model from the data first (its direct wave and
   /// smooth response); false: the data are the reflections already.
   bool subtract_background = true;
@@ -49,7 +61,7 @@ struct RtmOptions {
 /// What RTM returns: the image after its conditions, and the parts it is made of.
 struct RtmImage {
   std::vector<double> image;         ///< after normalisation and filter, as chosen
-  std::vector<double> correlation;   ///< J^T d (the Born adjoint's cross-correlation)
+  std::vector<double> correlation;   ///< J^T d, or sum u lambda (RtmOptions::condition)
   std::vector<double> illumination;  ///< the source illumination
 };
 

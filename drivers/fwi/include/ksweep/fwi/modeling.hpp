@@ -71,8 +71,10 @@ struct ModelingSetup {
 struct ModelingImages {
   double* grad = nullptr;       ///< dL/dv (s/m per unit of the loss)
   double* illum_src = nullptr;  ///< sum over time of the source wavefield squared
-  double* illum_rec = nullptr;  ///< sum over time of the adjoint wavefield squared
-  double* grad_rho = nullptr;   ///< acoustic_vd: dL/drho (m^3/kg per unit of the loss)
+  /// sum over time of the adjoint wavefield squared, or after Modeling::set_cross_correlation(true)
+  /// the zero-lag cross-correlation of the source and adjoint wavefields, sum_n u^n lambda^{n+1}
+  double* illum_rec = nullptr;
+  double* grad_rho = nullptr;  ///< acoustic_vd: dL/drho (m^3/kg per unit of the loss)
 };
 
 /// Where forward() starts and what it hands back besides the records: for every shot, the
@@ -142,6 +144,11 @@ class Modeling {
   /// `scatter`, exactly (its transpose is vjp()'s velocity image; the layer as for the gradient,
   /// the density held fixed). Each time step costs about two of forward()'s.
   void born(Real const* wavelets, Real const* scatter, Real* records);
+
+  /// What gradient() and vjp() write to ModelingImages::illum_rec: the receiver illumination
+  /// (false, the default) or the zero-lag cross-correlation of the source wavefield u^n and the
+  /// adjoint wavefield lambda^{n+1} (true), RTM's plain cross-correlation image condition.
+  void set_cross_correlation(bool on);
 
   /// Called after each batch with (shots done, shots); a throw stops the run there.
   void set_after_batch(std::function<void(int, int)> f);

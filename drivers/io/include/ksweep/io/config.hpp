@@ -194,6 +194,8 @@ struct ParallelSection {
 /// [imaging]: `ksweep rtm` (ksweep/fwi/imaging.hpp) on the background model that fwi.smooth_sigma
 /// and fwi.water_rows make of the true model.
 struct ImagingSection {
+  /// RTM's correlation: "born" (the Born adjoint J^T d) or "cross-correlation" (sum u lambda).
+  std::string condition = "born";
   /// RTM: the image divided by the source illumination plus `stabilization` times its maximum.
   bool normalize = true;
   double stabilization = 1e-3;

@@ -253,9 +253,9 @@ struct AcousticVdCell {
   //   grho += sum_a G_a,i + G_a,i-1,  G_j = -(D+ mu~)_j (D+ u0)_j   (d/dbb_j, the half-points of
   //           the cell; mu~ is mu with zeros above row 0, u0 odd about it; with a free surface
   //           bb_{-1-j} = bb_j adds the mirrored half-point's G to bb_j's)
-  //   isrc += u0^2, irec += mu^2, and when rebuilding u1 <- 2 u0 - u1 + c T(u0) (the forward
-  //   step of the cell, operation for operation). Row 0 under a free surface holds u = 0: its
-  //   density is still seen through bb_0, the rest is skipped.
+  //   isrc += u0^2, irec += mu^2 (or u0 mu: ImagingFrame::m_xcorr), and when rebuilding u1 <- 2 u0 - u1 + c T(u0) (the
+  //   forward step of the cell, operation for operation). Row 0 under a free surface holds u = 0: its density is still
+  //   seen through bb_0, the rest is skipped.
   // ---------------------------------------------------------------------------------------------
   struct image_run {
     run_type fw;  // u = u0 with the cell's bb, su and z: the forward step's view of the cell
@@ -265,6 +265,7 @@ struct AcousticVdCell {
     double* grho = nullptr;
     double* isrc = nullptr;
     double* irec = nullptr;
+    bool xcorr = false;
   };
 
   template <int A, bool Mirror>
@@ -310,7 +311,7 @@ struct AcousticVdCell {
     Real const uc = r.fw.u[ix], l = r.lambda[ix];
     r.grad[ix] += static_cast<double>(l * t);
     r.isrc[ix] += static_cast<double>(uc * uc);
-    r.irec[ix] += static_cast<double>(l * l);
+    r.irec[ix] += static_cast<double>((r.xcorr ? uc : l) * l);
     if (rebuild) r.u1[ix] = Real(2) * uc - r.u1[ix] + r.fw.c[ix] * t;
   }
 };
@@ -348,6 +349,7 @@ struct AcousticVdImaging : ImagingFrame<Real, MemorySpace, Dimension> {
     r.grho = &m_grho(s, mr, 0);
     r.isrc = &m_isrc(s, mr, 0);
     r.irec = &m_irec(s, mr, 0);
+    r.xcorr = this->m_xcorr;
     return r;
   }
 
