@@ -8,6 +8,10 @@
 view) against the library's fwi::Modeling doing the same from C++ alone, both on the module's
 worker thread. Also: tracemalloc's peak over one Python call against the records' bytes (numpy
 reports its allocations to tracemalloc): a wavefield copied to Python would show there.
+
+`--scalar` times Deepwave's convention instead: `ksweep.scalar` on torch tensors (the source
+term, the one-sample shift, the final wavefields handed back) against `ksweep.forward`, the
+same survey, in alternating pairs (torch at one thread).
 """
 import argparse
 import json
@@ -24,6 +28,7 @@ from ksweep import _ksweep
 p = argparse.ArgumentParser()
 p.add_argument("--pairs", type=int, default=5)
 p.add_argument("--json")
+p.add_argument("--scalar", action="store_true", help="ksweep.scalar against ksweep.forward")
 a = p.parse_args()
 
 v, dh = ksweep.load_model("marmousi2", decimate=2)
@@ -45,6 +50,30 @@ def python_call():
 
 def cpp_call():
     return _ksweep._cpp_forward_seconds(list(v.shape), dh, dt, 4, 50, src, rec, amp, v)
+
+
+if a.scalar:
+    import torch
+    torch.set_num_threads(1)
+    tensors = [torch.from_numpy(x) for x in (v, amp, src, rec)]
+
+    def scalar_call():
+        t0 = time.perf_counter()
+        ksweep.scalar(tensors[0], dh, dt, source_amplitudes=tensors[1], source_locations=tensors[2],
+                      receiver_locations=tensors[3], accuracy=4, pml_width=50)
+        return time.perf_counter() - t0
+
+    scalar_call(), python_call()  # warm-up
+    ratios = []
+    for i in range(a.pairs):
+        first, second = (scalar_call, python_call) if i % 2 == 0 else (python_call, scalar_call)
+        t1, t2 = first(), second()
+        ts, tf = (t1, t2) if first is scalar_call else (t2, t1)
+        ratios.append(ts / tf)
+        print(f"pair {i + 1}: scalar {ts:.3f} s  forward {tf:.3f} s  ratio {ts / tf:.4f}", flush=True)
+    print(f"scalar / forward: median {statistics.median(ratios):.4f}, mean {statistics.fmean(ratios):.4f} over "
+          f"{len(ratios)} pairs")
+    raise SystemExit(0)
 
 
 python_call(), cpp_call()  # warm-up

@@ -485,7 +485,11 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
         end = options.pop("state")
         # Deepwave's receivers record u^t at sample t (the field before the step that injects
         # f[t]); ksweep's record u^{t+1}, after it: one step later (u^0 = 0 at rest).
-        data = torch.cat([torch.zeros_like(data[..., :1]), data[..., :-1]], dim=-1)
+        # (The shift runs on ksweep's time-major records, a contiguous copy, and the data are their
+        # transposed view: a copy into [shot, receiver, time] order would cost more than the rest
+        # of the call's Python work.)
+        tm = data.transpose(1, 2)
+        data = torch.cat([torch.zeros_like(tm[:, :1]), tm[:, :-1]], dim=1).transpose(1, 2)
     else:
         if torch.is_grad_enabled() and (v.requires_grad or amp.requires_grad):
             raise NotImplementedError("ksweep.scalar: a run from initial wavefields or with a forward_callback is "
@@ -497,7 +501,9 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
                                   forward_callback, callback_frequency, ratio, faces, lambda u: u[ridx])
     if ratio > 1:  # the data are band-limited by the source: every ratio-th sample is exact (an FFT
         data = data[..., ::ratio]  # cut of the record's truncated end would ring)
-    data = data[..., :nt_user] * (~rec_absent).to(data.dtype).unsqueeze(-1)
+    data = data[..., :nt_user]
+    if rec_absent.any():  # absent receivers record zeros (a pass over the data only when there are some)
+        data = data * (~rec_absent).to(data.dtype).unsqueeze(-1)
     if n_receivers == 0:
         data = data[:, :0]
     wf = [torch.from_numpy(end[k]).to(v.device) for k in ("now", "before")]
