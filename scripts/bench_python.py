@@ -52,6 +52,19 @@ def cpp_call():
     return _ksweep._cpp_forward_seconds(list(v.shape), dh, dt, 4, 50, src, rec, amp, v)
 
 
+def alternate(f, g, f_name, g_name):
+    """a.pairs timings (f, g) after a warm-up of each, the first of a pair alternating."""
+    f(), g()
+    pairs = []
+    for i in range(a.pairs):
+        first, second = (f, g) if i % 2 == 0 else (g, f)
+        t1, t2 = first(), second()
+        tf, tg = (t1, t2) if first is f else (t2, t1)
+        pairs.append((tf, tg))
+        print(f"pair {i + 1}: {f_name} {tf:.3f} s  {g_name} {tg:.3f} s  ratio {tf / tg:.4f}", flush=True)
+    return pairs
+
+
 if a.scalar:
     import torch
     torch.set_num_threads(1)
@@ -63,27 +76,13 @@ if a.scalar:
                       receiver_locations=tensors[3], accuracy=4, pml_width=50)
         return time.perf_counter() - t0
 
-    scalar_call(), python_call()  # warm-up
-    ratios = []
-    for i in range(a.pairs):
-        first, second = (scalar_call, python_call) if i % 2 == 0 else (python_call, scalar_call)
-        t1, t2 = first(), second()
-        ts, tf = (t1, t2) if first is scalar_call else (t2, t1)
-        ratios.append(ts / tf)
-        print(f"pair {i + 1}: scalar {ts:.3f} s  forward {tf:.3f} s  ratio {ts / tf:.4f}", flush=True)
+    ratios = [ts / tf for ts, tf in alternate(scalar_call, python_call, "scalar", "forward")]
     print(f"scalar / forward: median {statistics.median(ratios):.4f}, mean {statistics.fmean(ratios):.4f} over "
           f"{len(ratios)} pairs")
     raise SystemExit(0)
 
 
-python_call(), cpp_call()  # warm-up
-pairs = []
-for i in range(a.pairs):
-    first, second = (python_call, cpp_call) if i % 2 == 0 else (cpp_call, python_call)
-    t1, t2 = first(), second()
-    tp, tc = (t1, t2) if first is python_call else (t2, t1)
-    pairs.append((tp, tc))
-    print(f"pair {i + 1}: python {tp:.3f} s  c++ {tc:.3f} s  ratio {tp / tc:.4f}", flush=True)
+pairs = alternate(python_call, cpp_call, "python", "c++")
 ratios = [tp / tc for tp, tc in pairs]
 tracemalloc.start()
 d = ksweep.forward(v, dh, dt, amp, src, rec, **kw)
