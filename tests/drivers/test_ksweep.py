@@ -1804,10 +1804,24 @@ def case_rtm():
             if not np.array_equal(f[k][...], img[k]):
                 fail(f"image.h5 {k} from observed.h5 differs from the image of the data modelled in the run")
     print("rtm: data from observed.h5 give the same images, bit for bit")
+    # The plain cross-correlation condition through the program: the same backward pass (the
+    # illumination's bits), another correlation.
+    out3 = fresh("rtm_cross")
+    ksweep(["rtm", "-c", cfg, "-o", out3, "--set", "imaging.condition=\"cross-correlation\"", "--set",
+            "imaging.lsrtm_iterations=0"], threads=2)
+    with h5py.File(os.path.join(out3, "image.h5"), "r") as f:
+        if not np.array_equal(f["illumination"][...], img["illumination"]):
+            fail("imaging.condition = \"cross-correlation\" changed the illumination")
+        cc = f["rtm_correlation"][...]
+        if not np.any(cc) or np.array_equal(cc, img["rtm_correlation"]):
+            fail("imaging.condition = \"cross-correlation\" gave the Born correlation, or zeros")
+    print("rtm: imaging.condition = \"cross-correlation\": the same illumination, another correlation")
     # Bad input: refused before any write, naming the key and the limit.
     for sets, needle in ((["--set", "imaging.stabilization=0"], "imaging.stabilization = 0 must be > 0"),
                          (["--set", "imaging.lsrtm_iterations=-1"], "imaging.lsrtm_iterations = -1 must be in [0, 1000]"),
-                         (["--set", "wavelet.source=\"estimate\""], "ksweep rtm needs the source")):
+                         (["--set", "wavelet.source=\"estimate\""], "ksweep rtm needs the source"),
+                         (["--set", "imaging.condition=\"plain\""],
+                          'imaging.condition = "plain" is not allowed (allowed: born, cross-correlation)')):
         bad = fresh("rtm_bad")
         r = ksweep(["rtm", "-c", cfg, "-o", bad] + sets, check=False)
         if r.returncode == 0 or needle not in r.stderr or os.path.exists(bad):

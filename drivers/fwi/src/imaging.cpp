@@ -98,7 +98,8 @@ void check_mask(std::vector<double> const& mask, std::size_t cells, char const* 
 ImageCondition parse_image_condition(std::string const& name) {
   if (name == "born") return ImageCondition::born;
   if (name == "cross-correlation") return ImageCondition::cross_correlation;
-  KSWEEP_REQUIRE(false, "imaging condition = \"" << name << "\" is not one of \"born\", \"cross-correlation\"");
+  // The configuration's words (imaging.condition), without its section.
+  KSWEEP_REQUIRE(false, "condition = \"" << name << "\" is not allowed (allowed: born, cross-correlation)");
   return ImageCondition::born;
 }
 

@@ -77,7 +77,7 @@ void check_records(ModelingSetup const& s, Real const* r, char const* what) {
 template <class Real>
 void Modeling<Real>::forward(Real const* wavelets, Real* records) {
   check_wavelets(m_impl->setup, wavelets, "ksweep::fwi::Modeling::forward: the source amplitudes");
-  m_impl->forward(wavelets, records);
+  m_impl->forward(wavelets, records, ForwardState<Real>{});
 }
 
 template <class Real>

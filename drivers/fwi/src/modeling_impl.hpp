@@ -149,20 +149,12 @@ class ModelingRun final : public Modeling<Real>::Impl {
     }
   }
 
-  void forward(Real const* wavelets, Real* records) override {
-    KSWEEP_REQUIRE(records || !parallel(), "forward: no records array given (the ranks gather them there)");
-    auto const stopped = for_each_batch([&](ShotBatch const& b) {
-      auto const w = wavelets_in(wavelets, b);
-      auto const r = records_out(records, b, "ksweep::fwi::records");
-      m_prop->forward(w, r);
-      copy_out(r, records, b, m_nt * m_nr);
-    });
-    gather_shots(records, static_cast<std::size_t>(m_nt) * m_nr);
-    if (stopped) std::rethrow_exception(stopped);
-  }
-
+  // From rest when `state` holds no start (set_forward_state of nulls is forward_reset), and
+  // handing back what its end asks for (nothing for nulls).
   void forward(Real const* wavelets, Real* records, ForwardState<Real> const& state) override {
-    KSWEEP_REQUIRE(!split(),
+    bool const stated = state.start_now || state.start_before || state.start_memory || state.end_now ||
+                        state.end_before || state.end_memory;
+    KSWEEP_REQUIRE(!stated || !split(),
                    "forward: a start or end state with a model split into domains (parallel.domains) is "
                    "not supported; run it on whole-model ranks");
     KSWEEP_REQUIRE(records || !parallel(), "forward: no records array given (the ranks gather them there)");

@@ -15,7 +15,7 @@ struct Modeling<Real>::Impl {
   virtual ~Impl() = default;
   virtual void set_velocity(Real const* vp, Real const* layer) = 0;
   virtual void set_model(Real const* vp, Real const* rho, Real const* layer_vp, Real const* layer_rho) = 0;
-  virtual void forward(Real const* wavelets, Real* records) = 0;
+  /// From rest for a state of nulls (Modeling::forward without one).
   virtual void forward(Real const* wavelets, Real* records, ForwardState<Real> const& state) = 0;
   virtual std::array<int, 3> padded_shape() const = 0;
   virtual long long memory_values(int axis) const = 0;
