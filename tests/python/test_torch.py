@@ -357,12 +357,14 @@ def test_scalar_takes_a_model_per_shot():
 def test_scalar_refuses_what_it_does_not_model():
     v, amp, src, rec = _scalar_case()
     kw = dict(source_amplitudes=amp, source_locations=src, receiver_locations=rec)
-    for extra, needle in ((dict(origin=[0, 0]), "origin"), (dict(backward_callback=print), "backward_callback")):
-        with pytest.raises(NotImplementedError, match=needle):
-            ksweep.scalar(v, 10.0, 0.001, **kw, **extra)
+    with pytest.raises(NotImplementedError, match="backward_callback"):
+        ksweep.scalar(v, 10.0, 0.001, **kw, backward_callback=print)
     with torch.no_grad():
-        with pytest.raises(ValueError, match=r"wavefield_0 has shape \(40, 60\), expected \(2, 80, 100\)"):
+        with pytest.raises(ValueError, match=r"initial wavefield has shape \(40, 60\): \[shot, 2 spatial axes\]"):
             ksweep.scalar(v, 10.0, 0.001, **kw, wavefield_0=torch.zeros(40, 60))
+        with pytest.raises(ValueError, match=r"wavefield_m1 has shape \(2, 80, 100\), expected \(2, 80, 99\)"):
+            ksweep.scalar(v, 10.0, 0.001, **kw, wavefield_0=torch.zeros(2, 80, 99), wavefield_m1=torch.zeros(2, 80, 100),
+                          origin=[0, 0])
         # Deepwave's memories are fields on the grid; ksweep's are its own strips.
         with pytest.raises(ValueError, match="psix_m1 has shape .* layer memories are its own"):
             ksweep.scalar(v, 10.0, 0.001, **kw, psix_m1=torch.zeros(2, 80, 100))
@@ -454,6 +456,53 @@ def test_scalar_initial_wavefield_is_the_source_it_stands_for():
     tol = 1e-12 * float(ref.abs().max())
     assert float(ref.abs().max()) > 0
     assert float((d - ref).abs().max()) <= tol and float((d0[..., :-1] - ref[..., 1:]).abs().max()) <= tol
+
+
+def test_scalar_origin_places_the_initial_wavefields_in_the_model():
+    """origin (Deepwave's): initial wavefields smaller than the model choose the simulated box,
+    their shape less the layer from `origin`. The run is the one on the model cut to the box (the
+    same bits, final wavefields included), whatever the model holds outside it; without origin
+    the box starts at cell 0, with a warning; bad boxes are refused."""
+    v, amp, _, _ = _scalar_case()
+    src = torch.tensor([[[15, 20]], [[18, 40]]])
+    rec = torch.tensor([[[12, x] for x in range(14, 50, 5)]] * 2)
+    kw = dict(source_amplitudes=amp[..., :150], pml_width=[10, 6, 4, 10], max_vel=2500.0)
+    z = torch.arange(20 + 16, dtype=v.dtype).reshape(1, -1, 1)
+    x = torch.arange(40 + 14, dtype=v.dtype).reshape(1, 1, -1)
+    u0 = torch.exp(-((z - 18.0) ** 2 + (x - 30.0) ** 2) / 8.0).repeat(2, 1, 1)  # a bump in the box
+    with torch.no_grad():
+        d = ksweep.scalar(v, 10.0, 0.001, source_locations=src, receiver_locations=rec, wavefield_0=u0,
+                          wavefield_m1=0.9 * u0, origin=[10, 12], **kw)
+        shift = torch.tensor([10, 12])
+        ref = ksweep.scalar(v[10:30, 12:52], 10.0, 0.001, source_locations=src - shift, receiver_locations=rec - shift,
+                            wavefield_0=u0, wavefield_m1=0.9 * u0, **kw)
+        assert d[0].shape == (2, 36, 54) and all(torch.equal(a, b) for a, b in zip(d, ref))
+        assert d[-1].abs().max() > 0
+        outside = v.clone()
+        outside[:10] = 4000.0
+        outside[:, 52:] = 1000.0
+        again = ksweep.scalar(outside, 10.0, 0.001, source_locations=src, receiver_locations=rec, wavefield_0=u0,
+                              wavefield_m1=0.9 * u0, origin=[10, 12], **kw)
+        assert torch.equal(again[-1], d[-1])
+        with pytest.warns(UserWarning, match="origin not given"):
+            at0 = ksweep.scalar(v, 10.0, 0.001, source_locations=src - shift, receiver_locations=rec - shift,
+                                wavefield_0=u0, **kw)
+        assert torch.equal(at0[-1], ksweep.scalar(v, 10.0, 0.001, source_locations=src - shift,
+                                                  receiver_locations=rec - shift, wavefield_0=u0, origin=[0, 0],
+                                                  **kw)[-1])
+        one = dict(source_locations=src, receiver_locations=rec, wavefield_0=u0, **kw)
+        for bad, needle in (([10], "a list of 2 ints"), ([10, 1.5], "a list of 2 ints"), ([-1, 12], ">= 0"),
+                            ([30, 12], r"cells \[30, 50\) along axis 0 .* beyond the model's 40"),
+                            ([10, 15], "outside the initial wavefields' box")):
+            with pytest.raises(ValueError, match=needle):
+                ksweep.scalar(v, 10.0, 0.001, origin=bad, **one)
+        with pytest.raises(ValueError, match="survey_pad or origin, not both"):
+            ksweep.scalar(v, 10.0, 0.001, origin=[10, 12], survey_pad=4, **one)
+        with pytest.raises(ValueError, match="give wavefield_0 or wavefield_m1 with it"):
+            ksweep.scalar(v, 10.0, 0.001, source_locations=src, receiver_locations=rec, origin=[10, 12], **kw)
+        with pytest.raises(ValueError, match="no model cell is left"):
+            ksweep.scalar(v, 10.0, 0.001, source_locations=src, receiver_locations=rec, wavefield_0=u0[:, :16],
+                          origin=[0, 0], **kw)
 
 
 def test_scalar_forward_callback():

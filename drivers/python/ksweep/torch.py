@@ -30,6 +30,7 @@ This module imports torch; `import ksweep` does not.
 from __future__ import annotations
 
 import inspect
+import warnings
 
 import numpy as np
 import torch
@@ -254,6 +255,48 @@ def _survey_box(shape, points, survey_pad):
     return lo, hi
 
 
+def _wavefield_box(shape, wavefield, origin, faces, points):
+    """Deepwave's survey extents from an initial wavefield: per axis [origin, origin + the
+    wavefield's length less the layer's two widths), origin 0 (with a warning, as Deepwave's)
+    where it is not given; the box must lie in the model and hold every source and receiver
+    (`points`, rows of [n, ndim] cells)."""
+    ndim = len(shape)
+    layer = [(faces[0], faces[1])] + ([(faces[2], faces[3])] if ndim == 3 else []) + [(faces[4], faces[5])]
+    w = torch.as_tensor(wavefield) if not isinstance(wavefield, np.ndarray) else wavefield
+    if len(w.shape) != ndim + 1:
+        raise ValueError(f"the initial wavefield has shape {tuple(w.shape)}: [shot, {ndim} spatial axes]")
+    extent = [int(w.shape[1 + a]) - layer[a][0] - layer[a][1] for a in range(ndim)]
+    if origin is None:
+        start = [0] * ndim
+    else:
+        start = list(origin) if isinstance(origin, (list, tuple)) else None
+        if (start is None or len(start) != ndim or
+                any(not isinstance(o, (int, np.integer)) or isinstance(o, bool) for o in start)):
+            raise ValueError(f"origin = {origin!r}: a list of {ndim} ints (the first model cell of each axis)")
+        if any(o < 0 for o in start):
+            raise ValueError(f"origin = {origin!r}: the cells must be >= 0")
+        start = [int(o) for o in start]
+    for a in range(ndim):
+        if extent[a] < 1:
+            raise ValueError(f"the initial wavefield has {w.shape[1 + a]} cells along axis {a}, its layer "
+                             f"{layer[a][0]} + {layer[a][1]}: no model cell is left (the wavefields cover the "
+                             "simulated box and its absorbing layer)")
+        if start[a] + extent[a] > shape[a]:
+            raise ValueError(f"the initial wavefields cover model cells [{start[a]}, {start[a] + extent[a]}) along "
+                             f"axis {a} (origin {start[a]}, {extent[a]} cells), beyond the model's {shape[a]}")
+    lo, hi = start, [start[a] + extent[a] for a in range(ndim)]
+    if origin is None and hi != list(shape):
+        warnings.warn(f"ksweep.scalar: the initial wavefields cover a box of {extent} model cells; with origin "
+                      "not given it starts at cell 0 of every axis", stacklevel=3)
+    pts = torch.cat([p.reshape(-1, ndim) for p in points]) if points else torch.zeros(0, ndim, dtype=torch.long)
+    for a in range(ndim):
+        if pts.shape[0] and (int(pts[:, a].min()) < lo[a] or int(pts[:, a].max()) >= hi[a]):
+            raise ValueError(f"a source or receiver lies outside the initial wavefields' box: cells "
+                             f"[{int(pts[:, a].min())}, {int(pts[:, a].max())}] along axis {a}, the box "
+                             f"[{lo[a]}, {hi[a]})")
+    return lo, hi
+
+
 def _per_shot_models(v, args):
     """scalar() with a model per shot, v [shot, *model] (one axis more than a location has):
     each shot runs alone on its model (its own max_vel unless given; its start state, a
@@ -369,11 +412,12 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
     zetax_nt, receiver data [shot, receiver, time]) in 2D; in 3D psi and zeta of z, y, x. The
     gradient flows from the data; the final wavefields are not differentiable, and a run from
     initial wavefields or with a callback is forward-only (it raises NotImplementedError where
-    v or the amplitudes require grad), as is `backward_callback`. `origin` is not supported
-    (initial wavefields cover the simulated grid)."""
-    if origin is not None:
-        raise NotImplementedError("ksweep.scalar: origin is not supported (initial wavefields cover the "
-                                  "simulated grid, the model and its absorbing layer)")
+    v or the amplitudes require grad), as is `backward_callback`. Without `survey_pad`, the
+    initial wavefields choose the simulated box, as Deepwave's do: their shape less the layer,
+    from `origin` (the box's first model cell per axis; default 0, with a warning when the box is
+    smaller than the model)."""
+    if origin is not None and survey_pad is not None:
+        raise ValueError("ksweep.scalar: give survey_pad or origin, not both (each chooses the simulated box)")
     if backward_callback is not None:
         raise NotImplementedError("ksweep.scalar: backward_callback is not supported (ksweep's gradient calls no "
                                   "callback)")
@@ -447,8 +491,18 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
     src_c = torch.where(src_absent.unsqueeze(-1), torch.zeros_like(src), src)
     rec_c = torch.where(rec_absent.unsqueeze(-1), torch.zeros_like(rec), rec)
     vmax = float(v.detach().abs().max()) if max_vel is None else float(max_vel)
+    faces = _deepwave_faces(pml_width, ndim)
+    box = None
     if survey_pad is not None:  # the box around the call's sources and receivers (the whole model's vmax)
-        lo, hi = _survey_box(tuple(v.shape), [src[~src_absent], rec[~rec_absent]], survey_pad)
+        box = _survey_box(tuple(v.shape), [src[~src_absent], rec[~rec_absent]], survey_pad)
+    elif wavefield_0 is not None or wavefield_m1 is not None:  # the box the initial wavefields cover
+        box = _wavefield_box(tuple(v.shape), wavefield_0 if wavefield_0 is not None else wavefield_m1, origin, faces,
+                             [src[~src_absent], rec[~rec_absent]])
+    elif origin is not None:
+        raise ValueError("ksweep.scalar: origin places the initial wavefields in the model: give wavefield_0 or "
+                         "wavefield_m1 with it")
+    if box is not None and (box[0] != [0] * ndim or box[1] != list(v.shape)):
+        lo, hi = box
         v = v[tuple(slice(a, b) for a, b in zip(lo, hi))]
         shift = torch.tensor(lo, dtype=src_c.dtype)
         src_c = torch.where(src_absent.unsqueeze(-1), src_c, src_c - shift)
@@ -467,7 +521,6 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
     # -v^2 dt^2 f at the source cell (differentiable in v through the gather).
     idx = tuple(src_c[..., d] for d in range(ndim))
     scale = -(v[idx] ** 2) * inner_dt**2 * (~src_absent).to(v.dtype)
-    faces = _deepwave_faces(pml_width, ndim)
     options = _options(order=_ks._int(accuracy, "accuracy"), pml_width=faces,
                        pml_freq=25.0 if pml_freq is None else float(pml_freq), pml_velocity=vmax,
                        storage_location={"cpu": "host", "disk": "disk"}.get(storage_mode, "device"),
