@@ -295,6 +295,36 @@ def test_scalar_gradcheck_float64():
     assert torch.autograd.gradcheck(f, (v, amp), eps=1e-3, atol=1e-7, rtol=1e-4)
 
 
+def test_scalar_gradcheck_from_initial_wavefields():
+    """A run from the final wavefields and layer memories of an earlier one (waves in the layer):
+    gradcheck with respect to v (every cell, the edges included) and the amplitudes, the start
+    held fixed; the same data as without grad, and the start changes the gradient."""
+    v0 = torch.tensor(layered((10, 12), np.float64))
+    src = torch.tensor([[[4, 5]]])
+    rec = torch.tensor([[[5, 0], [5, 6], [0, 11]]])
+    amp0 = torch.tensor(amplitudes(1, 1, 70, DT, np.float64, freq=40.0))
+    kw = dict(source_locations=src, receiver_locations=rec, pml_width=[4, 3, 2, 4], max_vel=3000.0)
+    first = ksweep.scalar(v0, DH, DT, source_amplitudes=amp0[..., :40], **kw)
+    assert first[2].abs().max() > 0 and first[3].abs().max() > 0  # psi: waves in the layer
+    names = ("wavefield_0", "wavefield_m1", "psiy_m1", "psix_m1", "zetay_m1", "zetax_m1")
+    start = dict(zip(names, first[:-1]))
+    v = v0.clone().requires_grad_(True)
+    amp = amp0[..., 40:].clone().requires_grad_(True)
+
+    def f(v, amp):
+        return ksweep.scalar(v, DH, DT, source_amplitudes=amp, **start, **kw)[-1]
+
+    assert torch.autograd.gradcheck(f, (v, amp), eps=1e-3, atol=1e-7, rtol=1e-4)
+    d = f(v, amp)
+    with torch.no_grad():
+        assert torch.equal(d, ksweep.scalar(v0, DH, DT, source_amplitudes=amp0[..., 40:], **start, **kw)[-1])
+    d.pow(2).sum().backward()
+    g_start = v.grad.clone()
+    v.grad = None
+    ksweep.scalar(v, DH, DT, source_amplitudes=amp, **kw)[-1].pow(2).sum().backward()
+    assert not torch.equal(v.grad, g_start)
+
+
 def test_scalar_survey_pad_propagates_the_box_around_the_survey():
     """survey_pad: the records of the call are those of the model cut to the box around every
     source and receiver (Deepwave's extents: pads per side, None to the edge), the same bits;
@@ -373,7 +403,9 @@ def test_scalar_refuses_what_it_does_not_model():
         with pytest.raises(ValueError, match="callback_frequency = 0"):
             ksweep.scalar(v, 10.0, 0.001, **kw, forward_callback=print, callback_frequency=0)
     with pytest.raises(NotImplementedError, match="forward-only"):
-        ksweep.scalar(v.clone().requires_grad_(True), 10.0, 0.001, **kw, wavefield_0=torch.zeros(2, 80, 100))
+        ksweep.scalar(v.clone().requires_grad_(True), 10.0, 0.001, **kw, forward_callback=print)
+    with pytest.raises(NotImplementedError, match="initial wavefields and memories are held fixed"):
+        ksweep.scalar(v, 10.0, 0.001, **kw, wavefield_0=torch.zeros(2, 80, 100, dtype=v.dtype, requires_grad=True))
     with pytest.raises(NotImplementedError, match="one spacing on every axis"):
         ksweep.scalar(v, [10.0, 5.0], 0.001, **kw)
     with pytest.raises(TypeError, match="same dtype"):

@@ -83,20 +83,24 @@ void Modeling<Real>::forward(Real const* wavelets, Real* records) {
 template <class Real>
 void Modeling<Real>::forward(Real const* wavelets, Real* records, ForwardState<Real> const& state) {
   check_wavelets(m_impl->setup, wavelets, "ksweep::fwi::Modeling::forward: the source amplitudes");
+  check_start(state, "ksweep::fwi::Modeling::forward");
+  m_impl->forward(wavelets, records, state);
+}
+
+template <class Real>
+void Modeling<Real>::check_start(ForwardState<Real> const& state, char const* who) const {
   auto const shots = static_cast<std::size_t>(m_impl->setup.survey.n_shots);
   auto const n = padded_shape();
   auto const cells = static_cast<std::size_t>(n[0]) * n[1] * n[2];
   auto const at = [cells](std::size_t i) {
     return "shot " + std::to_string(i / cells) + ", padded cell " + std::to_string(i % cells);
   };
-  if (state.start_now)
-    detail::require_finite(state.start_now, shots * cells, "ksweep::fwi::Modeling::forward: the wavefield u^0", at);
-  if (state.start_before)
-    detail::require_finite(state.start_before, shots * cells, "ksweep::fwi::Modeling::forward: the wavefield u^-1", at);
+  std::string const w(who);
+  if (state.start_now) detail::require_finite(state.start_now, shots * cells, w + ": the wavefield u^0", at);
+  if (state.start_before) detail::require_finite(state.start_before, shots * cells, w + ": the wavefield u^-1", at);
   if (state.start_memory)
     detail::require_finite(state.start_memory, shots * static_cast<std::size_t>(memory_values()),
-                           "ksweep::fwi::Modeling::forward: the layer memories", detail::sample_position);
-  m_impl->forward(wavelets, records, state);
+                           w + ": the layer memories", detail::sample_position);
 }
 
 template <class Real>
@@ -139,7 +143,16 @@ template <class Real>
 void Modeling<Real>::vjp(Real const* wavelets, Real const* residual, ModelingImages const& out) {
   check_wavelets(m_impl->setup, wavelets, "ksweep::fwi::Modeling::vjp: the source amplitudes");
   check_records(m_impl->setup, residual, "ksweep::fwi::Modeling::vjp: the residual");
-  m_impl->vjp(wavelets, residual, out);
+  m_impl->vjp(wavelets, residual, out, ForwardState<Real>{});
+}
+
+template <class Real>
+void Modeling<Real>::vjp(Real const* wavelets, Real const* residual, ModelingImages const& out,
+                         ForwardState<Real> const& start) {
+  check_wavelets(m_impl->setup, wavelets, "ksweep::fwi::Modeling::vjp: the source amplitudes");
+  check_records(m_impl->setup, residual, "ksweep::fwi::Modeling::vjp: the residual");
+  check_start(start, "ksweep::fwi::Modeling::vjp");
+  m_impl->vjp(wavelets, residual, out, start);
 }
 
 template <class Real>

@@ -234,8 +234,19 @@ class ModelingRun final : public Modeling<Real>::Impl {
     return loss;
   }
 
-  void vjp(Real const* wavelets, Real const* residual, ModelingImages const& out) override {
+  void vjp(Real const* wavelets, Real const* residual, ModelingImages const& out,
+           ForwardState<Real> const& start) override {
     KSWEEP_REQUIRE(residual, "vjp: no residual given");
+    bool const stated = start.start_now || start.start_before || start.start_memory;
+    KSWEEP_REQUIRE(!stated || !split(),
+                   "vjp: a start state with a model split into domains (parallel.domains) is not supported; run it "
+                   "on whole-model ranks");
+    auto const n = padded_shape();
+    auto const cells = static_cast<std::size_t>(n[0]) * n[1] * n[2];
+    auto const memory = static_cast<std::size_t>(m_prop->memory_values());
+    auto const at = [](auto* p, std::size_t per_shot, ShotBatch const& b) {
+      return p ? p + per_shot * static_cast<std::size_t>(b.first) : p;
+    };
     auto const img = images(out);
     auto const part = part_images(img);
     auto& e = engine();
@@ -245,7 +256,10 @@ class ModelingRun final : public Modeling<Real>::Impl {
       record_view const syn(
           Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string("ksweep::fwi::synthetic")), b.count,
           m_nt, m_nr);
-      e.forward(w, syn);
+      if (stated)
+        m_prop->set_forward_state(at(start.start_now, cells, b), at(start.start_before, cells, b),
+                                  at(start.start_memory, memory, b));
+      e.forward(w, syn, stated);
       e.backward(w, res);
       keep_images(b, part);
     });

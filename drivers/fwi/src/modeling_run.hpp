@@ -22,7 +22,9 @@ struct Modeling<Real>::Impl {
   virtual void adjoint(Real const* records, Real* wavelet_grad) = 0;
   virtual double gradient(Real const* wavelets, Real const* observed, double scale, ModelingImages const& out,
                           Real* synthetic, double* shot_losses) = 0;
-  virtual void vjp(Real const* wavelets, Real const* residual, ModelingImages const& out) = 0;
+  /// From rest for a start of nulls (Modeling::vjp without one); the end fields are not read.
+  virtual void vjp(Real const* wavelets, Real const* residual, ModelingImages const& out,
+                   ForwardState<Real> const& start) = 0;
   virtual void born(Real const* wavelets, Real const* scatter, Real* records) = 0;
   ModelingSetup setup;
   std::function<void(int, int)> after_batch;

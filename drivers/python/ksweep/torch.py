@@ -53,8 +53,11 @@ class Forward(torch.autograd.Function):
         s = _ks._survey(vn, source_locations, receiver_locations, dh, options["location_units"])
         amp = _ks._amplitudes(_np(amplitudes), s)
         m = _forward_modeling(s, vn, dh, dt, amp.shape[2], options, rho, layer_velocity)
+        ctx.start = ()
+        if options.get("start") is not None:  # ksweep.scalar's initial wavefields and memories
+            ctx.start = _start_fields(m, s.src.shape[0], vn.dtype, *options["start"])
         if options.get("state") is not None:  # the end state too (ksweep.scalar's wavefields)
-            records, now, before, memory = m.forward_state(amp)
+            records, now, before, memory = m.forward_state(amp, *ctx.start)
             options["state"].update(now=now, before=before, memory=memory,
                                     sizes=[m.memory_values(k) for k in range(vn.ndim)])
         else:
@@ -72,7 +75,7 @@ class Forward(torch.autograd.Function):
         grad_v = grad_amp = grad_rho = None
         dtype = ctx.amplitudes.dtype
         if ctx.needs_input_grad[0] or ctx.needs_input_grad[2]:
-            grad, _, _, grho = m.vjp(ctx.amplitudes, g)
+            grad, _, _, grho = m.vjp(ctx.amplitudes, g, *ctx.start)
             if ctx.needs_input_grad[0]:
                 grad_v = torch.from_numpy(grad.astype(dtype, copy=False)).to(ctx.device)
             if ctx.needs_input_grad[2]:
@@ -410,9 +413,11 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
 
     Returns Deepwave's tuple: (wavefield_nt, wavefield_ntm1, psiy_ntm1, psix_ntm1, zetay_nt,
     zetax_nt, receiver data [shot, receiver, time]) in 2D; in 3D psi and zeta of z, y, x. The
-    gradient flows from the data; the final wavefields are not differentiable, and a run from
-    initial wavefields or with a callback is forward-only (it raises NotImplementedError where
-    v or the amplitudes require grad), as is `backward_callback`. Without `survey_pad`, the
+    gradient flows from the data to `v` and `source_amplitudes`, also from initial wavefields
+    (held fixed: the same discrete adjoint, the start's terms included); the final wavefields
+    and the initial ones are not differentiable, and a run with a callback is forward-only (it
+    raises NotImplementedError where v or the amplitudes require grad), as is
+    `backward_callback`. Without `survey_pad`, the
     initial wavefields choose the simulated box, as Deepwave's do: their shape less the layer,
     from `origin` (the box's first model cell per axis; default 0, with a warning when the box is
     smaller than the model)."""
@@ -532,24 +537,35 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
     if ndim == 2 and (psiz_m1 is not None or zetaz_m1 is not None):
         raise ValueError("psiz_m1 and zetaz_m1 are 3D's (a 2D model's axes are y and x)")
     src_np, rec_np = src_c.cpu().numpy(), rec_c.cpu().numpy()
-    if all(x is None for x in start) and forward_callback is None:
+    low = [faces[0]] + ([faces[2]] if ndim == 3 else []) + [faces[4]]  # the layer before each axis
+    ridx = (torch.arange(shots).unsqueeze(1),) + tuple(rec_c[..., d] + low[d] for d in range(ndim))
+    if torch.is_grad_enabled() and any(torch.is_tensor(x) and x.requires_grad for x in start):
+        raise NotImplementedError("ksweep.scalar: the initial wavefields and memories are held fixed (the gradient "
+                                  "flows to v and source_amplitudes); pass them detached")
+    if forward_callback is None:
         options["state"] = {}  # the end state, filled by Forward
+        stated = any(x is not None for x in start)
+        if stated:  # the run starts from the given state, which the gradient holds fixed
+            options["start"] = (start, axes)
         data = Forward.apply(v, amp * scale.unsqueeze(-1), None, dh, inner_dt, src_np, rec_np, None, options)
         end = options.pop("state")
+        options.pop("start", None)
         # Deepwave's receivers record u^t at sample t (the field before the step that injects
-        # f[t]); ksweep's record u^{t+1}, after it: one step later (u^0 = 0 at rest).
+        # f[t]); ksweep's record u^{t+1}, after it: one step later (u^0 = 0 at rest, or the
+        # receivers' cells of wavefield_0).
         # (The shift runs on ksweep's time-major records, a contiguous copy, and the data are their
         # transposed view: a copy into [shot, receiver, time] order would cost more than the rest
         # of the call's Python work.)
         tm = data.transpose(1, 2)
-        data = torch.cat([torch.zeros_like(tm[:, :1]), tm[:, :-1]], dim=1).transpose(1, 2)
+        first = torch.zeros_like(tm[:, :1])
+        if wavefield_0 is not None:
+            first = torch.as_tensor(wavefield_0).detach().to(device=tm.device, dtype=tm.dtype)[ridx].unsqueeze(1)
+        data = torch.cat([first, tm[:, :-1]], dim=1).transpose(1, 2)
     else:
         if torch.is_grad_enabled() and (v.requires_grad or amp.requires_grad):
-            raise NotImplementedError("ksweep.scalar: a run from initial wavefields or with a forward_callback is "
-                                      "forward-only (ksweep's gradient starts from rest): call it under "
-                                      "torch.no_grad(), or with v and source_amplitudes that do not require grad")
-        low = [faces[0]] + ([faces[2]] if ndim == 3 else []) + [faces[4]]  # the layer before each axis
-        ridx = (torch.arange(shots).unsqueeze(1),) + tuple(rec_c[..., d] + low[d] for d in range(ndim))
+            raise NotImplementedError("ksweep.scalar: a run with a forward_callback is forward-only (the callback may "
+                                      "change the wavefields): call it under torch.no_grad(), or with v and "
+                                      "source_amplitudes that do not require grad")
         data, end = _stateful_run(v, amp * scale.unsqueeze(-1), dh, inner_dt, src_np, rec_np, options, start, axes,
                                   forward_callback, callback_frequency, ratio, faces, lambda u: u[ridx])
     if ratio > 1:  # the data are band-limited by the source: every ratio-th sample is exact (an FFT
@@ -578,6 +594,36 @@ def _options(**kw) -> dict:
     return o
 
 
+def _start_fields(m, shots: int, dtype, start, axes):
+    """scalar()'s start state (wavefield_0, wavefield_m1, then the memories psi z, y, x and zeta
+    z, y, x; None: zero) as the modelling `m` takes it: u^0 and u^{-1} [shot, *padded grid] and
+    the memories [shot, values] in ksweep's order (per axis, psi then zeta), arrays of `dtype`."""
+    shape = (shots, *m.padded_shape())
+    sizes = [m.memory_values(k) for k in range(len(axes))]
+    names = ["wavefield_0", "wavefield_m1"] + [f"{kind}{ax}_m1" for kind in ("psi", "zeta") for ax in "zyx"]
+    given = dict(zip(names, start))
+    for name in names[2:]:
+        if given[name] is not None and name[-4] not in axes:
+            raise ValueError(f"{name}: a {len(axes)}D model's axes are {', '.join(axes)}")
+
+    def field(name, want):
+        x = given[name]
+        if x is None:
+            return np.zeros(want, dtype)
+        x = _np(torch.as_tensor(x))
+        if x.shape != tuple(want):
+            memory = not name.startswith("wavefield")
+            hint = (" ksweep's layer memories are its own (its CPML's strips of the layer, [shot, values]): pass "
+                    "back what ksweep.scalar returned, or None (zero)") if memory else ""
+            raise ValueError(f"{name} has shape {x.shape}, expected {tuple(want)}.{hint}")
+        return np.ascontiguousarray(x, dtype=dtype)
+
+    parts = []
+    for k, ax in enumerate(axes):
+        parts += [field(f"psi{ax}_m1", (shots, sizes[k])), field(f"zeta{ax}_m1", (shots, sizes[k]))]
+    return field("wavefield_0", shape), field("wavefield_m1", shape), np.ascontiguousarray(np.concatenate(parts, 1))
+
+
 def _stateful_run(v, amp, dh, dt, src, rec, options, start, axes, callback, frequency, ratio, faces, at_receivers):
     """scalar()'s forward-only run from a start state (wavefield_0, wavefield_m1, then the
     memories psi z, y, x and zeta z, y, x; None: zero), in pieces of `frequency` user samples
@@ -597,32 +643,11 @@ def _stateful_run(v, amp, dh, dt, src, rec, options, start, axes, callback, freq
         return runs[n]
 
     m = modeling(min(piece, max(n_run, 1)))
-    shape = (s.src.shape[0], *m.padded_shape())
+    shots = s.src.shape[0]
     sizes = [m.memory_values(k) for k in range(len(axes))]
-    names = ["wavefield_0", "wavefield_m1"] + [f"{kind}{ax}_m1" for kind in ("psi", "zeta") for ax in "zyx"]
-    given = dict(zip(names, start))
-    for name in names[2:]:
-        if given[name] is not None and name[-4] not in axes:
-            raise ValueError(f"{name}: a {len(axes)}D model's axes are {', '.join(axes)}")
-
-    def field(name, want):
-        x = given[name]
-        if x is None:
-            return np.zeros(want, vn.dtype)
-        x = _np(torch.as_tensor(x))
-        if x.shape != tuple(want):
-            memory = not name.startswith("wavefield")
-            hint = (" ksweep's layer memories are its own (its CPML's strips of the layer, [shot, values]): pass "
-                    "back what ksweep.scalar returned, or None (zero)") if memory else ""
-            raise ValueError(f"{name} has shape {x.shape}, expected {tuple(want)}.{hint}")
-        return np.ascontiguousarray(x, dtype=vn.dtype)
-
-    now = torch.from_numpy(field("wavefield_0", shape)).to(v.device)
-    before = torch.from_numpy(field("wavefield_m1", shape)).to(v.device)
-    parts = []
-    for k, ax in enumerate(axes):  # ksweep's order: per axis, psi then zeta
-        parts += [field(f"psi{ax}_m1", (shape[0], sizes[k])), field(f"zeta{ax}_m1", (shape[0], sizes[k]))]
-    memory = np.ascontiguousarray(np.concatenate(parts, axis=1))
+    now, before, memory = _start_fields(m, shots, vn.dtype, start, axes)
+    now = torch.from_numpy(now).to(v.device)
+    before = torch.from_numpy(before).to(v.device)
     faces_per_axis = [(faces[0], faces[1])] + ([(faces[2], faces[3])] if len(axes) == 3 else []) + [(faces[4], faces[5])]
     data = []
     for t0 in range(0, n_run, piece):
@@ -636,5 +661,5 @@ def _stateful_run(v, amp, dh, dt, src, rec, options, start, axes, callback, freq
         data += [at_receivers(now).unsqueeze(-1), torch.from_numpy(r[:, :-1]).to(v.device).transpose(1, 2)]
         now = torch.from_numpy(un).to(v.device)
         before = torch.from_numpy(ub).to(v.device)
-    out = torch.cat(data, dim=-1) if data else torch.zeros(shape[0], s.rec.shape[1], 0, dtype=v.dtype)
+    out = torch.cat(data, dim=-1) if data else torch.zeros(shots, s.rec.shape[1], 0, dtype=v.dtype)
     return out, {"now": _np(now), "before": _np(before), "memory": memory, "sizes": sizes}

@@ -120,11 +120,9 @@ class PyModeling {
   py::tuple forward_state(carray<Real> const& wavelets, std::optional<carray<Real>> const& now,
                           std::optional<carray<Real>> const& before, std::optional<carray<Real>> const& memory) {
     check_shape(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes");
+    check_start(now, before, memory);
     auto const shape = wave_shape();
-    if (now) check_shape(*now, shape, "the wavefield u^0 (wavefield_0)");
-    if (before) check_shape(*before, shape, "the wavefield u^-1 (wavefield_m1)");
     long long const nm = m_m->memory_values();
-    if (memory) check_shape(*memory, {m_shots, nm}, "the layer memories");
     std::vector<py::ssize_t> const dims(shape.begin(), shape.end());
     py::array_t<Real> rec({m_shots, m_nt, m_nr}), u_now(dims), u_before(dims), mem({m_shots, nm});
     fwi::ForwardState<Real> const st{data_or_null(now),    data_or_null(before),    data_or_null(memory),
@@ -132,6 +130,15 @@ class PyModeling {
     Real* r = rec.mutable_data();
     on_worker([&] { m_m->forward(wavelets.data(), r, st); });
     return py::make_tuple(rec, u_now, u_before, mem);
+  }
+
+  /// A start state's shapes: the wavefields [shot, padded grid], the memories [shot, values].
+  void check_start(std::optional<carray<Real>> const& now, std::optional<carray<Real>> const& before,
+                   std::optional<carray<Real>> const& memory) const {
+    auto const shape = wave_shape();
+    if (now) check_shape(*now, shape, "the wavefield u^0 (wavefield_0)");
+    if (before) check_shape(*before, shape, "the wavefield u^-1 (wavefield_m1)");
+    if (memory) check_shape(*memory, {m_shots, m_m->memory_values()}, "the layer memories");
   }
 
   /// ForwardState's padded grid, [NZ, NX] or [NZ, NY, NX].
@@ -166,13 +173,21 @@ class PyModeling {
     return py::make_tuple(loss, img[0], img[1], img[2], syn, losses, m_vd ? py::object(img[3]) : py::none());
   }
 
-  py::tuple vjp(carray<Real> const& wavelets, carray<Real> const& residual) {
+  /// The images for dL/d(records) = residual, of the run from the start state (now, before,
+  /// memory) (each None: zero; all None: rest), as forward_state() takes it.
+  py::tuple vjp(carray<Real> const& wavelets, carray<Real> const& residual, std::optional<carray<Real>> const& now,
+                std::optional<carray<Real>> const& before, std::optional<carray<Real>> const& memory) {
     check_shape(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes");
     check_shape(residual, {m_shots, m_nt, m_nr}, "grad_output");
+    check_start(now, before, memory);
     auto img = images();
     fwi::ModelingImages out{img[0].mutable_data(), img[1].mutable_data(), img[2].mutable_data(),
                             m_vd ? img[3].mutable_data() : nullptr};
-    on_worker([&] { m_m->vjp(wavelets.data(), residual.data(), out); });
+    fwi::ForwardState<Real> st;
+    st.start_now = data_or_null(now);
+    st.start_before = data_or_null(before);
+    st.start_memory = data_or_null(memory);
+    on_worker([&] { m_m->vjp(wavelets.data(), residual.data(), out, st); });
     return py::make_tuple(img[0], img[1], img[2], m_vd ? py::object(img[3]) : py::none());
   }
 
@@ -290,7 +305,8 @@ void bind_modeling_of(py::module_& m, char const* name) {
       .def("memory_values", &PyModeling<Real>::memory_values, py::arg("axis"))
       .def("adjoint", &PyModeling<Real>::adjoint)
       .def("gradient", &PyModeling<Real>::gradient)
-      .def("vjp", &PyModeling<Real>::vjp)
+      .def("vjp", &PyModeling<Real>::vjp, py::arg("wavelets"), py::arg("residual"), py::arg("now") = py::none(),
+           py::arg("before") = py::none(), py::arg("memory") = py::none())
       .def("born", &PyModeling<Real>::born)
       .def("rtm", &PyModeling<Real>::rtm, py::arg("wavelets"), py::arg("data"), py::arg("subtract_background"),
            py::arg("normalize"), py::arg("stabilization"), py::arg("laplacian"), py::arg("mask"),

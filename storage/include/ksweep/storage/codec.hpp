@@ -413,6 +413,14 @@ struct ZeroValues {
   KOKKOS_INLINE_FUNCTION void operator()(std::size_t i) const { m_sink(i) = 0; }
 };
 
+/// Copies a value source into a value sink (index 0 .. n-1).
+template <class Source, class Sink>
+struct CopyValues {
+  Source m_source;
+  Sink m_sink;
+  KOKKOS_INLINE_FUNCTION void operator()(std::size_t i) const { m_sink(i) = m_source(i); }
+};
+
 /// Encodes n values of `in` into `out` (bytes) block by block with codec `Codec`; sets
 /// bad() = 1 on NaN or infinity. Devices run one team per block (a thread per value, a team
 /// reduction for the block scale); host backends one index per block with plain loops.

@@ -17,6 +17,10 @@
 /// reversal can compute from u: every step saves it (in full precision, on the device) for
 /// both strategies, and the backward pass adds it to those cells' images and rebuilt values
 /// (the cells and their functors: layer_terms.hpp).
+/// A run from a start state (forward(..., true) after Propagator::set_forward_state): u^0 is not
+/// zero, so its saved cells (the ring, or the whole box when full) are kept at the start, exact,
+/// beside the store, and the layer's chain rule starts from the state's u^0 and u^{-1}; step 0's
+/// term then enters the images under both strategies.
 /// Gradient with respect to the model velocity: dL/dv = sum_n lambda^{n+1} (L u^n) 2 c / v,
 /// with the absorbing layer's velocity held fixed; with variable density (AcousticVd) also with
 /// respect to the density (see scale_images), the layer's density held fixed.
@@ -189,7 +193,9 @@ class GradientEngine {
   /// Forward modelling of the current batch that saves what the backward pass needs. Three
   /// launches per step: point work, stencil, and the ring gathered straight into the encoder;
   /// a fourth saves the layer terms of the model cells next to the layer (constant density).
-  void forward(wavelet_view const& w, record_view const& synthetic) {
+  /// From rest, or (`from_state`) from the state the propagator was given
+  /// (Propagator::set_forward_state): u^0, u^{-1} and the layer's memories.
+  void forward(wavelet_view const& w, record_view const& synthetic, bool from_state = false) {
     ScopedRegion region("ksweep::core::gradient::forward");
     auto& p = m_prop;
     int const nt = static_cast<int>(w.extent(2)), S = p.n_shots();
@@ -197,7 +203,9 @@ class GradientEngine {
     m_store.reset();
     m_store = std::make_unique<storage::StepStore<Real, ExecSpace>>(p.space(), m_cfg,
                                                                     static_cast<std::size_t>(S) * m_stride, nt);
-    p.forward_reset();
+    m_from_state = from_state;
+    if (from_state) save_start();
+    else p.forward_reset();
     prepare_layer_chain(nt);
     if (m_n_terms > 0 && static_cast<int>(m_terms.extent(0)) != nt)
       m_terms = terms_view(
@@ -322,8 +330,9 @@ class GradientEngine {
   /// observed)^2 (shot_losses()) and per-shot images, nothing added anywhere. `synthetic`
   /// receives the batch's records. Each shot's misfit is summed in a fixed order (receivers,
   /// then time samples), so it does not depend on the backend's threads either.
-  void compute(wavelet_view const& w, record_view const& observed, double scale, record_view const& synthetic) {
-    forward(w, synthetic);
+  void compute(wavelet_view const& w, record_view const& observed, double scale, record_view const& synthetic,
+               bool from_state = false) {
+    forward(w, synthetic, from_state);
     int const S = static_cast<int>(synthetic.extent(0)), nt = static_cast<int>(synthetic.extent(1)),
               nr = static_cast<int>(synthetic.extent(2));
     auto const space = m_prop.space();
@@ -402,7 +411,7 @@ class GradientEngine {
         (m_cfg.location == storage::Location::device
              ? 0
              : 2 * step * static_cast<std::size_t>(std::min(m_cfg.transfer_interval, std::max(m_nt, 1)))) +
-        m_stage.span() * sizeof(Real);
+        (m_stage.span() + m_start.span()) * sizeof(Real);
     auto const& l = m_prop.layout();
     std::size_t const level =
         static_cast<std::size_t>(m_prop.max_shots()) * l.field_rows() * (l.NX + 2 * R) * sizeof(Real);
@@ -474,17 +483,22 @@ class GradientEngine {
   // full saving decodes u^n (saved step n - 1; u^0 = 0) into the level before the newest and
   // images with it; boundary saving rebuilds u^{n-1} over the newest level (u^{n+1}) from the
   // ring of saved step n - 2 (zeros for u^0) and the reversed stencil, imaging with u^n as it
-  // goes. Step 0 of boundary saving images with u^0 as it is and rebuilds nothing.
+  // goes. Step 0 of boundary saving images with u^0 as it is and rebuilds nothing. From a start
+  // state, u^0's cells come from the kept start (`start`) where rest has zeros, and full saving
+  // images step 0 too.
   struct ReverseStep {
     int decode = -1;       // the saved step decoded (-1: none)
     bool image = false;    // the images take this step's term
     bool rebuild = false;  // u^{n-1} is rebuilt over the newest level
+    bool start = false;    // the saved cells of u^0 come from the start state (decode is -1)
   };
   struct ReversePlan {
     bool full = false;
+    bool from_state = false;
     KOKKOS_INLINE_FUNCTION ReverseStep at(int n) const {
-      if (full) return {n >= 1 ? n - 1 : -1, n >= 1, false};
-      return {n >= 2 ? n - 2 : -1, true, n >= 1};
+      bool const start = from_state && n == (full ? 0 : 1);
+      if (full) return {n >= 1 ? n - 1 : -1, n >= 1 || start, false, start};
+      return {n >= 2 ? n - 2 : -1, true, n >= 1, start};
     }
     // The levels the steps [n0, n1) rebuild (each moves the forward wavefield one level back).
     int rebuilt(int n0, int n1) const {
@@ -493,7 +507,7 @@ class GradientEngine {
       return k;
     }
   };
-  ReversePlan reverse_plan() const { return {full()}; }
+  ReversePlan reverse_plan() const { return {full(), m_from_state}; }
 
   // The batched schedule of backward(): three or four launches per step (see backward()).
   void backward_batched(wavelet_view const& w, record_view const& residual) {
@@ -518,16 +532,19 @@ class GradientEngine {
         if (step.decode >= 0)
           m_store->with_decoder(m_store->fetch(step.decode), sink,
                                 [&](auto const& dec) { launch_fused(adj, sources, n_src, dec, n_ring); });
+        else if (step.start) launch_fused(adj, sources, n_src, copy_start(sink), n_ring);  // u^0 as the run started
         else
           launch_fused(adj, sources, n_src, storage::ZeroValues<storage::RingValues<Real, memory_space>>{sink},
                        n_ring);  // u^0 = 0
         imaging(levels.older, levels.newer, p.adjoint_newest(), true, S, n);
         p.exchange(levels.newer);  // a split model: the halo of the rebuilt u^{n-1} at the cuts
         p.step_back_forward();
-      } else if (step.decode >= 0) {
+      } else if (step.decode >= 0 || step.start) {
         auto const sink = ring_values(levels.older);
-        m_store->with_decoder(m_store->fetch(step.decode), sink,
-                              [&](auto const& dec) { launch_fused(adj, core::NoWork{}, 0, dec, n_ring); });
+        if (step.start) launch_fused(adj, core::NoWork{}, 0, copy_start(sink), n_ring);  // u^0 as the run started
+        else
+          m_store->with_decoder(m_store->fetch(step.decode), sink,
+                                [&](auto const& dec) { launch_fused(adj, core::NoWork{}, 0, dec, n_ring); });
         p.exchange(levels.older);  // a split model: the halo of u^n at the cuts
         imaging(levels.older, levels.newer, p.adjoint_newest(), false, S, n);
       } else {
@@ -566,11 +583,11 @@ class GradientEngine {
       int const k = m_n_base - n, par = m_adj.parity(n);  // the staging row; the levels' parity
       imaging_type const& img = m_img[par];
       auto const step = m_plan.at(n);
-      bool const image = step.image, rebuild = step.rebuild;
+      bool const image = step.image, rebuild = step.rebuild, staged = step.decode >= 0 || step.start;
       if (rebuild) {
         for (int i = 0; i < m_n_src; ++i) m_src.apply(img.m_u1, s, i, n);
-        restore(img.m_u1, s, step.decode >= 0 ? k : -1);  // the ring of u^{n-1}
-      } else if (step.decode >= 0) {
+        restore(img.m_u1, s, staged ? k : -1);  // the ring of u^{n-1}
+      } else if (staged) {
         restore(m_u0[par], s, k);  // u^n
       }
       // One sweep over the rows: the adjoint stencil of row iz and the imaging (and rebuild) of
@@ -609,6 +626,8 @@ class GradientEngine {
                                     launch_for("ksweep::core::decode_chunk",
                                                Kokkos::RangePolicy<ExecSpace>(p.space(), 0, S * m_stride), dec);
                                   });
+          else if (plan.at(n).start)  // u^0's saved cells as the run started
+            Kokkos::deep_copy(p.space(), stage_row(top - n), start_values(S));
         BackwardShots body;
         body.m_adj = p.adjoint_shot_step(residual, no_wavelets, top);
         body.m_src = p.source_removal({}, w, 0);
@@ -652,6 +671,29 @@ class GradientEngine {
     return {m_terms, lambda, u1, m_prop.c(), m_grad_c, m_term_model, m_term_field, m_n_terms, n, rebuild};
   }
 
+  // A run from a start state: the saved cells of u^0 (the newest forward level; ring_values'
+  // layout), exact, into m_start before the first step.
+  void save_start() {
+    auto& p = m_prop;
+    std::size_t const n = static_cast<std::size_t>(p.max_shots()) * m_stride;
+    if (m_start.extent(0) != n)
+      m_start = Kokkos::View<Real*, memory_space>(
+          Kokkos::view_alloc(p.space(), Kokkos::WithoutInitializing, std::string("ksweep::core::start_cells")), n);
+    using Sink = storage::ViewValues<Real, memory_space>;
+    core::launch_points(p.space(), "ksweep::core::save_start",
+                        storage::CopyValues<storage::RingValues<Real, memory_space>, Sink>{
+                            ring_values(p.forward_newest()), Sink{m_start}},
+                        p.n_shots() * m_stride);
+  }
+  // The kept u^0 of the batch's S shots, and as a value source into `sink`.
+  auto start_values(int S) const {
+    return Kokkos::subview(m_start, Kokkos::make_pair(std::size_t(0), static_cast<std::size_t>(S) * m_stride));
+  }
+  template <class Sink>
+  storage::CopyValues<storage::ViewValues<Real, memory_space>, Sink> copy_start(Sink const& sink) const {
+    return {storage::ViewValues<Real, memory_space>{m_start}, sink};
+  }
+
   // The layer's chain rule for a forward run of nt steps: whether it runs (m_chain_run), the
   // layer cells (once), the saved differences, and the sources' taps in layer cells (per batch,
   // from the propagator's own taps: the ones the forward step injects).
@@ -685,6 +727,11 @@ class GradientEngine {
       m_layer_acc = layer_acc(view_alloc(space, std::string("ksweep::core::layer_acc")), S, m_n_layer);
     }
     Kokkos::deep_copy(space, m_layer_roll, Real(0));  // u^0 = u^{-1} = 0
+    if (m_from_state)                                 // the start's u^0 and u^{-1}, before step 0 injects its sources
+      core::launch_points(space, "ksweep::core::layer_start",
+                          core::LayerStart<Real, memory_space>{m_layer_roll, p.forward_newest(), p.forward_previous(),
+                                                               m_layer_field, m_n_layer},
+                          p.n_shots() * m_n_layer);
     // The sources' taps that fall in layer cells (an interpolated point next to the model's edge).
     auto const& src = p.sources();
     int const ns = p.n_shots(), taps = src.taps();
@@ -849,7 +896,9 @@ class GradientEngine {
   // differences D [step][shot][cell], the last three levels, the per-shot sums, and the
   // sources' taps in layer cells [shot offsets | cell, point, weight].
   bool m_layer_chain = false, m_chain_run = false, m_layer_listed = false, m_has_layer_sources = false;
-  bool m_xcorr = false;  // set_cross_correlation
+  bool m_xcorr = false;                       // set_cross_correlation
+  bool m_from_state = false;                  // the last forward() ran from a start state
+  Kokkos::View<Real*, memory_space> m_start;  // its u^0's saved cells [shot x stride] (save_start)
   int m_n_layer = 0;
   std::vector<int> m_layer_field_host;
   Kokkos::View<int*, memory_space> m_layer_field, m_layer_model;

@@ -176,6 +176,22 @@ struct LayerSave {
     cell(m_u.data() + static_cast<std::size_t>(s) * m_u.stride(0), m_n, s, i % m_cells);
   }
 };
+/// A forward run from a start state (the layer's chain rule): u^0 and u^{-1} of each layer cell
+/// into LayerSave's slots 0 and 2, before the first step injects its sources into u^{-1}.
+template <class Real, class MemorySpace>
+struct LayerStart {
+  Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace> m_roll;           // [slot][shot][layer cell]
+  Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace> m_now, m_before;  // u^0, u^{-1}
+  Kokkos::View<int const*, MemorySpace> m_field;
+  int m_cells = 0;
+  KOKKOS_INLINE_FUNCTION void operator()(int i) const {
+    int const s = i / m_cells, j = i % m_cells;
+    std::size_t const f = static_cast<std::size_t>(m_field(j));
+    m_roll(0, s, j) = m_now.data()[static_cast<std::size_t>(s) * m_now.stride(0) + f];
+    m_roll(2, s, j) = m_before.data()[static_cast<std::size_t>(s) * m_before.stride(0) + f];
+  }
+};
+
 /// The batched schedule's second launch of LayerSave, per shot.
 template <class Real, class MemorySpace>
 struct LayerSources {

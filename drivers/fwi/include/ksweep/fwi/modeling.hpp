@@ -137,6 +137,10 @@ class Modeling {
   /// The vector-Jacobian product: the images for dL/d(records) = `residual` [shot][nt][receiver]
   /// (a forward pass that saves the boundary, then the adjoint pass with imaging).
   void vjp(Real const* wavelets, Real const* residual, ModelingImages const& out);
+  /// vjp() of the run forward() makes from `start`'s start fields (its end fields are not
+  /// read; nulls: rest): the images of the same discrete adjoint, the start held fixed (not on
+  /// a model split into domains).
+  void vjp(Real const* wavelets, Real const* residual, ModelingImages const& out, ForwardState<Real> const& start);
 
   /// Born (linearised) modelling: the records [shot][nt][receiver] of the wavefield scattered by
   /// the velocity perturbation `scatter` (m/s, the model's shape) around the model set, for
@@ -156,6 +160,8 @@ class Modeling {
   struct Impl;
 
  private:
+  // Every start value of `state` finite (errors name `who`, the shot and the padded cell).
+  void check_start(ForwardState<Real> const& state, char const* who) const;
   std::unique_ptr<Impl> m_impl;
 };
 
