@@ -174,19 +174,28 @@ void check_split(Case const& c, int batch) {
   EXPECT_FALSE(same_bits(c2.records, b.records)) << what << ": the layer memories made no difference";
 }
 
-TEST(state, a_run_cut_in_two_gives_one_run_s_bits) {
+// 2D order 8 and 3D order 4, constant and variable density, with and without a free surface.
+std::vector<Case> physics_cases() {
+  std::vector<Case> out;
   for (int dim : {2, 3})
     for (bool vd : {false, true})
-      for (bool fs : {false, true})
-        for (auto sched : {core::Schedule::batched, core::Schedule::shots}) {
-          Case c;
-          c.dim = dim;
-          c.vd = vd;
-          c.free_surface = fs;
-          c.schedule = sched;
-          c.order = dim == 3 ? 4 : 8;
-          check_split(c, 0);
-        }
+      for (bool fs : {false, true}) {
+        Case c;
+        c.dim = dim;
+        c.vd = vd;
+        c.free_surface = fs;
+        c.order = dim == 3 ? 4 : 8;
+        out.push_back(c);
+      }
+  return out;
+}
+
+TEST(state, a_run_cut_in_two_gives_one_run_s_bits) {
+  for (Case c : physics_cases())
+    for (auto sched : {core::Schedule::batched, core::Schedule::shots}) {
+      c.schedule = sched;
+      check_split(c, 0);
+    }
   Case c;
   c.order = 2;
   check_split(c, 1);  // two batches of one shot
@@ -196,6 +205,22 @@ TEST(state, a_run_cut_in_two_gives_one_run_s_bits) {
 std::size_t padded_index(fwi::Modeling<double> const& m, int z, int x) {
   core::Layout const l(m.setup().grid, m.setup().pml, m.setup().order);
   return static_cast<std::size_t>(z + l.top) * static_cast<std::size_t>(l.NX) + static_cast<std::size_t>(x + l.left);
+}
+
+// The start state that stands for a source of amplitude a[shot] at time 0 at each shot's
+// source cell: u^{-1} = -a there, the rest zero.
+Ends kick_state(fwi::Modeling<double> const& m, double const* a) {
+  Ends start;
+  auto const n = m.padded_shape();
+  std::size_t const cells = static_cast<std::size_t>(n[0]) * n[1] * n[2];
+  start.now.assign(2 * cells, 0.0);
+  start.before.assign(2 * cells, 0.0);
+  start.memory.assign(2 * static_cast<std::size_t>(m.memory_values()), 0.0);
+  for (int sh = 0; sh < 2; ++sh) {
+    auto const& p = m.setup().survey.sources[static_cast<std::size_t>(sh)];
+    start.before[sh * cells + padded_index(m, p.z, p.x)] = -a[sh];
+  }
+  return start;
 }
 
 TEST(state, a_start_wavefield_is_the_source_it_stands_for) {
@@ -210,16 +235,7 @@ TEST(state, a_start_wavefield_is_the_source_it_stands_for) {
     for (int sh = 0; sh < 2; ++sh) r.wavelets[static_cast<std::size_t>(sh * nt)] = a[sh];
     auto m = modeling(r, c);
     Ends const kicked = run(*m, r.wavelets, nullptr);
-    Ends start;
-    auto const n = m->padded_shape();
-    std::size_t const cells = static_cast<std::size_t>(n[0]) * n[1] * n[2];
-    start.now.assign(2 * cells, 0.0);
-    start.before.assign(2 * cells, 0.0);
-    start.memory.assign(2 * static_cast<std::size_t>(m->memory_values()), 0.0);
-    for (int sh = 0; sh < 2; ++sh) {
-      auto const& p = r.setup.survey.sources[static_cast<std::size_t>(sh)];
-      start.before[sh * cells + padded_index(*m, p.z, p.x)] = -a[sh];
-    }
+    Ends start = kick_state(*m, a);
     std::vector<double> const silent(r.wavelets.size(), 0.0);
     Ends const from_before = run(*m, silent, &start);
     EXPECT_TRUE(same_bits(from_before.records, kicked.records)) << describe(c);
@@ -419,21 +435,14 @@ Grads check_start_gradient(Case const& c, storage::Strategy strategy) {
 }
 
 TEST(state, the_gradient_from_a_state_against_finite_differences) {
-  for (int dim : {2, 3})
-    for (bool vd : {false, true})
-      for (bool fs : {false, true})
-        for (auto strategy : {storage::Strategy::boundary, storage::Strategy::full}) {
-          Case c;
-          c.dim = dim;
-          c.vd = vd;
-          c.free_surface = fs;
-          c.order = dim == 3 ? 4 : 8;
-          c.schedule = core::Schedule::batched;
-          Grads const batched = check_start_gradient(c, strategy);
-          c.schedule = core::Schedule::shots;
-          Grads const shots = check_start_gradient(c, strategy);
-          EXPECT_TRUE(same_grads(batched, shots)) << describe(c) << ": the schedules' gradients differ";
-        }
+  for (Case c : physics_cases())
+    for (auto strategy : {storage::Strategy::boundary, storage::Strategy::full}) {
+      c.schedule = core::Schedule::batched;
+      Grads const batched = check_start_gradient(c, strategy);
+      c.schedule = core::Schedule::shots;
+      Grads const shots = check_start_gradient(c, strategy);
+      EXPECT_TRUE(same_grads(batched, shots)) << describe(c) << ": the schedules' gradients differ";
+    }
   std::printf(
       "gradient from a state against central differences, worst relative difference over 32 cases: vp %.2e, vp at "
       "the edge cells %.2e, rho %.2e\n",
@@ -454,16 +463,7 @@ TEST(state, the_gradient_from_a_start_is_the_source_s_it_stands_for) {
       auto m = modeling(r, c);
       auto const res = residual(nt, r.setup.survey.n_receivers);
       Grads const kicked = vjp(*m, r.wavelets, res, nullptr);
-      auto const n = m->padded_shape();
-      std::size_t const cells = static_cast<std::size_t>(n[0]) * n[1] * n[2];
-      Ends start;
-      start.now.assign(2 * cells, 0.0);
-      start.before.assign(2 * cells, 0.0);
-      start.memory.assign(2 * static_cast<std::size_t>(m->memory_values()), 0.0);
-      for (int sh = 0; sh < 2; ++sh) {
-        auto const& p = r.setup.survey.sources[static_cast<std::size_t>(sh)];
-        start.before[sh * cells + padded_index(*m, p.z, p.x)] = -a[sh];
-      }
+      Ends const start = kick_state(*m, a);
       std::vector<double> const silent(r.wavelets.size(), 0.0);
       Grads const from = vjp(*m, silent, res, &start);
       double peak = 0;

@@ -796,13 +796,11 @@ class Propagator {
     std::size_t k = 0;
     for (int s = 0; s < m_survey.n_shots; ++s)
       for (int iz = 0; iz < l.NZ; ++iz)
-        for (int iy = 0; iy < l.NY; ++iy) {
-          int const row = l.field_row(iz, iy);
-          bool const surface = l.free_surface && iz == 0;
-          for (int ix = 0; ix < l.NX; ++ix, ++k) {
-            if (from) h(s, row, ix + R) = surface ? Real(0) : from[k];
-            else to[k] = h(s, row, ix + R);
-          }
+        for (int iy = 0; iy < l.NY; ++iy, k += static_cast<std::size_t>(l.NX)) {
+          Real* const row = &h(s, l.field_row(iz, iy), R);  // NX contiguous values
+          if (!from) std::copy(row, row + l.NX, to + k);
+          else if (l.free_surface && iz == 0) std::fill(row, row + l.NX, Real(0));
+          else std::copy(from + k, from + k + l.NX, row);
         }
   }
 
@@ -816,14 +814,14 @@ class Propagator {
       for (field4 const& f : {st.psi[a][st.aux], st.zeta[a][st.aux]}) {
         auto h = Kokkos::create_mirror_view(f);
         Kokkos::deep_copy(h, f);
+        std::size_t const block = f.extent(2) * f.extent(3);  // one side of one shot, contiguous
         for (int s = 0; s < m_survey.n_shots; ++s) {
           std::size_t k = static_cast<std::size_t>(s) * per_shot + offset;
-          for (std::size_t side = 0; side < f.extent(0); ++side)
-            for (std::size_t i = 0; i < f.extent(2); ++i)
-              for (std::size_t j = 0; j < f.extent(3); ++j, ++k) {
-                if (from) h(side, s, i, j) = from[k];
-                else to[k] = h(side, s, i, j);
-              }
+          for (std::size_t side = 0; side < f.extent(0); ++side, k += block) {
+            Real* const b = &h(side, s, 0, 0);
+            if (from) std::copy(from + k, from + k + block, b);
+            else std::copy(b, b + block, to + k);
+          }
         }
         if (from) Kokkos::deep_copy(f, h);
         offset += f.extent(0) * f.extent(2) * f.extent(3);
