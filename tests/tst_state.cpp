@@ -449,33 +449,52 @@ TEST(state, the_gradient_from_a_state_against_finite_differences) {
       worst_fd[0], worst_fd[1], worst_fd[2]);
 }
 
+// Also with fp16 storage (the program's default): the saved steps u^1 ... u^nt are the same in
+// both runs, so their blocks code alike, and u^0 (zero in both) is kept beside the store.
 TEST(state, the_gradient_from_a_start_is_the_source_s_it_stands_for) {
-  for (auto strategy : {storage::Strategy::boundary, storage::Strategy::full})
-    for (bool vd : {false, true}) {
-      Case c;
-      c.vd = vd;
-      int const nt = 100;
-      Survey r = make(c, nt);
-      r.setup.storage.strategy = strategy;
-      double const a[2] = {0.75, -1.25};
-      std::fill(r.wavelets.begin(), r.wavelets.end(), 0.0);
-      for (int sh = 0; sh < 2; ++sh) r.wavelets[static_cast<std::size_t>(sh * nt)] = a[sh];
-      auto m = modeling(r, c);
-      auto const res = residual(nt, r.setup.survey.n_receivers);
-      Grads const kicked = vjp(*m, r.wavelets, res, nullptr);
-      Ends const start = kick_state(*m, a);
-      std::vector<double> const silent(r.wavelets.size(), 0.0);
-      Grads const from = vjp(*m, silent, res, &start);
-      double peak = 0;
-      for (double x : kicked.v) peak = std::max(peak, std::abs(x));
-      EXPECT_GT(peak, 0.0);
-      // (Full saving from rest leaves step 0 out of the receiver illumination: u^0 = 0 adds nothing
-      // to the gradients, and the images from a state take it.)
-      bool const full = strategy == storage::Strategy::full;
-      EXPECT_TRUE(same_bits(from.v, kicked.v) && same_bits(from.rho, kicked.rho) &&
-                  (full || same_bits(from.irec, kicked.irec)))
-          << describe(c) << (full ? ", full" : ", boundary");
-    }
+  std::vector<std::vector<double>> lossless;  // fp32's gradients, in the loops' order
+  for (auto dtype : {storage::Dtype::fp32, storage::Dtype::fp16})
+    for (auto strategy : {storage::Strategy::boundary, storage::Strategy::full})
+      for (bool vd : {false, true}) {
+        Case c;
+        c.vd = vd;
+        int const nt = 100;
+        Survey r = make(c, nt);
+        r.setup.storage.strategy = strategy;
+        r.setup.storage.dtype = dtype;
+        double const a[2] = {0.75, -1.25};
+        std::fill(r.wavelets.begin(), r.wavelets.end(), 0.0);
+        for (int sh = 0; sh < 2; ++sh) r.wavelets[static_cast<std::size_t>(sh * nt)] = a[sh];
+        auto m = modeling(r, c);
+        auto const res = residual(nt, r.setup.survey.n_receivers);
+        Grads const kicked = vjp(*m, r.wavelets, res, nullptr);
+        Ends const start = kick_state(*m, a);
+        std::vector<double> const silent(r.wavelets.size(), 0.0);
+        Grads const from = vjp(*m, silent, res, &start);
+        double peak = 0;
+        for (double x : kicked.v) peak = std::max(peak, std::abs(x));
+        EXPECT_GT(peak, 0.0);
+        // (Full saving from rest leaves step 0 out of the receiver illumination: u^0 = 0 adds nothing
+        // to the gradients, and the images from a state take it.)
+        bool const full = strategy == storage::Strategy::full;
+        std::string const what = describe(c) + (full ? ", full, " : ", boundary, ") + storage::to_string(dtype);
+        EXPECT_TRUE(same_bits(from.v, kicked.v) && same_bits(from.rho, kicked.rho) &&
+                    (full || same_bits(from.irec, kicked.irec)))
+            << what;
+        // fp16 codes the saved steps: its gradient is another, close to fp32's.
+        if (dtype == storage::Dtype::fp32) {
+          lossless.push_back(from.v);
+        } else {
+          auto const& ref = lossless[static_cast<std::size_t>((full ? 2 : 0) + (vd ? 1 : 0))];
+          double diff = 0, norm = 0;
+          for (std::size_t i = 0; i < ref.size(); ++i) {
+            diff += (from.v[i] - ref[i]) * (from.v[i] - ref[i]);
+            norm += ref[i] * ref[i];
+          }
+          EXPECT_GT(diff, 0.0) << what << ": the same bits as fp32 storage";
+          EXPECT_LT(std::sqrt(diff / norm), 1e-2) << what;
+        }
+      }
 }
 
 }  // namespace
