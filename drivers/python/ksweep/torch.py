@@ -29,6 +29,7 @@ This module imports torch; `import ksweep` does not.
 
 from __future__ import annotations
 
+import ctypes
 import inspect
 import warnings
 
@@ -62,6 +63,10 @@ class Forward(torch.autograd.Function):
                                     sizes=[m.memory_values(k) for k in range(vn.ndim)])
         else:
             records = m.forward(amp)  # [shot, time, receiver]
+        ctx.shifted = options.get("first") is not None
+        if ctx.shifted:  # ksweep.scalar's receiver timing: sample t is u^t (u^0 = options["first"])
+            _later_by_one(records)
+            records[:, 0] = options["first"]
         ctx.modeling = m
         ctx.amplitudes = amp
         ctx.device = v.device
@@ -72,6 +77,8 @@ class Forward(torch.autograd.Function):
         m = ctx.modeling
         g = np.ascontiguousarray(_np(grad_output).transpose(0, 2, 1))  # [shot, time, receiver]
         g = g.astype(ctx.amplitudes.dtype, copy=False)
+        if ctx.shifted:  # sample t + 1 came from record t; sample 0 (the start's u^0) is held fixed
+            g = np.concatenate([g[:, 1:], np.zeros_like(g[:, :1])], axis=1)
         grad_v = grad_amp = grad_rho = None
         dtype = ctx.amplitudes.dtype
         if ctx.needs_input_grad[0] or ctx.needs_input_grad[2]:
@@ -83,6 +90,18 @@ class Forward(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             grad_amp = torch.from_numpy(m.adjoint(g)).to(ctx.device)
         return grad_v, grad_amp, grad_rho, None, None, None, None, None, None
+
+
+def _later_by_one(records: np.ndarray) -> None:
+    """Moves each shot's records [shot, time, receiver] one time sample later, in place (the
+    last sample drops out, sample 0 keeps its values): one memmove per shot, no copy of the whole."""
+    shots, nt = records.shape[0], records.shape[1]
+    if nt < 2:
+        return
+    row = records[0, 0].nbytes
+    for k in range(shots):
+        at = records[k].ctypes.data
+        ctypes.memmove(at + row, at, row * (nt - 1))
 
 
 def _forward_modeling(s, vn, dh, dt, nt, options, rho=None, layer_velocity=None):
@@ -547,20 +566,19 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
         stated = any(x is not None for x in start)
         if stated:  # the run starts from the given state, which the gradient holds fixed
             options["start"] = (start, axes)
+        # Deepwave's receivers record u^t at sample t (the field before the step that injects
+        # f[t]); ksweep's record u^{t+1}, after it: Forward moves its records one sample later in
+        # place, sample 0 being u^0 (0 at rest, or the receivers' cells of wavefield_0). The data
+        # are the time-major records' transposed view: a copy into [shot, receiver, time] order,
+        # or torch's concatenation (40 ms at the Marmousi batch), would cost more than the rest of
+        # the call's Python work.
+        options["first"] = 0.0
+        if wavefield_0 is not None:
+            options["first"] = _np(torch.as_tensor(wavefield_0).detach()[ridx])
         data = Forward.apply(v, amp * scale.unsqueeze(-1), None, dh, inner_dt, src_np, rec_np, None, options)
         end = options.pop("state")
         options.pop("start", None)
-        # Deepwave's receivers record u^t at sample t (the field before the step that injects
-        # f[t]); ksweep's record u^{t+1}, after it: one step later (u^0 = 0 at rest, or the
-        # receivers' cells of wavefield_0).
-        # (The shift runs on ksweep's time-major records, a contiguous copy, and the data are their
-        # transposed view: a copy into [shot, receiver, time] order would cost more than the rest
-        # of the call's Python work.)
-        tm = data.transpose(1, 2)
-        first = torch.zeros_like(tm[:, :1])
-        if wavefield_0 is not None:
-            first = torch.as_tensor(wavefield_0).detach().to(device=tm.device, dtype=tm.dtype)[ridx].unsqueeze(1)
-        data = torch.cat([first, tm[:, :-1]], dim=1).transpose(1, 2)
+        options.pop("first")
     else:
         if torch.is_grad_enabled() and (v.requires_grad or amp.requires_grad):
             raise NotImplementedError("ksweep.scalar: a run with a forward_callback is forward-only (the callback may "
