@@ -330,9 +330,8 @@ class GradientEngine {
   /// observed)^2 (shot_losses()) and per-shot images, nothing added anywhere. `synthetic`
   /// receives the batch's records. Each shot's misfit is summed in a fixed order (receivers,
   /// then time samples), so it does not depend on the backend's threads either.
-  void compute(wavelet_view const& w, record_view const& observed, double scale, record_view const& synthetic,
-               bool from_state = false) {
-    forward(w, synthetic, from_state);
+  void compute(wavelet_view const& w, record_view const& observed, double scale, record_view const& synthetic) {
+    forward(w, synthetic);
     int const S = static_cast<int>(synthetic.extent(0)), nt = static_cast<int>(synthetic.extent(1)),
               nr = static_cast<int>(synthetic.extent(2));
     auto const space = m_prop.space();
