@@ -65,7 +65,7 @@ class Forward(torch.autograd.Function):
             records = m.forward(amp)  # [shot, time, receiver]
         ctx.shifted = options.get("first") is not None
         if ctx.shifted:  # ksweep.scalar's receiver timing: sample t is u^t (u^0 = options["first"])
-            _later_by_one(records)
+            records = _later_by_one(records)
             records[:, 0] = options["first"]
         ctx.modeling = m
         ctx.amplitudes = amp
@@ -92,16 +92,20 @@ class Forward(torch.autograd.Function):
         return grad_v, grad_amp, grad_rho, None, None, None, None, None, None
 
 
-def _later_by_one(records: np.ndarray) -> None:
-    """Moves each shot's records [shot, time, receiver] one time sample later, in place (the
-    last sample drops out, sample 0 keeps its values): one memmove per shot, no copy of the whole."""
+def _later_by_one(records: np.ndarray) -> np.ndarray:
+    """Moves each shot's records [shot, time, receiver] one time sample later (the last sample
+    drops out, sample 0 keeps its values): in place, one memmove per shot, for the library's own
+    contiguous records; a copy otherwise."""
+    if not (records.flags.c_contiguous and records.flags.writeable):
+        records = np.array(records, order="C")
     shots, nt = records.shape[0], records.shape[1]
-    if nt < 2:
-        return
+    if nt < 2 or shots == 0:
+        return records
     row = records[0, 0].nbytes
     for k in range(shots):
         at = records[k].ctypes.data
         ctypes.memmove(at + row, at, row * (nt - 1))
+    return records
 
 
 def _forward_modeling(s, vn, dh, dt, nt, options, rho=None, layer_velocity=None):
