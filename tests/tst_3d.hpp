@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -62,7 +63,7 @@ std::vector<double> records3d(core::ModelGrid const& g, core::PmlConfig const& p
 // Dot product <F x, y> = <x, F^T y>, every order, with and without a free surface.
 // ---------------------------------------------------------------------------------------------
 template <class Real, int Order>
-double dot_product_error_3d(bool fs) {
+double dot_product_error_3d(bool fs, std::array<double, 3> const& spacing = {}) {
   int const nz = 14, ny = 12, nx = 16, nt = 50, n_shots = 2, n_rec = 9;
   core::Survey s;
   s.n_shots = n_shots;
@@ -74,8 +75,9 @@ double dot_product_error_3d(bool fs) {
   for (int sh = 0; sh < n_shots; ++sh)
     for (int r = 0; r < n_rec; ++r)
       s.receivers.push_back({z0 + (r * 5 + sh) % (nz - z0), (r * 7 + 3 * sh) % nx, (r * 4 + sh) % ny});
-  return test::dot_product_error<Real, Order, 3>(core::ModelGrid::volume(nz, ny, nx, 10.0), faces(5, 4, 6, 4, 5, 7, fs),
-                                                 smooth_model3d(nz, ny, nx), s, nt);
+  auto grid = core::ModelGrid::volume(nz, ny, nx, 10.0);
+  if (spacing[0] > 0) grid.set_spacing(spacing);
+  return test::dot_product_error<Real, Order, 3>(grid, faces(5, 4, 6, 4, 5, 7, fs), smooth_model3d(nz, ny, nx), s, nt);
 }
 
 template <class Real>
@@ -94,6 +96,18 @@ void check_dot_products_3d(double tol) {
 
 KSWEEP_TEST(adjoint_3d_dot_product_fp64) { check_dot_products_3d<double>(1e-12); }
 KSWEEP_TEST(adjoint_3d_dot_product_fp32) { check_dot_products_3d<float>(1e-5); }
+
+// Cells of three sizes (dz, dy, dx all different): each axis weighted by its own (dh / d_a)^2.
+KSWEEP_TEST(adjoint_3d_dot_product_spacing_per_axis) {
+  std::array<double, 3> const d = {12.0, 7.0, 9.0};
+  for (bool fs : {false, true}) {
+    double const e2 = dot_product_error_3d<double, 2>(fs, d), e8 = dot_product_error_3d<double, 8>(fs, d);
+    EXPECT_LE(e2, 1e-12) << "order 2, free surface " << fs;
+    EXPECT_LE(e8, 1e-12) << "order 8, free surface " << fs;
+    std::printf("3D dot-product relative error, dz 12 dy 7 dx 9 m (fp64, free surface %d): o2 %.2e o8 %.2e\n", fs, e2,
+                e8);
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Homogeneous medium, order 8, fp64: a trace against the analytic 3D Green's function,

@@ -68,6 +68,25 @@ KSWEEP_TEST(checks_cfl) {
   expect_error([&] { ok.set_velocity(fast.data(), false); }, {"CFL limit " + str(limit), "2500"});
 }
 
+// Cells of their own size per axis: the leapfrog's bound v^2 dt^2 S (1/dz^2 + 1/dx^2) <= 4 (S the
+// order's Nyquist symbol, pinned below), written from the bound, not from the code's h; and a
+// spacing that is not > 0 named with its axis.
+KSWEEP_TEST(checks_cfl_spacing_per_axis) {
+  core::PmlConfig pml;
+  core::ModelGrid g{20, 30, 5.0};
+  g.set_spacing({10.0, 0.0, 5.0});
+  double const symbol = 2048.0 / 315.0, dt_max = 2.0 / (2000.0 * std::sqrt(symbol * (1 / 100.0 + 1 / 25.0)));
+  auto vp = uniform(g);
+  Prop<8> ok(TEST_EXECSPACE(), g, pml, 0.999 * dt_max, 1);
+  EXPECT_NO_THROW(ok.set_velocity(vp.data()));
+  Prop<8> fast(TEST_EXECSPACE(), g, pml, 1.001 * dt_max, 1);
+  expect_error([&] { fast.set_velocity(vp.data()); }, {"CFL limit", "dz = 10 m, dx = 5 m", "order 8"});
+  EXPECT_NEAR(core::cfl_spacing(g), 1.0 / std::sqrt((1 / 100.0 + 1 / 25.0) / 2), 1e-12);
+  core::ModelGrid bad = g;
+  bad.spacing[0] = -1.0;
+  expect_error([&] { core::check_grid(bad, pml, 8); }, {"grid spacing dz = -1 m", "must be > 0"});
+}
+
 // The von Neumann limit of leapfrog with the centred second-difference stencil of each order:
 // c dt / dh <= 2 / sqrt(ndim s), s = -(a_0 + 2 sum_k a_k (-1)^k) the stencil's symbol at the
 // Nyquist wavenumber, pinned from the exact coefficients (not from the code's own tables):

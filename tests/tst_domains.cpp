@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -63,10 +64,12 @@ struct Problem {
   std::vector<double> wavelet;
 };
 
-/// 2D: 40 x 93 cells, 3 shots, a receiver on every cell of row 3 (so on both sides of every cut).
-Problem problem_2d(bool free_surface) {
+/// 2D: 40 x 93 cells, 3 shots, a receiver on every cell of row 3 (so on both sides of every cut);
+/// cells of 10 m, or of their own size per axis (`spacing`: dz, 0, dx).
+Problem problem_2d(bool free_surface, std::array<double, 3> const& spacing = {}) {
   Problem p;
   p.grid = core::ModelGrid(40, 93, 10.0);
+  if (spacing[0] > 0) p.grid.set_spacing(spacing);
   p.pml.width = 10;
   p.pml.free_surface = free_surface;
   p.nt = 260;
@@ -98,10 +101,12 @@ Problem problem_2d_off_grid() {
   return p;
 }
 
-/// 3D: 20 x 26 x 27 cells (z, y, x), 2 shots, receivers every other cell of plane z = 3.
-Problem problem_3d() {
+/// 3D: 20 x 26 x 27 cells (z, y, x), 2 shots, receivers every other cell of plane z = 3; cells of
+/// 10 m, or of their own size per axis (`spacing`: dz, dy, dx).
+Problem problem_3d(std::array<double, 3> const& spacing = {}) {
   Problem p;
   p.grid = core::ModelGrid::volume(20, 26, 27, 10.0);
+  if (spacing[0] > 0) p.grid.set_spacing(spacing);
   p.pml.width = 6;
   p.pml.free_surface = true;
   p.nt = 140;
@@ -309,8 +314,9 @@ TEST(domains, split_2d_same_bits_as_one_domain_order_8) {
                   {cfg("boundary", "device", "fp32"), cfg("boundary", "host", "bf16"), cfg("full", "disk", "fp32")});
 }
 
+// Cells of their own size per axis (dz 12.5 m, dx 8 m): every subdomain weighs its axes alike.
 TEST(domains, split_2d_free_surface_same_bits_order_4) {
-  same_bits<4, 2>(problem_2d(true), {cfg("boundary", "device", "fp32")});
+  same_bits<4, 2>(problem_2d(true, {12.5, 0.0, 8.0}), {cfg("boundary", "device", "fp32")});
 }
 
 // The faces and gathers staged through host copies (as for device memory without GPU-aware MPI)
@@ -325,8 +331,9 @@ TEST(domains, split_2d_points_between_cells_same_bits) {
   same_bits<8, 2>(problem_2d_off_grid(), {cfg("boundary", "device", "fp32")});
 }
 
+// Cells of their own size per axis (dz 12 m, dy 9 m, dx 10 m).
 TEST(domains, split_3d_same_bits_as_one_domain_order_4) {
-  same_bits<4, 3>(problem_3d(), {cfg("boundary", "device", "fp32")});
+  same_bits<4, 3>(problem_3d({12.0, 9.0, 10.0}), {cfg("boundary", "device", "fp32")});
 }
 
 // Codecs with a scale per block of saved values (fp16, the shipped default, and int8): the blocks

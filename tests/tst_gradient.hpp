@@ -42,12 +42,18 @@ inline std::vector<float> layered_model(int nz, int nx, double shift = 0.0) {
 template <class Real, int Order>
 struct Problem : test::GradientProblem<Real, Order, 2> {
   int nz, nx;
-  Problem(int nz_, int nx_, int nt_, bool free_surface, double dh = 10.0, double dt = 1e-3, double freq = 15.0)
-      : test::GradientProblem<Real, Order, 2>(core::ModelGrid{nz_, nx_, dh}, pml(free_surface), dt,
+  Problem(int nz_, int nx_, int nt_, bool free_surface, double dh = 10.0, double dt = 1e-3, double freq = 15.0,
+          std::array<double, 3> const& spacing = {})
+      : test::GradientProblem<Real, Order, 2>(grid(nz_, nx_, dh, spacing), pml(free_surface), dt,
                                               test::line_survey(2, nz_, nx_, 2, 3, nx_ / 2), layered_model(nz_, nx_),
                                               layered_model(nz_, nx_, 1.5), nt_, freq),
         nz(nz_),
         nx(nx_) {}
+  static core::ModelGrid grid(int nz, int nx, double dh, std::array<double, 3> const& spacing) {
+    core::ModelGrid g{nz, nx, dh};
+    if (spacing[0] > 0) g.set_spacing(spacing);
+    return g;
+  }
   static core::PmlConfig pml(bool fs) {
     core::PmlConfig p;
     p.width = 8;
@@ -61,8 +67,9 @@ using test::rel_l2;
 using test::storage_cfg;
 
 template <int Order>
-void finite_difference_check(bool free_surface, std::string const& strategy) {
-  Problem<double, Order> p(26, 34, 220, free_surface);
+void finite_difference_check(bool free_surface, std::string const& strategy,
+                             std::array<double, 3> const& spacing = {}) {
+  Problem<double, Order> p(26, 34, 220, free_surface, 10.0, 1e-3, 15.0, spacing);
   double loss = 0;
   auto g = p.gradient(storage_cfg(strategy), &loss);
   ASSERT_GT(loss, 0);
@@ -103,8 +110,9 @@ KSWEEP_TEST(gradient_finite_difference_fp64_boundary) {
 // layer's psi next door, AcousticCell::forward_reach): the gradient on them alone against central
 // finite differences (the layer held fixed).
 template <int Order>
-void edge_finite_difference_check(bool free_surface, std::string const& strategy) {
-  Problem<double, Order> p(26, 34, 220, free_surface);
+void edge_finite_difference_check(bool free_surface, std::string const& strategy,
+                                  std::array<double, 3> const& spacing = {}) {
+  Problem<double, Order> p(26, 34, 220, free_surface, 10.0, 1e-3, 15.0, spacing);
   double loss = 0;
   auto g = p.gradient(storage_cfg(strategy), &loss);
   ASSERT_GT(loss, 0);
@@ -129,6 +137,15 @@ KSWEEP_TEST(gradient_finite_difference_fp64_edge_cells) {
   edge_finite_difference_check<4>(true, "full");
   edge_finite_difference_check<8>(false, "full");
   edge_finite_difference_check<6>(false, "boundary");
+}
+
+// Cells of their own size per axis (dz 12.5 m, dx 8 m): the weighted stencil's gradient, its
+// layer terms at the edge cells and the reconstruction, against central differences.
+KSWEEP_TEST(gradient_finite_difference_spacing_per_axis) {
+  std::array<double, 3> const d = {12.5, 0.0, 8.0};
+  finite_difference_check<4>(false, "boundary", d);
+  edge_finite_difference_check<4>(false, "boundary", d);
+  edge_finite_difference_check<8>(true, "full", d);
 }
 
 // The layer's chain rule (GradientEngine::set_layer_chain): the layer a copy of the model's edge

@@ -4,7 +4,7 @@ adjoint"), not from ksweep's kernels: numpy arrays over the whole padded grid, e
 updated by the same expressions, the memories psi and zeta defined everywhere and zero where
 the damping is zero.
 
-    u^{n+1} = 2 u^n - u^{n-1} + c sum_a T_a + w[n]      (c = v^2 dt^2 / dh^2)
+    u^{n+1} = 2 u^n - u^{n-1} + v^2 dt^2 sum_a T_a / d_a^2 + w[n]   (d_a: the cells' size along a)
     Q_a      = Daa u^n + Da psi_a^{n-1}
     psi_a^n  = a psi_a^{n-1} + b Da u^n
     zeta_a^n = a zeta_a^{n-1} + b Q_a
@@ -43,19 +43,20 @@ def profile(n_model, lo, hi, dh, dt, vmax, reflection, freq):
 def forward(v, dh, dt, wavelet, source, receivers, *, order, width, reflection=1e-3, freq=25.0, vmax=None):
     """Records [receiver, time] of one shot: a source of amplitudes `wavelet` [nt] at cell `source`
     and receivers at cells `receivers` [k, dim] (model coordinates), for the velocity v (2D or 3D)
-    surrounded by layers of `width` cells: one number for every face, or a (before, after) pair
-    per axis. A face of 0 cells has no layer: the grid ends there (u = 0 beyond it, a reflecting
-    edge)."""
+    on cells of `dh` metres (one number, or one per axis) surrounded by layers of `width` cells:
+    one number for every face, or a (before, after) pair per axis. A face of 0 cells has no
+    layer: the grid ends there (u = 0 beyond it, a reflecting edge)."""
     v = np.asarray(v, dtype=np.float64)
     dim, M = v.ndim, order // 2
+    d = [float(dh)] * dim if np.isscalar(dh) else [float(x) for x in dh]
     faces = [(int(width), int(width))] * dim if np.isscalar(width) else [(int(lo), int(hi)) for lo, hi in width]
     vmax = float(v.max()) if vmax is None else vmax
     vp = np.pad(v, faces, mode="edge")
     shape = vp.shape
-    c = vp * vp * dt * dt / (dh * dh)
+    c = vp * vp * dt * dt
     prof = []
     for ax in range(dim):
-        a, b = profile(v.shape[ax], faces[ax][0], faces[ax][1], dh, dt, vmax, reflection, freq)
+        a, b = profile(v.shape[ax], faces[ax][0], faces[ax][1], d[ax], dt, vmax, reflection, freq)
         view = [1] * dim
         view[ax] = -1
         prof.append((a.reshape(view), b.reshape(view)))
@@ -91,7 +92,7 @@ def forward(v, dh, dt, wavelet, source, receivers, *, order, width, reflection=1
             q = d2(u1, ax) + d1(psi[ax], ax)
             psi[ax] = a * psi[ax] + b * d1(u1, ax)
             zeta[ax] = a * zeta[ax] + b * q
-            t += q + zeta[ax]
+            t += (q + zeta[ax]) / (d[ax] * d[ax])
         u2 = 2.0 * u1 - u0 + c * t
         u2[src] += wavelet[n]
         u0, u1 = u1, u2

@@ -141,7 +141,8 @@ def test_torch_needs_tensors():
 
 def _green_2d(f, dt, r, c, dh):
     """u(t) at distance r of Deepwave's source term -v^2 dt^2 f[t] at one cell of a 2D grid of
-    spacing dh: u_tt - c^2 lap u = -c^2 dh^2 f(t) delta(x), by the outgoing Hankel function."""
+    spacing dh: u_tt - c^2 lap u = -c^2 dh^2 f(t) delta(x), by the outgoing Hankel function (a
+    cell of dz by dx: dh = sqrt(dz dx), the cell's area dh^2)."""
     from scipy.special import hankel2
     m = 8 * f.size
     spec = np.fft.rfft(f, m)
@@ -174,6 +175,64 @@ def test_scalar_matches_the_analytic_green_function():
     the 2D Green's function, not against ksweep's other path: within the stencil's dispersion."""
     errors = _green_case(121, 60)
     assert max(errors) < 5e-3, errors  # one sample late would be 6.5e-2
+
+
+def test_scalar_grid_spacing_per_axis_matches_the_analytic_green_function():
+    """Cells of 5 m in depth and 2.5 m along x (Deepwave's grid_spacing=[dz, dx]): receivers 100 m
+    below, 100 m beside and 100 m obliquely from the source against the 2D Green's function of a
+    source spread over one cell of dz dx. A spacing on the wrong axis, or one spacing for both,
+    moves the arrivals by half the distance."""
+    dz, dx, c, dt, nt = 5.0, 2.5, 1500.0, 0.0004, 500
+    v = torch.full((101, 161), c, dtype=torch.float64)
+    f = ksweep.ricker(25.0, nt, dt, 0.05)
+    src = [50, 80]
+    rec = torch.tensor([[[70, 80], [50, 120], [62, 112]]])  # (100, 0), (0, 100), (60, 80) m away
+    d = ksweep.scalar(v, [dz, dx], dt, source_amplitudes=torch.from_numpy(f).reshape(1, 1, nt),
+                      source_locations=torch.tensor([[src]]), receiver_locations=rec, accuracy=8,
+                      pml_width=30)[-1][0].numpy()
+    for k in range(3):
+        r = float(np.hypot((int(rec[0, k, 0]) - src[0]) * dz, (int(rec[0, k, 1]) - src[1]) * dx))
+        want = _green_2d(f, dt, r, c, np.sqrt(dz * dx))
+        error = np.linalg.norm(d[k] - want) / np.linalg.norm(want)
+        assert abs(r - 100.0) < 1e-9 and error < 5e-3, (k, error)
+
+
+def test_grid_spacing_per_axis_is_the_transposed_problem_s():
+    """A model of dz by dx cells, transposed (dx by dz cells, the points' axes swapped), gives the
+    same records to round-off (float64), and one spacing named per axis gives the bits of one
+    spacing: the weights sit on their own axes."""
+    v = torch.tensor(layered((30, 44), np.float64))
+    v[12:20, 10:30] += 300.0
+    amp = torch.tensor(amplitudes(2, 1, 200, DT, np.float64))
+    src = np.array([[[3, 7]], [[25, 40]]])
+    rec = np.array([[[z, x] for z, x in ((0, 0), (5, 40), (29, 21), (14, 3))]] * 2)
+    d = kt.forward(v, [12.5, 7.5], DT, amp, src, rec, order=8, pml_width=[6, 6, 0, 0, 9, 9])
+    dt_ = kt.forward(v.T.contiguous(), [7.5, 12.5], DT, amp, src[..., ::-1].copy(), rec[..., ::-1].copy(), order=8,
+                     pml_width=[9, 9, 0, 0, 6, 6])
+    assert float((d - dt_).abs().max() / d.abs().max()) < 1e-12
+    wrong = kt.forward(v.T.contiguous(), [12.5, 7.5], DT, amp, src[..., ::-1].copy(), rec[..., ::-1].copy(), order=8,
+                       pml_width=[9, 9, 0, 0, 6, 6])
+    assert float((d - wrong).abs().max() / d.abs().max()) > 1e-2  # the comparison can fail
+    one = kt.forward(v, 10.0, DT, amp, src, rec, order=8)
+    assert torch.equal(one, kt.forward(v, [10.0, 10.0], DT, amp, src, rec, order=8))
+    for bad, match in (([10.0, -1.0], "must be finite and > 0"), ([10.0, 5.0, 5.0], "one per axis \\[dz, dx\\]")):
+        with pytest.raises(ValueError, match=match):
+            ksweep.forward(v.numpy(), bad, DT, amp.numpy(), src, rec)
+
+
+def test_scalar_gradcheck_grid_spacing_per_axis():
+    """gradcheck with cells of their own size per axis: v (every cell, the edges the layer copies
+    included) and the amplitudes."""
+    v = torch.tensor(layered((10, 12), np.float64), requires_grad=True)
+    src = torch.tensor([[[4, 5]]])
+    rec = torch.tensor([[[5, 0], [5, 6], [0, 11]]])
+    amp = torch.tensor(amplitudes(1, 1, 40, DT, np.float64, freq=40.0), requires_grad=True)
+
+    def f(v, amp):
+        return ksweep.scalar(v, [12.5, 8.0], DT, source_amplitudes=amp, source_locations=src, receiver_locations=rec,
+                             pml_width=4, max_vel=3000.0)[-1]
+
+    assert torch.autograd.gradcheck(f, (v, amp), eps=1e-3, atol=1e-7, rtol=1e-4)
 
 
 def _scalar_case(dtype=torch.float64):
@@ -406,8 +465,10 @@ def test_scalar_refuses_what_it_does_not_model():
         ksweep.scalar(v.clone().requires_grad_(True), 10.0, 0.001, **kw, forward_callback=print)
     with pytest.raises(NotImplementedError, match="initial wavefields and memories are held fixed"):
         ksweep.scalar(v, 10.0, 0.001, **kw, wavefield_0=torch.zeros(2, 80, 100, dtype=v.dtype, requires_grad=True))
-    with pytest.raises(NotImplementedError, match="one spacing on every axis"):
-        ksweep.scalar(v, [10.0, 5.0], 0.001, **kw)
+    with pytest.raises(ValueError, match="one spacing > 0, or one per dimension"):
+        ksweep.scalar(v, [10.0, 0.0], 0.001, **kw)
+    with pytest.raises(ValueError, match="one spacing > 0, or one per dimension"):
+        ksweep.scalar(v, [10.0, 5.0, 5.0], 0.001, **kw)
     with pytest.raises(TypeError, match="same dtype"):
         ksweep.scalar(v.float(), 10.0, 0.001, **kw)
 

@@ -85,6 +85,7 @@ Subdomain subdomain(ModelGrid const& grid, PmlConfig const& pml, DomainSplit con
     d.ny = py.count;
   }
   d.grid = three ? ModelGrid::volume(grid.nz, d.ny, d.nx, grid.dh) : ModelGrid(grid.nz, d.nx, grid.dh);
+  d.grid.spacing = grid.spacing;
   d.pml = pml;
   d.pml.profile_velocity = profile_velocity;
   // Every face's width as the whole model has it, then the cut faces.

@@ -67,8 +67,8 @@ std::string position(Point const& p, ModelGrid const& grid) {
   bool const three = grid.dim() == 3;
   std::ostringstream o;
   o << (three ? "(z, y, x) = (" : "(z, x) = (") << p.z << ", " << (three ? std::to_string(p.y) + ", " : "") << p.x
-    << ") cells = (" << p.z * grid.dh << ", " << (three ? std::to_string(p.y * grid.dh) + ", " : "") << p.x * grid.dh
-    << ") m";
+    << ") cells = (" << p.z * grid.step(0) << ", " << (three ? std::to_string(p.y * grid.step(1)) + ", " : "")
+    << p.x * grid.step(2) << ") m";
   return o.str();
 }
 
@@ -186,7 +186,21 @@ Layout::Layout(ModelGrid const& grid, PmlConfig const& pml, int order, int radiu
       NZ(nz + top + bottom),
       NY(ny + front + back),
       NX(nx + left + right),
-      free_surface(pml.free_surface) {}
+      free_surface(pml.free_surface) {
+  for (int a = 0; a < dim; ++a) weight[a] = grid.weight(a);
+}
+
+std::string ModelGrid::describe_spacing() const {
+  std::ostringstream o;
+  if (uniform()) {
+    o << "dh = " << dh << " m";
+    return o.str();
+  }
+  o << "dz = " << step(0) << " m, ";
+  if (m_dim == 3) o << "dy = " << step(1) << " m, ";
+  o << "dx = " << step(2) << " m";
+  return o.str();
+}
 
 namespace {
 char const* const face_names[6] = {"top", "bottom", "front", "back", "left", "right"};
@@ -206,6 +220,12 @@ void check_grid(ModelGrid const& grid, PmlConfig const& pml, int order, int radi
   names::order.parse(std::to_string(order));
   int const m = radius < 0 ? order / 2 : radius;
   KSWEEP_REQUIRE(std::isfinite(grid.dh) && grid.dh > 0, "grid spacing dh = " << grid.dh << " must be > 0");
+  for (int g = 0; g < 3; ++g) {
+    static char const* const axis[3] = {"dz", "dy", "dx"};
+    KSWEEP_REQUIRE(
+        std::isfinite(grid.spacing[g]) && grid.spacing[g] >= 0,
+        "grid spacing " << axis[g] << " = " << grid.spacing[g] << " m must be > 0 (or 0: dh = " << grid.dh << " m)");
+  }
   int const min_cells = 2 * m + 1;
   KSWEEP_REQUIRE(grid.dim() == 3 || grid.ny == 1, "model grid: a plane has ny = 1, not " << grid.ny);
   bool const three = grid.dim() == 3;
@@ -272,6 +292,24 @@ void check_cfl(double vmax, double dt, double dh, int order, int dim) {
                  "unstable time step: vmax * dt / dh = " << vmax << " * " << dt << " / " << dh << " = " << courant
                                                          << " exceeds the CFL limit " << limit << " of order " << order
                                                          << " (dt must be <= " << limit * dh / vmax << " s)");
+}
+
+double cfl_spacing(ModelGrid const& grid) {
+  if (grid.uniform()) return grid.dh;
+  double s = 0;
+  for (int a = 0; a < grid.dim(); ++a) s += 1.0 / (grid.axis_step(a) * grid.axis_step(a));
+  return 1.0 / std::sqrt(s / grid.dim());
+}
+
+void check_cfl(double vmax, double dt, ModelGrid const& grid, int order) {
+  if (grid.uniform()) return check_cfl(vmax, dt, grid.dh, order, grid.dim());
+  // The leapfrog's bound v^2 dt^2 S sum_a 1 / d_a^2 <= 4, S the stencil's Nyquist symbol.
+  double const h = cfl_spacing(grid), courant = vmax * dt / h, limit = courant_limit(order, grid.dim());
+  KSWEEP_REQUIRE(courant <= limit, "unstable time step: vmax * dt / h = "
+                                       << vmax << " * " << dt << " / " << h << " = " << courant
+                                       << " (1 / h^2: the mean of 1 / d^2 over the axes, " << grid.describe_spacing()
+                                       << ") exceeds the CFL limit " << limit << " of order " << order
+                                       << " (dt must be <= " << limit * h / vmax << " s)");
 }
 
 void check_positions(Survey const& survey, ModelGrid const& grid, PmlConfig const& pml) {

@@ -142,14 +142,14 @@ void check_options(Problem const& pb, Options const& opt, OptionNames const& nam
   // Every velocity the inversion may reach must propagate stably (constant density: the CFL
   // limit of vp alone).
   if (pb.physics == Physics::acoustic && pb.dt > 0 && g.dh > 0) {
-    double const limit = core::courant_limit(pb.order, g.dim());
-    double const stable = limit * g.dh / pb.dt;
-    KSWEEP_REQUIRE(opt.vmax * pb.dt / g.dh <= limit * (1 + 1e-12),  // vmax = 0 gave the limit itself
+    double const limit = core::courant_limit(pb.order, g.dim()), h = core::cfl_spacing(g);
+    double const stable = limit * h / pb.dt;
+    KSWEEP_REQUIRE(opt.vmax * pb.dt / h <= limit * (1 + 1e-12),  // vmax = 0 gave the limit itself
                    key("vmax") << " = " << opt.vmax << " m/s lets the model reach velocities that " << names.dt << " = "
                                << pb.dt << " s cannot propagate stably: the CFL limit " << limit << " of order "
-                               << pb.order << " at dh = " << g.dh << " m allows at most " << stable << " m/s; lower "
-                               << key("vmax") << " to at most " << stable << " m/s or " << names.dt << " to at most "
-                               << limit * g.dh / opt.vmax << " s");
+                               << pb.order << " at " << g.describe_spacing() << " allows at most " << stable
+                               << " m/s; lower " << key("vmax") << " to at most " << stable << " m/s or " << names.dt
+                               << " to at most " << limit * h / opt.vmax << " s");
   }
   KSWEEP_REQUIRE(!opt.invert.empty(), key("invert") << " is empty: no parameter to invert");
   for (std::size_t i = 0; i < opt.invert.size(); ++i) {
@@ -192,7 +192,8 @@ std::size_t optimizer_vectors(Options const& o) {
 Inversion::Inversion(Problem problem, Options options, comm::Communicator const& comm) {
   // vmax = 0, constant density: the largest velocity dt propagates stably (as fwi.vmax = 0).
   if (options.vmax == 0 && problem.physics == Physics::acoustic && problem.dt > 0 && problem.grid.dh > 0)
-    options.vmax = core::courant_limit(problem.order, problem.grid.dim()) * problem.grid.dh / problem.dt;
+    options.vmax =
+        core::courant_limit(problem.order, problem.grid.dim()) * core::cfl_spacing(problem.grid) / problem.dt;
   check_problem(problem);
   try {
     check_options(problem, options);

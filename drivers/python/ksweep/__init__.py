@@ -8,6 +8,7 @@ Array layouts (as Deepwave's; C order, float32 or float64, one dtype per call):
                                                position in the model (between cells: interpolated),
   receiver_locations  [shot, receiver, 2 or 3] in the axis order of v: (z, x) or (z, y, x)
   data                [shot, receiver, time]
+  dh                  the cells' size in metres: one number, or one per axis [dz, dx] / [dz, dy, dx]
 ksweep's own records are time-major ([shot, time, receiver]); the functions here return the
 peers' layout as a transposed *view* of them (no copy), and accept either layout's arrays.
 
@@ -149,6 +150,20 @@ def _same_dtype(a, dtype, name) -> np.ndarray:
     return np.ascontiguousarray(a)
 
 
+def _spacing(dh, dim) -> np.ndarray:
+    """The cells' size along each axis (z, x or z, y, x), from one spacing or one per axis."""
+    axes = "[dz, dx]" if dim == 2 else "[dz, dy, dx]"
+    try:
+        d = np.atleast_1d(np.asarray(dh, dtype=np.float64))
+    except (TypeError, ValueError):
+        raise TypeError(f"dh = {dh!r} must be a spacing in metres, or one per axis {axes}") from None
+    if d.ndim != 1 or d.size not in (1, dim):
+        raise ValueError(f"dh = {dh!r}: give one spacing (m), or one per axis {axes}")
+    if not np.all(np.isfinite(d)) or np.any(d <= 0):
+        raise ValueError(f"dh = {dh!r}: grid spacings must be finite and > 0 (m)")
+    return np.repeat(d, dim) if d.size == 1 else d
+
+
 def _locations(a, dim, dh, units, name) -> np.ndarray:
     a = np.asarray(a)
     if a.ndim != 3 or a.shape[2] != dim:
@@ -158,7 +173,7 @@ def _locations(a, dim, dh, units, name) -> np.ndarray:
         raise ValueError(f'location_units = {units!r} is not one of "cells", "m"')
     if a.dtype.kind not in "iuf":
         raise TypeError(f"{name} has dtype {a.dtype}; positions are integers (cells) or floats")
-    cells = a.astype(np.float64) / dh if units == "m" else a.astype(np.float64)
+    cells = a.astype(np.float64) / _spacing(dh, dim) if units == "m" else a.astype(np.float64)
     if not np.all(np.isfinite(cells)):
         raise ValueError(f"{name} holds non-finite positions")
     # Within 1e-9 of a cell: that cell (metres that are whole cells up to rounding); positions
@@ -270,7 +285,7 @@ def _modeling(s: _Survey, dh, dt, nt, *, order, pml_width, pml_reflection, pml_f
     if not isinstance(batch, (int, np.integer)) or batch < 0:
         raise ValueError(f"batch = {batch!r} must be an integer >= 0 (0: every shot at once)")
     cls = _ksweep.Modeling32 if s.v.dtype == np.float32 else _ksweep.Modeling64
-    return cls(list(s.v.shape), float(dh), float(dt), int(nt), _int(order, "order"), _pml_faces(pml_width, free_surface),
+    return cls(list(s.v.shape), [float(d) for d in _spacing(dh, s.v.ndim)], float(dt), int(nt), _int(order, "order"), _pml_faces(pml_width, free_surface),
                float(pml_reflection), float(pml_freq), bool(free_surface), s.src, s.rec, _int(batch, "batch"), str(schedule),
                str(storage), str(storage_location), str(storage_dtype), str(disk_dir), str(physics),
                _pml_velocity(pml_velocity), _bool(mpi, "mpi"), _domains(domains, s.v.ndim))

@@ -472,11 +472,9 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
     spacing = np.atleast_1d(np.asarray(grid_spacing, dtype=np.float64))
     if spacing.size == 1:
         spacing = np.repeat(spacing, ndim)
-    if spacing.size != ndim or not np.all(np.isfinite(spacing)) or np.any(spacing <= 0):
+    if spacing.ndim != 1 or spacing.size != ndim or not np.all(np.isfinite(spacing)) or np.any(spacing <= 0):
         raise ValueError(f"grid_spacing = {grid_spacing!r}: one spacing > 0, or one per dimension")
-    if not np.all(spacing == spacing[0]):
-        raise NotImplementedError(f"grid_spacing = {list(spacing)}: ksweep's grids have one spacing on every axis")
-    dh = float(spacing[0])
+    dh = [float(d) for d in spacing]  # one per axis (the library weighs each axis' stencil)
     if source_amplitudes is None and nt is None:
         raise ValueError("ksweep.scalar: give source_amplitudes, or nt for a run without sources")
     if receiver_locations is None:

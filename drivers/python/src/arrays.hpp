@@ -75,4 +75,14 @@ inline core::ModelGrid make_grid(std::vector<int> const& shape, double dh) {
                            : core::ModelGrid(shape[0], shape[1], dh);
 }
 
+/// The grid of `shape` with one spacing on every axis, or one per axis ([dz, dx] or [dz, dy, dx]).
+inline core::ModelGrid make_grid(std::vector<int> const& shape, std::vector<double> const& spacing) {
+  KSWEEP_REQUIRE(
+      spacing.size() == 1 || spacing.size() == shape.size(),
+      "dh has " << spacing.size() << " values: give one spacing, or one per axis of the " << shape.size() << "D model");
+  auto g = make_grid(shape, spacing.back());
+  if (spacing.size() > 1) g.set_spacing({spacing[0], shape.size() == 3 ? spacing[1] : 0.0, spacing.back()});
+  return g;
+}
+
 }  // namespace ksweep::python

@@ -47,11 +47,12 @@ namespace {
 template <class Real>
 class PyModeling {
  public:
-  PyModeling(std::vector<int> const& shape, double dh, double dt, int nt, int order, std::vector<int> const& pml_faces,
-             double pml_reflection, double pml_freq, bool free_surface, carray<double> const& sources,
-             carray<double> const& receivers, int batch, std::string const& schedule, std::string const& strategy,
-             std::string const& location, std::string const& dtype, std::string const& disk_dir,
-             std::string const& physics, double pml_velocity, bool mpi, std::vector<int> const& domains) {
+  PyModeling(std::vector<int> const& shape, std::vector<double> const& dh, double dt, int nt, int order,
+             std::vector<int> const& pml_faces, double pml_reflection, double pml_freq, bool free_surface,
+             carray<double> const& sources, carray<double> const& receivers, int batch, std::string const& schedule,
+             std::string const& strategy, std::string const& location, std::string const& dtype,
+             std::string const& disk_dir, std::string const& physics, double pml_velocity, bool mpi,
+             std::vector<int> const& domains) {
     fwi::ModelingSetup s;
     s.physics = fwi::parse_physics(physics);
     m_vd = s.physics == fwi::Physics::acoustic_vd;
@@ -286,10 +287,10 @@ class PyModeling {
 template <class Real>
 void bind_modeling_of(py::module_& m, char const* name) {
   py::class_<PyModeling<Real>>(m, name)
-      .def(py::init<std::vector<int> const&, double, double, int, int, std::vector<int> const&, double, double, bool,
-                    carray<double> const&, carray<double> const&, int, std::string const&, std::string const&,
-                    std::string const&, std::string const&, std::string const&, std::string const&, double, bool,
-                    std::vector<int> const&>(),
+      .def(py::init<std::vector<int> const&, std::vector<double> const&, double, int, int, std::vector<int> const&,
+                    double, double, bool, carray<double> const&, carray<double> const&, int, std::string const&,
+                    std::string const&, std::string const&, std::string const&, std::string const&, std::string const&,
+                    double, bool, std::vector<int> const&>(),
            py::arg("shape"), py::arg("dh"), py::arg("dt"), py::arg("nt"), py::arg("order"), py::arg("pml_faces"),
            py::arg("pml_reflection"), py::arg("pml_freq"), py::arg("free_surface"), py::arg("sources"),
            py::arg("receivers"), py::arg("batch"), py::arg("schedule"), py::arg("strategy"), py::arg("location"),

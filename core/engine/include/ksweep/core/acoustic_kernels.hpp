@@ -5,8 +5,9 @@
 ///
 /// Discretisation (all on the padded grid; ~ marks quantities scaled by powers of dh so the
 /// stencils carry only their dimensionless coefficients):
-///   u^{n+1} = 2 u^n - u^{n-1} + c sum_a T_a,     c = v^2 dt^2 / dh^2,
+///   u^{n+1} = 2 u^n - u^{n-1} + c sum_a w_a T_a,     c = v^2 dt^2 / dh^2,  w_a = (dh / d_a)^2,
 /// over the axes a (z, x in 2D; z, y, x in 3D; below written for x, the same for every axis),
+/// d_a the cells' size along axis a (w_a = 1, exactly, on a grid of cells dh: ModelGrid),
 /// and per axis (second-order CPML; the memories psi and zeta live in the layer and are zero
 /// outside it, where a = b = 0)
 ///   Q_x    = Dxx u^n + Dx psi_x^{n-1}
@@ -19,8 +20,9 @@
 /// term instead (E_x^n = Dx psi_x^{n-1}, the layer's part of T at a model cell), which the
 /// gradient saves to image and rebuild those cells (GradientEngine, see layer_term_cells).
 /// Dx, Dxx are the centred first and second differences of the order (unscaled), psi carries a
-/// factor dh and zeta a factor dh^2. Outside the grid u = 0 (Dirichlet behind the layer); with a
-/// free surface, row 0 holds u = 0 and rows above mirror it with a sign change (image method).
+/// factor d_x and zeta a factor d_x^2 (so the memories do not see the weight; the layer term the
+/// zeta slot keeps at a model cell is the weighted w_x Dx psi_x). Outside the grid u = 0 (Dirichlet behind the layer);
+/// with a free surface, row 0 holds u = 0 and rows above mirror it with a sign change (image method).
 ///
 /// The adjoint kernel is the transpose of this linear map of the state (u^n, u^{n-1}, psi, zeta).
 /// With g = c lambda^{n+1}, h = g + zetabar and w = g + b h (w = g outside the layer):
@@ -29,7 +31,10 @@
 /// g is the field itself and the step has the forward's shape:
 ///   mu^n = 2 mu^{n+1} - mu^{n+2} + c sum_a (Daa w_a - Da(b psibar_a)),
 /// which saves a load and a multiply per stencil tap. Residuals enter as c r (InjectPoints with
-/// the c weight) and the source gradient reads mu / c (SamplePoints with the c weight).
+/// the c weight) and the source gradient reads mu / c (SamplePoints with the c weight). With
+/// weights, each axis' adjoint memories are kept divided by w_a (the axis' map is linear, so its
+/// transpose applied to w_a g is w_a times the one applied to g): the axis terms are the ones
+/// above, and sum_a enters as sum_a w_a (Daa w_a - Da(b psibar_a)).
 ///   psibar_x'  = mask (a psibar_x - Dx w_x)        (w of every cell the layer's psi reaches)
 ///   zetabar_x' = mask a h_x
 /// (Dxx is symmetric, also with the image rows; Dx is antisymmetric.) The adjoint's layer terms
@@ -83,6 +88,8 @@ struct AcousticCell {
   struct extra {};
   using C = StencilCoefficients<Order>;
   using F = RegionFlags<Dim>;
+  /// The host schedules' interior runs of a uniform grid take Flags | F::uniform (see weigh).
+  static constexpr bool uniform_runs = true;
   using run_type = CellRun<Real, Dim>;
   using image_run = ImageRun<Real, Dim>;
 
@@ -104,6 +111,18 @@ struct AcousticCell {
       return 1;
     } else {
       return r.ps[A];
+    }
+  }
+
+  // x times the axis' weight; on a uniform grid's interior runs (F::uniform) x itself, the same
+  // bits as a multiply by 1 without its cost.
+  template <int Flags>
+  KOKKOS_FORCEINLINE_FUNCTION static Real weigh(Real w, Real x) {
+    if constexpr ((Flags & F::uniform) != 0) {
+      (void)w;
+      return x;
+    } else {
+      return w * x;
     }
   }
 
@@ -143,12 +162,13 @@ struct AcousticCell {
   // Forward: Dxx u (outside the layer) or Q (in it) of axis A, returned; in the layer also
   // zeta^n (T_a = Q + zeta) and the new psi and zeta of that axis.
   // ---------------------------------------------------------------------------------------------
-  template <int A, bool Layer, bool FS>
+  // Outside the layer weighted by the axis' w; in it, Q and zeta unweighted (forward weighs them).
+  template <int A, bool Layer, bool FS, int Flags = 0>
   KOKKOS_FORCEINLINE_FUNCTION static Real forward_axis(run_type const& r, int ix, Real u0, Real& zeta_out) {
     std::ptrdiff_t const s = field_stride<A>(r);
     Real const d2 = second_diff<A, FS>(r.u, s, r.z, ix, u0);
     if constexpr (!Layer) {
-      return d2;
+      return weigh<Flags>(r.w[A], d2);
     } else {
       // The free-surface rows never reach the layer (check_grid: nz >= 2M + 2).
       std::ptrdiff_t const ps = strip_stride<A>(r), i = ix + r.off[A];
@@ -164,29 +184,30 @@ struct AcousticCell {
       r.pout[A][i] = a * pin[i] + b * du;  // 0 outside the layer (a = b = 0, pin = 0)
       Real const zeta = a * r.zin[A][i] + b * q;
       // Outside the layer (mask 0) zeta is 0; the slot keeps the layer's term Dx psi instead,
-      // for the gradient (see the file comment).
+      // for the gradient (see the file comment; SaveLayerTerms weighs it).
       r.zout[A][i] = coef<A>(r.pm[A], ix, 0) != Real(0) ? zeta : dpsi;
       zeta_out = zeta;
       return q;
     }
   }
 
-  /// u^{n+1} = 2 u^n - u^{n-1} + c sum_a T_a at cell ix of the run.
+  /// u^{n+1} = 2 u^n - u^{n-1} + c sum_a w_a T_a at cell ix of the run.
   template <int Flags>
   KOKKOS_FORCEINLINE_FUNCTION static void forward(run_type const& r, int ix) {
     Real const u0 = r.u[ix];
     Real zeta[Dim] = {};
-    Real t = forward_axis<X, F::layer(Flags, X), false>(r, ix, u0, zeta[X]);
-    if constexpr (F::layer(Flags, X)) t += zeta[X];
+    Real t = forward_axis<X, F::layer(Flags, X), false, Flags>(r, ix, u0, zeta[X]);
+    if constexpr (F::layer(Flags, X)) t = r.w[X] * (t + zeta[X]);
     if constexpr (Dim == 3) {
-      Real const ty = forward_axis<1, F::layer(Flags, 1), false>(r, ix, u0, zeta[1]);
-      t += F::layer(Flags, 1) ? ty + zeta[1] : ty;
+      Real const ty = forward_axis<1, F::layer(Flags, 1), false, Flags>(r, ix, u0, zeta[1]);
+      t += F::layer(Flags, 1) ? r.w[1] * (ty + zeta[1]) : ty;
     }
-    Real const qz = forward_axis<0, F::layer(Flags, 0), F::surface(Flags)>(r, ix, u0, zeta[0]);
+    Real const qz = forward_axis<0, F::layer(Flags, 0), F::surface(Flags), Flags>(r, ix, u0, zeta[0]);
     // The order of the sums, fixed (every schedule and backend adds in this order): in rows with
-    // z layer terms alone, (T_x + Q_z) + zeta_z; elsewhere T_x + T_z with T_z = Q_z + zeta_z.
-    if constexpr (F::layer(Flags, 0) && !F::layer(Flags, X)) t = (t + qz) + zeta[0];
-    else if constexpr (F::layer(Flags, 0)) t += qz + zeta[0];
+    // z layer terms alone, (T_x + Q_z) + zeta_z; elsewhere T_x + T_z with T_z = Q_z + zeta_z
+    // (each axis' term weighted: w T, or w Q and w zeta).
+    if constexpr (F::layer(Flags, 0) && !F::layer(Flags, X)) t = (t + r.w[0] * qz) + r.w[0] * zeta[0];
+    else if constexpr (F::layer(Flags, 0)) t += r.w[0] * (qz + zeta[0]);
     else t += qz;
     r.out[ix] = Real(2) * u0 - r.out[ix] + r.c[ix] * t;
   }
@@ -201,10 +222,11 @@ struct AcousticCell {
     Real const g = r.u[ix + k * field_stride<A>(r)];
     return g + coef<A>(r.pb[A], ix, k) * (g + r.zin[A][i + k * strip_stride<A>(r)]);
   }
-  template <int A, bool Layer, bool FS>
+  // The two terms weighted by the axis' w (its memories are kept divided by w: file comment).
+  template <int A, bool Layer, bool FS, int Flags = 0>
   KOKKOS_FORCEINLINE_FUNCTION static Real adjoint_axis(run_type const& r, int ix, Real g0, Real& db) {
     if constexpr (!Layer) {
-      return second_diff<A, FS>(r.u, field_stride<A>(r), r.z, ix, g0);
+      return weigh<Flags>(r.w[A], second_diff<A, FS>(r.u, field_stride<A>(r), r.z, ix, g0));
     } else {
       std::ptrdiff_t const ps = strip_stride<A>(r), i = ix + r.off[A];
       Real const* pin = r.pin[A];
@@ -220,18 +242,19 @@ struct AcousticCell {
       Real const m0 = coef<A>(r.pm[A], ix, 0), a0 = coef<A>(r.pa[A], ix, 0);
       r.pout[A][i] = m0 * (a0 * pin[i] - dq);
       r.zout[A][i] = m0 * (a0 * (g0 + r.zin[A][i]));
-      return lap;
+      db = r.w[A] * db;
+      return r.w[A] * lap;
     }
   }
 
-  /// mu^n = 2 mu^{n+1} - mu^{n+2} + c (sum_a lap_a - sum_a db_a) at cell ix of the run.
+  /// mu^n = 2 mu^{n+1} - mu^{n+2} + c (sum_a w_a lap_a - sum_a w_a db_a) at cell ix of the run.
   template <int Flags>
   KOKKOS_FORCEINLINE_FUNCTION static void adjoint(run_type const& r, int ix) {
     Real const g0 = r.u[ix];
     Real db[Dim] = {};
-    Real t = adjoint_axis<X, F::layer(Flags, X), false>(r, ix, g0, db[X]);
-    if constexpr (Dim == 3) t += adjoint_axis<1, F::layer(Flags, 1), false>(r, ix, g0, db[1]);
-    t += adjoint_axis<0, F::layer(Flags, 0), F::surface(Flags)>(r, ix, g0, db[0]);
+    Real t = adjoint_axis<X, F::layer(Flags, X), false, Flags>(r, ix, g0, db[X]);
+    if constexpr (Dim == 3) t += adjoint_axis<1, F::layer(Flags, 1), false, Flags>(r, ix, g0, db[1]);
+    t += adjoint_axis<0, F::layer(Flags, 0), F::surface(Flags), Flags>(r, ix, g0, db[0]);
     if constexpr (F::layer(Flags, X)) t -= db[X];
     if constexpr (Dim == 3 && F::layer(Flags, 1)) t -= db[1];
     if constexpr (F::layer(Flags, 0)) t -= db[0];
@@ -253,19 +276,24 @@ struct AcousticCell {
   //   grad += lambda L u0,  isrc += u0^2,  irec += lambda^2 (or u0 lambda: ImagingFrame::m_xcorr),
   // and, when rebuilding, u1 <- 2 u0 - u1 + c L u0 (u^{n-1} before the source term).
   // ---------------------------------------------------------------------------------------------
-  template <bool FS>
+  // L = sum_a w_a Daa, each tap weighted by its axis' w (w0: the centre's coefficient times the
+  // weights' sum), so that a uniform grid (every w 1) adds the taps as it always has.
+  // (Uniform: a uniform grid's interior rows on the host schedules, without the multiplies by 1.)
+  template <bool FS, bool Uniform = false>
   KOKKOS_FORCEINLINE_FUNCTION static void image(image_run const& r, int ix, bool rebuild) {
+    constexpr int W = Uniform ? F::uniform : 0;
     Real const uc = r.u0[ix];
-    Real lap = Real(Dim * C::second(0)) * uc;
+    Real lap = r.w0 * uc;
+    Real const wx = r.w[X], wz = r.w[0];
     KSWEEP_UNROLL_TAPS
     for (int k = 1; k <= M; ++k) {
-      Real t = r.u0[ix - k] + r.u0[ix + k];
+      Real t = weigh<W>(wx, r.u0[ix - k]) + weigh<W>(wx, r.u0[ix + k]);
       if constexpr (Dim == 3) {
-        t += r.u0[ix - k * r.su[1]];
-        t += r.u0[ix + k * r.su[1]];
+        t += weigh<W>(r.w[1], r.u0[ix - k * r.su[1]]);
+        t += weigh<W>(r.w[1], r.u0[ix + k * r.su[1]]);
       }
-      t += at<0, FS>(r.u0, r.su[0], r.z, ix, -k);
-      t += r.u0[ix + k * r.su[0]];
+      t += weigh<W>(wz, at<0, FS>(r.u0, r.su[0], r.z, ix, -k));
+      t += weigh<W>(wz, r.u0[ix + k * r.su[0]]);
       lap += Real(C::second(k)) * t;
     }
     Real const l = r.lambda[ix];
@@ -288,6 +316,7 @@ template <class Real, int Order, class MemorySpace, int Dimension = 2>
 struct AcousticImaging : ImagingFrame<Real, MemorySpace, Dimension> {
   static constexpr int Dim = Dimension, M = Order / 2;
   using body = AcousticCell<Real, Order, Dim>;
+  using C = typename body::C;
   using frame = ImagingFrame<Real, MemorySpace, Dimension>;
   KSWEEP_IMAGING_FRAME_MEMBERS
 
@@ -307,6 +336,8 @@ struct AcousticImaging : ImagingFrame<Real, MemorySpace, Dimension> {
     if constexpr (Dim == 3) r.su[1] = row;
     r.su[Dim - 1] = 1;
     r.z = (Dim == 3 ? mr / m_rows.ny : mr) + m_rows.top;
+    for (int a = 0; a < Dim; ++a) r.w[a] = m_w[a];
+    r.w0 = static_cast<Real>(C::second(0) * m_wsum);
     return r;
   }
   // Free-surface rows: 1 .. M-1 (row 0 holds zero pressure: no sensitivity, skipped).
@@ -319,6 +350,11 @@ struct AcousticImaging : ImagingFrame<Real, MemorySpace, Dimension> {
     auto const r = make_run(s, mr);
     if (surface_row(iz)) {
       for (int ix = 0; ix < m_nx; ++ix) body::template image<true>(r, ix, rebuild);
+      return;
+    }
+    if (m_uniform) {
+#pragma omp simd
+      for (int ix = 0; ix < m_nx; ++ix) body::template image<false, true>(r, ix, rebuild);
       return;
     }
 #pragma omp simd

@@ -10,14 +10,21 @@
 namespace ksweep::core {
 
 /// The physical model grid: a plane of nz cells in depth by nx along x (2D), or a volume of nz by
-/// ny by nx cells (3D), cubic cells of size dh metres. Values are stored row-major with x
-/// fastest: [nz][nx] in 2D, [nz][ny][nx] in 3D (as nz ny rows of nx cells). The dimension is its
-/// own property, chosen by the constructor (a plane) or volume(), not a value of ny.
+/// ny by nx cells (3D), cells of dh metres along every axis, or of their own size along each axis
+/// (`spacing`). Values are stored row-major with x fastest: [nz][nx] in 2D, [nz][ny][nx] in 3D
+/// (as nz ny rows of nx cells). The dimension is its own property, chosen by the constructor (a
+/// plane) or volume(), not a value of ny.
+///
+/// With cells of different sizes, dh is the reference of c = v^2 dt^2 / dh^2 and each axis a's
+/// second difference carries the weight (dh / d_a)^2 (`weight`), exactly 1 on an axis of size dh:
+/// a grid of equal spacings computes the same bits whether it names them or not.
 struct ModelGrid {
   int nz = 0;
   int nx = 0;
   double dh = 0.0;
   int ny = 1;  ///< cells along y (1 in a plane)
+  /// Cell size (metres) along z, y and x; 0: dh. Set by set_spacing().
+  std::array<double, 3> spacing = {0.0, 0.0, 0.0};
 
   ModelGrid() = default;
   /// A plane of nz x nx cells.
@@ -30,6 +37,29 @@ struct ModelGrid {
     return g;
   }
   int dim() const { return m_dim; }
+  /// Cell sizes along z and x (a plane; dh becomes dx), or z, y and x (a volume; dh becomes dx).
+  ModelGrid& set_spacing(std::array<double, 3> const& zyx) {
+    spacing = zyx;
+    dh = zyx[2];
+    return *this;
+  }
+  /// The cell size along geometric axis g (0 z, 1 y, 2 x).
+  double step(int g) const { return spacing[g] > 0 ? spacing[g] : dh; }
+  /// The cell size along axis a of the grid's own axes (z, x in 2D; z, y, x in 3D).
+  double axis_step(int a) const { return step(m_dim == 3 ? a : 2 * a); }
+  /// (dh / d_a)^2 of axis a of the grid's own axes: exactly 1 where d_a = dh.
+  double weight(int a) const {
+    double const q = dh / axis_step(a);
+    return q * q;
+  }
+  /// Every axis' cell of size dh.
+  bool uniform() const {
+    for (int a = 0; a < m_dim; ++a)
+      if (axis_step(a) != dh) return false;
+    return true;
+  }
+  /// "dh = 10 m", or "dz = 10 m, dx = 5 m".
+  std::string describe_spacing() const;
   /// Rows of nx cells: nz (2D) or nz ny (3D).
   long long rows() const { return static_cast<long long>(nz) * ny; }
   long long cells() const { return rows() * nx; }
@@ -147,6 +177,8 @@ struct Layout {
   int radius = 0;                                                     ///< stencil radius M
   int NZ = 0, NY = 1, NX = 0;                                         ///< padded grid
   bool free_surface = false;
+  /// The axes' weights (dh / d_a)^2 (ModelGrid::weight), axis a of z, x (2D) or z, y, x (3D).
+  std::array<double, 3> weight = {1.0, 1.0, 1.0};
 
   Layout() = default;
   /// The layout for a stencil of `radius` cells (< 0: order / 2, the constant-density stencil).
@@ -178,6 +210,11 @@ void check_density(float const* rho, long long n);
 void check_density(double const* rho, long long n);
 /// CFL: vmax dt / dh must not exceed the leapfrog limit of `order` in `dim` dimensions.
 void check_cfl(double vmax, double dt, double dh, int order, int dim = 2);
+/// CFL on the grid's spacings: vmax dt / h, 1 / h^2 the mean of 1 / d_a^2 over the axes (h = dh
+/// on a uniform grid), must not exceed the leapfrog limit of `order` in the grid's dimensions.
+void check_cfl(double vmax, double dt, ModelGrid const& grid, int order);
+/// The h of check_cfl: 1 / sqrt(mean over the axes of 1 / d_a^2); dh on a uniform grid.
+double cfl_spacing(ModelGrid const& grid);
 /// The survey's sizes, and every live point inside the model grid (on a free surface: below it);
 /// errors name the shot, the point and its position in cells and metres.
 void check_positions(Survey const& survey, ModelGrid const& grid, PmlConfig const& pml);

@@ -660,6 +660,7 @@ class GradientEngine {
     for (int a = 0; a < Dim; ++a) f.m_zeta[a] = after.zeta[a][after.aux];
     f.m_axis = m_term_axis;
     f.m_strip = m_term_strip;
+    for (int a = 0; a < Dim; ++a) f.m_w[a] = static_cast<Real>(m_prop.layout().weight[a]);
     f.m_cells = m_n_terms;
     f.m_n = n;
     return f;

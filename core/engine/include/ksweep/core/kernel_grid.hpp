@@ -64,6 +64,9 @@ template <int Dim>
 struct RegionFlags {
   static constexpr int free_surface = 1 << Dim;
   static constexpr int count = 2 << Dim;
+  /// Beyond `count`: the axes' weights are all 1 (a uniform grid; the host schedules' interior
+  /// runs, where a body with `uniform_runs` skips the multiplies by 1: the same bits).
+  static constexpr int uniform = count;
   KOKKOS_INLINE_FUNCTION static constexpr bool layer(int flags, int axis) { return (flags >> axis) & 1; }
   KOKKOS_INLINE_FUNCTION static constexpr bool surface(int flags) { return (flags & free_surface) != 0; }
 };
@@ -143,6 +146,8 @@ struct CellRun {
   Real const* pa[Dim] = {};
   Real const* pb[Dim] = {};
   Real const* pm[Dim] = {};
+  /// The axes' weights (dh / d_a)^2 (Layout::weight; 1 on a uniform grid).
+  Real w[3] = {Real(1), Real(1), Real(1)};
   int z = 0;  ///< the run's row (padded z), for the free surface's image rows
 };
 
@@ -159,7 +164,10 @@ struct ImageRun {
   double* irec = nullptr;
   bool xcorr = false;  ///< irec takes u0 lambda (the cross-correlation) instead of lambda^2
   std::ptrdiff_t su[Dim] = {};
-  int z = 0;  ///< the row (padded z)
+  /// The axes' weights (dh / d_a)^2 (Layout::weight; 1 on a uniform grid).
+  Real w[3] = {Real(1), Real(1), Real(1)};
+  Real w0 = Real(0);  ///< the centre tap's coefficient times the sum of the weights
+  int z = 0;          ///< the row (padded z)
 };
 
 namespace impl {

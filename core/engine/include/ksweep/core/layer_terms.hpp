@@ -102,16 +102,20 @@ LayerTermCells layer_cells(Layout const& l, int R) {
 }
 
 /// Forward step n: the layer terms of the layer-term cells (LayerTermCells), read from the zeta
-/// strips the step wrote (their slots hold the term there), into m_terms(n).
+/// strips the step wrote (their slots hold the unweighted term there) and weighted by the axis'
+/// weight, into m_terms(n).
 template <class Real, class MemorySpace, int Dim>
 struct SaveLayerTerms {
   Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace> m_terms;  // [step][shot][layer-term cell]
   Kokkos::View<Real****, Kokkos::LayoutRight, MemorySpace> m_zeta[Dim];
   Kokkos::View<int const*, MemorySpace> m_axis, m_strip;
+  Real m_w[3] = {Real(1), Real(1), Real(1)};  // the axes' weights (Layout::weight): the term is w Dx psi
   int m_cells = 0, m_n = 0;
   KOKKOS_INLINE_FUNCTION void apply(int n, int s, int j) const {
-    auto const& z = m_zeta[m_axis(j)];
-    m_terms(n, s, j) = z.data()[static_cast<std::size_t>(s) * z.stride(1) + static_cast<std::size_t>(m_strip(j))];
+    int const a = m_axis(j);
+    auto const& z = m_zeta[a];
+    m_terms(n, s, j) =
+        m_w[a] * z.data()[static_cast<std::size_t>(s) * z.stride(1) + static_cast<std::size_t>(m_strip(j))];
   }
   KOKKOS_INLINE_FUNCTION void operator()(int i) const { apply(m_n, i / m_cells, i % m_cells); }
 };

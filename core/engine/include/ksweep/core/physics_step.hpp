@@ -57,11 +57,17 @@ struct PhysicsStep {
   // (3D; 2D: 0, 1) of every z (see window()).
   int m_x0 = 0, m_x1 = 0, m_y0 = 0, m_y1 = 1;
   bool m_free_surface = false;
+  Real m_w[3] = {Real(1), Real(1), Real(1)};  // the axes' weights (Layout::weight)
+  bool m_uniform = true;                      // every weight 1
 
   PhysicsStep() = default;
   explicit PhysicsStep(Layout const& l) : m_rows(l), m_free_surface(l.free_surface) {
     auto const axes = grid_axes<Dim>(l);
     for (int a = 0; a < Dim; ++a) m_axis[a] = axes[a];
+    for (int a = 0; a < Dim; ++a) {
+      m_w[a] = static_cast<Real>(l.weight[a]);
+      m_uniform = m_uniform && m_w[a] == Real(1);
+    }
     m_x1 = m_axis[X].N;
     if constexpr (Dim == 3) {
       m_strip_y = std::max(l.front, l.back) + 4 * R;
@@ -120,6 +126,7 @@ struct PhysicsStep {
     if constexpr (Dim == 3) r.su[1] = row;
     r.su[X] = 1;
     r.z = iz;
+    for (int a = 0; a < Dim; ++a) r.w[a] = m_w[a];
     if (flags::layer(f, 0)) {
       int const side = m_axis[0].side(iz), zr = m_axis[0].strip_index(side, iz, R);
       bind_axis(r, 0, side, s, zr, Dim == 3 ? iy * m_axis[X].N : 0);
@@ -157,12 +164,22 @@ struct PhysicsStep {
   }
 
   // Cells [x0, x1) of row (iz, iy) with region flags F, as one vectorisable loop.
+  // The interior (no layer terms, no free surface) of a uniform grid runs the body's form without
+  // the axes' weights when it has one (Body::uniform_runs: the same bits, fewer multiplies).
   template <class Tag, int F>
   KOKKOS_INLINE_FUNCTION void run(int s, int iz, int iy, int xside, int x0, int x1) const {
     run_type const r = make_run(s, iz, iy, xside, F);
+    if constexpr (F == 0 && Body::uniform_runs) {
+      if (m_uniform) {
+#pragma omp simd
+        for (int ix = x0; ix < x1; ++ix) body::template step<Tag, flags::uniform>(r, ix);
+        return;
+      }
+    }
 #pragma omp simd
     for (int ix = x0; ix < x1; ++ix) body::template step<Tag, F>(r, ix);
   }
+
   template <class Tag>
   KOKKOS_INLINE_FUNCTION void run_flags(int f, int s, int iz, int iy, int xside, int x0, int x1) const {
     impl::dispatch_flags<flags::count>(f, [&](auto c) { run<Tag, decltype(c)::value>(s, iz, iy, xside, x0, x1); });
@@ -244,6 +261,9 @@ struct ImagingFrame {
   Rows<Dim> m_rows;
   int m_nz = 0, m_nx = 0, m_left = 0;
   bool m_free_surface = false, m_reconstruct = false, m_xcorr = false;
+  Real m_w[3] = {Real(1), Real(1), Real(1)};  // the axes' weights (Layout::weight)
+  double m_wsum = Dim;                        // their sum, in double
+  bool m_uniform = true;                      // every weight 1
 
   ImagingFrame() = default;
   ImagingFrame(field3 const& u0, field3 const& lambda, field3 const& u1,
@@ -261,7 +281,14 @@ struct ImagingFrame {
         m_nx(l.nx),
         m_left(l.left),
         m_free_surface(l.free_surface),
-        m_reconstruct(reconstruct) {}
+        m_reconstruct(reconstruct) {
+    m_wsum = 0;
+    for (int a = 0; a < Dim; ++a) {
+      m_w[a] = static_cast<Real>(l.weight[a]);
+      m_wsum += l.weight[a];
+      m_uniform = m_uniform && m_w[a] == Real(1);
+    }
+  }
 
   /// Model rows per shot: nz ny.
   KOKKOS_INLINE_FUNCTION int rows() const { return m_nz * m_rows.ny; }
@@ -291,6 +318,9 @@ struct ImagingFrame {
   using frame::m_reconstruct;        \
   using frame::m_rows;               \
   using frame::m_u0;                 \
-  using frame::m_u1;
+  using frame::m_u1;                 \
+  using frame::m_uniform;            \
+  using frame::m_w;                  \
+  using frame::m_wsum;
 
 }  // namespace ksweep::core

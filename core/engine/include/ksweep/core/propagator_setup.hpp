@@ -50,7 +50,7 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::set_velocity(veloci
   using policy2 = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>;
   m_layer_copies_model = update_layer || m_vp_model.extent(0) == 0;
   if (m_layer_copies_model) {
-    check_cfl(range.max_val, m_dt, m_grid.dh, Order, Dim);
+    check_cfl(range.max_val, m_dt, m_grid, Order);
     m_vmin = range.min_val;
     m_vmax = range.max_val;
     build_profiles();
@@ -66,7 +66,7 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::set_velocity(veloci
           coef(rows.field(iz, iy), ix + M) = static_cast<Real>(v * v * scale);
         });
   } else {
-    check_cfl(std::max<double>(range.max_val, m_vmax), m_dt, m_grid.dh, Order, Dim);
+    check_cfl(std::max<double>(range.max_val, m_vmax), m_dt, m_grid, Order);
     launch_for(
         "ksweep::core::set_velocity_model", policy2(m_space, {0, 0}, {nz, nx}), KOKKOS_LAMBDA(int mr, int ix) {
           double const v = static_cast<double>(vp(mr, ix));
@@ -143,7 +143,8 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::set_model(T const* 
           int q1[3] = {q[0], q[1], q[2]};
           ++q1[g];
           double const r0 = m_padded_rho[padded(q[0], q[1], q[2])], r1 = m_padded_rho[padded(q1[0], q1[1], q1[2])];
-          bh[a](fr, ix + R) = static_cast<Real>(0.5 * (1.0 / r0 + 1.0 / r1));
+          // Weighted by the axis' (dh / d_a)^2 (exactly 1 on a uniform grid; see acoustic_vd.hpp).
+          bh[a](fr, ix + R) = static_cast<Real>(0.5 * (1.0 / r0 + 1.0 / r1) * m_layout.weight[a]);
         }
         if (iz < 0 || iz >= l.NZ || iy < 0 || iy >= l.NY || ix < 0 || ix >= l.NX) continue;
         std::size_t const k = padded(iz, iy, ix);
@@ -292,8 +293,8 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::build_profiles() {
   double const vmax = m_pml.profile_velocity > 0 ? m_pml.profile_velocity : m_vmax;
   // Variable density: the damping starts M + 1/2 cells into the layer (see cpml_profile).
   double const inset = std::is_same_v<Physics, AcousticVd> ? M + 0.5 : 0.0;
-  auto px = cpml_profile(l.nx, l.left, l.right, R, m_grid.dh, m_dt, vmax, m_pml, false, inset);
-  auto pz = cpml_profile(l.nz, l.top, l.bottom, R, m_grid.dh, m_dt, vmax, m_pml, false, inset);
+  auto px = cpml_profile(l.nx, l.left, l.right, R, m_grid.step(2), m_dt, vmax, m_pml, false, inset);
+  auto pz = cpml_profile(l.nz, l.top, l.bottom, R, m_grid.step(0), m_dt, vmax, m_pml, false, inset);
   auto upload = [&](std::vector<double> const& h, field1& d, char const* label) {
     d = field1(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(label)), h.size());
     auto m = Kokkos::create_mirror_view(Kokkos::HostSpace(), d);
@@ -307,7 +308,7 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::build_profiles() {
   upload(px.b, m_prof_b[Dim - 1], "ksweep::core::bx");
   upload(px.mask, m_prof_mask[Dim - 1], "ksweep::core::mx");
   if constexpr (Dim == 3) {
-    auto py = cpml_profile(l.ny, l.front, l.back, R, m_grid.dh, m_dt, vmax, m_pml, false, inset);
+    auto py = cpml_profile(l.ny, l.front, l.back, R, m_grid.step(1), m_dt, vmax, m_pml, false, inset);
     upload(py.a, m_prof_a[1], "ksweep::core::ay");
     upload(py.b, m_prof_b[1], "ksweep::core::by");
     upload(py.mask, m_prof_mask[1], "ksweep::core::my");
@@ -316,7 +317,7 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::build_profiles() {
     int const n[3] = {l.nz, l.ny, l.nx}, lo[3] = {l.top, l.front, l.left}, hi[3] = {l.bottom, l.back, l.right};
     for (int a = 0; a < Dim; ++a) {
       int const g = Dim == 3 ? a : 2 * a;  // z, (y,) x
-      auto h = cpml_profile(n[g], lo[g], hi[g], R, m_grid.dh, m_dt, vmax, m_pml, true, inset);
+      auto h = cpml_profile(n[g], lo[g], hi[g], R, m_grid.step(g), m_dt, vmax, m_pml, true, inset);
       upload(h.a, m_half_a[a], "ksweep::core::half_a");
       upload(h.b, m_half_b[a], "ksweep::core::half_b");
     }

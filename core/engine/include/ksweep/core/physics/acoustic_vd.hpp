@@ -10,7 +10,10 @@
 ///   (D+ u)_j = sum_k s_k (u_{j+k} - u_{j-k+1})      at the half-point j + 1/2,
 ///   (D- F)_i = sum_k s_k (F_{i+k-1} - F_{i-k})      at the cell i (D- = -(D+)^T),
 ///   bb_j = (1/rho_j + 1/rho_{j+1}) / 2               (buoyancy averaged onto the half-point),
-/// s_k the staggered-grid coefficients of the order (k = 1..M). The stencil of a cell reaches
+/// s_k the staggered-grid coefficients of the order (k = 1..M). On cells of their own size per
+/// axis, bb holds w_a bb (w_a = (dh / d_a)^2, ModelGrid::weight; exactly bb where d_a = dh): the
+/// step, its adjoint and the reconstruction see the weight through bb alone, the density image
+/// multiplies each axis' d/dbb by w_a. The stencil of a cell reaches
 /// R = 2M - 1 cells along each axis: the fields' halo. Inside the absorbing layer (second-order
 /// CPML on both derivatives; profiles at the half-points for the first, at the cells for the
 /// second):
@@ -98,6 +101,8 @@ struct AcousticVdCell {
   using F = RegionFlags<Dim>;
   using run_type = VdRun<Real, Dim>;
   using base = AcousticCell<Real, Order, Dim>;  // the shared access helpers
+  /// The axes' weights live in bb: no interior runs without them (PhysicsStep::run).
+  static constexpr bool uniform_runs = false;
 
   /// The averaged buoyancy per axis ([field row][NX + 2R], like c) and the half-point CPML
   /// profiles per axis ([N + 2R], like the cell profiles).
@@ -295,7 +300,7 @@ struct AcousticVdCell {
     constexpr bool mirror = FS && A == 0;
     Real g = -(mu_up * dplus<A, mirror>(u0, s, z, ix, 0));
     if (lower) g -= mu_lo * dplus<A, mirror>(u0, s, z, ix, -1);
-    return g;
+    return r.fw.w[A] * g;  // d/dbb of the unweighted buoyancy (bb holds w bb: see Propagator::set_model)
   }
 
   template <bool FS>
@@ -343,6 +348,7 @@ struct AcousticVdImaging : ImagingFrame<Real, MemorySpace, Dimension> {
     if constexpr (Dim == 3) r.fw.su[1] = row;
     r.fw.su[Dim - 1] = 1;
     r.fw.z = depth(mr) + m_rows.top;
+    for (int a = 0; a < Dim; ++a) r.fw.w[a] = m_w[a];
     r.lambda = &m_lambda(s, fr, hx);
     r.u1 = &m_u1(s, fr, hx);
     r.grad = &m_grad(s, mr, 0);
