@@ -20,9 +20,10 @@
 /// term instead (E_x^n = Dx psi_x^{n-1}, the layer's part of T at a model cell), which the
 /// gradient saves to image and rebuild those cells (GradientEngine, see layer_term_cells).
 /// Dx, Dxx are the centred first and second differences of the order (unscaled), psi carries a
-/// factor d_x and zeta a factor d_x^2 (so the memories do not see the weight; the layer term the
-/// zeta slot keeps at a model cell is the weighted w_x Dx psi_x). Outside the grid u = 0 (Dirichlet behind the layer);
-/// with a free surface, row 0 holds u = 0 and rows above mirror it with a sign change (image method).
+/// factor d_x and zeta a factor d_x^2 (so the memories do not see the weight; the zeta slot of a
+/// model cell keeps Dx psi_x unweighted, and the gradient saves w_x Dx psi_x: SaveLayerTerms).
+/// Outside the grid u = 0 (Dirichlet behind the layer); with a free surface, row 0 holds u = 0 and
+/// rows above mirror it with a sign change (image method).
 ///
 /// The adjoint kernel is the transpose of this linear map of the state (u^n, u^{n-1}, psi, zeta).
 /// With g = c lambda^{n+1}, h = g + zetabar and w = g + b h (w = g outside the layer):
