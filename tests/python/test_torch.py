@@ -465,10 +465,12 @@ def test_scalar_refuses_what_it_does_not_model():
         ksweep.scalar(v.clone().requires_grad_(True), 10.0, 0.001, **kw, forward_callback=print)
     with pytest.raises(NotImplementedError, match="initial wavefields and memories are held fixed"):
         ksweep.scalar(v, 10.0, 0.001, **kw, wavefield_0=torch.zeros(2, 80, 100, dtype=v.dtype, requires_grad=True))
-    with pytest.raises(ValueError, match="one spacing > 0, or one per dimension"):
+    with pytest.raises(ValueError, match=r"grid_spacing = \[10.0, 0.0\]: grid spacings must be finite and > 0"):
         ksweep.scalar(v, [10.0, 0.0], 0.001, **kw)
-    with pytest.raises(ValueError, match="one spacing > 0, or one per dimension"):
+    with pytest.raises(ValueError, match=r"grid_spacing = \[10.0, 5.0, 5.0\]: give one spacing \(m\), or one per axis \[dz, dx\]"):
         ksweep.scalar(v, [10.0, 5.0, 5.0], 0.001, **kw)
+    with pytest.raises(TypeError, match="grid_spacing = 'ten' must be a spacing in metres"):
+        ksweep.scalar(v, "ten", 0.001, **kw)
     with pytest.raises(TypeError, match="same dtype"):
         ksweep.scalar(v.float(), 10.0, 0.001, **kw)
 

@@ -150,17 +150,18 @@ def _same_dtype(a, dtype, name) -> np.ndarray:
     return np.ascontiguousarray(a)
 
 
-def _spacing(dh, dim) -> np.ndarray:
-    """The cells' size along each axis (z, x or z, y, x), from one spacing or one per axis."""
+def _spacing(dh, dim, name="dh") -> np.ndarray:
+    """The cells' size along each axis (z, x or z, y, x), from one spacing or one per axis. `name`
+    is the caller's argument (`dh`; `grid_spacing` in `ksweep.scalar`), named in the errors."""
     axes = "[dz, dx]" if dim == 2 else "[dz, dy, dx]"
     try:
         d = np.atleast_1d(np.asarray(dh, dtype=np.float64))
     except (TypeError, ValueError):
-        raise TypeError(f"dh = {dh!r} must be a spacing in metres, or one per axis {axes}") from None
+        raise TypeError(f"{name} = {dh!r} must be a spacing in metres, or one per axis {axes}") from None
     if d.ndim != 1 or d.size not in (1, dim):
-        raise ValueError(f"dh = {dh!r}: give one spacing (m), or one per axis {axes}")
+        raise ValueError(f"{name} = {dh!r}: give one spacing (m), or one per axis {axes}")
     if not np.all(np.isfinite(d)) or np.any(d <= 0):
-        raise ValueError(f"dh = {dh!r}: grid spacings must be finite and > 0 (m)")
+        raise ValueError(f"{name} = {dh!r}: grid spacings must be finite and > 0 (m)")
     return np.repeat(d, dim) if d.size == 1 else d
 
 

@@ -469,12 +469,9 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
     ndim = v.ndim
     if ndim not in (2, 3):
         raise ValueError(f"v has shape {tuple(v.shape)}: ksweep.scalar takes a 2D or 3D model")
-    spacing = np.atleast_1d(np.asarray(grid_spacing, dtype=np.float64))
-    if spacing.size == 1:
-        spacing = np.repeat(spacing, ndim)
-    if spacing.ndim != 1 or spacing.size != ndim or not np.all(np.isfinite(spacing)) or np.any(spacing <= 0):
-        raise ValueError(f"grid_spacing = {grid_spacing!r}: one spacing > 0, or one per dimension")
-    dh = [float(d) for d in spacing]  # one per axis (the library weighs each axis' stencil)
+    # One per axis (the library weighs each axis' stencil); the checks and words of `dh` elsewhere.
+    spacing = _ks._spacing(grid_spacing, ndim, "grid_spacing")
+    dh = [float(d) for d in spacing]
     if source_amplitudes is None and nt is None:
         raise ValueError("ksweep.scalar: give source_amplitudes, or nt for a run without sources")
     if receiver_locations is None:
