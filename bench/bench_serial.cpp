@@ -1,7 +1,8 @@
-// The benchmark suite on Kokkos::Serial (compiled empty when that backend is disabled).
+// The benchmark suite on Kokkos::Serial (compiled empty when that backend is disabled, or left
+// out by -DKSWEEP_BENCH_SERIAL=OFF).
 #include <Kokkos_Core.hpp>
 
-#if defined(KOKKOS_ENABLE_SERIAL)
+#if defined(KOKKOS_ENABLE_SERIAL) && !defined(KSWEEP_BENCH_NO_SERIAL)
 #include "bench_suite.hpp"
 
 namespace ksweep::bench {

@@ -6,6 +6,7 @@
 // with room for more shots than the batch. The counts of subnormal inputs are kept, so that a
 // test can check it reaches that range (a case that never gets there cannot fail).
 
+#include <harness.hpp>
 #include <test_utils.hpp>
 
 #include <ksweep/core/gradient.hpp>
@@ -17,13 +18,6 @@
 #include <vector>
 
 namespace ksweep::test {
-
-/// The values of a view as doubles (exact for fp32), in memory order.
-template <class View>
-std::vector<double> host_values(View const& v) {
-  auto h = to_host(v);
-  return std::vector<double>(h.data(), h.data() + h.span());
-}
 
 template <class ExecSpace, int Order, int Dim>
 struct RealisticCase {

@@ -1,3 +1,4 @@
+#pragma once
 // The 3D operators, from the same cell bodies as 2D: the dot-product test of the adjoint, the
 // analytic 3D Green's function, the CPML reflection, reciprocity and y symmetry, the gradient
 // against finite differences, boundary against full storage, lossy storage, and the three

@@ -1,3 +1,4 @@
+#pragma once
 // Variable-density acoustics (core::AcousticVd): the exact discrete adjoint (dot products at
 // every order, with and without a free surface, 2D and 3D, fp64 and fp32), gradients for vp and
 // rho against central finite differences (boundary saving against `full`), the analytic Green's
@@ -102,7 +103,7 @@ KSWEEP_TEST(vd_adjoint_dot_product_fp32) { check_all_orders_2d<float>(1e-5); }
 
 // 3D: a small grid, a layer on every face (or a free surface on top), points next to the layer.
 template <class Real, int Order>
-double dot_product_error_3d(bool free_surface, std::array<double, 3> const& spacing = {}) {
+double vd_dot_product_error_3d(bool free_surface, std::array<double, 3> const& spacing = {}) {
   int const M = Order / 2, R = 2 * M - 1;
   int const nz = 2 * R + 3, ny = 2 * R + 2, nx = 2 * R + 4, nt = 30;
   core::PmlConfig pml;
@@ -135,10 +136,10 @@ double dot_product_error_3d(bool free_surface, std::array<double, 3> const& spac
 template <class Real>
 void check_all_orders_3d(double tol) {
   for (bool fs : {false, true}) {
-    double e[4] = {dot_product_error_3d<Real, 2>(fs), 0, 0, dot_product_error_3d<Real, 8>(fs)};
+    double e[4] = {vd_dot_product_error_3d<Real, 2>(fs), 0, 0, vd_dot_product_error_3d<Real, 8>(fs)};
     if constexpr (all_orders && sizeof(Real) == 8) {  // see test::all_orders
-      e[1] = dot_product_error_3d<Real, 4>(fs);
-      e[2] = dot_product_error_3d<Real, 6>(fs);
+      e[1] = vd_dot_product_error_3d<Real, 4>(fs);
+      e[2] = vd_dot_product_error_3d<Real, 6>(fs);
     }
     for (int o = 0; o < 4; ++o) EXPECT_LE(e[o], tol) << "3D order " << 2 * o + 2 << ", free surface " << fs;
     std::printf(
@@ -158,7 +159,7 @@ KSWEEP_TEST(vd_adjoint_dot_product_spacing_per_axis) {
   for (bool fs : {false, true}) {
     std::array<double, 3> const d2 = {12.5, 0.0, 7.5}, d3 = {12.0, 7.0, 9.0};
     double const e2 = dot_product_error_2d<double, 2>(fs, 8, d2), e8 = dot_product_error_2d<double, 8>(fs, 8, d2);
-    double const f3 = dot_product_error_3d<double, 8>(fs, d3);
+    double const f3 = vd_dot_product_error_3d<double, 8>(fs, d3);
     EXPECT_LE(e2, 1e-11) << "2D order 2, free surface " << fs;
     EXPECT_LE(e8, 1e-11) << "2D order 8, free surface " << fs;
     EXPECT_LE(f3, 1e-11) << "3D order 8, free surface " << fs;

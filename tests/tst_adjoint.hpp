@@ -1,3 +1,4 @@
+#pragma once
 // Dot-product test: <F x, y> = <x, F^T y> for the whole operator (source injection,
 // propagation with CPML, free surface or reflecting edges, receiver sampling), every order.
 

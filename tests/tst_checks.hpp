@@ -1,3 +1,4 @@
+#pragma once
 // Input checks: every bad input throws ksweep::Error whose message names the offending value
 // and the limit; the sampling warning fires only for an under-sampled wavelet.
 
@@ -46,7 +47,7 @@ std::string str(T v) {
 template <int Order>
 using Prop = core::Propagator<double, Order, TEST_EXECSPACE>;
 
-core::ModelGrid const grid{20, 30, 10.0};
+core::ModelGrid const small_grid{20, 30, 10.0};
 
 std::vector<float> uniform(core::ModelGrid const& g, float v = 2000.0f) {
   return std::vector<float>(static_cast<std::size_t>(g.nz) * g.nx, v);
@@ -55,16 +56,17 @@ std::vector<float> uniform(core::ModelGrid const& g, float v = 2000.0f) {
 KSWEEP_TEST(checks_cfl) {
   core::PmlConfig pml;
   double const limit = core::courant_limit(8, 2);
-  double const dt = 1.1 * limit * grid.dh / 2000.0;
-  Prop<8> p(TEST_EXECSPACE(), grid, pml, dt, 1);
-  auto vp = uniform(grid);
-  expect_error([&] { p.set_velocity(vp.data()); }, {"CFL limit " + str(limit), str(2000.0 * dt / grid.dh), "order 8"});
-  expect_error([&] { core::check_cfl(2000.0, dt, grid.dh, 8); }, {"CFL limit " + str(limit)});
+  double const dt = 1.1 * limit * small_grid.dh / 2000.0;
+  Prop<8> p(TEST_EXECSPACE(), small_grid, pml, dt, 1);
+  auto vp = uniform(small_grid);
+  expect_error([&] { p.set_velocity(vp.data()); },
+               {"CFL limit " + str(limit), str(2000.0 * dt / small_grid.dh), "order 8"});
+  expect_error([&] { core::check_cfl(2000.0, dt, small_grid.dh, 8); }, {"CFL limit " + str(limit)});
   // Just below the limit is accepted.
-  Prop<8> ok(TEST_EXECSPACE(), grid, pml, 0.99 * limit * grid.dh / 2000.0, 1);
+  Prop<8> ok(TEST_EXECSPACE(), small_grid, pml, 0.99 * limit * small_grid.dh / 2000.0, 1);
   EXPECT_NO_THROW(ok.set_velocity(vp.data()));
   // With update_layer = false the CFL check covers the new maximum too.
-  auto fast = uniform(grid, 2500.0f);
+  auto fast = uniform(small_grid, 2500.0f);
   expect_error([&] { ok.set_velocity(fast.data(), false); }, {"CFL limit " + str(limit), "2500"});
 }
 
@@ -112,7 +114,7 @@ KSWEEP_TEST(checks_courant_limit_values) {
 
 KSWEEP_TEST(checks_order) {
   core::PmlConfig pml;
-  expect_error([&] { core::check_grid(grid, pml, 3); }, {"order = 3", "2, 4, 6, 8"});
+  expect_error([&] { core::check_grid(small_grid, pml, 3); }, {"order = 3", "2, 4, 6, 8"});
   expect_error([&] { core::dispatch_order(3, [](auto) { return 0; }); }, {"order = 3", "2, 4, 6, 8"});
   expect_error([&] { core::courant_limit(3, 2); }, {"order = 3"});
 }
@@ -142,42 +144,42 @@ KSWEEP_TEST(checks_grid_too_small) {
 KSWEEP_TEST(checks_pml_width) {
   core::PmlConfig pml;
   pml.width = 3;
-  expect_error([&] { Prop<8>(TEST_EXECSPACE(), grid, pml, 1e-3, 1); }, {"pml_width = 3", "order 8", ">= 4"});
-  EXPECT_NO_THROW(Prop<6>(TEST_EXECSPACE(), grid, pml, 1e-3, 1));  // radius 3
+  expect_error([&] { Prop<8>(TEST_EXECSPACE(), small_grid, pml, 1e-3, 1); }, {"pml_width = 3", "order 8", ">= 4"});
+  EXPECT_NO_THROW(Prop<6>(TEST_EXECSPACE(), small_grid, pml, 1e-3, 1));  // radius 3
   pml.width = 20;
   pml.reflection = 1.5;
-  expect_error([&] { Prop<4>(TEST_EXECSPACE(), grid, pml, 1e-3, 1); }, {"pml_reflection = 1.5", "(0, 1)"});
+  expect_error([&] { Prop<4>(TEST_EXECSPACE(), small_grid, pml, 1e-3, 1); }, {"pml_reflection = 1.5", "(0, 1)"});
 }
 
 KSWEEP_TEST(checks_survey_positions) {
   core::PmlConfig pml;
-  Prop<4> p(TEST_EXECSPACE(), grid, pml, 1e-3, 2);
+  Prop<4> p(TEST_EXECSPACE(), small_grid, pml, 1e-3, 2);
   // Source at x = nx.
-  auto s = test::line_survey(1, grid.nz, grid.nx, 5, 5, 3);
-  s.sources[0] = {5, grid.nx};
+  auto s = test::line_survey(1, small_grid.nz, small_grid.nx, 5, 5, 3);
+  s.sources[0] = {5, small_grid.nx};
   expect_error([&] { p.set_survey(s); }, {"source 0", "(5, 30)", "x in [0, 29]"});
   s.sources[0] = {-1, 3};
   expect_error([&] { p.set_survey(s); }, {"source 0", "(-1, 3)", "z must be in [0, 19]"});
   // Receiver at z = 0 with a free surface.
   core::PmlConfig fs;
   fs.free_surface = true;
-  Prop<4> pf(TEST_EXECSPACE(), grid, fs, 1e-3, 1);
-  auto r = test::line_survey(1, grid.nz, grid.nx, 5, 0, 3);
+  Prop<4> pf(TEST_EXECSPACE(), small_grid, fs, 1e-3, 1);
+  auto r = test::line_survey(1, small_grid.nz, small_grid.nx, 5, 0, 3);
   expect_error([&] { pf.set_survey(r); }, {"receiver 0", "(0, 0)", "z must be in (0, 19]", "free surface"});
-  r = test::line_survey(1, grid.nz, grid.nx, 5, 1, 3);
+  r = test::line_survey(1, small_grid.nz, small_grid.nx, 5, 1, 3);
   EXPECT_NO_THROW(pf.set_survey(r));
   // z = 0 is fine without the free surface.
-  EXPECT_NO_THROW(p.set_survey(test::line_survey(1, grid.nz, grid.nx, 0, 0, 3)));
+  EXPECT_NO_THROW(p.set_survey(test::line_survey(1, small_grid.nz, small_grid.nx, 0, 0, 3)));
   // Inconsistent counts.
-  auto bad = test::line_survey(1, grid.nz, grid.nx, 5, 5, 3);
+  auto bad = test::line_survey(1, small_grid.nz, small_grid.nx, 5, 5, 3);
   bad.n_receivers = 4;
   expect_error([&] { p.set_survey(bad); }, {"lists 3 receivers", "= 4"});
 }
 
 KSWEEP_TEST(checks_velocity) {
   core::PmlConfig pml;
-  Prop<4> p(TEST_EXECSPACE(), grid, pml, 1e-3, 1);
-  auto vp = uniform(grid);
+  Prop<4> p(TEST_EXECSPACE(), small_grid, pml, 1e-3, 1);
+  auto vp = uniform(small_grid);
   vp[7] = -1500.0f;
   expect_error([&] { p.set_velocity(vp.data()); }, {"cell 7", "-1500", "> 0"});
   vp[7] = 0.0f;
@@ -195,14 +197,14 @@ KSWEEP_TEST(checks_time) {
   expect_error([] { core::check_time(0.0, 100); }, {"time.dt = 0", "> 0"});
   expect_error([] { core::check_time(-1e-3, 100); }, {"time.dt = -0.001", "> 0"});
   expect_error([] { core::ricker(10.0, 0.1, 1e-3, 0); }, {"time.nt = 0", "> 0"});
-  expect_error([&] { Prop<4>(TEST_EXECSPACE(), grid, pml, 0.0, 1); }, {"time.dt = 0", "> 0"});
-  expect_error([&] { Prop<4>(TEST_EXECSPACE(), grid, pml, -2e-3, 1); }, {"time.dt = -0.002", "> 0"});
-  expect_error([&] { Prop<4>(TEST_EXECSPACE(), grid, pml, std::nan(""), 1); }, {"time.dt = nan"});
+  expect_error([&] { Prop<4>(TEST_EXECSPACE(), small_grid, pml, 0.0, 1); }, {"time.dt = 0", "> 0"});
+  expect_error([&] { Prop<4>(TEST_EXECSPACE(), small_grid, pml, -2e-3, 1); }, {"time.dt = -0.002", "> 0"});
+  expect_error([&] { Prop<4>(TEST_EXECSPACE(), small_grid, pml, std::nan(""), 1); }, {"time.dt = nan"});
   // nt = 0 in forward().
-  Prop<4> p(TEST_EXECSPACE(), grid, pml, 1e-3, 1);
-  auto vp = uniform(grid);
+  Prop<4> p(TEST_EXECSPACE(), small_grid, pml, 1e-3, 1);
+  auto vp = uniform(small_grid);
   p.set_velocity(vp.data());
-  p.set_survey(test::line_survey(1, grid.nz, grid.nx, 5, 5, 3));
+  p.set_survey(test::line_survey(1, small_grid.nz, small_grid.nx, 5, 5, 3));
   Prop<4>::wavelet_view w("w", 1, 1, 0);
   Prop<4>::record_view r("r", 1, 0, 3);
   expect_error([&] { p.forward(w, r); }, {"time.nt = 0", "> 0"});
@@ -210,17 +212,17 @@ KSWEEP_TEST(checks_time) {
 
 KSWEEP_TEST(checks_batch_capacity) {
   core::PmlConfig pml;
-  expect_error([&] { Prop<4>(TEST_EXECSPACE(), grid, pml, 1e-3, 0); }, {"max_shots = 0", ">= 1"});
-  Prop<4> p(TEST_EXECSPACE(), grid, pml, 1e-3, 2);
-  expect_error([&] { p.set_survey(test::line_survey(3, grid.nz, grid.nx, 5, 5, 3)); },
+  expect_error([&] { Prop<4>(TEST_EXECSPACE(), small_grid, pml, 1e-3, 0); }, {"max_shots = 0", ">= 1"});
+  Prop<4> p(TEST_EXECSPACE(), small_grid, pml, 1e-3, 2);
+  expect_error([&] { p.set_survey(test::line_survey(3, small_grid.nz, small_grid.nx, 5, 5, 3)); },
                {"batch of 3 shots", "capacity of 2 shots"});
-  EXPECT_NO_THROW(p.set_survey(test::line_survey(2, grid.nz, grid.nx, 5, 5, 3)));
+  EXPECT_NO_THROW(p.set_survey(test::line_survey(2, small_grid.nz, small_grid.nx, 5, 5, 3)));
 }
 
 KSWEEP_TEST(checks_forward_shapes) {
   core::PmlConfig pml;
-  Prop<4> p(TEST_EXECSPACE(), grid, pml, 1e-3, 2);
-  auto vp = uniform(grid);
+  Prop<4> p(TEST_EXECSPACE(), small_grid, pml, 1e-3, 2);
+  auto vp = uniform(small_grid);
   p.set_velocity(vp.data());
   // No survey yet.
   {
@@ -228,7 +230,7 @@ KSWEEP_TEST(checks_forward_shapes) {
     Prop<4>::record_view r("r", 1, 50, 3);
     expect_error([&] { p.forward(w, r); }, {"no survey"});
   }
-  p.set_survey(test::line_survey(1, grid.nz, grid.nx, 5, 5, 3));
+  p.set_survey(test::line_survey(1, small_grid.nz, small_grid.nx, 5, 5, 3));
   Prop<4>::wavelet_view w("w", 1, 1, 50), w_shots("w", 2, 1, 50), w_src("w", 1, 2, 50);
   Prop<4>::record_view r("r", 1, 50, 3), r_nt("r", 1, 40, 3), r_rec("r", 1, 50, 4), r_shots("r", 2, 50, 3);
   EXPECT_NO_THROW(p.forward(w, r));

@@ -1,3 +1,4 @@
+#pragma once
 // Subnormal numbers: the host kernels flush them whatever the caller's mode, restore the
 // caller's mode, and the results differ from unflushed runs only below the smallest normal.
 

@@ -1,3 +1,4 @@
+#pragma once
 // The FWI gradient: finite differences (fp64), boundary reconstruction against full storage on
 // every location, the effect of lossy storage on the gradient, and every allocation against the
 // sizes the memory estimate computes.

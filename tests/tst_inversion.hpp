@@ -1,3 +1,4 @@
+#pragma once
 // The inversion through the library alone (fwi::Inversion on the default execution space, the
 // space the library runs on: this header is compiled into that backend's test program only).
 

@@ -1,3 +1,4 @@
+#pragma once
 // Kernel launches per time step, counted through the Kokkos Tools callbacks: small problems are
 // launch-bound on devices, so each step's launch count is part of the contract.
 //   forward modelling: 2 (point work, stencil)

@@ -1,3 +1,4 @@
+#pragma once
 // The inversion's library parts: Adam (against a double reference, by hand, bit for bit against
 // the same operations on the host; fixed cells, bounds, restore); L-BFGS (a quadratic with a known
 // minimum, with and without bounds; the ordered dot product); the device smoothing against the

@@ -1,3 +1,4 @@
+#pragma once
 // Physics of the forward operator: the analytic 2D Green's function in a homogeneous medium,
 // the reflection of the CPML, batching, reciprocity, precision, the free surface and linearity.
 

@@ -1,3 +1,4 @@
+#pragma once
 // Sources and receivers at any position (core::Point, Kaiser-windowed sinc taps) and shots with
 // fewer receivers than the batch's slots (silent receivers): positions on cells give the cells'
 // bits; injection and sampling stay exact transposes (dot products, 2D and 3D, with a free

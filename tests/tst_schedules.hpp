@@ -1,3 +1,4 @@
+#pragma once
 // The three schedules (batched launches by rows, the device launches cell by cell, and shots over
 // host threads) give the same bits: forward records, adjoint, Born records, and the gradient with
 // every strategy and storage location.

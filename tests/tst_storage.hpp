@@ -1,3 +1,4 @@
+#pragma once
 // Codecs and step stores: round-trip error bounds, special values, disk failures.
 
 #include <ksweep/storage/codec.hpp>
