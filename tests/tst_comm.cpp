@@ -47,6 +47,23 @@ TEST(comm, broadcast_from_root) {
   EXPECT_EQ(v, (std::vector<int>{3, 1, 4, 1, 5}));
 }
 
+// A world communicator constructed on one rank alone (as a member of a set-up built on rank 0,
+// or a one-rank reference) is not a collective call: the ranks that do not construct it go on to
+// the broadcast below. (Were it one, rank 0's call would pair with the others' broadcast, and
+// the run would hang or abort.)
+TEST(comm, a_world_communicator_is_constructed_by_any_rank_alone) {
+  std::vector<int> got;
+  if (world().is_root()) {
+    comm::Communicator const w;
+    got = {w.rank(), w.size(), w.local_rank(), w.local_size()};
+    EXPECT_EQ(got, (std::vector<int>{world().rank(), world().size(), world().local_rank(), world().local_size()}));
+  }
+  world().broadcast(got);
+  EXPECT_EQ(got.size(), 4u);
+  EXPECT_GE(world().local_size(), 1);
+  EXPECT_LT(world().local_rank(), world().local_size());
+}
+
 // Terms whose floating-point sum depends on the order of the additions: magnitudes from 1e-8
 // to 1e16 with both signs.
 std::vector<double> term(int k, int n) {

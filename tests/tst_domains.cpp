@@ -142,6 +142,25 @@ void bor(comm::Communicator const& c, std::vector<T>& v) {
   c.allreduce_bor(v.data(), v.size() * sizeof(T));
 }
 
+/// Rank 0's values on every rank.
+template <class... T>
+void share(std::vector<T>&... v) {
+  (world().broadcast(v), ...);
+}
+inline void share(double& x) { world().broadcast_bytes(&x, sizeof x); }
+
+/// A one-rank reference, computed by rank 0 alone (on its own communicator, `one`) and
+/// broadcast: the ranks of these tests share the machine's cores, and each computing it would
+/// cost every one of them its time. `share_result(r)` broadcasts what `compute` returned.
+template <class F, class Share>
+auto one_rank_reference(F&& compute, Share&& share_result) {
+  comm::Communicator const one = world().split(world().rank(), 0);  // collective: every rank
+  decltype(compute(one)) r{};
+  if (world().is_root()) r = compute(one);
+  share_result(r);
+  return r;
+}
+
 /// The observed records of every shot in the true model, on one domain (every rank alike).
 template <int Order, int Dim>
 std::vector<float> observed(Problem const& p) {
@@ -253,11 +272,18 @@ std::vector<core::DomainSplit> splits(int dim, int ranks) {
 
 template <int Order, int Dim>
 void same_bits(Problem const& p, std::vector<storage::StorageConfig> const& cfgs) {
-  auto const obs = observed<Order, Dim>(p);
-  comm::Communicator const one = world().split(world().rank(), 0);  // this rank alone
+  auto const obs = one_rank_reference([&](comm::Communicator const&) { return observed<Order, Dim>(p); },
+                                      [](std::vector<float>& v) { share(v); });
   for (std::size_t c = 0; c < cfgs.size(); ++c) {
     auto const& cfg = cfgs[c];
-    auto const ref = gradient<Order, Dim>(p, obs, {1, 1}, cfg, one, core::Schedule::automatic);
+    auto const ref = one_rank_reference(
+        [&](comm::Communicator const& one) {
+          return gradient<Order, Dim>(p, obs, {1, 1}, cfg, one, core::Schedule::automatic);
+        },
+        [](Result& r) {
+          share(r.records, r.losses, r.grad, r.illum_src, r.illum_rec);
+          share(r.halo_bytes);
+        });
     double norm = 0;
     for (double g : ref.grad) norm += g * g;
     ASSERT_GT(norm, 0) << "the reference gradient is zero";
@@ -438,8 +464,11 @@ void modeling_same_records(Problem const& p, int order) {
     m.forward(w.data(), r.data());
     return r;
   };
-  comm::Communicator const one = world().split(world().rank(), 0);
-  auto const ref = records({1, 1}, one);
+  auto const ref = one_rank_reference(
+      [&](comm::Communicator const& one) {
+        return records({1, 1}, one);
+      },
+      [](std::vector<float>& v) { share(v); });
   for (auto const& split : splits(Dim, world().size())) {
     if (!split.split() && world().size() == 1) continue;
     auto const got = records(split, world());
@@ -517,10 +546,17 @@ Operations operations(Problem const& p, int order, storage::Dtype dtype, int bat
 
 template <int Dim>
 void operations_same_bits(Problem const& p, int order, std::vector<storage::Dtype> const& dtypes) {
-  comm::Communicator const one = world().split(world().rank(), 0);
   for (auto const dtype : dtypes)
     for (int const batch : {1, 0}) {
-      auto const ref = operations<Dim>(p, order, dtype, batch, {1, 1}, one);
+      auto const ref = one_rank_reference(
+          [&](comm::Communicator const& one) {
+            return operations<Dim>(p, order, dtype, batch, {1, 1}, one);
+          },
+          [](Operations& o) {
+            share(o.records, o.synthetic, o.born, o.wavelet_grad);
+            share(o.losses, o.grad, o.illum_src, o.illum_rec, o.vjp, o.rtm, o.lsrtm, o.misfit);
+            share(o.loss);
+          });
       for (auto const& split : splits(Dim, world().size())) {
         if (!split.split() && world().size() == 1) continue;
         auto aligned = split;  // the library cuts where the codec's blocks end: it may refuse a thin part

@@ -92,6 +92,35 @@ GpuAwareness const& gpu_awareness() {
   static GpuAwareness const g = ask_gpu_awareness();
   return g;
 }
+
+/// This process' place among the world's ranks on its node (size, rank). Asked once, with a
+/// collective call on the world: by comm::Environment on every rank at start, so that a world
+/// Communicator constructed later on some ranks alone (a member of a struct built on rank 0)
+/// is not a collective call that the others never make.
+struct NodeRanks {
+  int size = 1, rank = 0;
+};
+NodeRanks ask_node_ranks() {
+  NodeRanks n;
+#if KSWEEP_ENABLE_MPI
+  int init = 0, size = 1;
+  MPI_Initialized(&init);
+  if (!init) return n;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  n.size = size;
+  MPI_Comm node = MPI_COMM_NULL;
+  if (size > 1 && MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+    MPI_Comm_size(node, &n.size);
+    MPI_Comm_rank(node, &n.rank);
+    MPI_Comm_free(&node);
+  }
+#endif
+  return n;
+}
+NodeRanks const& node_ranks() {
+  static NodeRanks const n = ask_node_ranks();
+  return n;
+}
 }  // namespace
 
 void set_staging(Staging s) { g_staging = s; }
@@ -107,6 +136,7 @@ Environment::Environment(int& argc, char**& argv) {
     MPI_Init(&argc, &argv);
     m_owns = true;
   }
+  (void)node_ranks();  // every rank, now: the world's Communicator() asks no collective later
 #else
   (void)argc;
   (void)argv;
@@ -128,14 +158,8 @@ Communicator::Communicator() {
   if (init) {
     MPI_Comm_rank(MPI_COMM_WORLD, &m_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &m_size);
-    m_local_size = m_size;
-    MPI_Comm node = MPI_COMM_NULL;
-    if (m_size > 1 &&
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
-      MPI_Comm_size(node, &m_local_size);
-      MPI_Comm_rank(node, &m_local_rank);
-      MPI_Comm_free(&node);
-    }
+    m_local_size = node_ranks().size;
+    m_local_rank = node_ranks().rank;
   }
 #endif
 }

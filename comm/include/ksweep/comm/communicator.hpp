@@ -103,6 +103,9 @@ class Requests {
 /// The world communicator (one rank without MPI), or a part of it (split()).
 class Communicator {
  public:
+  /// The world. Not a collective call: the node's ranks (local_size, local_rank) are asked once,
+  /// by Environment on every rank (or, where MPI was initialised without it, by the first world
+  /// Communicator, which every rank must then construct).
   Communicator();
   /// The ranks of the same `color`, ranked by `key` (then by their rank here): a collective
   /// call on every rank of this communicator. Without MPI, this communicator again.
