@@ -149,13 +149,6 @@ inline double cosine(std::vector<double> const& a, std::vector<double> const& b)
   return ab / std::sqrt(aa * bb);
 }
 
-/// A device view's values on the host, as doubles (exact for fp32).
-template <class View>
-std::vector<double> host_values(View const& v) {
-  auto h = to_host(v);
-  return std::vector<double>(h.data(), h.data() + h.span());
-}
-
 /// Values whose bits differ (-1 for different sizes).
 inline long differing(std::vector<double> const& a, std::vector<double> const& b) {
   if (a.size() != b.size()) return -1;

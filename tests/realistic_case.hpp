@@ -6,7 +6,6 @@
 // with room for more shots than the batch. The counts of subnormal inputs are kept, so that a
 // test can check it reaches that range (a case that never gets there cannot fail).
 
-#include <harness.hpp>
 #include <test_utils.hpp>
 
 #include <ksweep/core/gradient.hpp>

@@ -44,6 +44,13 @@ auto to_host(View const& v) {
   return h;
 }
 
+/// A view's values on the host, as doubles (exact for fp32), in memory order.
+template <class View>
+std::vector<double> host_values(View const& v) {
+  auto h = to_host(v);
+  return std::vector<double>(h.data(), h.data() + h.span());
+}
+
 template <class View>
 void fill_random(View const& v, unsigned seed, double lo = -1.0, double hi = 1.0) {
   auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), v);
