@@ -340,9 +340,11 @@ TEST(domains, split_2d_same_bits_as_one_domain_order_8) {
                   {cfg("boundary", "device", "fp32"), cfg("boundary", "host", "bf16"), cfg("full", "disk", "fp32")});
 }
 
-// Cells of their own size per axis (dz 12.5 m, dx 8 m): every subdomain weighs its axes alike.
+// Cells of their own size per axis (dz 12.5 m, dx 8 m): every subdomain weighs its axes alike,
+// with fp32 storage and with the shipped fp16 (a scale per block of the weighed layer terms).
 TEST(domains, split_2d_free_surface_same_bits_order_4) {
-  same_bits<4, 2>(problem_2d(true, {12.5, 0.0, 8.0}), {cfg("boundary", "device", "fp32")});
+  same_bits<4, 2>(problem_2d(true, {12.5, 0.0, 8.0}),
+                  {cfg("boundary", "device", "fp32"), cfg("boundary", "host", "fp16")});
 }
 
 // The faces and gathers staged through host copies (as for device memory without GPU-aware MPI)
