@@ -472,4 +472,33 @@ KSWEEP_TEST(vd_rejects_bad_density) {
   EXPECT_THROW(prop.set_model(vp.data(), rho.data()), Error);
 }
 
+// The engine keeps one image per parameter of its physics: images of another count are refused
+// by name, before they are written.
+KSWEEP_TEST(vd_engine_refuses_images_of_one_parameter) {
+  using P = VdProp<float, 4>;
+  using E = core::GradientEngine<float, 4, TEST_EXECSPACE, 2, core::AcousticVd>;
+  int const nz = 20, nx = 24, nt = 40;
+  double const dt = 5e-4;
+  P prop(TEST_EXECSPACE(), core::ModelGrid{nz, nx, 10.0}, core::PmlConfig{}, dt, 1);
+  std::vector<float> vp(static_cast<std::size_t>(nz) * nx, 2000.0f), rho(vp.size(), 1000.0f);
+  prop.set_model(vp.data(), rho.data());
+  core::Survey s;
+  s.n_shots = s.n_sources = s.n_receivers = 1;
+  s.sources.push_back({2, 5});
+  s.receivers.push_back({2, 15});
+  prop.set_survey(s);
+  auto const wv = test::make_wavelets<P>(core::ricker(20.0, 0.05, dt, nt), 1, 1, nt);
+  typename P::record_view obs("obs", 1, nt, 1), syn("syn", 1, nt, 1);
+  E engine(prop, test::storage_cfg("boundary", "device", "fp32"));
+  typename E::images_type one(nz, nx, 1);
+  try {
+    engine.loss_and_gradient(wv, obs, 0.5, one, syn);
+    ADD_FAILURE() << "images of one parameter were accepted by the variable-density engine";
+  } catch (Error const& e) {
+    EXPECT_NE(std::string(e.what()).find("images of 1 parameters, the physics acoustic_vd has 2"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(test::host_values(one.grad), std::vector<double>(vp.size(), 0.0)) << "refused images were written";
+}
+
 }  // namespace

@@ -343,9 +343,12 @@ class ModelingRun final : public Modeling<Real>::Impl {
     if (m_mine.count <= m_batch) return;  // one batch: the engine keeps them
     using Kokkos::make_pair;
     using Kokkos::subview;
-    typename E::shot_images const from[4] = {e.shot_gradient(), e.shot_illum_src(), e.shot_illum_rec(),
-                                             e.shot_gradient_rho()};
-    for (int k = 0; k < (variable_density ? 4 : 3); ++k) {
+    std::array<typename E::shot_images, n_kept> from;
+    from[0] = e.shot_gradient();
+    from[1] = e.shot_illum_src();
+    from[2] = e.shot_illum_rec();
+    for (int p = 1; p < E::n_params; ++p) from[2 + p] = e.shot_gradient(p);
+    for (int k = 0; k < n_kept; ++k) {
       if (m_kept[k].extent(0) == 0)
         m_kept[k] = typename E::shot_images(
             Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string("ksweep::fwi::shot_images")),
@@ -360,9 +363,12 @@ class ModelingRun final : public Modeling<Real>::Impl {
   void add_kept(typename E::images_type const& part) {
     if (m_mine.count == 0) return;
     if (m_mine.count <= m_batch) return engine().accumulate(part);
-    image to[4] = {part.grad, part.illum_src, part.illum_rec, image()};
-    if constexpr (variable_density) to[3] = part.gradient(1);
-    for (int k = 0; k < (variable_density ? 4 : 3); ++k) {
+    std::array<image, n_kept> to;
+    to[0] = part.grad;
+    to[1] = part.illum_src;
+    to[2] = part.illum_rec;
+    for (int p = 1; p < E::n_params; ++p) to[2 + p] = part.gradient(p);
+    for (int k = 0; k < n_kept; ++k) {
       auto const v = to[k];
       auto const kept = m_kept[k];
       int const S = m_mine.count;
@@ -520,7 +526,10 @@ class ModelingRun final : public Modeling<Real>::Impl {
   std::vector<Real> m_part, m_layer_part;  // this subdomain's cells of the model and of the layer's model
   std::shared_ptr<comm::HaloExchange<Real, ExecSpace>> m_halo;
   ShotBatch m_mine;
-  typename E::shot_images m_kept[4];  // this rank's shot images over its batches (keep_images)
+  // This rank's shot images over its batches (keep_images): the gradient, the illuminations, the
+  // gradients of the physics' other parameters.
+  static constexpr int n_kept = 2 + E::n_params;
+  std::array<typename E::shot_images, n_kept> m_kept;
 };
 
 }  // namespace impl

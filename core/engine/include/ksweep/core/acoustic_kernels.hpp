@@ -309,6 +309,30 @@ struct AcousticCell {
 template <class Real, int Order, class MemorySpace, int Dimension = 2>
 using AcousticStep = PhysicsStep<AcousticCell<Real, Order, Dimension>, MemorySpace>;
 
+/// What constant density adds to the propagator's set-up (Physics::coefficients, physics.hpp):
+/// nothing beyond c and the cell profiles, which the Propagator holds for every physics.
+template <class Real, int Order, class MemorySpace, int Dim>
+struct AcousticCoefficients {
+  /// The damping starts at the layer's first cell.
+  static constexpr double profile_inset = 0.0;
+  /// Any layer, a reflecting face (0) and domain cuts included.
+  static void check_layer(PmlConfig const&) {}
+  template <class Space>
+  void build_profiles(Space const&, Layout const&, ModelGrid const&, double, double, PmlConfig const&) {}
+  template <class Extra>
+  void bind(Extra&) const {}
+  /// No parameter after vp: no images to bind, no chain rule beyond vp's.
+  template <class Imaging, class ShotImages>
+  void bind_imaging(Imaging&, ShotImages const*) const {}
+  struct Chain {
+    KOKKOS_INLINE_FUNCTION void operator()(int, int, int, double) const {}
+  };
+  template <class ShotImages>
+  Chain chain(ShotImages const*) const {
+    return {};
+  }
+};
+
 /// Imaging and backward reconstruction on the model cells (AcousticCell::image) of a batch.
 /// Each shot has its own images, accumulated in double over the time steps in a fixed order, so
 /// that a shot's image does not depend on the other shots of its batch; shots are summed

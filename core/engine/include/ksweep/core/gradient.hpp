@@ -46,6 +46,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
+#include <array>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -94,10 +95,10 @@ class GradientEngine {
   using propagator_type = core::Propagator<Real, Order, ExecSpace, Dim, Physics>;
   /// The halo of the fields and the width of the saved ring (the reach of the physics' stencil).
   static constexpr int R = propagator_type::R;
-  static constexpr bool variable_density = std::is_same_v<Physics, AcousticVd>;
   static constexpr int n_params = static_cast<int>(Physics::parameters.size());
   using imaging_type = typename Physics::template imaging<Real, Order, typename ExecSpace::memory_space, Dimension>;
   using body_type = typename Physics::template cell<Real, Order, Dimension>;
+  using coefficients_type = typename propagator_type::coefficients_type;
   using memory_space = typename ExecSpace::memory_space;
   using wavelet_view = typename propagator_type::wavelet_view;
   using record_view = typename propagator_type::record_view;
@@ -153,9 +154,10 @@ class GradientEngine {
     m_grad_c = shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::core::grad_c")), S, rows, l.nx);
     m_isrc = shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::core::isrc")), S, rows, l.nx);
     m_irec = shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::core::irec")), S, rows, l.nx);
-    if constexpr (variable_density)
-      m_grad_rho =
-          shot_images(view_alloc(space, WithoutInitializing, std::string("ksweep::core::grad_rho")), S, rows, l.nx);
+    for (int p = 1; p < n_params; ++p)
+      m_grad_more[p - 1] = shot_images(
+          view_alloc(space, WithoutInitializing, std::string("ksweep::core::grad_") + Physics::parameters[p].name), S,
+          rows, l.nx);
     m_misfit = Kokkos::View<double**, Kokkos::LayoutRight, memory_space>(
         view_alloc(space, WithoutInitializing, std::string("ksweep::core::misfit")), S, 0);
     // The model cells with layer terms in their step (see LayerTermCells).
@@ -256,7 +258,7 @@ class GradientEngine {
     Kokkos::deep_copy(space, m_grad_c, 0.0);
     Kokkos::deep_copy(space, m_isrc, 0.0);
     Kokkos::deep_copy(space, m_irec, 0.0);
-    if constexpr (variable_density) Kokkos::deep_copy(space, m_grad_rho, 0.0);
+    for (auto const& g : m_grad_more) Kokkos::deep_copy(space, g, 0.0);
     if (m_chain_run) Kokkos::deep_copy(space, m_layer_acc, 0.0);
     m_shots = S;
     p.adjoint_start(residual);  // lambda^{nt}
@@ -283,19 +285,20 @@ class GradientEngine {
     auto g = out.grad, is = out.illum_src, ir = out.illum_rec;
     auto gc = m_grad_c, isc = m_isrc, irc = m_irec;
     int const S = m_shots;
-    if constexpr (variable_density) {
-      KSWEEP_REQUIRE(out.n_params() == 2, "ksweep::core::GradientEngine::accumulate: images of "
-                                              << out.n_params() << " parameters, variable density has 2");
-      auto gr = out.gradient(1);
-      auto grs = m_grad_rho;
+    KSWEEP_REQUIRE(out.n_params() == n_params, "ksweep::core::GradientEngine::accumulate: images of "
+                                                   << out.n_params() << " parameters, the physics " << Physics::name
+                                                   << " has " << n_params);
+    for (int p = 1; p < n_params; ++p) {
+      auto gp = out.gradient(p);
+      auto gps = m_grad_more[p - 1];
       launch_for(
-          "ksweep::core::accumulate_density_image",
+          "ksweep::core::accumulate_parameter_image",
           Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(
-              m_prop.space(), {0, 0}, {static_cast<int>(gr.extent(0)), static_cast<int>(gr.extent(1))}),
+              m_prop.space(), {0, 0}, {static_cast<int>(gp.extent(0)), static_cast<int>(gp.extent(1))}),
           KOKKOS_LAMBDA(int iz, int ix) {
-            double a = gr(iz, ix);
-            for (int s = 0; s < S; ++s) a += grs(s, iz, ix);
-            gr(iz, ix) = a;
+            double a = gp(iz, ix);
+            for (int s = 0; s < S; ++s) a += gps(s, iz, ix);
+            gp(iz, ix) = a;
           });
     }
     launch_for(
@@ -320,8 +323,9 @@ class GradientEngine {
   shot_images const& shot_gradient() const { return m_grad_c; }
   shot_images const& shot_illum_src() const { return m_isrc; }
   shot_images const& shot_illum_rec() const { return m_irec; }
-  /// Variable density: the per-shot gradients with respect to the density.
-  shot_images const& shot_gradient_rho() const { return m_grad_rho; }
+  /// The per-shot gradients with respect to parameter p >= 1 of the physics (variable density:
+  /// 1, the density).
+  shot_images const& shot_gradient(int p) const { return m_grad_more[p - 1]; }
 
   /// The misfit of each shot of the last batch (scale included), in batch order.
   std::vector<double> const& shot_losses() const { return m_shot_loss; }
@@ -814,27 +818,25 @@ class GradientEngine {
   imaging_type make_imaging(field3 const& u0, field3 const& lambda, field3 const& u1, bool reconstruct) const {
     imaging_type f(u0, lambda, u1, m_prop.c(), m_grad_c, m_isrc, m_irec, m_prop.layout(), reconstruct);
     f.m_xcorr = m_xcorr;
-    if constexpr (variable_density) {
-      for (int a = 0; a < Dim; ++a) f.m_bb[a] = m_prop.bb(a);
-      f.m_grho = m_grad_rho;
-    }
+    m_prop.coefficients().bind_imaging(f, m_grad_more.data());
     return f;
   }
 
   // The adjoint field is mu = c lambda: the images hold sum mu T u (T the model cells' step
   // operator, L for constant density) and sum mu^2. Per shot, on the model cells:
   //   d/dv   = sum lambda T u dc/dv = (2 / v) sum mu T u            (c = v^2 ...: dc/dv = 2 c / v)
-  //   d/drho = (1 / rho) sum mu T u - (1 / (2 rho^2)) grho          (variable density: c = rho v^2 ...
-  //            gives dc/drho = c / rho; bb_j = (1/rho_j + 1/rho_{j+1}) / 2 gives -1 / (2 rho^2) for
-  //            each half-point of the cell, whose d/dbb the imaging summed into grho)
+  //   the other parameters' images by the physics' chain rule (coefficients_type::Chain; variable
+  //   density: d/drho = (1 / rho) sum mu T u - (1 / (2 rho^2)) grho),
   //   sum lambda^2 = (sum mu^2) / c^2 (c is fixed in time).
   // A functor rather than a lambda: nvcc's extended lambdas can neither live in a private
   // member function nor first-capture a variable inside `if constexpr`. Public: a CUDA
   // kernel's host stub names its functor's type.
  public:
+  using chain_type = decltype(std::declval<coefficients_type const&>().chain(std::declval<shot_images const*>()));
   struct ScaleImages {
-    shot_images gc, irc, grs;
-    model_field c, vp, rho;
+    shot_images gc, irc;
+    chain_type chain;
+    model_field c, vp;
     Rows<Dim> rows;
     int wd;
     bool xcorr;  // irc holds sum u mu (divided by c once), not sum mu^2
@@ -842,10 +844,7 @@ class GradientEngine {
       double const cc = static_cast<double>(c(rows.model_field(iz), ix + wd + R));
       double const raw = gc(s, iz, ix);
       gc(s, iz, ix) = raw * (2.0 / static_cast<double>(vp(iz, ix)));
-      if constexpr (variable_density) {
-        double const r = static_cast<double>(rho(iz, ix));
-        grs(s, iz, ix) = raw / r - grs(s, iz, ix) / (2.0 * r * r);
-      }
+      chain(s, iz, ix, raw);
       irc(s, iz, ix) /= xcorr ? cc : cc * cc;
     }
   };
@@ -856,8 +855,8 @@ class GradientEngine {
     launch_for("ksweep::core::scale_images",
                Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3, Kokkos::Iterate::Right, Kokkos::Iterate::Right>>(
                    m_prop.space(), {0, 0, 0}, {S, l.model_rows(), l.nx}),
-               ScaleImages{m_grad_c, m_irec, m_grad_rho, m_prop.c(), m_prop.vp_model(), m_prop.rho_model(),
-                           Rows<Dim>(l), l.left, m_xcorr});
+               ScaleImages{m_grad_c, m_irec, m_prop.coefficients().chain(m_grad_more.data()), m_prop.c(),
+                           m_prop.vp_model(), Rows<Dim>(l), l.left, m_xcorr});
   }
 
   // Imaging (and rebuild) of backward step n, with the layer terms of the cells next to the layer.
@@ -880,8 +879,9 @@ class GradientEngine {
   int m_nt = 0;
   std::size_t m_peak = 0;
   Kokkos::View<int*, memory_space> m_offsets;
-  shot_images m_grad_c, m_isrc, m_irec;  // per shot: d/dc (d/dv after backward) and illuminations
-  shot_images m_grad_rho;                // variable density, per shot: d/drho (after backward)
+  shot_images m_grad_c, m_isrc, m_irec;               // per shot: d/dc (d/dv after backward) and illuminations
+  std::array<shot_images, n_params - 1> m_grad_more;  // per shot: d/dp of the other parameters (variable
+                                                      // density: rho), after backward
   Kokkos::View<double**, Kokkos::LayoutRight, memory_space> m_misfit;  // [shot][time] sums over receivers
   std::vector<double> m_shot_loss;
   int m_shots = 0;

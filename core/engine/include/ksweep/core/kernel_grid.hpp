@@ -12,13 +12,24 @@
 
 #include <algorithm>
 #include <array>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 namespace ksweep::core {
 
 /// Work tags of the kernels.
 struct ForwardTag {};
 struct AdjointTag {};
+
+/// Copies host values (a damping profile) into a new device field `d` of their length.
+template <class Space, class Field>
+void upload_profile(Space const& space, std::vector<double> const& h, Field& d, char const* label) {
+  d = Field(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string(label)), h.size());
+  auto m = Kokkos::create_mirror_view(Kokkos::HostSpace(), d);
+  for (std::size_t i = 0; i < h.size(); ++i) m(i) = static_cast<typename Field::value_type>(h[i]);
+  Kokkos::deep_copy(space, d, m);
+}
 
 namespace impl {
 

@@ -2,8 +2,10 @@
 /// \file physics.hpp
 /// The physics a propagator runs. A physics is a tag type that names its cell bodies (forward,
 /// adjoint, imaging: the kernels of every schedule, backend and dimension), the reach of its
-/// stencil (the fields' halo and the ring that boundary saving keeps), its parameters and its
-/// stability limit. Propagator and GradientEngine are written once over it.
+/// stencil (the fields' halo and the ring that boundary saving keeps), its coefficients (what its
+/// set-up adds to the propagator's c and cell profiles: the checks of its layer, its fields and
+/// profiles, their binding to the kernels and the imaging), its parameters and its stability
+/// limit. Propagator and GradientEngine are written once over it.
 ///   Acoustic    constant-density acoustics, parameter vp (acoustic_kernels.hpp)
 ///   AcousticVd  variable-density acoustics, parameters vp and rho (physics/acoustic_vd.hpp)
 
@@ -30,6 +32,8 @@ struct Acoustic {
   using cell = AcousticCell<Real, Order, Dim>;
   template <class Real, int Order, class MemorySpace, int Dim>
   using imaging = AcousticImaging<Real, Order, MemorySpace, Dim>;
+  template <class Real, int Order, class MemorySpace, int Dim>
+  using coefficients = AcousticCoefficients<Real, Order, MemorySpace, Dim>;
   static constexpr std::array<Parameter, 1> parameters = {{{"vp", "m/s", 0.0}}};
   /// The largest stable v dt / dh of the order in `dim` dimensions.
   static double courant_limit(int order, int dim) { return core::courant_limit(order, dim); }
@@ -41,15 +45,11 @@ struct AcousticVd {
   using cell = AcousticVdCell<Real, Order, Dim>;
   template <class Real, int Order, class MemorySpace, int Dim>
   using imaging = AcousticVdImaging<Real, Order, MemorySpace, Dim>;
+  template <class Real, int Order, class MemorySpace, int Dim>
+  using coefficients = AcousticVdCoefficients<Real, Order, MemorySpace, Dim>;
   static constexpr std::array<Parameter, 2> parameters = {{{"vp", "m/s", 0.0}, {"rho", "kg/m^3", 0.0}}};
-  /// The largest stable v dt / dh of the order in `dim` dimensions, v being the effective
-  /// velocity sqrt(c bb) dh / dt (see Propagator::set_model): 2 / sqrt(dim S), S the Nyquist
-  /// symbol of the staggered second derivative.
-  static double courant_limit(int order, int dim) {
-    double const s =
-        dispatch_order(order, [](auto o) { return StaggeredCoefficients<decltype(o)::value>::nyquist_symbol(); });
-    return 2.0 / std::sqrt(dim * s);
-  }
+  /// The largest stable v dt / dh of the order in `dim` dimensions, v the effective velocity.
+  static double courant_limit(int order, int dim) { return vd_courant_limit(order, dim); }
 };
 
 }  // namespace ksweep::core

@@ -52,6 +52,8 @@ class Propagator {
   using memory_space = typename ExecSpace::memory_space;
   using cell_type = typename Physics::template cell<Real, Order, Dimension>;
   using kernel_type = PhysicsStep<cell_type, memory_space>;
+  /// What the physics adds to the set-up beyond c and the cell profiles (physics.hpp).
+  using coefficients_type = typename Physics::template coefficients<Real, Order, memory_space, Dimension>;
   /// The fields' halo: the reach of the physics' stencil (M for constant density).
   static constexpr int R = cell_type::R;
   using field3 = Kokkos::View<Real***, Kokkos::LayoutRight, memory_space>;
@@ -77,20 +79,7 @@ class Propagator {
   Propagator(ExecSpace const& space, ModelGrid const& grid, PmlConfig const& pml, double dt, int max_shots)
       : m_space(space), m_grid(grid), m_pml(pml), m_dt(dt), m_max_shots(max_shots) {
     check_grid(grid, pml, Order, R);
-    if constexpr (std::is_same_v<Physics, AcousticVd>) {
-      KSWEEP_REQUIRE(std::none_of(pml.cut.begin(), pml.cut.end(), [](bool c) { return c; }),
-                     "variable density does not run on a model split into domains yet (parallel.domains): its "
-                     "buoyancy at a cut needs the neighbour's density");
-      for (int f = 0; f < 6; ++f) {
-        if (((f == PmlConfig::front || f == PmlConfig::back) && Dim == 2) || (f == PmlConfig::top && pml.free_surface))
-          continue;
-        KSWEEP_REQUIRE(pml.face(f) >= 2 * M,
-                       describe_pml_face(pml, f)
-                           << " is too small for variable density at order " << Order << ": it must be >= " << 2 * M
-                           << " (the damping starts M + 1/2 cells into the layer; a reflecting edge, "
-                              "0, is modelled with constant density only)");
-      }
-    }
+    coefficients_type::check_layer(pml);
     KSWEEP_REQUIRE(grid.dim() == Dim, "ksweep::core::Propagator: a " << grid.dim() << "D model grid given to the "
                                                                      << Dim << "D propagator");
     KSWEEP_REQUIRE(std::isfinite(dt) && dt > 0, "time.dt = " << dt << " must be > 0");
@@ -533,10 +522,8 @@ class Propagator {
   /// to the model has the layer's chain rule (GradientEngine::set_layer_chain); false when the
   /// layer kept its values from an earlier call.
   bool layer_copies_model() const { return m_layer_copies_model; }
-  /// Variable density: the model density (set_model), [model row][nx].
-  field2 const& rho_model() const { return m_rho_model; }
-  /// Variable density: the averaged buoyancy of axis a (z, (y,) x), laid out as c().
-  field2 const& bb(int a) const { return m_bb[a]; }
+  /// The physics' own coefficients (variable density: the buoyancy and the model density).
+  coefficients_type const& coefficients() const { return m_coef; }
   PointSet const& sources() const { return m_sources; }
   PointSet const& receivers() const { return m_receivers; }
 
@@ -562,13 +549,7 @@ class Propagator {
       k.m_mask[a] = m_prof_mask[a];
     }
     k.m_c = m_c;
-    if constexpr (std::is_same_v<Physics, AcousticVd>) {
-      for (int a = 0; a < Dim; ++a) {
-        k.m_extra.bb[a] = m_bb[a];
-        k.m_extra.ha[a] = m_half_a[a];
-        k.m_extra.hb[a] = m_half_b[a];
-      }
-    }
+    m_coef.bind(k.m_extra);
     return k;
   }
 
@@ -842,9 +823,7 @@ class Propagator {
   bool m_layer_copies_model = false;                      // see layer_copies_model()
   field1 m_prof_a[Dim], m_prof_b[Dim], m_prof_mask[Dim];  // CPML profiles per axis (z, (y,) x)
   // Variable density: the averaged buoyancy per axis (like c) and the half-point profiles.
-  field2 m_bb[Dim], m_rho_model;
-  std::vector<double> m_padded_vp, m_padded_rho;  // [NZ][NY][NX] on the host (the layer's held values)
-  field1 m_half_a[Dim], m_half_b[Dim];
+  coefficients_type m_coef;
   PointSet m_sources, m_receivers;
   PointSet m_removal;          // the sources' taps in the model (source_removal)
   State m_fwd, m_adj, m_born;  // m_born: Born modelling's scattered field (allocated by born())

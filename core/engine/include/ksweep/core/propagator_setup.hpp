@@ -89,94 +89,11 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::set_model(T const* 
   long long const n = static_cast<long long>(l.model_rows()) * nx;
   check_velocity(vp, n);
   check_density(rho, n);
-  int const N[3] = {l.NZ, l.NY, l.NX}, lo[3] = {l.top, l.front, l.left}, nm[3] = {l.nz, l.ny, l.nx};
-  // Padded-grid values [NZ][NY][NX]: the layer repeats the nearest model cell, or keeps its values.
-  std::size_t const np = static_cast<std::size_t>(l.NZ) * l.NY * l.NX;
-  bool const fresh = update_layer || m_padded_vp.size() != np;
-  m_layer_copies_model = fresh;
-  if (fresh) {
-    m_padded_vp.assign(np, 0.0);
-    m_padded_rho.assign(np, 0.0);
-  }
-  for (int iz = 0; iz < l.NZ; ++iz)
-    for (int iy = 0; iy < l.NY; ++iy)
-      for (int ix = 0; ix < l.NX; ++ix) {
-        int const p[3] = {iz, iy, ix};
-        bool model = true;
-        std::size_t m = 0;
-        for (int a = 0; a < 3; ++a) {
-          int const q = p[a] - lo[a];
-          model = model && q >= 0 && q < nm[a];
-          m = m * nm[a] + static_cast<std::size_t>(std::clamp(q, 0, nm[a] - 1));
-        }
-        if (!model && !fresh) continue;
-        std::size_t const k = (static_cast<std::size_t>(iz) * l.NY + iy) * l.NX + ix;
-        m_padded_vp[k] = vp[m];
-        m_padded_rho[k] = rho[m];
-      }
-  // The padded cell of (iz, iy, ix), clamped into the padded grid (the halo repeats its edge).
-  auto padded = [&](int iz, int iy, int ix) {
-    int const p[3] = {iz, iy, ix};
-    std::size_t k = 0;
-    for (int a = 0; a < 3; ++a) k = k * N[a] + static_cast<std::size_t>(std::clamp(p[a], 0, N[a] - 1));
-    return k;
-  };
-  double const scale = m_dt * m_dt / (m_grid.dh * m_grid.dh);
+  // c, the buoyancy and the model density, with the layer's copy of the model's edge and the CFL
+  // check, from the physics (AcousticVdCoefficients::set).
   auto ch = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_c);
-  Kokkos::deep_copy(ch, Real(0));
-  std::vector<typename field2::HostMirror> bh(Dim);
-  for (int a = 0; a < Dim; ++a) {
-    if (m_bb[a].extent(0) == 0)
-      m_bb[a] = field2(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string("ksweep::core::bb")),
-                       l.field_rows(), l.NX + 2 * R);
-    bh[a] = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_bb[a]);
-  }
-  int const y0 = Dim == 3 ? -R : 0, y1 = Dim == 3 ? l.NY + R : 1;
-  for (int iz = -R; iz < l.NZ + R; ++iz)
-    for (int iy = y0; iy < y1; ++iy) {
-      int const fr = (iz + R) * (Dim == 3 ? l.NY + 2 * R : 1) + (Dim == 3 ? iy + R : 0);
-      for (int ix = -R; ix < l.NX + R; ++ix) {
-        for (int a = 0; a < Dim; ++a) {
-          int const g = Dim == 3 ? a : 2 * a;  // z, (y,) x
-          int q[3] = {iz, iy, ix};
-          if (g == 0 && l.free_surface && iz < 0) q[0] = -iz - 1;  // bb_z mirrored above row 0
-          int q1[3] = {q[0], q[1], q[2]};
-          ++q1[g];
-          double const r0 = m_padded_rho[padded(q[0], q[1], q[2])], r1 = m_padded_rho[padded(q1[0], q1[1], q1[2])];
-          // Weighted by the axis' (dh / d_a)^2 (exactly 1 on a uniform grid; see acoustic_vd.hpp).
-          bh[a](fr, ix + R) = static_cast<Real>(0.5 * (1.0 / r0 + 1.0 / r1) * m_layout.weight[a]);
-        }
-        if (iz < 0 || iz >= l.NZ || iy < 0 || iy >= l.NY || ix < 0 || ix >= l.NX) continue;
-        std::size_t const k = padded(iz, iy, ix);
-        double const v = m_padded_vp[k];
-        ch(fr, ix + R) = static_cast<Real>(m_padded_rho[k] * v * v * scale);
-      }
-    }
-  // The effective velocity: c times the largest buoyancy of the 2M half-points of the cell's
-  // divergence along each axis.
-  double veff2 = 0;
-  for (int iz = 0; iz < l.NZ; ++iz)
-    for (int iy = 0; iy < l.NY; ++iy) {
-      int const fr = l.field_row(iz, iy);
-      for (int ix = 0; ix < l.NX; ++ix) {
-        double bmax = 0;
-        for (int a = 0; a < Dim; ++a) {
-          std::ptrdiff_t const zstride = Dim == 3 ? l.NY + 2 * R : 1;
-          for (int k = -M; k < M; ++k) {
-            bool const along_x = a + 1 == Dim;
-            std::ptrdiff_t const rr = along_x ? fr : fr + k * (a == 0 ? zstride : 1);
-            bmax = std::max(bmax, static_cast<double>(bh[a](rr, along_x ? ix + R + k : ix + R)));
-          }
-        }
-        veff2 = std::max(veff2, static_cast<double>(ch(fr, ix + R)) * bmax);
-      }
-    }
-  double const veff = std::sqrt(veff2) * m_grid.dh / m_dt, limit = Physics::courant_limit(Order, Dim);
-  KSWEEP_REQUIRE(veff * m_dt / m_grid.dh <= limit,
-                 "unstable time step: the effective velocity sqrt(c bb) dh / dt is "
-                     << veff << " m/s, and " << veff << " * dt / dh = " << veff * m_dt / m_grid.dh
-                     << " exceeds the CFL limit " << limit << " of order " << Order
-                     << " with variable density (dt must be <= " << limit * m_grid.dh / veff << " s)");
+  bool const fresh = m_coef.set(m_space, l, m_grid, m_dt, vp, rho, update_layer, ch);
+  m_layer_copies_model = fresh;
   if (fresh) {
     auto const [vlo, vhi] = std::minmax_element(vp, vp + n);
     m_vmin = *vlo;
@@ -184,17 +101,13 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::set_model(T const* 
     build_profiles();
   }
   Kokkos::deep_copy(m_space, m_c, ch);
-  for (int a = 0; a < Dim; ++a) Kokkos::deep_copy(m_space, m_bb[a], bh[a]);
-  auto upload_model = [&](T const* h, field2& d, char const* label) {
-    if (d.extent(0) == 0)
-      d = field2(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(label)), l.model_rows(), nx);
-    auto m = Kokkos::create_mirror_view(Kokkos::HostSpace(), d);
-    for (int r = 0; r < l.model_rows(); ++r)
-      for (int ix = 0; ix < nx; ++ix) m(r, ix) = static_cast<Real>(h[static_cast<std::size_t>(r) * nx + ix]);
-    Kokkos::deep_copy(m_space, d, m);
-  };
-  upload_model(vp, m_vp_model, "ksweep::core::vp");
-  upload_model(rho, m_rho_model, "ksweep::core::rho");
+  if (m_vp_model.extent(0) == 0)
+    m_vp_model = field2(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string("ksweep::core::vp")),
+                        l.model_rows(), nx);
+  auto m = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_vp_model);
+  for (int r = 0; r < l.model_rows(); ++r)
+    for (int ix = 0; ix < nx; ++ix) m(r, ix) = static_cast<Real>(vp[static_cast<std::size_t>(r) * nx + ix]);
+  Kokkos::deep_copy(m_space, m_vp_model, m);
   m_space.fence();
 }
 
@@ -291,37 +204,23 @@ template <class Real, int Order, class ExecSpace, int Dimension, class Physics>
 void Propagator<Real, Order, ExecSpace, Dimension, Physics>::build_profiles() {
   auto const& l = m_layout;
   double const vmax = m_pml.profile_velocity > 0 ? m_pml.profile_velocity : m_vmax;
-  // Variable density: the damping starts M + 1/2 cells into the layer (see cpml_profile).
-  double const inset = std::is_same_v<Physics, AcousticVd> ? M + 0.5 : 0.0;
+  // Where the damping starts in the layer (variable density: M + 1/2 cells in; see cpml_profile).
+  double const inset = coefficients_type::profile_inset;
   auto px = cpml_profile(l.nx, l.left, l.right, R, m_grid.step(2), m_dt, vmax, m_pml, false, inset);
   auto pz = cpml_profile(l.nz, l.top, l.bottom, R, m_grid.step(0), m_dt, vmax, m_pml, false, inset);
-  auto upload = [&](std::vector<double> const& h, field1& d, char const* label) {
-    d = field1(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(label)), h.size());
-    auto m = Kokkos::create_mirror_view(Kokkos::HostSpace(), d);
-    for (std::size_t i = 0; i < h.size(); ++i) m(i) = static_cast<Real>(h[i]);
-    Kokkos::deep_copy(m_space, d, m);
-  };
-  upload(pz.a, m_prof_a[0], "ksweep::core::az");
-  upload(pz.b, m_prof_b[0], "ksweep::core::bz");
-  upload(pz.mask, m_prof_mask[0], "ksweep::core::mz");
-  upload(px.a, m_prof_a[Dim - 1], "ksweep::core::ax");
-  upload(px.b, m_prof_b[Dim - 1], "ksweep::core::bx");
-  upload(px.mask, m_prof_mask[Dim - 1], "ksweep::core::mx");
+  upload_profile(m_space, pz.a, m_prof_a[0], "ksweep::core::az");
+  upload_profile(m_space, pz.b, m_prof_b[0], "ksweep::core::bz");
+  upload_profile(m_space, pz.mask, m_prof_mask[0], "ksweep::core::mz");
+  upload_profile(m_space, px.a, m_prof_a[Dim - 1], "ksweep::core::ax");
+  upload_profile(m_space, px.b, m_prof_b[Dim - 1], "ksweep::core::bx");
+  upload_profile(m_space, px.mask, m_prof_mask[Dim - 1], "ksweep::core::mx");
   if constexpr (Dim == 3) {
     auto py = cpml_profile(l.ny, l.front, l.back, R, m_grid.step(1), m_dt, vmax, m_pml, false, inset);
-    upload(py.a, m_prof_a[1], "ksweep::core::ay");
-    upload(py.b, m_prof_b[1], "ksweep::core::by");
-    upload(py.mask, m_prof_mask[1], "ksweep::core::my");
+    upload_profile(m_space, py.a, m_prof_a[1], "ksweep::core::ay");
+    upload_profile(m_space, py.b, m_prof_b[1], "ksweep::core::by");
+    upload_profile(m_space, py.mask, m_prof_mask[1], "ksweep::core::my");
   }
-  if constexpr (std::is_same_v<Physics, AcousticVd>) {  // the half-point profiles
-    int const n[3] = {l.nz, l.ny, l.nx}, lo[3] = {l.top, l.front, l.left}, hi[3] = {l.bottom, l.back, l.right};
-    for (int a = 0; a < Dim; ++a) {
-      int const g = Dim == 3 ? a : 2 * a;  // z, (y,) x
-      auto h = cpml_profile(n[g], lo[g], hi[g], R, m_grid.step(g), m_dt, vmax, m_pml, true, inset);
-      upload(h.a, m_half_a[a], "ksweep::core::half_a");
-      upload(h.b, m_half_b[a], "ksweep::core::half_b");
-    }
-  }
+  m_coef.build_profiles(m_space, l, m_grid, m_dt, vmax, m_pml);  // the physics' own (variable density: half-points)
 }
 
 }  // namespace ksweep::core

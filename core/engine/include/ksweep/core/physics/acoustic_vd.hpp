@@ -39,9 +39,18 @@
 ///   mu^n = 2 mu^{n+1} - mu^{n+2} + c sum_a T_a.
 /// Outside the layer T = D- (bb D+ mu): the forward operator, operation for operation.
 
+#include <ksweep/base/error.hpp>
 #include <ksweep/core/acoustic_kernels.hpp>
+#include <ksweep/core/cpml.hpp>
+#include <ksweep/core/geometry.hpp>
+#include <ksweep/core/stencil.hpp>
 
 #include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
 
 // nvcc: `GCC unroll` (KSWEEP_UNROLL_TAPS on the host pass), as in acoustic_kernels.hpp.
 #if defined(__NVCC__)
@@ -319,6 +328,212 @@ struct AcousticVdCell {
     r.irec[ix] += static_cast<double>((r.xcorr ? uc : l) * l);
     if (rebuild) r.u1[ix] = Real(2) * uc - r.u1[ix] + r.fw.c[ix] * t;
   }
+};
+
+/// The largest stable v dt / dh of the order in `dim` dimensions, v being the effective velocity
+/// sqrt(c bb) dh / dt (AcousticVdCoefficients::set): 2 / sqrt(dim S), S the Nyquist symbol of
+/// the staggered second derivative.
+inline double vd_courant_limit(int order, int dim) {
+  double const s =
+      dispatch_order(order, [](auto o) { return StaggeredCoefficients<decltype(o)::value>::nyquist_symbol(); });
+  return 2.0 / std::sqrt(dim * s);
+}
+
+/// What variable density adds to the propagator's set-up (Physics::coefficients, physics.hpp):
+/// the model on the padded grid (the layer's held values), the averaged buoyancy per axis, the
+/// model density and the half-point CPML profiles, with the checks of the layer and of the
+/// effective velocity. The Propagator calls check_layer, set, build_profiles and bind; the
+/// kernels read it through AcousticVdCell::extra, the imaging through bind_imaging.
+template <class Real, int Order, class MemorySpace, int Dim>
+class AcousticVdCoefficients {
+ public:
+  static constexpr int M = Order / 2, R = 2 * M - 1;
+  using field2 = Kokkos::View<Real**, Kokkos::LayoutRight, MemorySpace>;
+  using field1 = Kokkos::View<Real*, Kokkos::LayoutRight, MemorySpace>;
+  /// The damping starts M + 1/2 cells into the layer (see the file comment and cpml_profile).
+  static constexpr double profile_inset = M + 0.5;
+
+  /// The layer this physics needs: no cut into domains yet, and every absorbing face (not the free
+  /// surface) at least 2M cells wide.
+  static void check_layer(PmlConfig const& pml) {
+    KSWEEP_REQUIRE(std::none_of(pml.cut.begin(), pml.cut.end(), [](bool c) { return c; }),
+                   "variable density does not run on a model split into domains yet (parallel.domains): its "
+                   "buoyancy at a cut needs the neighbour's density");
+    for (int f = 0; f < 6; ++f) {
+      if (((f == PmlConfig::front || f == PmlConfig::back) && Dim == 2) || (f == PmlConfig::top && pml.free_surface))
+        continue;
+      KSWEEP_REQUIRE(pml.face(f) >= 2 * M,
+                     describe_pml_face(pml, f)
+                         << " is too small for variable density at order " << Order << ": it must be >= " << 2 * M
+                         << " (the damping starts M + 1/2 cells into the layer; a reflecting edge, "
+                            "0, is modelled with constant density only)");
+    }
+  }
+
+  /// The model vp, rho ([model row][nx], checked by the caller) on the padded grid: the layer
+  /// repeats the nearest model cell (update_layer, or the first call) or keeps its values. Writes
+  /// c = rho v^2 dt^2 / dh^2 into `ch` (the host copy of the propagator's c, [field row][NX + 2R]),
+  /// checks the effective velocity against the CFL limit, then uploads the buoyancy and the
+  /// model density. Returns whether the layer copies the model's edge.
+  template <class Space, class T, class HostField>
+  bool set(Space const& space, Layout const& l, ModelGrid const& grid, double dt, T const* vp, T const* rho,
+           bool update_layer, HostField const& ch) {
+    int const N[3] = {l.NZ, l.NY, l.NX}, lo[3] = {l.top, l.front, l.left}, nm[3] = {l.nz, l.ny, l.nx};
+    // Padded-grid values [NZ][NY][NX]: the layer repeats the nearest model cell, or keeps its values.
+    std::size_t const np = static_cast<std::size_t>(l.NZ) * l.NY * l.NX;
+    bool const fresh = update_layer || m_padded_vp.size() != np;
+    if (fresh) {
+      m_padded_vp.assign(np, 0.0);
+      m_padded_rho.assign(np, 0.0);
+    }
+    for (int iz = 0; iz < l.NZ; ++iz)
+      for (int iy = 0; iy < l.NY; ++iy)
+        for (int ix = 0; ix < l.NX; ++ix) {
+          int const p[3] = {iz, iy, ix};
+          bool model = true;
+          std::size_t m = 0;
+          for (int a = 0; a < 3; ++a) {
+            int const q = p[a] - lo[a];
+            model = model && q >= 0 && q < nm[a];
+            m = m * nm[a] + static_cast<std::size_t>(std::clamp(q, 0, nm[a] - 1));
+          }
+          if (!model && !fresh) continue;
+          std::size_t const k = (static_cast<std::size_t>(iz) * l.NY + iy) * l.NX + ix;
+          m_padded_vp[k] = vp[m];
+          m_padded_rho[k] = rho[m];
+        }
+    // The padded cell of (iz, iy, ix), clamped into the padded grid (the halo repeats its edge).
+    auto padded = [&](int iz, int iy, int ix) {
+      int const p[3] = {iz, iy, ix};
+      std::size_t k = 0;
+      for (int a = 0; a < 3; ++a) k = k * N[a] + static_cast<std::size_t>(std::clamp(p[a], 0, N[a] - 1));
+      return k;
+    };
+    double const scale = dt * dt / (grid.dh * grid.dh);
+    Kokkos::deep_copy(ch, Real(0));
+    std::vector<typename field2::HostMirror> bh(Dim);
+    for (int a = 0; a < Dim; ++a) {
+      if (m_bb[a].extent(0) == 0)
+        m_bb[a] = field2(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::core::bb")),
+                         l.field_rows(), l.NX + 2 * R);
+      bh[a] = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_bb[a]);
+    }
+    int const y0 = Dim == 3 ? -R : 0, y1 = Dim == 3 ? l.NY + R : 1;
+    for (int iz = -R; iz < l.NZ + R; ++iz)
+      for (int iy = y0; iy < y1; ++iy) {
+        int const fr = (iz + R) * (Dim == 3 ? l.NY + 2 * R : 1) + (Dim == 3 ? iy + R : 0);
+        for (int ix = -R; ix < l.NX + R; ++ix) {
+          for (int a = 0; a < Dim; ++a) {
+            int const g = Dim == 3 ? a : 2 * a;  // z, (y,) x
+            int q[3] = {iz, iy, ix};
+            if (g == 0 && l.free_surface && iz < 0) q[0] = -iz - 1;  // bb_z mirrored above row 0
+            int q1[3] = {q[0], q[1], q[2]};
+            ++q1[g];
+            double const r0 = m_padded_rho[padded(q[0], q[1], q[2])], r1 = m_padded_rho[padded(q1[0], q1[1], q1[2])];
+            // Weighted by the axis' (dh / d_a)^2 (exactly 1 on a uniform grid; see the file comment).
+            bh[a](fr, ix + R) = static_cast<Real>(0.5 * (1.0 / r0 + 1.0 / r1) * l.weight[a]);
+          }
+          if (iz < 0 || iz >= l.NZ || iy < 0 || iy >= l.NY || ix < 0 || ix >= l.NX) continue;
+          std::size_t const k = padded(iz, iy, ix);
+          double const v = m_padded_vp[k];
+          ch(fr, ix + R) = static_cast<Real>(m_padded_rho[k] * v * v * scale);
+        }
+      }
+    // The effective velocity: c times the largest buoyancy of the 2M half-points of the cell's
+    // divergence along each axis.
+    double veff2 = 0;
+    for (int iz = 0; iz < l.NZ; ++iz)
+      for (int iy = 0; iy < l.NY; ++iy) {
+        int const fr = l.field_row(iz, iy);
+        for (int ix = 0; ix < l.NX; ++ix) {
+          double bmax = 0;
+          for (int a = 0; a < Dim; ++a) {
+            std::ptrdiff_t const zstride = Dim == 3 ? l.NY + 2 * R : 1;
+            for (int k = -M; k < M; ++k) {
+              bool const along_x = a + 1 == Dim;
+              std::ptrdiff_t const rr = along_x ? fr : fr + k * (a == 0 ? zstride : 1);
+              bmax = std::max(bmax, static_cast<double>(bh[a](rr, along_x ? ix + R + k : ix + R)));
+            }
+          }
+          veff2 = std::max(veff2, static_cast<double>(ch(fr, ix + R)) * bmax);
+        }
+      }
+    double const veff = std::sqrt(veff2) * grid.dh / dt, limit = vd_courant_limit(Order, Dim);
+    KSWEEP_REQUIRE(veff * dt / grid.dh <= limit,
+                   "unstable time step: the effective velocity sqrt(c bb) dh / dt is "
+                       << veff << " m/s, and " << veff << " * dt / dh = " << veff * dt / grid.dh
+                       << " exceeds the CFL limit " << limit << " of order " << Order
+                       << " with variable density (dt must be <= " << limit * grid.dh / veff << " s)");
+    for (int a = 0; a < Dim; ++a) Kokkos::deep_copy(space, m_bb[a], bh[a]);
+    if (m_rho_model.extent(0) == 0)
+      m_rho_model = field2(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::core::rho")),
+                           l.model_rows(), l.nx);
+    auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_rho_model);
+    for (int r = 0; r < l.model_rows(); ++r)
+      for (int ix = 0; ix < l.nx; ++ix) h(r, ix) = static_cast<Real>(rho[static_cast<std::size_t>(r) * l.nx + ix]);
+    Kokkos::deep_copy(space, m_rho_model, h);
+    space.fence();  // the host copies go out of scope
+    return fresh;
+  }
+
+  /// The half-point CPML profiles of each axis (the cell profiles are the propagator's).
+  template <class Space>
+  void build_profiles(Space const& space, Layout const& l, ModelGrid const& grid, double dt, double vmax,
+                      PmlConfig const& pml) {
+    int const n[3] = {l.nz, l.ny, l.nx}, lo[3] = {l.top, l.front, l.left}, hi[3] = {l.bottom, l.back, l.right};
+    for (int a = 0; a < Dim; ++a) {
+      int const g = Dim == 3 ? a : 2 * a;  // z, (y,) x
+      auto h = cpml_profile(n[g], lo[g], hi[g], R, grid.step(g), dt, vmax, pml, true, profile_inset);
+      upload_profile(space, h.a, m_half_a[a], "ksweep::core::half_a");
+      upload_profile(space, h.b, m_half_b[a], "ksweep::core::half_b");
+    }
+  }
+
+  /// The kernels' coefficients (AcousticVdCell::extra).
+  template <class Extra>
+  void bind(Extra& e) const {
+    for (int a = 0; a < Dim; ++a) {
+      e.bb[a] = m_bb[a];
+      e.ha[a] = m_half_a[a];
+      e.hb[a] = m_half_b[a];
+    }
+  }
+  /// The imaging's coefficients and the density image it sums into (AcousticVdImaging::m_bb,
+  /// m_grho); `images` holds the per-shot images of the parameters after vp: rho.
+  template <class Imaging, class ShotImages>
+  void bind_imaging(Imaging& f, ShotImages const* images) const {
+    for (int a = 0; a < Dim; ++a) f.m_bb[a] = m_bb[a];
+    f.m_grho = images[0];
+  }
+
+  /// The chain rule of the density image, per shot and model cell, after the imaging: from
+  /// raw = sum mu T u (the velocity image before its own chain rule) and grho (the sum of d/dbb
+  /// over the cell's half-points),
+  ///   d/drho = raw / rho - grho / (2 rho^2)
+  /// (c = rho v^2 dt^2 / dh^2 gives dc/drho = c / rho; bb_j = (1/rho_j + 1/rho_{j+1}) / 2 gives
+  /// -1 / (2 rho^2) for each half-point of the cell).
+  template <class ShotImages>
+  struct Chain {
+    ShotImages grho;
+    Kokkos::View<Real const**, Kokkos::LayoutRight, MemorySpace> rho;
+    KOKKOS_INLINE_FUNCTION void operator()(int s, int iz, int ix, double raw) const {
+      double const r = static_cast<double>(rho(iz, ix));
+      grho(s, iz, ix) = raw / r - grho(s, iz, ix) / (2.0 * r * r);
+    }
+  };
+  template <class ShotImages>
+  Chain<ShotImages> chain(ShotImages const* images) const {
+    return {images[0], m_rho_model};
+  }
+  /// The model density (set), [model row][nx].
+  field2 const& rho_model() const { return m_rho_model; }
+  /// The averaged buoyancy of axis a (z, (y,) x), laid out as the propagator's c.
+  field2 const& bb(int a) const { return m_bb[a]; }
+
+ private:
+  field2 m_bb[Dim], m_rho_model;
+  std::vector<double> m_padded_vp, m_padded_rho;  // [NZ][NY][NX] on the host (the layer's held values)
+  field1 m_half_a[Dim], m_half_b[Dim];
 };
 
 /// Imaging and backward reconstruction on the model cells of a batch (AcousticVdCell::image), as
