@@ -285,9 +285,10 @@ class GradientEngine {
     auto g = out.grad, is = out.illum_src, ir = out.illum_rec;
     auto gc = m_grad_c, isc = m_isrc, irc = m_irec;
     int const S = m_shots;
-    KSWEEP_REQUIRE(out.n_params() == n_params, "ksweep::core::GradientEngine::accumulate: images of "
-                                                   << out.n_params() << " parameters, the physics " << Physics::name
-                                                   << " has " << n_params);
+    // One parameter: `grad` alone may be set (a caller's array, no `grads` beside it).
+    KSWEEP_REQUIRE(n_params == 1 || out.n_params() == n_params, "ksweep::core::GradientEngine::accumulate: images of "
+                                                                    << out.n_params() << " parameters, the physics "
+                                                                    << Physics::name << " has " << n_params);
     for (int p = 1; p < n_params; ++p) {
       auto gp = out.gradient(p);
       auto gps = m_grad_more[p - 1];
