@@ -31,6 +31,18 @@ void upload_profile(Space const& space, std::vector<double> const& h, Field& d, 
   Kokkos::deep_copy(space, d, m);
 }
 
+/// Copies a host model ([rows][nx], row-major, any floating type) into the device field `d`
+/// ([rows][nx]), allocated on the first call.
+template <class Space, class Field, class T>
+void upload_model_field(Space const& space, T const* h, int rows, int nx, Field& d, char const* label) {
+  if (d.extent(0) == 0) d = Field(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string(label)), rows, nx);
+  auto m = Kokkos::create_mirror_view(Kokkos::HostSpace(), d);
+  for (int r = 0; r < rows; ++r)
+    for (int ix = 0; ix < nx; ++ix)
+      m(r, ix) = static_cast<typename Field::value_type>(h[static_cast<std::size_t>(r) * nx + ix]);
+  Kokkos::deep_copy(space, d, m);
+}
+
 namespace impl {
 
 /// Kernels run row by row (a tight, vectorisable loop over x in each region) on host backends

@@ -101,13 +101,7 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::set_model(T const* 
     build_profiles();
   }
   Kokkos::deep_copy(m_space, m_c, ch);
-  if (m_vp_model.extent(0) == 0)
-    m_vp_model = field2(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string("ksweep::core::vp")),
-                        l.model_rows(), nx);
-  auto m = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_vp_model);
-  for (int r = 0; r < l.model_rows(); ++r)
-    for (int ix = 0; ix < nx; ++ix) m(r, ix) = static_cast<Real>(vp[static_cast<std::size_t>(r) * nx + ix]);
-  Kokkos::deep_copy(m_space, m_vp_model, m);
+  upload_model_field(m_space, vp, l.model_rows(), nx, m_vp_model, "ksweep::core::vp");
   m_space.fence();
 }
 

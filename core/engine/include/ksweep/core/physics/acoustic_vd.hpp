@@ -465,13 +465,7 @@ class AcousticVdCoefficients {
                        << " exceeds the CFL limit " << limit << " of order " << Order
                        << " with variable density (dt must be <= " << limit * grid.dh / veff << " s)");
     for (int a = 0; a < Dim; ++a) Kokkos::deep_copy(space, m_bb[a], bh[a]);
-    if (m_rho_model.extent(0) == 0)
-      m_rho_model = field2(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string("ksweep::core::rho")),
-                           l.model_rows(), l.nx);
-    auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_rho_model);
-    for (int r = 0; r < l.model_rows(); ++r)
-      for (int ix = 0; ix < l.nx; ++ix) h(r, ix) = static_cast<Real>(rho[static_cast<std::size_t>(r) * l.nx + ix]);
-    Kokkos::deep_copy(space, m_rho_model, h);
+    upload_model_field(space, rho, l.model_rows(), l.nx, m_rho_model, "ksweep::core::rho");
     space.fence();  // the host copies go out of scope
     return fresh;
   }
@@ -527,8 +521,6 @@ class AcousticVdCoefficients {
   }
   /// The model density (set), [model row][nx].
   field2 const& rho_model() const { return m_rho_model; }
-  /// The averaged buoyancy of axis a (z, (y,) x), laid out as the propagator's c.
-  field2 const& bb(int a) const { return m_bb[a]; }
 
  private:
   field2 m_bb[Dim], m_rho_model;
