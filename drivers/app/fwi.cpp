@@ -50,6 +50,23 @@ void write_wavelet_file(fs::path const& path, io::Config const& cfg, Inputs cons
   io::write_wavelets(path, traces, cfg.time.dt);
 }
 
+/// The parameters of the configuration's physics (vp first).
+std::vector<fwi::Parameter> const& parameters_of(io::Config const& cfg) {
+  return fwi::physics_parameters(fwi::parse_physics(cfg.propagator.physics));
+}
+
+/// summary.json's key of parameter p's RMSE: "rmse" (the velocity), "rmse_rho", ...
+std::string rmse_key(std::vector<fwi::Parameter> const& params, std::size_t p) {
+  return p == 0 ? std::string("rmse") : "rmse_" + std::string(params[p].name);
+}
+
+/// The true model of the inputs, every parameter.
+fwi::Fields true_fields(Inputs const& in) {
+  fwi::Fields f{in.truth.vp};
+  if (!in.rho_true.empty()) f.push_back(in.rho_true);
+  return f;
+}
+
 /// The outputs of iteration `r` (rank 0): progress line, models, figures' data, summary and
 /// checkpoint.
 struct Outputs {
@@ -65,37 +82,35 @@ struct Outputs {
     auto const& f = cfg.fwi;
     auto const& truth = in.truth;
     int const t = r.iteration, done = t - start, left = f.iterations - t;
-    bool const vd = variable_density(cfg);
-    if (vd)
-      std::printf("iter %4d/%d  loss %.6e  rmse %8.2f m/s  rmse rho %8.2f kg/m^3  %6.2f s/iter  left %s\n", t,
-                  f.iterations, r.loss, r.rmse, r.rmse_density, r.seconds,
-                  format_seconds(seconds_total / done * left).c_str());
-    else
-      std::printf("iter %4d/%d  loss %.6e  rmse %8.2f m/s  %6.2f s/iter  left %s\n", t, f.iterations, r.loss, r.rmse,
-                  r.seconds, format_seconds(seconds_total / done * left).c_str());
+    auto const& params = parameters_of(cfg);
+    auto const names = fwi::parameter_names(fwi::parse_physics(cfg.propagator.physics));
+    std::printf("iter %4d/%d  loss %.6e  ", t, f.iterations, r.loss);
+    for (std::size_t p = 0; p < params.size(); ++p)
+      if (p == 0) std::printf("rmse %8.2f %s  ", r.rmse[p], params[p].units);
+      else std::printf("rmse %s %8.2f %s  ", params[p].name, r.rmse[p], params[p].units);
+    std::printf("%6.2f s/iter  left %s\n", r.seconds, format_seconds(seconds_total / done * left).c_str());
     std::fflush(stdout);
     bool const figures = f.figures_every > 0 && (t % f.figures_every == 0 || t == f.iterations);
     bool const checkpoint = f.checkpoint_every > 0 && (t % f.checkpoint_every == 0 || t == f.iterations);
     bool const wanted = f.save_models || figures || checkpoint;
-    std::vector<float> const vf = wanted ? inv.model() : std::vector<float>();
-    std::vector<float> const rf = wanted && vd ? inv.density() : std::vector<float>();
+    fwi::Fields const model = wanted ? inv.model() : fwi::Fields();
     char name[64];
     if (f.save_models) {
       std::snprintf(name, sizeof name, "model_%04d.h5", t);
       make_directory(out / "models");
-      io::write_models(out / "models" / name, truth, vf, rf);
+      io::write_models(out / "models" / name, truth, names, model);
     }
-    if (figures) {
+    if (figures) {  // the velocity and its gradient "grad", the illuminations, then each other parameter's
       auto img = inv.images();
       std::snprintf(name, sizeof name, "epoch_%04d.h5", t);
       make_directory(out / "epochs");
-      std::vector<io::Dataset> sets{io::model_dataset(truth, "vp", vf),
-                                    io::model_dataset(truth, "grad", std::move(img.grad)),
+      std::vector<io::Dataset> sets{io::model_dataset(truth, names[0], model[0]),
+                                    io::model_dataset(truth, "grad", std::move(img.grad[0])),
                                     io::model_dataset(truth, "illum_src", std::move(img.illum_src)),
                                     io::model_dataset(truth, "illum_rec", std::move(img.illum_rec))};
-      if (vd) {
-        sets.push_back(io::model_dataset(truth, "rho", rf));
-        sets.push_back(io::model_dataset(truth, "grad_rho", std::move(img.grad_density)));
+      for (std::size_t p = 1; p < names.size(); ++p) {
+        sets.push_back(io::model_dataset(truth, names[p], model[p]));
+        sets.push_back(io::model_dataset(truth, "grad_" + names[p], std::move(img.grad[p])));
       }
       io::write_datasets(out / "epochs" / name, sets, truth.dh);
     }
@@ -121,11 +136,11 @@ io::RecordsFile final_synthetic(io::Config const& cfg, Inputs const& in, fwi::In
   if (root) std::printf("modelling the final model's data (%d shots)\n", in.survey.n_shots);
   std::fflush(stdout);
   io::VelocityModel final_model = in.truth;
-  final_model.vp = inv.model();
-  std::vector<float> const rho = inv.density();
+  auto model = inv.model();
+  final_model.vp = std::move(model[0]);
   throw_if_stopped("modelling");
-  return fwi::final_data(cfg, final_model, in.survey, in.wavelet, rho.empty() ? nullptr : &rho, in.obs_axis, ranks,
-                         between_batches(false));
+  return fwi::final_data(cfg, final_model, in.survey, in.wavelet, model.size() > 1 ? &model[1] : nullptr, in.obs_axis,
+                         ranks, between_batches(false));
 }
 
 void write_synthetic(io::Config const& cfg, io::RecordsFile const& syn, fs::path const& out) {
@@ -205,9 +220,9 @@ class FwiRun {
       std::printf("estimating the wavelet: modelling %d shots on the starting model\n", in.survey.n_shots);
     std::fflush(stdout);
     io::VelocityModel start = in.truth;
-    start.vp = in.v0;
+    start.vp = in.start[0];
     throw_if_stopped("modelling");
-    in.estimate = fwi::estimate_source(cfg, start, in.survey, in.obs.data, variable_density(cfg) ? &in.rho0 : nullptr,
+    in.estimate = fwi::estimate_source(cfg, start, in.survey, in.obs.data, in.start.size() > 1 ? &in.start[1] : nullptr,
                                        ranks, between_batches(false));
     in.wavelet = in.estimate.wavelet;
     if (comm.is_root())
@@ -242,8 +257,9 @@ class FwiRun {
     flow = std::make_unique<fwi::Workflow>(inversion_problem(cfg, in), options, in.stages, comm);
     if (in.resuming) flow->restore(fwi::from_checkpoint(in.ck));  // Adam counts its steps from the stage's start
     if (comm.is_root() && !in.in_place) {
-      io::write_models(out / "true_model.h5", in.truth, in.truth.vp, in.rho_true);
-      io::write_models(out / "initial_model.h5", in.truth, in.v0, in.rho0);
+      auto const names = fwi::parameter_names(fwi::parse_physics(cfg.propagator.physics));
+      io::write_models(out / "true_model.h5", in.truth, names, true_fields(in));
+      io::write_models(out / "initial_model.h5", in.truth, names, in.start);
     }
     o.emplace(Outputs{cfg, out, in, {}, in.resuming ? in.ck.history : nlohmann::json::array(), {}, 0, 0});
     if (in.resuming) {  // where the last good checkpoint is, for the messages of a stopped run
@@ -259,8 +275,8 @@ class FwiRun {
   void summarise() {
     auto const& inv = flow->inversion();
     auto const& truth = in.truth;
-    double const rmse0 = inv.rmse(in.v0);
-    double const rmse0_rho = variable_density(cfg) ? inv.rmse_density(in.rho0) : 0.0;
+    auto const& params = parameters_of(cfg);
+    auto const rmse0 = inv.rmse(in.start);
     auto& sm = o->summary;
     sm["config"] = io::config_to_json(cfg);
     sm["model"] = {{"nz", truth.nz},
@@ -289,8 +305,7 @@ class FwiRun {
     sm["mpi"] = {{"gpu_aware", comm::gpu_aware_mpi()}, {"device_data", comm::gpu_aware_mpi_reason()}};
     sm["backend"] = core::default_backend();
     sm["threads"] = core::default_concurrency();
-    sm["initial"] = {{"rmse", rmse0}};
-    if (variable_density(cfg)) sm["initial"]["rmse_rho"] = rmse0_rho;
+    for (std::size_t p = 0; p < params.size(); ++p) sm["initial"][rmse_key(params, p)] = rmse0[p];
     sm["build"] = core::describe_build(false);
     if (!comm.is_root()) return;
     std::printf(
@@ -301,12 +316,12 @@ class FwiRun {
         cfg.storage.strategy.c_str(), cfg.storage.location.c_str(), cfg.storage.dtype.c_str(),
         core::default_backend().c_str(), core::default_concurrency());
     if (in.resuming) std::printf("resuming after iteration %d from %s\n", first_iteration, opt.resume.c_str());
-    std::printf("initial model RMSE %.2f m/s, water rows kept: %d\n", rmse0, in.water);
+    std::printf("initial model RMSE %.2f m/s, water rows kept: %d\n", rmse0[0], in.water);
     if (variable_density(cfg)) {
       std::string inverted;
       for (auto const& p : f.invert) inverted += (inverted.empty() ? "" : ", ") + p;
       std::printf("variable density (%s): initial density RMSE %.2f kg/m^3, inverting %s\n",
-                  cfg.model.density.empty() ? "gardner" : cfg.model.density.c_str(), rmse0_rho, inverted.c_str());
+                  cfg.model.density.empty() ? "gardner" : cfg.model.density.c_str(), rmse0[1], inverted.c_str());
     }
     std::fflush(stdout);
   }
@@ -341,13 +356,14 @@ class FwiRun {
     }
     o->seconds_total += r.seconds;
     nlohmann::json entry = {
-        {"iteration", r.iteration}, {"loss", r.loss}, {"rmse", r.rmse}, {"seconds", r.seconds}, {"shots", r.shots}};
+        {"iteration", r.iteration}, {"loss", r.loss}, {"rmse", r.rmse[0]}, {"seconds", r.seconds}, {"shots", r.shots}};
     if (options.method == fwi::Method::lbfgs) {
       entry["evaluations"] = r.evaluations;
       entry["loss_start"] = r.loss_start;  // the loss of the model before the step (`loss`: after it)
     }
     if (stage.index >= 0) entry["stage"] = stage.index + 1;
-    if (variable_density(cfg)) entry["rmse_rho"] = r.rmse_density;
+    auto const& params = parameters_of(cfg);
+    for (std::size_t p = 1; p < params.size(); ++p) entry[rmse_key(params, p)] = r.rmse[p];
     o->history.push_back(entry);
     core::ScopedRegion output_region("ksweep::fwi::output");
     std::string write_error;
@@ -366,7 +382,8 @@ class FwiRun {
     std::string write_error;
     if (comm.is_root()) try {
         core::ScopedRegion region("ksweep::fwi::output");
-        io::write_models(out / "model_final.h5", in.truth, inv.model(), inv.density());
+        io::write_models(out / "model_final.h5", in.truth,
+                         fwi::parameter_names(fwi::parse_physics(cfg.propagator.physics)), inv.model());
       } catch (std::exception const& e) {
         write_error = e.what();
       }

@@ -166,7 +166,7 @@ def test_the_library_s_checks_reach_python():
     st = inv.state()
     st["model"] = np.array(st["model"], np.float32)
     st["model"].reshape(-1)[5] = np.nan
-    with pytest.raises(ValueError, match="the state's model holds 1 sample.*nan at cell 5"):
+    with pytest.raises(ValueError, match="the state's model \\(field 0\\) holds 1 sample.*nan at cell 5"):
         inv.restore(st)
     rho = np.full(v.shape, 2.0, np.float32)  # g/cm^3
     with pytest.raises(ValueError, match="is it in g/cm\\^3"):

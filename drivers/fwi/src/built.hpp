@@ -4,10 +4,13 @@
 
 #include <ksweep/base/error.hpp>
 #include <ksweep/core/physics.hpp>
+#include <ksweep/core/stencil.hpp>
+#include <ksweep/fwi/physics.hpp>
 
 #include <ksweep_fwi_built.hpp>
 
 #include <type_traits>
+#include <utility>
 
 namespace ksweep::fwi::detail {
 
@@ -25,28 +28,60 @@ constexpr bool order_built() {
   else return KSWEEP_FWI_HAS_ORDER_8;
 }
 
-template <int Order, int Dim, class Physics>
-constexpr bool built() {
-  constexpr bool vd = !std::is_same_v<Physics, core::Acoustic>;
-  constexpr bool kernel = vd ? (Dim == 3 ? KSWEEP_FWI_HAS_ACOUSTIC_VD_3D : KSWEEP_FWI_HAS_ACOUSTIC_VD_2D)
-                             : (Dim == 3 ? KSWEEP_FWI_HAS_ACOUSTIC_3D : KSWEEP_FWI_HAS_ACOUSTIC_2D);
-  return kernel && order_built<Order>();
+// ---- The one registry of the physics the facades dispatch to ---------------------------------
+
+/// `f(tag<core physics>)` for the run-time physics `p`: the one map from fwi::Physics to the
+/// core's physics types.
+template <class F>
+decltype(auto) with_physics(Physics p, F&& f) {
+  switch (p) {
+    case Physics::acoustic_vd:
+      return f(tag<core::AcousticVd>{});
+    case Physics::acoustic:
+      break;
+  }
+  return f(tag<core::Acoustic>{});
 }
 
-/// `make()` where this build has the order, dimension and physics; else an error naming them.
-template <int Order, int Dim, class Physics, class Make>
-auto make_if_built(Make&& make) -> decltype(make()) {
-  if constexpr (built<Order, Dim, Physics>()) {
-    return make();
-  } else {
-    KSWEEP_REQUIRE(false, "order " << Order << " in " << Dim << "D with "
-                                   << (std::is_same_v<Physics, core::Acoustic> ? "constant" : "variable")
-                                   << " density is not in this build of ksweep (its orders: " KSWEEP_FWI_BUILT_ORDERS
-                                      "; its kernels: " KSWEEP_FWI_BUILT_KERNELS
-                                      "): build it with the default KSWEEP_ORDERS and KSWEEP_KERNELS "
-                                      "(scripts/build.sh)");
-    return decltype(make())();
-  }
+/// Whether this build has the kernel of `Physics` in `Dim` dimensions (KSWEEP_KERNELS).
+template <int Dim, class Physics>
+constexpr bool kernel_built() {
+  if constexpr (std::is_same_v<Physics, core::AcousticVd>)
+    return Dim == 3 ? KSWEEP_FWI_HAS_ACOUSTIC_VD_3D : KSWEEP_FWI_HAS_ACOUSTIC_VD_2D;
+  else return Dim == 3 ? KSWEEP_FWI_HAS_ACOUSTIC_3D : KSWEEP_FWI_HAS_ACOUSTIC_2D;
+}
+
+template <int Order, int Dim, class Physics>
+constexpr bool built() {
+  return kernel_built<Dim, Physics>() && order_built<Order>();
+}
+
+/// `make(order, dim, tag<core physics>)` (integral constants and a tag) for the run-time
+/// physics, stencil order and dimension, where this build has them; else an error naming them
+/// and what the build has. Inversion's and Modeling's facades dispatch through it alone.
+template <class Make>
+auto dispatch(Physics physics, int order, int dim, Make&& make) {
+  return core::dispatch_order(order, [&](auto o) {
+    return with_physics(physics, [&](auto ph) {
+      constexpr int O = decltype(o)::value;
+      using P = typename decltype(ph)::type;
+      auto one = [&](auto d) {
+        constexpr int D = decltype(d)::value;
+        using R = decltype(make(o, d, ph));
+        if constexpr (built<O, D, P>()) {
+          return make(o, d, ph);
+        } else {
+          KSWEEP_REQUIRE(false, "order " << O << " in " << D << "D with physics \"" << to_string(physics)
+                                         << "\" is not in this build of ksweep (its orders: " KSWEEP_FWI_BUILT_ORDERS
+                                            "; its kernels: " KSWEEP_FWI_BUILT_KERNELS
+                                            "): build it with the default KSWEEP_ORDERS and KSWEEP_KERNELS "
+                                            "(scripts/build.sh)");
+          return R();
+        }
+      };
+      return dim == 3 ? one(std::integral_constant<int, 3>{}) : one(std::integral_constant<int, 2>{});
+    });
+  });
 }
 
 }  // namespace ksweep::fwi::detail

@@ -155,8 +155,9 @@ Options inversion_options(io::Config const& cfg, core::ModelGrid const& grid, in
   o.water_rows = water_rows;
   o.grad_smooth = f.grad_smooth;
   o.precondition = f.precondition;
-  o.vmin = f.vmin;
-  o.vmax = velocity_bound(cfg, grid.dh, grid.dim());  // velocities stay physical and stable
+  // Per parameter (physics_parameters() order): velocities stay physical and stable.
+  o.bounds = {{f.vmin, velocity_bound(cfg, grid.dh, grid.dim()), 0.0}};
+  if (variable_density(cfg)) o.bounds.push_back({f.rho_min, f.rho_max, f.lr_rho});
   o.adam.lr = f.lr;
   o.adam.beta1 = f.beta1;
   o.adam.beta2 = f.beta2;
@@ -169,9 +170,6 @@ Options inversion_options(io::Config const& cfg, core::ModelGrid const& grid, in
   o.schedule = core::parse_schedule(cfg.propagator.schedule);
   o.domains = domain_split(cfg, grid);
   o.invert = f.invert;
-  o.rho_min = f.rho_min;
-  o.rho_max = f.rho_max;
-  o.lr_rho = f.lr_rho;
   if (char const* e = std::getenv("KSWEEP_FAULT_NAN")) o.fault = e;  // test hook (see Options::fault)
   return o;
 }

@@ -28,17 +28,15 @@ void copy_lbfgs(From const& a, To& b) {
 }  // namespace
 
 io::Checkpoint to_checkpoint(io::Config const& cfg, State const& st) {
-  bool const vd = variable_density(cfg);
   io::Checkpoint c;
   c.iteration = st.iteration;
   c.rng = st.rng;
-  c.model = st.model;
-  c.model.insert(c.model.end(), st.density.begin(), st.density.end());
-  c.parameters = vd ? 2 : 1;
-  c.moments = vd ? static_cast<int>(cfg.fwi.invert.size()) : 1;
+  for (auto const& field : st.model) c.model.insert(c.model.end(), field.begin(), field.end());
+  c.parameters = static_cast<int>(st.model.size());
+  c.moments = static_cast<int>(cfg.fwi.invert.size());
   // L-BFGS keeps no moments (zeros there) but its memory, so that a resumed run takes the
   // uninterrupted run's steps.
-  std::size_t const nm = static_cast<std::size_t>(c.moments) * st.model.size();
+  std::size_t const nm = static_cast<std::size_t>(c.moments) * st.model.front().size();
   c.m = st.first.empty() ? std::vector<float>(nm, 0.f) : st.first;
   c.v = st.second.empty() ? std::vector<float>(nm, 0.f) : st.second;
   if (cfg.fwi.optimizer == "lbfgs") copy_lbfgs(st.lbfgs, c.lbfgs);
@@ -50,8 +48,8 @@ State from_checkpoint(io::Checkpoint const& ck) {
   State s;
   s.iteration = ck.iteration;
   s.rng = ck.rng;
-  s.model.assign(ck.model.begin(), ck.model.begin() + n);
-  s.density.assign(ck.model.begin() + n, ck.model.end());
+  for (int p = 0; p < ck.parameters; ++p)
+    s.model.emplace_back(ck.model.begin() + p * n, ck.model.begin() + (p + 1) * n);
   s.first = ck.m;
   s.second = ck.v;
   s.optimizer_steps = -1;  // counted from the start of the stage (Workflow::restore)
@@ -60,7 +58,7 @@ State from_checkpoint(io::Checkpoint const& ck) {
 }
 
 void check_checkpoint(io::Config const& cfg, io::Checkpoint const& ck, std::string const& where, Problem const& setup,
-                      Options const& options, std::vector<float> const& v0, std::vector<float> const& rho0) {
+                      Options const& options, Fields const& start) {
   auto const& f = cfg.fwi;
   OptionNames const keys{"fwi.", "time.dt"};
   std::size_t const n = static_cast<std::size_t>(setup.grid.cells());
@@ -79,18 +77,19 @@ void check_checkpoint(io::Config const& cfg, io::Checkpoint const& ck, std::stri
                                                 "before checkpoints kept L-BFGS's correction pairs): an L-BFGS run "
                                                 "cannot continue from it with the steps it would have taken; start "
                                                 "the run again");
-  bool const vd = variable_density(cfg);
-  int const params = vd ? 2 : 1;
-  int const moments = vd ? static_cast<int>(f.invert.size()) : 1;
+  auto const& names = physics_parameters(setup.physics);
+  int const params = static_cast<int>(names.size());
+  int const moments = static_cast<int>(f.invert.size());
   KSWEEP_REQUIRE(ck.parameters == params && ck.moments == moments,
                  "--resume: the checkpoint " << where << " holds " << ck.parameters << " parameter(s) and moments of "
                                              << ck.moments << ", this run has " << params << " and " << moments
                                              << " (propagator.physics, fwi.invert)");
-  auto const mid = ck.model.begin() + static_cast<std::ptrdiff_t>(n);
-  std::vector<float> const vp_ck(ck.model.begin(), mid);
-  check_bounds(setup, options, vp_ck, std::vector<float>(mid, ck.model.end()), "--resume: the checkpoint " + where,
-               keys);
-  double const vck = *std::max_element(vp_ck.begin(), vp_ck.end());
+  Fields held;
+  for (int p = 0; p < params; ++p)
+    held.emplace_back(ck.model.begin() + static_cast<std::ptrdiff_t>(p * n),
+                      ck.model.begin() + static_cast<std::ptrdiff_t>((p + 1) * n));
+  check_bounds(setup, options, held, "--resume: the checkpoint " + where, keys);
+  double const vck = *std::max_element(held[0].begin(), held[0].end());
   double const vstable = stable_velocity(cfg, setup.grid.dh, setup.grid.dim());
   KSWEEP_REQUIRE(vck <= vstable, "--resume: the checkpoint "
                                      << where << " holds velocities up to " << vck << " m/s, above the " << vstable
@@ -100,14 +99,14 @@ void check_checkpoint(io::Config const& cfg, io::Checkpoint const& ck, std::stri
   int const water = options.water_rows;
   std::size_t const water_cells = static_cast<std::size_t>(water) * plane;
   for (std::size_t p = 0; p < static_cast<std::size_t>(params); ++p) {
-    auto const& start = p == 0 ? v0 : rho0;
-    auto const* held = ck.model.data() + p * n;
-    for (std::size_t i = 0; i < water_cells && i < start.size(); ++i)
-      KSWEEP_REQUIRE(std::memcmp(&held[i], &start[i], sizeof(float)) == 0,
-                     "--resume: the checkpoint " << where << "'s " << (p == 0 ? "model" : "density") << " holds "
-                                                 << held[i] << " at cell " << i << " of the " << water
+    auto const& s = start[p];
+    auto const& h = held[p];
+    for (std::size_t i = 0; i < water_cells && i < s.size(); ++i)
+      KSWEEP_REQUIRE(std::memcmp(&h[i], &s[i], sizeof(float)) == 0,
+                     "--resume: the checkpoint " << where << "'s " << names[p].noun << " (" << names[p].name
+                                                 << ") holds " << h[i] << " at cell " << i << " of the " << water
                                                  << " water row(s), which the inversion never changes "
-                                                 << "(the starting model has " << start[i]
+                                                 << "(the starting model has " << s[i]
                                                  << " there): the checkpoint was edited or made from another model");
   }
 }

@@ -148,15 +148,15 @@ class InputChecks {
     stop_point("reading the model");
     core::check_velocity(truth.vp.data(), static_cast<long long>(n));
     in.water = f.water_rows >= 0 ? f.water_rows : detect_water_rows(truth);
-    in.v0 = starting_model(truth, f.smooth_sigma, in.water, [&] { stop_point("computing the starting model"); });
-    check_stability(cfg, truth, in.v0);
+    in.start = {starting_model(truth, f.smooth_sigma, in.water, [&] { stop_point("computing the starting model"); })};
+    check_stability(cfg, truth, in.start[0]);
     if (variable_density(cfg)) {
       in.rho_true = io::load_density(cfg.model, truth);
-      in.rho0 = starting_density(truth, in.rho_true, f.smooth_sigma, in.water,
-                                 [&] { stop_point("computing the starting density"); });
+      in.start.push_back(starting_density(truth, in.rho_true, f.smooth_sigma, in.water,
+                                          [&] { stop_point("computing the starting density"); }));
     }
     options.water_rows = in.water;
-    check_bounds(setup, options, in.v0, in.rho0, "the starting model", keys);
+    check_bounds(setup, options, in.start, "the starting model", keys);
     if (comm.is_root()) warn(acquisition_warnings(cfg, truth, in.survey));
     if (comm.is_root() && cfg.survey.file.empty() && io::is_segy_path(f.observed))
       warn({unused_layout(cfg, "the trace headers of fwi.observed (SEG-Y) replace")});
@@ -206,7 +206,7 @@ class InputChecks {
     auto saved = ck.run;
     if (!comm.is_root() && saved.contains("data")) saved["data"].erase("observed_sha256");  // only rank 0 read the data
     io::require_same_run(saved, in.run, ck_path);
-    check_checkpoint(cfg, ck, io::shown_path(ck_path), setup, options, in.v0, in.rho0);
+    check_checkpoint(cfg, ck, io::shown_path(ck_path), setup, options, in.start);
   }
 
   void stop_point(char const* doing) const {
@@ -250,13 +250,10 @@ Problem inversion_problem(io::Config const& cfg, RunInputs& in) {
   pb.survey = in.survey;
   pb.wavelet = in.wavelet;
   pb.observed = std::move(in.obs.data);  // the workflow holds the one copy
-  pb.start = in.v0;
-  pb.truth = in.truth.vp;
   pb.physics = parse_physics(cfg.propagator.physics);
-  if (variable_density(cfg)) {
-    pb.density = in.rho0;
-    pb.truth_density = in.rho_true;
-  }
+  pb.start = in.start;
+  pb.truth = {in.truth.vp};
+  if (variable_density(cfg)) pb.truth.push_back(in.rho_true);
   return pb;
 }
 

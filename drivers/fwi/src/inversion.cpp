@@ -38,6 +38,23 @@ void check_density_units(std::vector<float> const& rho, std::string const& what)
                                                "Densities are in kg/m^3 (multiply by 1000)");
 }
 
+/// The names of the parameters of `p`, listed for messages: "vp" or "vp, rho".
+std::string listed(Physics p) {
+  std::string list;
+  for (auto const& q : physics_parameters(p)) list += (list.empty() ? "" : ", ") + std::string(q.name);
+  return list;
+}
+
+/// The fields of a model (`what`: "a starting model") against the physics: one per parameter.
+void check_field_count(Physics p, std::size_t fields, std::size_t least, std::string const& what) {
+  auto const n = static_cast<std::size_t>(n_parameters(p));
+  KSWEEP_REQUIRE(
+      fields >= least && fields <= n,
+      kWho << what << " of " << fields << " field(s) for physics \"" << to_string(p) << "\", whose " << n
+           << " parameter(s) are " << listed(p)
+           << (p == Physics::acoustic && fields > n ? " (variable density is physics \"acoustic_vd\")" : ""));
+}
+
 /// The shapes and values of the problem (finite samples, the arrays' sizes against the grid and
 /// the survey, densities in kg/m^3), before anything is allocated.
 void check_problem(Problem const& pb) {
@@ -47,44 +64,40 @@ void check_problem(Problem const& pb) {
   KSWEEP_REQUIRE(pb.nt >= 1, kWho << "nt = " << pb.nt << " must be >= 1");
   KSWEEP_REQUIRE(pb.wavelet.size() == static_cast<std::size_t>(pb.nt),
                  kWho << "a wavelet of " << pb.wavelet.size() << " samples for nt = " << pb.nt);
-  KSWEEP_REQUIRE(pb.start.size() == cells,
-                 kWho << "a starting model of " << pb.start.size() << " cells for a grid of " << cells);
-  KSWEEP_REQUIRE(pb.truth.empty() || pb.truth.size() == cells,
-                 kWho << "a true model of " << pb.truth.size() << " cells for a grid of " << cells);
+  auto const& params = physics_parameters(pb.physics);
+  check_field_count(pb.physics, pb.start.size(), params.size(), "a starting model");
+  check_field_count(pb.physics, pb.truth.size(), 0, "a true model");
+  for (std::size_t p = 0; p < params.size(); ++p) {
+    std::string const name = std::string(params[p].name) + " (" + params[p].noun + ")";
+    auto const& v = pb.start[p];
+    KSWEEP_REQUIRE(v.size() == cells,
+                   kWho << "a starting " << name << " of " << v.size() << " cells for a grid of " << cells);
+    KSWEEP_REQUIRE(p >= pb.truth.size() || pb.truth[p].empty() || pb.truth[p].size() == cells,
+                   kWho << "a true " << name << " of " << pb.truth[p].size() << " cells for a grid of " << cells);
+    detail::require_finite(v.data(), v.size(), std::string(kWho) + "the starting " + name, detail::cell_position);
+    if (std::string(params[p].name) == "rho") {
+      core::check_density(v.data(), static_cast<long long>(cells));
+      check_density_units(v, "the starting density");
+      if (p < pb.truth.size()) check_density_units(pb.truth[p], "the true density");
+    }
+  }
   KSWEEP_REQUIRE(shots >= 1 && pb.survey.n_sources == 1, kWho << "the survey needs >= 1 shot of one source each, not "
                                                               << shots << " shots of " << pb.survey.n_sources);
   auto const samples = static_cast<std::size_t>(shots) * static_cast<std::size_t>(pb.nt) * static_cast<std::size_t>(nr);
   KSWEEP_REQUIRE(pb.observed.size() == samples, kWho << pb.observed.size() << " observed samples, the survey has "
                                                      << samples << " (shots x nt x receivers)");
   check_data(pb.wavelet, pb.observed, pb.nt, nr, kWho);
-  detail::require_finite(pb.start.data(), pb.start.size(), std::string(kWho) + "the starting model",
-                         detail::cell_position);
-  if (pb.physics == Physics::acoustic_vd) {
-    KSWEEP_REQUIRE(pb.density.size() == cells,
-                   kWho << "a density of " << pb.density.size() << " cells for a grid of " << cells);
-    detail::require_finite(pb.density.data(), pb.density.size(), std::string(kWho) + "the density",
-                           detail::cell_position);
-    core::check_density(pb.density.data(), static_cast<long long>(cells));
-    KSWEEP_REQUIRE(pb.truth_density.empty() || pb.truth_density.size() == cells,
-                   kWho << "a true density of " << pb.truth_density.size() << " cells for a grid of " << cells);
-    check_density_units(pb.density, "the density");
-    check_density_units(pb.truth_density, "the true density");
-  } else {
-    KSWEEP_REQUIRE(pb.density.empty() && pb.truth_density.empty(),
-                   kWho << "a density given to constant-density acoustics (physics \"acoustic\"); variable density "
-                           "is physics \"acoustic_vd\"");
-  }
 }
 
-/// A state's model (and density) finite and positive, before restore() uploads it.
+/// A state's model finite and positive, before restore() uploads it.
 void check_state(State const& s) {
-  for (auto const* v : {&s.model, &s.density}) {
-    std::string const what =
-        std::string("ksweep::fwi::Inversion::restore: the state's ") + (v == &s.model ? "model" : "density");
-    detail::require_finite(v->data(), v->size(), what, detail::cell_position);
-    auto const low = std::find_if(v->begin(), v->end(), [](float x) { return !(x > 0); });
-    KSWEEP_REQUIRE(low == v->end(),
-                   what << " holds " << *low << " at cell " << low - v->begin() << ": every value must be > 0");
+  for (std::size_t p = 0; p < s.model.size(); ++p) {
+    auto const& v = s.model[p];
+    std::string const what = "ksweep::fwi::Inversion::restore: the state's model (field " + std::to_string(p) + ")";
+    detail::require_finite(v.data(), v.size(), what, detail::cell_position);
+    auto const low = std::find_if(v.begin(), v.end(), [](float x) { return !(x > 0); });
+    KSWEEP_REQUIRE(low == v.end(),
+                   what << " holds " << *low << " at cell " << low - v.begin() << ": every value must be > 0");
   }
   for (auto const* v : {&s.first, &s.second})
     detail::require_finite(v->data(), v->size(), "ksweep::fwi::Inversion::restore: the state's Adam moments",
@@ -120,17 +133,31 @@ void check_options(Problem const& pb, Options const& opt, OptionNames const& nam
                                   << " = " << (opt.precondition ? "true" : "false") << " change it; set "
                                   << key("grad_smooth") << " = 0 and " << key("precondition") << " = false, or use "
                                   << key("optimizer") << " = \"adam\"");
-  KSWEEP_REQUIRE(finite_positive(opt.vmin) && std::isfinite(opt.vmax) && opt.vmax >= opt.vmin,
-                 "the bounds " << key("vmin") << " = " << opt.vmin << " and " << key("vmax") << " = " << opt.vmax
-                               << " m/s must be finite, 0 < vmin <= vmax");
+  auto const& params = physics_parameters(pb.physics);
+  KSWEEP_REQUIRE(opt.bounds.size() <= params.size(), "bounds for " << opt.bounds.size() << " parameters, physics \""
+                                                                   << to_string(pb.physics) << "\" has "
+                                                                   << params.size() << ": " << listed(pb.physics));
+  // The velocity's bounds always (its max is the stability bound), another parameter's when it
+  // is inverted.
+  for (std::size_t p = 0; p < params.size(); ++p) {
+    auto const& q = params[p];
+    bool const inverted = std::find(opt.invert.begin(), opt.invert.end(), q.name) != opt.invert.end();
+    if (p > 0 && !inverted) continue;
+    Bounds const b = bounds_of(opt, static_cast<int>(p));
+    KSWEEP_REQUIRE(finite_positive(b.min) && std::isfinite(b.max) && b.max >= b.min,
+                   "the bounds " << key(q.min_key) << " = " << b.min << " and " << key(q.max_key) << " = " << b.max
+                                 << " " << q.units << " must be finite, 0 < " << q.min_key << " <= " << q.max_key);
+    if (adam && p > 0)
+      KSWEEP_REQUIRE(std::isfinite(b.lr) && b.lr >= 0, key(q.step_key)
+                                                           << " = " << b.lr << " must be finite and >= 0 (0: lr)");
+  }
+  double const vmax = bounds_of(opt, 0).max;
   if (adam) {
     auto const& a = opt.adam;
     KSWEEP_REQUIRE(finite_positive(a.lr), key("lr") << " = " << a.lr << " must be a finite step > 0 (m/s)");
     KSWEEP_REQUIRE(a.beta1 >= 0 && a.beta1 < 1, key("beta1") << " = " << a.beta1 << " must be in [0, 1)");
     KSWEEP_REQUIRE(a.beta2 >= 0 && a.beta2 < 1, key("beta2") << " = " << a.beta2 << " must be in [0, 1)");
     KSWEEP_REQUIRE(finite_positive(a.eps), key("eps") << " = " << a.eps << " must be a finite number > 0");
-    KSWEEP_REQUIRE(std::isfinite(opt.lr_rho) && opt.lr_rho >= 0,
-                   key("lr_rho") << " = " << opt.lr_rho << " must be finite and >= 0 (0: lr)");
   } else {
     auto const& l = opt.lbfgs;
     KSWEEP_REQUIRE(l.memory >= 1 && l.memory <= kLbfgsMaxMemory,
@@ -144,12 +171,12 @@ void check_options(Problem const& pb, Options const& opt, OptionNames const& nam
   if (pb.physics == Physics::acoustic && pb.dt > 0 && g.dh > 0) {
     double const limit = core::courant_limit(pb.order, g.dim()), h = core::cfl_spacing(g);
     double const stable = limit * h / pb.dt;
-    KSWEEP_REQUIRE(opt.vmax * pb.dt / h <= limit * (1 + 1e-12),  // vmax = 0 gave the limit itself
-                   key("vmax") << " = " << opt.vmax << " m/s lets the model reach velocities that " << names.dt << " = "
+    KSWEEP_REQUIRE(vmax * pb.dt / h <= limit * (1 + 1e-12),  // vmax = 0 gave the limit itself
+                   key("vmax") << " = " << vmax << " m/s lets the model reach velocities that " << names.dt << " = "
                                << pb.dt << " s cannot propagate stably: the CFL limit " << limit << " of order "
                                << pb.order << " at " << g.describe_spacing() << " allows at most " << stable
                                << " m/s; lower " << key("vmax") << " to at most " << stable << " m/s or " << names.dt
-                               << " to at most " << limit * h / opt.vmax << " s");
+                               << " to at most " << limit * h / vmax << " s");
   }
   KSWEEP_REQUIRE(!opt.invert.empty(), key("invert") << " is empty: no parameter to invert");
   for (std::size_t i = 0; i < opt.invert.size(); ++i) {
@@ -158,31 +185,28 @@ void check_options(Problem const& pb, Options const& opt, OptionNames const& nam
       KSWEEP_REQUIRE(opt.invert[j] != opt.invert[i], key("invert")
                                                          << " names parameter \"" << opt.invert[i] << "\" twice");
   }
-  bool const rho = std::find(opt.invert.begin(), opt.invert.end(), "rho") != opt.invert.end();
-  KSWEEP_REQUIRE(!rho || (finite_positive(opt.rho_min) && std::isfinite(opt.rho_max) && opt.rho_max >= opt.rho_min),
-                 "the density bounds " << key("rho_min") << " = " << opt.rho_min << " and " << key("rho_max") << " = "
-                                       << opt.rho_max << " kg/m^3 must be finite, 0 < rho_min <= rho_max");
 }
 
-void check_bounds(Problem const& pb, Options const& opt, std::vector<float> const& vp, std::vector<float> const& rho,
-                  std::string const& what, OptionNames const& names) {
+void check_bounds(Problem const& pb, Options const& opt, Fields const& model, std::string const& what,
+                  OptionNames const& names) {
   auto const key = [&](char const* name) { return names.prefix + name; };
   auto const& g = pb.grid;
   auto const fixed = static_cast<std::size_t>(opt.water_rows) * static_cast<std::size_t>(g.cells() / g.nz);
-  auto const outside = [&](std::vector<float> const& v, double lo, double hi, char const* quantity, char const* low,
-                           char const* high, char const* units) {
-    if (fixed >= v.size()) return;
-    auto const [a, b] = std::minmax_element(v.begin() + static_cast<std::ptrdiff_t>(fixed), v.end());
-    KSWEEP_REQUIRE(*a >= lo && *b <= hi,
-                   what << " has " << quantity << " in [" << *a << ", " << *b << "] " << units
-                        << " outside the water rows, outside the bounds the inversion keeps, [" << key(low) << ", "
-                        << key(high) << "] = [" << lo << ", " << hi << "] " << units
+  auto const& params = physics_parameters(pb.physics);
+  for (std::size_t p = 0; p < params.size() && p < model.size(); ++p) {
+    auto const& q = params[p];
+    if (p > 0 && std::find(opt.invert.begin(), opt.invert.end(), q.name) == opt.invert.end()) continue;  // held
+    auto const& v = model[p];
+    if (fixed >= v.size()) continue;
+    Bounds const b = bounds_of(opt, static_cast<int>(p));
+    auto const [lo, hi] = std::minmax_element(v.begin() + static_cast<std::ptrdiff_t>(fixed), v.end());
+    KSWEEP_REQUIRE(*lo >= b.min && *hi <= b.max,
+                   what << " has " << q.plural << " in [" << *lo << ", " << *hi << "] " << q.units
+                        << " outside the water rows, outside the bounds the inversion keeps, [" << key(q.min_key)
+                        << ", " << key(q.max_key) << "] = [" << b.min << ", " << b.max << "] " << q.units
                         << "; every cell outside would be clipped at the first step: widen the bounds to cover "
-                        << "the model, or check its values (units: " << units << ")");
-  };
-  outside(vp, opt.vmin, opt.vmax, "velocities", "vmin", "vmax", "m/s");
-  if (std::find(opt.invert.begin(), opt.invert.end(), "rho") != opt.invert.end())
-    outside(rho, opt.rho_min, opt.rho_max, "densities", "rho_min", "rho_max", "kg/m^3");
+                        << "the model, or check its values (units: " << q.units << ")");
+  }
 }
 
 std::size_t optimizer_vectors(Options const& o) {
@@ -191,30 +215,21 @@ std::size_t optimizer_vectors(Options const& o) {
 
 Inversion::Inversion(Problem problem, Options options, comm::Communicator const& comm) {
   // vmax = 0, constant density: the largest velocity dt propagates stably (as fwi.vmax = 0).
-  if (options.vmax == 0 && problem.physics == Physics::acoustic && problem.dt > 0 && problem.grid.dh > 0)
-    options.vmax =
+  if (bounds_of(options, 0).max == 0 && problem.physics == Physics::acoustic && problem.dt > 0 && problem.grid.dh > 0) {
+    if (options.bounds.empty()) options.bounds.resize(1);
+    options.bounds[0].max =
         core::courant_limit(problem.order, problem.grid.dim()) * core::cfl_spacing(problem.grid) / problem.dt;
+  }
   check_problem(problem);
   try {
     check_options(problem, options);
-    check_bounds(problem, options, problem.start, problem.density, "the starting model");
+    check_bounds(problem, options, problem.start, "the starting model");
   } catch (Error const& e) {
     throw Error(kWho + std::string(e.what()));
   }
-  int const dim = problem.grid.dim();
-  m_impl = core::dispatch_order(problem.order, [&](auto o) {
-    constexpr int order = decltype(o)::value;
-    auto make = [&](auto d, auto physics) {
-      constexpr int D = decltype(d)::value;
-      using P = typename decltype(physics)::type;
-      return detail::make_if_built<order, D, P>(
-          [&] { return make_inversion<order, D, P>(std::move(problem), std::move(options), comm); });
-    };
-    using Two = std::integral_constant<int, 2>;
-    using Three = std::integral_constant<int, 3>;
-    if (problem.physics == Physics::acoustic_vd)
-      return dim == 3 ? make(Three{}, detail::tag<core::AcousticVd>{}) : make(Two{}, detail::tag<core::AcousticVd>{});
-    return dim == 3 ? make(Three{}, detail::tag<core::Acoustic>{}) : make(Two{}, detail::tag<core::Acoustic>{});
+  m_impl = detail::dispatch(problem.physics, problem.order, problem.grid.dim(), [&](auto o, auto d, auto physics) {
+    using P = typename decltype(physics)::type;
+    return make_inversion<decltype(o)::value, decltype(d)::value, P>(std::move(problem), std::move(options), comm);
   });
 }
 
@@ -232,13 +247,10 @@ void Inversion::restart_optimizer() { m_impl->restart_optimizer(); }
 Report Inversion::step() { return m_impl->step(); }
 int Inversion::iteration() const { return m_impl->iteration(); }
 State Inversion::state() const { return m_impl->state(); }
-std::vector<float> Inversion::model() const { return m_impl->model(); }
-std::vector<float> Inversion::density() const { return m_impl->density(); }
+Fields Inversion::model() const { return m_impl->model(); }
 Images Inversion::images() const { return m_impl->images(); }
-double Inversion::rmse() const { return m_impl->rmse(); }
-double Inversion::rmse(std::vector<float> const& model) const { return m_impl->rmse(model); }
-double Inversion::rmse_density() const { return m_impl->rmse_density(nullptr); }
-double Inversion::rmse_density(std::vector<float> const& density) const { return m_impl->rmse_density(&density); }
+std::vector<double> Inversion::rmse() const { return m_impl->rmse(nullptr); }
+std::vector<double> Inversion::rmse(Fields const& model) const { return m_impl->rmse(&model); }
 core::MemoryReport Inversion::memory() const { return m_impl->memory(); }
 
 }  // namespace ksweep::fwi

@@ -21,6 +21,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -29,6 +30,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace ksweep::fwi {
@@ -101,7 +103,6 @@ class Run final : public Inversion::Impl {
   using ExecSpace = Kokkos::DefaultExecutionSpace;
   using P = core::Propagator<Real, Order, ExecSpace, Dim, Physics>;
   using E = core::GradientEngine<Real, Order, ExecSpace, Dim, Physics>;
-  static constexpr bool variable_density = std::is_same_v<Physics, core::AcousticVd>;
   static constexpr int n_params = E::n_params;
   using vec = Kokkos::View<Real*, ExecSpace::memory_space>;
   using Clock = std::chrono::steady_clock;
@@ -121,21 +122,22 @@ class Run final : public Inversion::Impl {
     // A split model: shot groups of one rank per subdomain (checked before any allocation).
     m_split = m_opt.domains.split();
     if (m_split) {
-      KSWEEP_REQUIRE(!variable_density, "parallel.domains = " << core::describe(m_opt.domains, Dim)
-                                                              << ": variable density (physics \"acoustic_vd\") does "
-                                                                 "not run on a split model yet");
+      KSWEEP_REQUIRE(n_params == 1, "parallel.domains = " << core::describe(m_opt.domains, Dim) << ": physics \""
+                                                          << to_string(m_pb.physics)
+                                                          << "\" (more than one parameter) does not run on a split "
+                                                             "model yet");
       // Cuts where the storage's codec blocks end, so that they code alike on every split.
       m_opt.domains.align = core::cut_alignment(core::Layout(g, m_pb.pml, Order, P::R),
                                                 m_opt.storage.strategy == storage::Strategy::full, m_opt.storage.dtype);
       m_dec = decompose(comm, m_opt.domains, g, P::R);
       m_sub = core::subdomain(g, m_pb.pml, m_opt.domains, m_dec.domain_index,
-                              *std::max_element(m_pb.start.begin(), m_pb.start.end()));
+                              *std::max_element(m_pb.start[0].begin(), m_pb.start[0].end()));
     }
     m_groups = m_split ? m_dec.groups : comm.size();
     m_group = m_split ? m_dec.group_index : comm.rank();
     m_fixed = static_cast<std::size_t>(m_opt.water_rows) * m_plane;
     // The inverted parameters in the optimizer's vector; the others held.
-    std::vector<float> const* values[2] = {&m_pb.start, &m_pb.density};
+    auto const& params = physics_parameters(m_pb.physics);
     for (auto const& name : m_opt.invert) m_inverted.push_back(parameter_index(m_pb.physics, name));
     std::size_t const nv = m_inverted.size() * m_n;
     m_model = vec(view_alloc(m_space, WithoutInitializing, std::string("ksweep::fwi::model")), nv);
@@ -144,17 +146,20 @@ class Run final : public Inversion::Impl {
     box.fixed = m_fixed;
     for (int p = 0; p < n_params; ++p) {
       int const k = slot(p);
+      auto const& values = m_pb.start[static_cast<std::size_t>(p)];
+      std::string const name = params[static_cast<std::size_t>(p)].name;
       if (k >= 0) {
-        copy_in(*values[p], segment(m_model, k));
-        box.lo[k] = p == 0 ? m_opt.vmin : m_opt.rho_min;
-        box.hi[k] = p == 0 ? m_opt.vmax : m_opt.rho_max;
-        box.lr[k] = p == 0 ? m_opt.adam.lr : (m_opt.lr_rho > 0 ? m_opt.lr_rho : m_opt.adam.lr);
+        copy_in(values, segment(m_model, k));
+        Bounds const b = bounds_of(m_opt, p);
+        box.lo[k] = b.min;
+        box.hi[k] = b.max;
+        box.lr[k] = b.lr > 0 ? b.lr : m_opt.adam.lr;
       } else {
-        m_held[p] = upload(*values[p], p == 0 ? "ksweep::fwi::vp_held" : "ksweep::fwi::rho_held");
+        m_held[p] = upload(values, ("ksweep::fwi::" + name + "_held").c_str());
       }
+      if (static_cast<std::size_t>(p) < m_pb.truth.size() && !m_pb.truth[static_cast<std::size_t>(p)].empty())
+        m_truth[p] = upload(m_pb.truth[static_cast<std::size_t>(p)], ("ksweep::fwi::true_" + name).c_str());
     }
-    if (!m_pb.truth.empty()) m_truth[0] = upload(m_pb.truth, "ksweep::fwi::true");
-    if (!m_pb.truth_density.empty()) m_truth[1] = upload(m_pb.truth_density, "ksweep::fwi::true_rho");
     m_grad = vec(view_alloc(m_space, WithoutInitializing, std::string("ksweep::fwi::grad")), nv);
     restart_optimizer();
     m_cap = (m_opt.batch + m_groups - 1) / m_groups;
@@ -176,7 +181,7 @@ class Run final : public Inversion::Impl {
     m_rng.seed(m_opt.seed);
     m_row_sums = Kokkos::View<double*, ExecSpace::memory_space>(
         view_alloc(m_space, WithoutInitializing, std::string("ksweep::fwi::row_sums")), m_rows);
-    for (auto* v : {&m_pb.start, &m_pb.density, &m_pb.truth, &m_pb.truth_density}) {
+    for (auto* v : {&m_pb.start, &m_pb.truth}) {
       v->clear();
       v->shrink_to_fit();
     }
@@ -230,16 +235,18 @@ class Run final : public Inversion::Impl {
 
   void restore(State const& s) override {
     KSWEEP_REQUIRE(s.iteration >= 0, "ksweep::fwi::Inversion::restore: iteration " << s.iteration << " must be >= 0");
-    KSWEEP_REQUIRE(s.model.size() == m_n,
-                   "ksweep::fwi::Inversion::restore: a model of " << s.model.size() << " cells for a grid of " << m_n);
-    KSWEEP_REQUIRE(s.density.size() == (variable_density ? m_n : 0),
-                   "ksweep::fwi::Inversion::restore: a density of "
-                       << s.density.size() << " cells for " << (variable_density ? "a grid of " : "")
-                       << (variable_density ? m_n : 0) << (variable_density ? "" : " (constant density)"));
-    if constexpr (variable_density) {
-      copy_in(s.density, parameter(m_model, 1));
+    auto const& params = physics_parameters(m_pb.physics);
+    KSWEEP_REQUIRE(s.model.size() == params.size(), "ksweep::fwi::Inversion::restore: a model of "
+                                                        << s.model.size() << " field(s), physics \""
+                                                        << to_string(m_pb.physics) << "\" has " << params.size()
+                                                        << " parameter(s)");
+    for (int p = 0; p < n_params; ++p) {
+      auto const& v = s.model[static_cast<std::size_t>(p)];
+      KSWEEP_REQUIRE(v.size() == m_n, "ksweep::fwi::Inversion::restore: a model whose "
+                                          << params[static_cast<std::size_t>(p)].name << " has " << v.size()
+                                          << " cells for a grid of " << m_n);
     }
-    copy_in(s.model, parameter(m_model, 0));
+    for (int p = n_params - 1; p >= 0; --p) copy_in(s.model[static_cast<std::size_t>(p)], parameter(m_model, p));
     // Adam's steps since its start: the iteration count when the state does not say.
     m_optimizer->restore(m_space,
                          {s.optimizer_steps >= 0 ? s.optimizer_steps : s.iteration, s.first, s.second, s.lbfgs});
@@ -283,8 +290,7 @@ class Run final : public Inversion::Impl {
                            std::to_string(r.iteration) + " is non-finite (NaN or infinite) in " + std::to_string(bad) +
                            " of " + std::to_string(m_n) +
                            " cells; likely causes: fwi.eps too small for the gradient's scale, or fwi.lr too large");
-    r.rmse = rmse();
-    r.rmse_density = rmse_density(nullptr);
+    r.rmse = rmse(nullptr);
     m_space.fence();
     r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     ++m_iteration;
@@ -300,7 +306,6 @@ class Run final : public Inversion::Impl {
     os << m_rng;
     s.rng = os.str();
     s.model = model();
-    s.density = density();
     auto o = m_optimizer->state(m_space);
     s.optimizer_steps = o.steps;
     s.first = std::move(o.first);
@@ -309,33 +314,41 @@ class Run final : public Inversion::Impl {
     return s;
   }
 
-  std::vector<float> model() const override { return to_host_floats(m_space, parameter(m_model, 0)); }
-  std::vector<float> density() const override {
-    if constexpr (variable_density) return to_host_floats(m_space, parameter(m_model, 1));
-    return {};
+  Fields model() const override {
+    Fields f;
+    for (int p = 0; p < n_params; ++p) f.push_back(to_host_floats(m_space, parameter(m_model, p)));
+    return f;
   }
 
   Images images() const override {
-    Images im{to_host_floats(m_space, m_img.grad),
-              to_host_floats(m_space, m_img.illum_src),
-              to_host_floats(m_space, m_img.illum_rec),
-              {}};
-    if constexpr (variable_density) im.grad_density = to_host_floats(m_space, m_img.gradient(1));
+    Images im;
+    for (int p = 0; p < n_params; ++p) im.grad.push_back(to_host_floats(m_space, m_img.gradient(p)));
+    im.illum_src = to_host_floats(m_space, m_img.illum_src);
+    im.illum_rec = to_host_floats(m_space, m_img.illum_rec);
     return im;
   }
 
-  double rmse() const override { return rmse_of(parameter(m_model, 0), 0); }
-  double rmse(std::vector<float> const& model) const override {
-    KSWEEP_REQUIRE(model.size() == m_n,
-                   "ksweep::fwi::Inversion::rmse: a model of " << model.size() << " cells for a grid of " << m_n);
-    return rmse_of(upload(model, "ksweep::fwi::rmse_model"), 0);
-  }
-  double rmse_density(std::vector<float> const* density) const override {
-    if constexpr (!variable_density) return std::numeric_limits<double>::quiet_NaN();
-    if (!density) return rmse_of(parameter(m_model, 1), 1);
-    KSWEEP_REQUIRE(density->size() == m_n, "ksweep::fwi::Inversion::rmse_density: a density of "
-                                               << density->size() << " cells for a grid of " << m_n);
-    return rmse_of(upload(*density, "ksweep::fwi::rmse_density"), 1);
+  std::vector<double> rmse(Fields const* model) const override {
+    auto const& params = physics_parameters(m_pb.physics);
+    if (model)
+      KSWEEP_REQUIRE(model->size() == params.size(), "ksweep::fwi::Inversion::rmse: a model of "
+                                                         << model->size() << " field(s), physics \""
+                                                         << to_string(m_pb.physics) << "\" has " << params.size()
+                                                         << " parameter(s)");
+    std::vector<double> r;
+    for (int p = 0; p < n_params; ++p) {
+      if (!model) {
+        r.push_back(rmse_of(parameter(m_model, p), p));
+        continue;
+      }
+      auto const& v = (*model)[static_cast<std::size_t>(p)];
+      KSWEEP_REQUIRE(v.size() == m_n, "ksweep::fwi::Inversion::rmse: a model whose "
+                                          << params[static_cast<std::size_t>(p)].name << " has " << v.size()
+                                          << " cells for a grid of " << m_n);
+      r.push_back(m_truth[p].extent(0) == 0 ? std::numeric_limits<double>::quiet_NaN()
+                                            : rmse_of(upload(v, "ksweep::fwi::rmse_model"), p));
+    }
+    return r;
   }
 
   core::MemoryReport memory() const override { return m_memory; }
@@ -377,17 +390,17 @@ class Run final : public Inversion::Impl {
     m_prop->set_velocity(typename P::velocity_view(m_part.data(), static_cast<int>(m_sub.grid.rows()), m_sub.grid.nx));
   }
 
-  // The propagator's model from the vector `x`: vp (and rho) on the device; variable density
-  // builds its coefficients on the host (set_model), so the two travel there.
+  // The propagator's model from the vector `x`: the velocity stays on the device; a physics of
+  // more parameters builds its coefficients on the host (Propagator::set_model), so they travel
+  // there.
   void set_model(vec const& x) {
-    if constexpr (!variable_density) set_part(x);
-    if (m_split) return;
-    if constexpr (variable_density) {
-      auto const vp = to_host_floats(m_space, parameter(x, 0));
-      auto const rho = to_host_floats(m_space, parameter(x, 1));
-      m_prop->set_model(vp.data(), rho.data());
+    if constexpr (n_params == 1) {
+      set_part(x);
+      if (!m_split) m_prop->set_velocity(typename P::velocity_view(x.data(), m_rows, m_nx));
     } else {
-      m_prop->set_velocity(typename P::velocity_view(x.data(), m_rows, m_nx));
+      std::array<std::vector<float>, n_params> host;
+      for (int p = 0; p < n_params; ++p) host[static_cast<std::size_t>(p)] = to_host_floats(m_space, parameter(x, p));
+      std::apply([&](auto const&... v) { m_prop->set_model(v.data()...); }, host);
     }
   }
 
@@ -417,10 +430,12 @@ class Run final : public Inversion::Impl {
         try {
           set_model(x);
         } catch (Error const& e) {
+          std::string kept;
+          for (auto const& q : physics_parameters(m_pb.physics))
+            kept += std::string(kept.empty() ? "" : " and ") + "the " + q.plural + " in [fwi." + q.min_key + ", fwi." +
+                    q.max_key + "]";
           throw Error("the model of iteration " + std::to_string(t) + " cannot be propagated: " + e.what() +
-                      "; the velocities are kept in [fwi.vmin, fwi.vmax]" +
-                      std::string(variable_density ? " and the densities in [fwi.rho_min, fwi.rho_max]" : "") +
-                      ", so this is a fault of the run, not of the inputs");
+                      "; the inversion keeps " + kept + ", so this is a fault of the run, not of the inputs");
         }
         ob = typename P::record_view(view_alloc(m_space, WithoutInitializing, std::string("ksweep::fwi::observed")),
                                      slice.count, nt, nr);  // written in full from the host below
@@ -543,10 +558,10 @@ class Run final : public Inversion::Impl {
   int m_rows = 0, m_nx = 0, m_shots = 0, m_nr = 0, m_cap = 0, m_iteration = 0;
   std::size_t m_n = 0, m_plane = 0, m_fixed = 0;
   double m_scale = 1;
-  vec m_model, m_grad;          // the inverted parameters stacked, and their gradient
-  vec m_held[2], m_truth[2];    // per parameter (vp, rho): held values, true values
-  std::vector<int> m_inverted;  // the parameters in m_model, in order
-  Box m_box;                    // the optimizer's bounds and fixed cells
+  vec m_model, m_grad;                      // the inverted parameters stacked, and their gradient
+  vec m_held[n_params], m_truth[n_params];  // per parameter: held values, true values
+  std::vector<int> m_inverted;              // the parameters in m_model, in order
+  Box m_box;                                // the optimizer's bounds and fixed cells
   std::unique_ptr<Optimizer<Real, ExecSpace>> m_optimizer;
   std::unique_ptr<P> m_prop;
   std::unique_ptr<E> m_engine;

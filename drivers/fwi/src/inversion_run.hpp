@@ -17,12 +17,10 @@ struct Inversion::Impl {
   virtual Report step() = 0;
   virtual int iteration() const = 0;
   virtual State state() const = 0;
-  virtual std::vector<float> model() const = 0;
-  virtual std::vector<float> density() const = 0;
+  virtual Fields model() const = 0;
   virtual Images images() const = 0;
-  virtual double rmse() const = 0;
-  virtual double rmse(std::vector<float> const& model) const = 0;
-  virtual double rmse_density(std::vector<float> const* density) const = 0;
+  /// Per parameter, of `model` (nullptr: the current model).
+  virtual std::vector<double> rmse(Fields const* model) const = 0;
   virtual core::MemoryReport memory() const = 0;
 };
 

@@ -13,19 +13,11 @@ namespace ksweep::fwi {
 
 template <class Real>
 Modeling<Real>::Modeling(ModelingSetup setup) {
-  int const dim = setup.grid.dim();
-  m_impl = core::dispatch_order(setup.order, [&](auto o) {
-    constexpr int order = decltype(o)::value;
-    auto make = [&](auto d, auto physics) {
-      constexpr int D = decltype(d)::value;
-      using P = typename decltype(physics)::type;
-      return detail::make_if_built<order, D, P>([&] { return make_modeling<Real, order, D, P>(std::move(setup)); });
-    };
-    using Two = std::integral_constant<int, 2>;
-    using Three = std::integral_constant<int, 3>;
-    if (setup.physics == Physics::acoustic_vd)
-      return dim == 3 ? make(Three{}, detail::tag<core::AcousticVd>{}) : make(Two{}, detail::tag<core::AcousticVd>{});
-    return dim == 3 ? make(Three{}, detail::tag<core::Acoustic>{}) : make(Two{}, detail::tag<core::Acoustic>{});
+  auto const physics = setup.physics;
+  int const order = setup.order, dim = setup.grid.dim();
+  m_impl = detail::dispatch(physics, order, dim, [&](auto o, auto d, auto tag) {
+    using P = typename decltype(tag)::type;
+    return make_modeling<Real, decltype(o)::value, decltype(d)::value, P>(std::move(setup));
   });
 }
 

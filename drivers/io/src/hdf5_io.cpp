@@ -549,13 +549,17 @@ Dataset model_dataset(VelocityModel const& shape, std::string name, std::vector<
                       : Dataset{std::move(name), shape.nz, shape.nx, std::move(data)};
 }
 
-void write_models(std::filesystem::path const& path, VelocityModel const& shape, std::vector<float> const& vp,
-                  std::vector<float> const& rho) {
-  if (rho.empty()) {
-    write_model(path, vp, shape.nz, shape.nx, shape.dh, "vp", shape.ny);
+void write_models(std::filesystem::path const& path, VelocityModel const& shape, std::vector<std::string> const& names,
+                  std::vector<std::vector<float>> const& fields) {
+  KSWEEP_REQUIRE(names.size() == fields.size() && !fields.empty(),
+                 "write_models: " << fields.size() << " field(s) named by " << names.size() << " name(s)");
+  if (fields.size() == 1 && names[0] == "vp") {
+    write_model(path, fields[0], shape.nz, shape.nx, shape.dh, "vp", shape.ny);
     return;
   }
-  write_datasets(path, {model_dataset(shape, "vp", vp), model_dataset(shape, "rho", rho)}, shape.dh);
+  std::vector<Dataset> sets;
+  for (std::size_t p = 0; p < fields.size(); ++p) sets.push_back(model_dataset(shape, names[p], fields[p]));
+  write_datasets(path, sets, shape.dh);
 }
 
 }  // namespace ksweep::io

@@ -31,6 +31,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -106,14 +107,19 @@ class PyInversion {
               std::optional<carray<float>> const& density, std::optional<carray<float>> const& truth_density,
               py::dict const& options) {
     io::Config c = options_config(options);
-    c.time.dt = dt;  // the problem's (the bound of vmax = 0 is of it)
+    c.time.dt = dt;                                     // the problem's (the bound of vmax = 0 is of it)
+    if (density) c.propagator.physics = "acoustic_vd";  // vp and rho: their bounds from the keys
     auto const& f = c.fwi;
     auto const& p = c.propagator;
+    auto const field = [](auto const& a) { return std::vector<float>(a.data(), a.data() + a.size()); };
     fwi::Problem pb;
+    pb.physics = fwi::parse_physics(p.physics);
+    m_names = fwi::parameter_names(pb.physics);
+    pb.start = {field(start)};
+    pb.truth = {truth ? field(*truth) : std::vector<float>()};
     if (density) {
-      pb.physics = fwi::Physics::acoustic_vd;
-      pb.density.assign(density->data(), density->data() + density->size());
-      if (truth_density) pb.truth_density.assign(truth_density->data(), truth_density->data() + truth_density->size());
+      pb.start.push_back(field(*density));
+      pb.truth.push_back(truth_density ? field(*truth_density) : std::vector<float>());
     }
     pb.grid = make_grid(shape, dh);
     int const dim = static_cast<int>(shape.size());
@@ -124,10 +130,8 @@ class PyInversion {
     pb.survey = make_survey(sources, receivers, dim);
     pb.wavelet.assign(wavelet.data(), wavelet.data() + wavelet.size());
     pb.observed.assign(observed.data(), observed.data() + observed.size());
-    pb.start.assign(start.data(), start.data() + start.size());
-    if (truth) pb.truth.assign(truth->data(), truth->data() + truth->size());
     m_cells = static_cast<std::size_t>(pb.grid.cells());
-    KSWEEP_REQUIRE(pb.start.size() == m_cells, "v has " << pb.start.size() << " cells, the grid " << m_cells);
+    KSWEEP_REQUIRE(pb.start[0].size() == m_cells, "v has " << pb.start[0].size() << " cells, the grid " << m_cells);
     // The program's mapping of the keys (ksweep/fwi/configured.hpp): vmax = 0 is the stability
     // limit of dt for either physics.
     fwi::Options o = fwi::inversion_options(c, pb.grid, f.water_rows);
@@ -164,8 +168,8 @@ class PyInversion {
     d["iteration"] = r.iteration;
     d["loss"] = r.loss;
     d["loss_start"] = r.loss_start;
-    d["rmse"] = r.rmse;
-    d["rmse_density"] = r.rmse_density;
+    d["rmse"] = r.rmse[0];
+    d["rmse_density"] = r.rmse.size() > 1 ? r.rmse[1] : std::numeric_limits<double>::quiet_NaN();
     d["seconds"] = r.seconds;
     d["shots"] = r.shots;
     d["evaluations"] = r.evaluations;
@@ -173,14 +177,14 @@ class PyInversion {
   }
 
   py::array_t<float> model() const {
-    std::vector<float> v;
+    fwi::Fields v;
     on_worker([&] { v = m_inv->model(); });
-    return shaped(v);
+    return shaped(v[0]);
   }
   py::object density() const {
-    std::vector<float> v;
-    on_worker([&] { v = m_inv->density(); });
-    return v.empty() ? py::object(py::none()) : py::object(shaped(v));
+    fwi::Fields v;
+    on_worker([&] { v = m_inv->model(); });
+    return v.size() < 2 ? py::object(py::none()) : py::object(shaped(v[1]));
   }
   /// The memory one rank was estimated to need before the allocation (fwi::estimate_inversion,
   /// as `ksweep fwi --dry-run` prints it): {'phase', 'items': [(what, place, bytes)], 'device',
@@ -200,21 +204,21 @@ class PyInversion {
     fwi::Images img;
     on_worker([&] { img = m_inv->images(); });
     py::dict d;
-    d["grad"] = shaped(img.grad);
+    d["grad"] = shaped(img.grad[0]);
     d["illum_src"] = shaped(img.illum_src);
     d["illum_rec"] = shaped(img.illum_rec);
-    if (!img.grad_density.empty()) d["grad_rho"] = shaped(img.grad_density);
+    for (std::size_t q = 1; q < img.grad.size(); ++q) d[("grad_" + m_names[q]).c_str()] = shaped(img.grad[q]);
     return d;
   }
   int iteration() const { return m_inv->iteration(); }
-  double rmse() const {
-    double r = 0;
-    on_worker([&] { r = m_inv->rmse(); });
-    return r;
-  }
+  double rmse() const { return rmses()[0]; }
   double rmse_density() const {
-    double r = 0;
-    on_worker([&] { r = m_inv->rmse_density(); });
+    auto const r = rmses();
+    return r.size() > 1 ? r[1] : std::numeric_limits<double>::quiet_NaN();
+  }
+  std::vector<double> rmses() const {
+    std::vector<double> r;
+    on_worker([&] { r = m_inv->rmse(); });
     return r;
   }
 
@@ -224,8 +228,8 @@ class PyInversion {
     py::dict d;
     d["iteration"] = s.iteration;
     d["rng"] = py::bytes(s.rng);
-    d["model"] = shaped(s.model);
-    if (!s.density.empty()) d["density"] = shaped(s.density);
+    d["model"] = shaped(s.model[0]);
+    if (s.model.size() > 1) d["density"] = shaped(s.model[1]);
     d["first"] = py::array_t<float>(static_cast<py::ssize_t>(s.first.size()), s.first.data());
     d["second"] = py::array_t<float>(static_cast<py::ssize_t>(s.second.size()), s.second.data());
     d["optimizer_steps"] = s.optimizer_steps;
@@ -267,8 +271,8 @@ class PyInversion {
       auto const a = h.cast<carray<float>>();
       return std::vector<float>(a.data(), a.data() + a.size());
     };
-    s.model = vec(d["model"]);
-    if (d.contains("density")) s.density = vec(d["density"]);
+    s.model = {vec(d["model"])};
+    if (d.contains("density")) s.model.push_back(vec(d["density"]));
     s.first = vec(d["first"]);
     s.second = vec(d["second"]);
     if (d.contains("optimizer_steps")) s.optimizer_steps = d["optimizer_steps"].cast<int>();
@@ -301,6 +305,7 @@ class PyInversion {
   fwi::Inversion* m_inv = nullptr;  ///< the workflow's inversion
   std::size_t m_cells = 0;
   std::vector<int> m_shape;
+  std::vector<std::string> m_names;  ///< the physics' parameters
   fwi::MemoryEstimate m_estimate;
 };
 

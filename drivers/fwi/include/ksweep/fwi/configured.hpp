@@ -245,9 +245,9 @@ State from_checkpoint(io::Checkpoint const& ck);
 /// left to run, the optimizer's memory, the parameters and moments of the physics and of
 /// fwi.invert, the bounds the inversion keeps (`setup` and `options`, as check_bounds), the
 /// velocities time.dt propagates, and the water rows (options.water_rows) equal to the starting
-/// models' `v0` and `rho0`. Throws naming the checkpoint and what is wrong.
+/// model's `start` (every parameter). Throws naming the checkpoint and what is wrong.
 void check_checkpoint(io::Config const& cfg, io::Checkpoint const& ck, std::string const& where, Problem const& setup,
-                      Options const& options, std::vector<float> const& v0, std::vector<float> const& rho0);
+                      Options const& options, Fields const& start);
 
 // ---- An inversion's inputs, checked before its first write ---------------------------------
 
@@ -276,8 +276,8 @@ struct InputHooks {
 struct RunInputs {
   core::Survey survey;
   io::VelocityModel truth;
-  std::vector<float> v0;                  ///< the starting model
-  std::vector<float> rho_true, rho0;      ///< variable density: the true and starting densities
+  Fields start;                           ///< the starting model, every parameter of the physics
+  std::vector<float> rho_true;            ///< variable density: the model's density (the true one)
   int water = 0;                          ///< water rows kept
   io::RecordsFile obs;                    ///< observed data read from fwi.observed (rank 0)
   std::pair<double, int> obs_axis{0, 0};  ///< the observed file's own dt and nt (rank 0; 0: modelled)

@@ -1,8 +1,9 @@
 #pragma once
 /// \file inversion.hpp
 /// Full-waveform inversion as a library: ksweep::fwi::Inversion runs the iterations of an
-/// acoustic inversion (constant density: vp; variable density: vp and rho, either or both
-/// inverted) on the default execution space, over the ranks of a communicator.
+/// inversion of a physics' parameters (constant density: vp; variable density: vp and rho,
+/// either or both inverted; models, bounds, images and errors are per parameter) on the default
+/// execution space, over the ranks of a communicator.
 ///
 /// One iteration (step()): the batch of shots is drawn on rank 0 and broadcast (Adam; L-BFGS
 /// takes every shot), each rank (each shot group of Options::domains ranks when the model is
@@ -10,7 +11,7 @@
 /// gradient by boundary saving, the images and losses are summed over the ranks in batch order
 /// (so the model is the same bits on any number of ranks), the gradient is conditioned (water
 /// rows fixed, Gaussian smoothing, illumination preconditioning), and the optimizer updates the
-/// model within [vmin, vmax]; every rank takes the same step. Everything model-sized lives on
+/// model within its bounds; every rank takes the same step. Everything model-sized lives on
 /// the device; the host sees only losses, reductions and what it asks for.
 ///
 /// The caller drives the loop and owns what is written: progress, checkpoints (state() and
@@ -39,6 +40,10 @@
 
 namespace ksweep::fwi {
 
+/// Per-cell values of each parameter of a physics, [parameter][cell] in physics_parameters()
+/// order (vp first); each field laid out [nz][nx] or [nz][ny][nx].
+using Fields = std::vector<std::vector<float>>;
+
 /// What is inverted: the grid, the acquisition, the data and the models.
 struct Problem {
   core::ModelGrid grid;
@@ -49,29 +54,39 @@ struct Problem {
   core::Survey survey;          ///< every shot (one source each)
   std::vector<double> wavelet;  ///< nt samples, every shot's source
   std::vector<float> observed;  ///< [shot][nt][receiver], on every rank
-  std::vector<float> start;     ///< the starting model, [nz][nx] or [nz][ny][nx] (m/s)
-  std::vector<float> truth;     ///< the true model for the RMSE (empty: no RMSE, reported as NaN)
   Physics physics = Physics::acoustic;
-  /// acoustic_vd: the density (kg/m^3), laid out as `start`: the starting density when it is
-  /// inverted, else held fixed.
-  std::vector<float> density;
-  std::vector<float> truth_density;  ///< acoustic_vd: the true density for its RMSE (may be empty)
+  /// The starting model, one field per parameter of the physics: {vp} (m/s) or {vp, rho}
+  /// (kg/m^3). A parameter not inverted is held at its start.
+  Fields start;
+  /// The true model for the RMSE, per parameter: fewer fields than parameters, or an empty one,
+  /// leave those parameters without an RMSE (reported as NaN).
+  Fields truth;
 };
 
 enum class Method { adam, lbfgs };
 
+/// The bounds an inversion keeps one parameter within, and Adam's step for it.
+struct Bounds {
+  double min = 0, max = 0;  ///< in the parameter's units (> 0)
+  double lr = 0;            ///< Adam's step (the parameter's units; 0: Options::adam.lr)
+};
+
 /// How it is inverted.
 struct Options {
   Method method = Method::adam;
-  int batch = 1;                   ///< shots per gradient (Adam); L-BFGS takes every shot
-  std::uint64_t seed = 0;          ///< the batch draw's generator
-  bool loss_sum = false;           ///< loss as the plain sum of squares (else divided by batch nt nr)
-  int water_rows = 0;              ///< top rows never updated (their gradient is zeroed)
-  double grad_smooth = 0;          ///< Gaussian smoothing of the gradient (cells; 0: none)
-  bool precondition = false;       ///< divide the gradient by the source illumination (+ 1e-3 of its maximum)
-  double vmin = 0, vmax = 0;       ///< bounds of the model (> 0)
-  AdamParameters adam;             ///< lr, betas, eps (its bounds are vmin and vmax)
-  LbfgsParameters lbfgs;           ///< memory, Wolfe constants, evaluations (bounds: vmin, vmax)
+  int batch = 1;              ///< shots per gradient (Adam); L-BFGS takes every shot
+  std::uint64_t seed = 0;     ///< the batch draw's generator
+  bool loss_sum = false;      ///< loss as the plain sum of squares (else divided by batch nt nr)
+  int water_rows = 0;         ///< top rows never updated (their gradient is zeroed)
+  double grad_smooth = 0;     ///< Gaussian smoothing of the gradient (cells; 0: none)
+  bool precondition = false;  ///< divide the gradient by the source illumination (+ 1e-3 of its maximum)
+  /// Per parameter of the physics (physics_parameters() order; a missing entry is all 0): the
+  /// velocity's are always checked, and its max (vmax) is the fastest velocity the time step
+  /// must propagate stably (0 for constant density: the stability limit itself); another
+  /// parameter's are checked when it is inverted.
+  std::vector<Bounds> bounds;
+  AdamParameters adam;             ///< lr, betas, eps (its bounds are `bounds`)
+  LbfgsParameters lbfgs;           ///< memory, Wolfe constants, evaluations (its bounds are `bounds`)
   storage::StorageConfig storage;  ///< where and how the saved steps live
   core::Schedule schedule = core::Schedule::automatic;
   /// The model split into domains (core/domain.hpp; constant density): the communicator's ranks
@@ -82,17 +97,14 @@ struct Options {
   /// The parameters inverted, a non-empty subset of the physics' (parameter_names()) without
   /// repeats; the others are held fixed. The optimizer's vector stacks them in this order.
   std::vector<std::string> invert{"vp"};
-  double rho_min = 0, rho_max = 0;  ///< bounds of the density when inverted (kg/m^3, > 0)
-  double lr_rho = 0;                ///< Adam's step for the density (kg/m^3; 0: adam.lr)
-  std::string fault;                ///< test aid: "loss:IT", "gradient:IT" or "model:IT" makes it non-finite
+  std::string fault;  ///< test aid: "loss:IT", "gradient:IT" or "model:IT" makes it non-finite
 };
 
 /// The whole state between iterations: a checkpoint holds exactly this.
 struct State {
-  int iteration = 0;           ///< iterations done
-  std::string rng;             ///< the batch generator (std::mt19937_64 as written by <<)
-  std::vector<float> model;    ///< the current velocity (m/s)
-  std::vector<float> density;  ///< acoustic_vd: the current density (kg/m^3; empty otherwise)
+  int iteration = 0;  ///< iterations done
+  std::string rng;    ///< the batch generator (std::mt19937_64 as written by <<)
+  Fields model;       ///< the current model, every parameter of the physics
   /// Adam's moments m and v (empty for L-BFGS), [parameter][cell] over Options::invert.
   std::vector<float> first, second;
   /// Adam's steps since the optimizer (re)started (restart_optimizer(), a stage of frequency
@@ -105,21 +117,20 @@ struct State {
 
 /// What one iteration did.
 struct Report {
-  int iteration = 0;        ///< 1-based
-  double loss = 0;          ///< the batch's loss (L-BFGS: at the accepted model)
-  double loss_start = 0;    ///< the batch's loss at the model the iteration started from (Adam: `loss`)
-  double rmse = 0;          ///< against Problem::truth (NaN without it)
-  double rmse_density = 0;  ///< against Problem::truth_density (NaN without it)
+  int iteration = 0;         ///< 1-based
+  double loss = 0;           ///< the batch's loss (L-BFGS: at the accepted model)
+  double loss_start = 0;     ///< the batch's loss at the model the iteration started from (Adam: `loss`)
+  std::vector<double> rmse;  ///< per parameter, against Problem::truth (NaN without it)
   double seconds = 0;
   std::vector<int> shots;  ///< the batch, in order
   int evaluations = 1;     ///< gradient evaluations of the iteration
 };
 
 /// The images of the last gradient evaluation, [nz][nx] or [nz][ny][nx], summed over the batch
-/// (before conditioning): the gradient with respect to vp and, for acoustic_vd, to the density.
+/// (before conditioning).
 struct Images {
-  std::vector<float> grad, illum_src, illum_rec;
-  std::vector<float> grad_density;  ///< acoustic_vd: dL/drho (empty otherwise)
+  Fields grad;  ///< the gradient with respect to every parameter of the physics
+  std::vector<float> illum_src, illum_rec;
 };
 
 /// A non-finite quantity, found by every rank at the same point of an iteration.
@@ -131,7 +142,7 @@ class IterationError : public std::runtime_error {
 /// The checks of the options against the problem that every caller gets before anything is
 /// allocated (the constructor runs them; the program runs them before it reads the model):
 /// Adam's batch within the survey's shots, water_rows within the grid, grad_smooth within the
-/// model's extent, the optimizer's parameters, the bounds (vmax propagating stably with dt), the
+/// model's extent, the optimizer's parameters, the bounds (the velocity's max propagating stably with dt), the
 /// parameters inverted, and the optimizers' rules (L-BFGS takes the gradient of the loss as it
 /// is: no grad_smooth, no precondition). Only the problem's grid, survey, order, dt and physics
 /// are read. Messages name the options and dt as `names` says.
@@ -142,12 +153,18 @@ struct OptionNames {
 };
 void check_options(Problem const& problem, Options const& options, OptionNames const& names = {});
 
-/// A model (the starting one, a checkpoint's) against the bounds the inversion keeps: outside
-/// the water rows, the velocity `vp` within [vmin, vmax] and, when the density is inverted,
-/// `rho` within [rho_min, rho_max]; a cell outside would be clipped at the first step. Throws
-/// naming `what` ("the starting model"), the values' range and the bounds (options.vmax > 0).
-void check_bounds(Problem const& problem, Options const& options, std::vector<float> const& vp,
-                  std::vector<float> const& rho, std::string const& what, OptionNames const& names = {});
+/// A model (the starting one, a checkpoint's; every parameter of the physics) against the
+/// bounds the inversion keeps: outside the water rows, the velocity within its bounds and every
+/// other parameter inverted within its own; a cell outside would be clipped at the first step.
+/// Throws naming `what` ("the starting model"), the values' range and the bounds (the
+/// velocity's max > 0).
+void check_bounds(Problem const& problem, Options const& options, Fields const& model, std::string const& what,
+                  OptionNames const& names = {});
+
+/// The bounds of parameter `p` (all 0 where `options` has none).
+inline Bounds bounds_of(Options const& options, int p) {
+  return static_cast<std::size_t>(p) < options.bounds.size() ? options.bounds[static_cast<std::size_t>(p)] : Bounds{};
+}
 
 /// Device vectors of the model's size the optimizer of `options` holds (Adam: its two moments;
 /// L-BFGS: its correction pairs and five vectors): what a memory estimate counts.
@@ -178,20 +195,15 @@ class Inversion {
   int iteration() const;
   /// The state after the last iteration (host copies).
   State state() const;
-  /// The current model (host copy).
-  std::vector<float> model() const;
-  /// acoustic_vd: the current density (host copy; empty for constant density).
-  std::vector<float> density() const;
+  /// The current model, every parameter (host copies).
+  Fields model() const;
   /// The images of the last iteration (host copies).
   Images images() const;
-  /// RMSE of the current model against the truth (NaN without one), summed in a fixed order.
-  double rmse() const;
-  /// RMSE of `model` against the truth.
-  double rmse(std::vector<float> const& model) const;
-  /// RMSE of the current density against Problem::truth_density (NaN without one).
-  double rmse_density() const;
-  /// RMSE of `density` against Problem::truth_density.
-  double rmse_density(std::vector<float> const& density) const;
+  /// RMSE of the current model against the truth, per parameter (NaN without one), summed in a
+  /// fixed order.
+  std::vector<double> rmse() const;
+  /// RMSE of `model` (every parameter) against the truth.
+  std::vector<double> rmse(Fields const& model) const;
   /// Bytes of the last gradient evaluation.
   core::MemoryReport memory() const;
 

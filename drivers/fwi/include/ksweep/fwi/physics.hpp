@@ -26,9 +26,35 @@ inline Physics parse_physics(std::string const& name) {
   return Physics::acoustic;
 }
 
-/// The parameters of `p`, in the order gradients and models list them: {"vp"} or {"vp", "rho"}.
+/// One parameter of a physics: what the library's checks, messages and bounds need to know of it.
+struct Parameter {
+  char const* name;      ///< "vp", "rho": the name in Options::invert and in the output files
+  char const* noun;      ///< "velocity", "density"
+  char const* plural;    ///< "velocities", "densities"
+  char const* units;     ///< "m/s", "kg/m^3"
+  char const* min_key;   ///< the option of its lower bound: "vmin", "rho_min"
+  char const* max_key;   ///< the option of its upper bound: "vmax", "rho_max"
+  char const* step_key;  ///< the option of Adam's step for it: "lr", "lr_rho"
+};
+
+/// The parameters of `p`, in the order models, gradients and bounds list them: vp first (the
+/// velocity, which sets the time step's stability), then the others.
+inline std::vector<Parameter> const& physics_parameters(Physics p) {
+  static std::vector<Parameter> const acoustic{{"vp", "velocity", "velocities", "m/s", "vmin", "vmax", "lr"}};
+  static std::vector<Parameter> const acoustic_vd{
+      {"vp", "velocity", "velocities", "m/s", "vmin", "vmax", "lr"},
+      {"rho", "density", "densities", "kg/m^3", "rho_min", "rho_max", "lr_rho"}};
+  return p == Physics::acoustic_vd ? acoustic_vd : acoustic;
+}
+
+/// The number of parameters of `p`.
+inline int n_parameters(Physics p) { return static_cast<int>(physics_parameters(p).size()); }
+
+/// The names of physics_parameters(p): {"vp"} or {"vp", "rho"}.
 inline std::vector<std::string> parameter_names(Physics p) {
-  return p == Physics::acoustic_vd ? std::vector<std::string>{"vp", "rho"} : std::vector<std::string>{"vp"};
+  std::vector<std::string> names;
+  for (auto const& q : physics_parameters(p)) names.emplace_back(q.name);
+  return names;
 }
 
 /// The index of parameter `name` in parameter_names(p); an unknown name is an error naming it,

@@ -93,9 +93,10 @@ void write_datasets(std::filesystem::path const& path, std::vector<Dataset> cons
 /// The image `name` of `data` laid out as the model `shape`: [nz][nx], or [nz][ny][nx] in 3D.
 Dataset model_dataset(VelocityModel const& shape, std::string name, std::vector<float> data);
 
-/// A model file on the grid of `shape`: "vp", and "rho" when `rho` is not empty.
-void write_models(std::filesystem::path const& path, VelocityModel const& shape, std::vector<float> const& vp,
-                  std::vector<float> const& rho = {});
+/// A model file on the grid of `shape`: one dataset per field, named `names` (the first, "vp",
+/// alone is written as write_model writes it).
+void write_models(std::filesystem::path const& path, VelocityModel const& shape, std::vector<std::string> const& names,
+                  std::vector<std::vector<float>> const& fields);
 
 /// A trace of a wavelet file: its name and samples.
 struct NamedTrace {
