@@ -389,6 +389,16 @@ class CallbackState:
         raise KeyError(f"gradient {name!r}: a forward callback has no gradients (ksweep calls no backward_callback)")
 
 
+def _watched(callback, changed):
+    """`callback` that appends to `changed` the steps at which it changed the wavefields."""
+    def run(state):
+        was = {k: w.clone() for k, w in state._wavefields.items()}
+        callback(state)
+        if any(not torch.equal(was[k], w) for k, w in state._wavefields.items()):
+            changed.append(state.step)
+    return run
+
+
 _MEMORY_AXES = {2: ("y", "x"), 3: ("z", "y", "x")}  # Deepwave's names of ksweep's axes (z, (y,) x)
 
 
@@ -432,15 +442,17 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
     [shot, values]): pass back what a call returned to continue a run exactly (a run cut in two
     gives the bits of one run), or None (zero); Deepwave's are refused by their shape.
     `forward_callback(state)` is called before every `callback_frequency` time samples, with a
-    CallbackState (the wavefields, which it may change in place, and the model).
+    CallbackState (the wavefields, which it may change in place, and the model). Where v or the
+    amplitudes require grad, the callback runs on a run of its own (one forward more) and the
+    gradient is the run's without it: a callback that looks is differentiable, one that changes
+    the wavefields raises NotImplementedError (run it under torch.no_grad()).
 
     Returns Deepwave's tuple: (wavefield_nt, wavefield_ntm1, psiy_ntm1, psix_ntm1, zetay_nt,
     zetax_nt, receiver data [shot, receiver, time]) in 2D; in 3D psi and zeta of z, y, x. The
     gradient flows from the data to `v` and `source_amplitudes`, also from initial wavefields
     (held fixed: the same discrete adjoint, the start's terms included); the final wavefields
-    and the initial ones are not differentiable, and a run with a callback is forward-only (it
-    raises NotImplementedError where v or the amplitudes require grad), as is
-    `backward_callback`. Without `survey_pad`, the
+    and the initial ones are not differentiable; `backward_callback` is not supported. Without
+    `survey_pad`, the
     initial wavefields choose the simulated box, as Deepwave's do: their shape less the layer,
     from `origin` (the box's first model cell per axis; default 0, with a warning when the box is
     smaller than the model)."""
@@ -560,7 +572,9 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
     if torch.is_grad_enabled() and any(torch.is_tensor(x) and x.requires_grad for x in start):
         raise NotImplementedError("ksweep.scalar: the initial wavefields and memories are held fixed (the gradient "
                                   "flows to v and source_amplitudes); pass them detached")
-    if forward_callback is None:
+    needs_grad = torch.is_grad_enabled() and (v.requires_grad or amp.requires_grad)
+
+    def differentiable():
         options["state"] = {}  # the end state, filled by Forward
         stated = any(x is not None for x in start)
         if stated:  # the run starts from the given state, which the gradient holds fixed
@@ -578,13 +592,28 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
         end = options.pop("state")
         options.pop("start", None)
         options.pop("first")
-    else:
-        if torch.is_grad_enabled() and (v.requires_grad or amp.requires_grad):
-            raise NotImplementedError("ksweep.scalar: a run with a forward_callback is forward-only (the callback may "
-                                      "change the wavefields): call it under torch.no_grad(), or with v and "
-                                      "source_amplitudes that do not require grad")
+        return data, end
+
+    if forward_callback is None:
+        data, end = differentiable()
+    elif not needs_grad:
         data, end = _stateful_run(v, amp * scale.unsqueeze(-1), dh, inner_dt, src_np, rec_np, options, start, axes,
                                   forward_callback, callback_frequency, ratio, faces, lambda u: u[ridx])
+    else:
+        # A callback with a gradient: the callback's run (pieces, no graph) shows it the
+        # wavefields; a callback that only looks leaves the run's bits alone, so the
+        # differentiable run that follows returns the same data and end state, with the gradient.
+        # One that changes the wavefields makes another run, which the gradient does not follow.
+        changed = []
+        with torch.no_grad():
+            _stateful_run(v.detach(), (amp * scale.unsqueeze(-1)).detach(), dh, inner_dt, src_np, rec_np, options,
+                          start, axes, _watched(forward_callback, changed), callback_frequency, ratio, faces,
+                          lambda u: u[ridx])
+        if changed:
+            raise NotImplementedError(f"ksweep.scalar: the forward_callback changed the wavefields (at sample "
+                                      f"{changed[0]}): a run it changes is forward-only; call it under "
+                                      "torch.no_grad(), or with v and source_amplitudes that do not require grad")
+        data, end = differentiable()
     if ratio > 1:  # the data are band-limited by the source: every ratio-th sample is exact (an FFT
         data = data[..., ::ratio]  # cut of the record's truncated end would ring)
     data = data[..., :nt_user]
