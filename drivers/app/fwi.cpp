@@ -55,6 +55,11 @@ std::vector<fwi::Parameter> const& parameters_of(io::Config const& cfg) {
   return fwi::physics_parameters(fwi::parse_physics(cfg.propagator.physics));
 }
 
+/// Their names, as the model files name their datasets.
+std::vector<std::string> names_of(io::Config const& cfg) {
+  return fwi::parameter_names(fwi::parse_physics(cfg.propagator.physics));
+}
+
 /// summary.json's key of parameter p's RMSE: "rmse" (the velocity), "rmse_rho", ...
 std::string rmse_key(std::vector<fwi::Parameter> const& params, std::size_t p) {
   return p == 0 ? std::string("rmse") : "rmse_" + std::string(params[p].name);
@@ -83,7 +88,7 @@ struct Outputs {
     auto const& truth = in.truth;
     int const t = r.iteration, done = t - start, left = f.iterations - t;
     auto const& params = parameters_of(cfg);
-    auto const names = fwi::parameter_names(fwi::parse_physics(cfg.propagator.physics));
+    auto const names = names_of(cfg);
     std::printf("iter %4d/%d  loss %.6e  ", t, f.iterations, r.loss);
     for (std::size_t p = 0; p < params.size(); ++p)
       if (p == 0) std::printf("rmse %8.2f %s  ", r.rmse[p], params[p].units);
@@ -257,7 +262,7 @@ class FwiRun {
     flow = std::make_unique<fwi::Workflow>(inversion_problem(cfg, in), options, in.stages, comm);
     if (in.resuming) flow->restore(fwi::from_checkpoint(in.ck));  // Adam counts its steps from the stage's start
     if (comm.is_root() && !in.in_place) {
-      auto const names = fwi::parameter_names(fwi::parse_physics(cfg.propagator.physics));
+      auto const names = names_of(cfg);
       io::write_models(out / "true_model.h5", in.truth, names, true_fields(in));
       io::write_models(out / "initial_model.h5", in.truth, names, in.start);
     }
@@ -382,8 +387,7 @@ class FwiRun {
     std::string write_error;
     if (comm.is_root()) try {
         core::ScopedRegion region("ksweep::fwi::output");
-        io::write_models(out / "model_final.h5", in.truth,
-                         fwi::parameter_names(fwi::parse_physics(cfg.propagator.physics)), inv.model());
+        io::write_models(out / "model_final.h5", in.truth, names_of(cfg), inv.model());
       } catch (std::exception const& e) {
         write_error = e.what();
       }
