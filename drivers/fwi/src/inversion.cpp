@@ -144,9 +144,9 @@ void check_options(Problem const& pb, Options const& opt, OptionNames const& nam
     bool const inverted = std::find(opt.invert.begin(), opt.invert.end(), q.name) != opt.invert.end();
     if (p > 0 && !inverted) continue;
     Bounds const b = bounds_of(opt, static_cast<int>(p));
-    KSWEEP_REQUIRE(finite_positive(b.min) && std::isfinite(b.max) && b.max >= b.min,
+    KSWEEP_REQUIRE(finite_positive(b.min) && std::isfinite(b.max) && b.max > b.min,
                    "the bounds " << key(q.min_key) << " = " << b.min << " and " << key(q.max_key) << " = " << b.max
-                                 << " " << q.units << " must be finite, 0 < " << q.min_key << " <= " << q.max_key);
+                                 << " " << q.units << " must be finite, 0 < " << q.min_key << " < " << q.max_key);
     if (adam && p > 0)
       KSWEEP_REQUIRE(std::isfinite(b.lr) && b.lr >= 0, key(q.step_key)
                                                            << " = " << b.lr << " must be finite and >= 0 (0: lr)");

@@ -596,9 +596,10 @@ void validate(Config const& c) {
       for (std::size_t j = 0; j < i; ++j)
         KSWEEP_REQUIRE(inv[j] != inv[i], "fwi.invert names \"" << inv[i] << "\" twice");
     }
-    KSWEEP_REQUIRE(c.fwi.rho_min > 0 && c.fwi.rho_min < c.fwi.rho_max,
-                   "fwi.rho_min = " << c.fwi.rho_min << " and fwi.rho_max = " << c.fwi.rho_max
-                                    << " kg/m^3 must satisfy 0 < rho_min < rho_max");
+    // The library's words (fwi::check_options), so that the program and Python say the same.
+    KSWEEP_REQUIRE(c.fwi.rho_min > 0 && std::isfinite(c.fwi.rho_max) && c.fwi.rho_min < c.fwi.rho_max,
+                   "the bounds fwi.rho_min = " << c.fwi.rho_min << " and fwi.rho_max = " << c.fwi.rho_max
+                                               << " kg/m^3 must be finite, 0 < rho_min < rho_max");
   }
 
   auto const& f = c.fwi;
