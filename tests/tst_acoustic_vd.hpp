@@ -76,7 +76,7 @@ double dot_product_error_2d(bool free_surface, int pml_width, std::array<double,
   if (spacing[0] > 0) grid.set_spacing(spacing);
   VdProp<Real, Order> prop(TEST_EXECSPACE(), grid, pml, 5e-4, 2);
   auto const vp = test::smooth_model(nz, nx), rho = density_model(nz, nx, nz / 2);
-  prop.set_model(vp.data(), rho.data());
+  prop.set_model({vp.data(), rho.data()});
   return dot_error(prop, s, nt);
 }
 
@@ -129,7 +129,7 @@ double vd_dot_product_error_3d(bool free_surface, std::array<double, 3> const& s
     rho[i] = static_cast<float>((i < vp.size() / 2 ? 1100.0 : 2400.0) + 200.0 * std::cos(0.3 * static_cast<double>(i)));
   }
   VdProp<Real, Order, 3> prop(TEST_EXECSPACE(), grid, pml, 5e-4, 2);
-  prop.set_model(vp.data(), rho.data());
+  prop.set_model({vp.data(), rho.data()});
   return dot_error(prop, s, nt);
 }
 
@@ -211,9 +211,9 @@ void vd_gradient_check(bool fs, std::array<double, 3> const& spacing = {}) {
   for (int sh = 0; sh < 2; ++sh) w.insert(w.end(), rk.begin(), rk.end());
   auto const wv = test::make_wavelets<P>(w, 2, 1, nt);
   typename P::record_view obs("obs", 2, nt, n_rec), syn("syn", 2, nt, n_rec);
-  prop.set_model(vp1.data(), rho1.data());
+  prop.set_model({vp1.data(), rho1.data()});
   prop.forward(wv, obs);
-  prop.set_model(vp0.data(), rho0.data());
+  prop.set_model({vp0.data(), rho0.data()});
   auto gradients = [&](char const* strategy) {
     E engine(prop, test::storage_cfg(strategy, "device", "fp32"));
     typename E::images_type img(nz, nx, 2);
@@ -223,13 +223,13 @@ void vd_gradient_check(bool fs, std::array<double, 3> const& spacing = {}) {
   auto const [gv, gr] = gradients("boundary");
   auto const [gv_full, gr_full] = gradients("full");
   auto loss_at = [&](std::vector<float> const& v, std::vector<float> const& r) {
-    prop.set_model(v.data(), r.data(), /*update_layer=*/false);
+    prop.set_model({v.data(), r.data()}, /*update_layer=*/false);
     prop.forward(wv, syn);
     auto const sh = test::to_host(syn);
     auto const oh = test::to_host(obs);
     double d = 0;  // summed directly: the expanded form cancels most of its digits
     for (std::size_t i = 0; i < sh.span(); ++i) d += (sh.data()[i] - oh.data()[i]) * (sh.data()[i] - oh.data()[i]);
-    prop.set_model(vp0.data(), rho0.data(), false);
+    prop.set_model({vp0.data(), rho0.data()}, false);
     return 0.5 * d;
   };
   double worst = 0;
@@ -296,7 +296,7 @@ std::vector<double> vd_records(core::ModelGrid const& grid, core::PmlConfig cons
                                std::vector<float> const& vp, std::vector<float> const& rho, core::Survey const& s,
                                std::vector<double> const& wavelets, int nt) {
   VdProp<Real, Order> prop(TEST_EXECSPACE(), grid, pml, dt, s.n_shots);
-  prop.set_model(vp.data(), rho.data());
+  prop.set_model({vp.data(), rho.data()});
   return test::forward_records(prop, s, wavelets, nt);
 }
 
@@ -425,7 +425,7 @@ void vd_schedules_agree(bool fs) {
     std::vector<std::vector<double>> rec, grad;
     for (auto sched : {core::Schedule::batched, core::Schedule::shots, core::Schedule::cells}) {
       VdProp<float, Order, Dim> prop(TEST_EXECSPACE(), grid, pml, 5e-4, 3);
-      prop.set_model(vp.data(), rho.data());
+      prop.set_model({vp.data(), rho.data()});
       prop.set_schedule(sched);
       prop.set_survey(s);
       using P = decltype(prop);
@@ -463,13 +463,13 @@ KSWEEP_TEST(vd_rejects_bad_density) {
   std::vector<float> vp(static_cast<std::size_t>(nz) * nx, 2000.0f), rho(vp.size(), 1000.0f);
   rho[37] = 0.0f;
   try {
-    prop.set_model(vp.data(), rho.data());
+    prop.set_model({vp.data(), rho.data()});
     ADD_FAILURE() << "a zero density was accepted";
   } catch (Error const& e) {
     EXPECT_NE(std::string(e.what()).find("density at cell 37 is 0"), std::string::npos) << e.what();
   }
   rho[37] = std::nanf("");
-  EXPECT_THROW(prop.set_model(vp.data(), rho.data()), Error);
+  EXPECT_THROW(prop.set_model({vp.data(), rho.data()}), Error);
 }
 
 // The engine keeps one image per parameter of its physics: images of another count are refused
@@ -481,7 +481,7 @@ KSWEEP_TEST(vd_engine_refuses_images_of_one_parameter) {
   double const dt = 5e-4;
   P prop(TEST_EXECSPACE(), core::ModelGrid{nz, nx, 10.0}, core::PmlConfig{}, dt, 1);
   std::vector<float> vp(static_cast<std::size_t>(nz) * nx, 2000.0f), rho(vp.size(), 1000.0f);
-  prop.set_model(vp.data(), rho.data());
+  prop.set_model({vp.data(), rho.data()});
   core::Survey s;
   s.n_shots = s.n_sources = s.n_receivers = 1;
   s.sources.push_back({2, 5});

@@ -88,7 +88,9 @@ Born make(Case const& c) {
 void set(fwi::Modeling<double>& m, Born const& b, Case const& c, std::vector<double> const& v) {
   // A given layer: the background model itself, held fixed whatever `v` is.
   double const* layer = c.layer_given ? b.v.data() : nullptr;
-  if (c.vd) m.set_model(v.data(), b.rho.data(), layer, c.layer_given ? b.rho.data() : nullptr);
+  if (c.vd)
+    m.set_model({v.data(), b.rho.data()},
+                c.layer_given ? std::vector<double const*>{layer, b.rho.data()} : std::vector<double const*>{});
   else m.set_velocity(v.data(), layer);
 }
 
@@ -123,7 +125,7 @@ double dot_product_error(Case const& c) {
   std::vector<double> rec(nrec, -1.0), img(b.v.size(), -1.0);
   m.born(b.wavelets.data(), dv.data(), rec.data());
   fwi::ModelingImages out;
-  out.grad = img.data();
+  out.grad = {img.data()};
   m.vjp(b.wavelets.data(), d.data(), out);
   double const lhs = dot(rec, d), rhs = dot(dv, img);
   EXPECT_GT(std::abs(lhs), 0.0) << describe(c);
@@ -186,13 +188,13 @@ double cross_correlation_error(Case const& c) {
   set(m, b, c, b.v);
   std::vector<double> xc(b.v.size(), -1.0), grad(b.v.size()), grad_plain(b.v.size());
   fwi::ModelingImages out;
-  out.grad = grad.data();
+  out.grad = {grad.data()};
   out.illum_rec = xc.data();
   m.set_cross_correlation(true);
   m.vjp(b.wavelets.data(), d.data(), out);
   m.set_cross_correlation(false);
   out.illum_rec = nullptr;
-  out.grad = grad_plain.data();
+  out.grad = {grad_plain.data()};
   m.vjp(b.wavelets.data(), d.data(), out);
   EXPECT_EQ(grad, grad_plain) << describe(c) << ": the cross-correlation changed the gradient";
   int const z0 = c.free_surface ? 1 : 0, y = c.dim == 3 ? g.ny / 2 : 0;

@@ -522,12 +522,12 @@ Operations operations(Problem const& p, int order, storage::Dtype dtype, int bat
   o.grad.assign(cells, -1.0);
   o.illum_src.assign(cells, -1.0);
   o.illum_rec.assign(cells, -1.0);
-  o.loss = m.gradient(w.data(), observed.data(), 0.5, {o.grad.data(), o.illum_src.data(), o.illum_rec.data()},
+  o.loss = m.gradient(w.data(), observed.data(), 0.5, {{o.grad.data()}, o.illum_src.data(), o.illum_rec.data()},
                       o.synthetic.data(), o.losses.data());
   std::vector<float> residual(n);
   for (std::size_t i = 0; i < n; ++i) residual[i] = o.records[i] - observed[i];
   o.vjp.assign(cells, -1.0);
-  m.vjp(w.data(), residual.data(), {o.vjp.data()});
+  m.vjp(w.data(), residual.data(), {{o.vjp.data()}});
   o.wavelet_grad.assign(shots * nt, -1.f);  // the adjoint's wavelet gradient
   m.adjoint(residual.data(), o.wavelet_grad.data());
   std::vector<float> scatter(cells);

@@ -421,7 +421,7 @@ struct SmallDensityInversion {
     pb.truth = {vp, rho_true};
     core::Propagator<float, 4, Kokkos::DefaultExecutionSpace, 2, core::AcousticVd> prop(Kokkos::DefaultExecutionSpace(),
                                                                                         pb.grid, pb.pml, pb.dt, 6);
-    prop.set_model(pb.truth[0].data(), pb.truth[1].data());
+    prop.set_model({pb.truth[0].data(), pb.truth[1].data()});
     observe(pb, prop);
   }
   fwi::Options options(fwi::Method m) const {

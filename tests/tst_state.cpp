@@ -93,7 +93,7 @@ Survey make(Case const& c, int nt, int batch = 0) {
 
 std::unique_ptr<fwi::Modeling<double>> modeling(Survey const& r, Case const& c) {
   auto m = std::make_unique<fwi::Modeling<double>>(r.setup);
-  if (c.vd) m->set_model(r.v.data(), r.rho.data());
+  if (c.vd) m->set_model({r.v.data(), r.rho.data()});
   else m->set_velocity(r.v.data());
   return m;
 }
@@ -305,7 +305,11 @@ fwi::ModelingImages images_into(std::vector<double>& g, std::vector<double>& grh
   g.assign(static_cast<std::size_t>(cells), 0.0);
   irec.assign(g.size(), 0.0);
   grho.assign(vd ? g.size() : 0, 0.0);
-  return fwi::ModelingImages{g.data(), nullptr, irec.data(), vd ? grho.data() : nullptr};
+  fwi::ModelingImages out;
+  out.grad = {g.data()};
+  if (vd) out.grad.push_back(grho.data());
+  out.illum_rec = irec.data();
+  return out;
 }
 
 struct Grads {
@@ -495,6 +499,75 @@ TEST(state, the_gradient_from_a_start_is_the_source_s_it_stands_for) {
         EXPECT_LT(std::sqrt(diff / norm), 1e-2) << what;
       }
     }
+}
+
+// A reverse watch (Modeling::set_reverse_watch): called at every step from nt - 1 down to 0; one
+// that reads leaves the images' bits alone (and the `shots` schedule's: it runs the batched one),
+// and its images at step 0 are those bits. Setting the adjoint wavefields: put back as read they
+// give the gradient to round-off (lambda = mu / c and back); zeroed at step k in a reflecting box
+// (no layer memories, which the view does not reach) they end the images' sums there.
+TEST(state, a_reverse_watch_sees_every_step_and_the_images_so_far) {
+  for (Case c : physics_cases()) {
+    if (c.free_surface) continue;
+    c.schedule = core::Schedule::shots;
+    int const nt = 80, k = 30;
+    for (bool box : {false, true}) {
+      if (box && c.vd) continue;  // variable density needs its layer
+      Survey r = make(c, nt);
+      if (box) r.setup.pml.width = 0;
+      auto m = modeling(r, c);
+      int const nr = r.setup.survey.n_receivers;
+      auto res = residual(nt, nr);
+      for (int sh = 0; sh < 2; ++sh)  // no residual at the records of u^1 .. u^{k+2}
+        std::fill_n(res.begin() + static_cast<std::ptrdiff_t>(sh) * nt * nr, (k + 2) * nr, 0.0);
+      Grads const plain = vjp(*m, r.wavelets, res, nullptr);
+      auto const shape = m->padded_shape();
+      std::size_t const field = static_cast<std::size_t>(2) * shape[0] * shape[1] * shape[2];
+      std::vector<int> steps;
+      Grads at0, atk;
+      enum { look, put_back, zero } action = look;
+      double peak = 0;
+      long long const cells = m->setup().grid.cells();
+      m->set_reverse_watch([&](fwi::ReverseView<double> const& v) {
+        steps.push_back(v.step);
+        EXPECT_EQ(v.first_shot, 0);
+        EXPECT_EQ(v.shots, 2);
+        std::vector<double> now(field), next(field);
+        v.get(now.data(), next.data());
+        for (double x : now) peak = std::max(peak, std::abs(x));
+        if (v.step == 0) v.images(images_into(at0.v, at0.rho, at0.irec, cells, c.vd));
+        if (v.step != k) return;
+        v.images(images_into(atk.v, atk.rho, atk.irec, cells, c.vd));
+        if (action == zero) std::fill(now.begin(), now.end(), 0.0), std::fill(next.begin(), next.end(), 0.0);
+        if (action != look) v.set(now.data(), next.data());
+      });
+      std::string const what = describe(c) + (box ? ", reflecting box" : "");
+      Grads const watched = vjp(*m, r.wavelets, res, nullptr);
+      ASSERT_EQ(steps.size(), static_cast<std::size_t>(nt)) << what;
+      for (int i = 0; i < nt; ++i) EXPECT_EQ(steps[static_cast<std::size_t>(i)], nt - 1 - i) << what;
+      EXPECT_GT(peak, 0.0) << what;
+      EXPECT_TRUE(same_grads(plain, watched)) << what << ": a watch that reads changed the images";
+      EXPECT_TRUE(same_grads(plain, at0)) << what << ": the images so far at step 0";
+      Grads const before = atk;
+      action = box ? zero : put_back;
+      Grads const changed = vjp(*m, r.wavelets, res, nullptr);
+      EXPECT_TRUE(same_grads(before, atk)) << what;
+      if (box) {
+        EXPECT_TRUE(same_grads(changed, atk)) << what << ": the images after zeroing the adjoint at step " << k;
+        EXPECT_FALSE(same_bits(changed.v, plain.v)) << what;
+      } else {
+        double diff = 0, norm = 0;
+        for (std::size_t i = 0; i < plain.v.size(); ++i) {
+          diff = std::max(diff, std::abs(changed.v[i] - plain.v[i]));
+          norm = std::max(norm, std::abs(plain.v[i]));
+        }
+        EXPECT_GT(norm, 0.0);
+        EXPECT_LT(diff, 1e-12 * norm) << what << ": the adjoint wavefields put back as read";
+      }
+      m->set_reverse_watch(nullptr);
+      EXPECT_TRUE(same_grads(plain, vjp(*m, r.wavelets, res, nullptr))) << what;
+    }
+  }
 }
 
 }  // namespace

@@ -446,8 +446,6 @@ def test_scalar_takes_a_model_per_shot():
 def test_scalar_refuses_what_it_does_not_model():
     v, amp, src, rec = _scalar_case()
     kw = dict(source_amplitudes=amp, source_locations=src, receiver_locations=rec)
-    with pytest.raises(NotImplementedError, match="backward_callback"):
-        ksweep.scalar(v, 10.0, 0.001, **kw, backward_callback=print)
     with torch.no_grad():
         with pytest.raises(ValueError, match=r"initial wavefield has shape \(40, 60\): \[shot, 2 spatial axes\]"):
             ksweep.scalar(v, 10.0, 0.001, **kw, wavefield_0=torch.zeros(40, 60))
@@ -673,6 +671,80 @@ def test_scalar_forward_callback_with_a_gradient():
     assert all(torch.equal(a, b) for a, b in zip(*outs))
     assert torch.equal(grads[0][0], grads[1][0]) and torch.equal(grads[0][1], grads[1][1])
     assert grads[0][0].abs().max() > 0 and grads[0][1].abs().max() > 0
+
+
+def test_scalar_backward_callback():
+    """backward_callback as Deepwave calls it, at samples nt - f, nt - 2f, ..., and 0. Its wavefield
+    at sample k is lambda^k = dL/du^k: against the change of the loss when a forward callback adds
+    1 to u^k at one cell (the loss is linear in the data: exact to round-off). A callback that
+    looks leaves the gradient's bits alone. Zeroing the adjoint wavefields at sample k, with no
+    data before it, leaves the gradient of the steps after k, which the callback saw there;
+    halving the gradient at sample 0 halves the sweep's part of v's gradient (the rest comes
+    from the source term -v^2 dt^2 f)."""
+    v, amp, src, rec = _scalar_case()
+    kw = dict(source_amplitudes=amp, source_locations=src, receiver_locations=rec, pml_width=10)
+    w = torch.from_numpy(np.random.default_rng(3).standard_normal((2, 10, 300)))
+    w[..., :130] = 0.0  # no data before sample 130
+
+    def run(callback, **change):
+        vg = v.clone().requires_grad_(True)
+        out = ksweep.scalar(vg, 10.0, 0.001, **{**kw, **change}, backward_callback=callback, callback_frequency=60)
+        (out[-1] * w).sum().backward()
+        return vg.grad
+
+    seen = {}
+
+    def look(st):
+        seen[st.step] = (st.get_wavefield("wavefield_0").clone(), st.get_wavefield("wavefield_m1", "pml").clone(),
+                         st.get_gradient("v").clone(), st.get_gradient("v", "full").clone())
+
+    plain, looked = run(None), run(look)
+    assert sorted(seen) == [0, 60, 120, 180, 240]
+    assert torch.equal(plain, looked)
+    lam, after, grad, full = seen[120]
+    assert lam.shape == (2, 40, 60) and after.shape == (2, 60, 80) and full.shape == (60, 80)
+    assert torch.equal(full[10:50, 10:70], grad) and not full[:10].any() and not full[:, 70:].any()
+    assert grad.abs().max() > 0 and not torch.equal(grad, seen[0][2])
+
+    cell = (0, 25, 30)  # shot 0, an interior cell 20 cells below the receivers
+
+    def loss_with(bump):
+        def add(st):
+            if st.step == 120:
+                st.get_wavefield("wavefield_0")[cell] += bump
+        with torch.no_grad():
+            d = ksweep.scalar(v, 10.0, 0.001, **kw, forward_callback=add, callback_frequency=60)[-1]
+        return float((d * w).sum())
+
+    change = loss_with(1.0) - loss_with(0.0)
+    assert abs(float(lam[cell])) > 0 and abs(change - float(lam[cell])) <= 1e-9 * abs(float(lam[cell]))
+
+    source_term = plain - seen[0][2]  # v's gradient through the source's -v^2 dt^2 scaling
+    tol = dict(rtol=1e-12, atol=1e-12 * float(plain.abs().max()))
+
+    def halve(st):
+        if st.step == 0:
+            st.get_gradient("v", "full").mul_(0.5)
+
+    assert torch.allclose(run(halve), 0.5 * seen[0][2] + source_term, **tol)
+
+    # In a reflecting box (no absorbing layer, whose memories the callback cannot reach) zeroing
+    # the adjoint wavefields at sample 120 ends the sweep's sum there.
+    kept = {}
+
+    def zero(st):
+        kept.setdefault("at0", None)
+        if st.step == 120:
+            kept["grad"] = st.get_gradient("v").clone()
+            st.get_wavefield("wavefield_0").zero_()
+            st.get_wavefield("wavefield_m1").zero_()
+        if st.step == 0:
+            kept["at0"] = st.get_gradient("v").clone()
+
+    box = dict(pml_width=0)
+    box_plain, zeroed = run(None, **box), run(zero, **box)
+    assert kept["grad"].abs().max() > 0 and torch.equal(kept["at0"], kept["grad"])
+    assert not torch.allclose(zeroed, box_plain, **tol)
 
 
 def test_numpy_calls_take_tensors_and_return_tensors():

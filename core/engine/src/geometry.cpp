@@ -271,19 +271,27 @@ void check_time(double dt, int nt) {
   KSWEEP_REQUIRE(nt > 0, "time.nt = " << nt << " must be > 0");
 }
 
+void parameter_error(Parameter const& p, long long cell, double value) {
+  std::ostringstream os;
+  os << p.noun << " at cell " << cell << " is " << value << " " << p.unit << ": " << p.plural
+     << " must be finite and > " << p.lower;
+  impl::throw_error(__FILE__, __LINE__, os.str());
+}
+
 namespace {
 template <class T>
-void check_positive(T const* x, long long n, char const* what, char const* unit, char const* plural) {
+void check_field(Parameter const& p, T const* x, long long n) {
   for (long long i = 0; i < n; ++i)
-    KSWEEP_REQUIRE(std::isfinite(x[i]) && x[i] > 0,
-                   what << " at cell " << i << " is " << x[i] << unit << ": " << plural << " must be finite and > 0");
+    if (!(std::isfinite(x[i]) && x[i] > p.lower)) parameter_error(p, i, static_cast<double>(x[i]));
 }
 }  // namespace
 
-void check_velocity(float const* vp, long long n) { check_positive(vp, n, "velocity", "", "velocities"); }
-void check_velocity(double const* vp, long long n) { check_positive(vp, n, "velocity", "", "velocities"); }
-void check_density(float const* rho, long long n) { check_positive(rho, n, "density", " kg/m^3", "densities"); }
-void check_density(double const* rho, long long n) { check_positive(rho, n, "density", " kg/m^3", "densities"); }
+void check_parameter(Parameter const& p, float const* x, long long n) { check_field(p, x, n); }
+void check_parameter(Parameter const& p, double const* x, long long n) { check_field(p, x, n); }
+void check_velocity(float const* vp, long long n) { check_field(acoustic_parameters[0], vp, n); }
+void check_velocity(double const* vp, long long n) { check_field(acoustic_parameters[0], vp, n); }
+void check_density(float const* rho, long long n) { check_field(acoustic_vd_parameters[1], rho, n); }
+void check_density(double const* rho, long long n) { check_field(acoustic_vd_parameters[1], rho, n); }
 
 void check_cfl(double vmax, double dt, double dh, int order, int dim) {
   double const courant = vmax * dt / dh;

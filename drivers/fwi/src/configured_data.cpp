@@ -36,14 +36,14 @@ io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm
   Modeling<Real> modeling(setup);
   {
     core::ScopedRegion region("ksweep::model::model");
-    std::vector<Real> const vp(vm.vp.begin(), vm.vp.end());
+    std::vector<std::vector<Real>> fields{{vm.vp.begin(), vm.vp.end()}};  // one per parameter, vp first
     if (setup.physics == Physics::acoustic_vd) {
       auto const rho_model = density ? *density : io::load_density(cfg.model, vm);
-      std::vector<Real> const rho(rho_model.begin(), rho_model.end());
-      modeling.set_model(vp.data(), rho.data());
-    } else {
-      modeling.set_velocity(vp.data());
+      fields.emplace_back(rho_model.begin(), rho_model.end());
     }
+    std::vector<Real const*> model;
+    for (auto const& f : fields) model.push_back(f.data());
+    modeling.set_model(model);
   }
   io::RecordsFile out;
   out.shots = n_shots;

@@ -49,14 +49,14 @@ ImagingResult image(io::Config const& cfg, io::VelocityModel const& vm, std::vec
     setup.ranks = *ranks;
   }
   Modeling<Real> m(setup);
-  std::vector<Real> const vp(v0.begin(), v0.end());
+  std::vector<std::vector<Real>> fields{{v0.begin(), v0.end()}};  // one per parameter, vp first
   if (setup.physics == Physics::acoustic_vd) {
     KSWEEP_REQUIRE(density, "imaging with variable density needs the density");
-    std::vector<Real> const rho(density->begin(), density->end());
-    m.set_model(vp.data(), rho.data(), vp.data(), rho.data());
-  } else {
-    m.set_velocity(vp.data(), vp.data());
+    fields.emplace_back(density->begin(), density->end());
   }
+  std::vector<Real const*> model;
+  for (auto const& f : fields) model.push_back(f.data());
+  m.set_model(model, model);  // the layer held at the background model
   std::vector<Real> w(static_cast<std::size_t>(n_shots) * nt);
   for (int s = 0; s < n_shots; ++s)
     for (int t = 0; t < nt; ++t) w[static_cast<std::size_t>(s) * nt + t] = static_cast<Real>(wavelet[t]);

@@ -54,7 +54,7 @@ std::vector<double> transpose(Modeling<Real>& m, Real const* wavelets, std::vect
   Sizes<Real> const n(m);
   std::vector<double> g(n.cells);
   ModelingImages out;
-  out.grad = g.data();
+  out.grad = {g.data()};
   if (illumination) {
     illumination->assign(n.cells, 0.0);
     out.illum_src = illumination->data();

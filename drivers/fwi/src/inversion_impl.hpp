@@ -390,17 +390,22 @@ class Run final : public Inversion::Impl {
     m_prop->set_velocity(typename P::velocity_view(m_part.data(), static_cast<int>(m_sub.grid.rows()), m_sub.grid.nx));
   }
 
-  // The propagator's model from the vector `x`: the velocity stays on the device; a physics of
-  // more parameters builds its coefficients on the host (Propagator::set_model), so they travel
-  // there.
+  // The propagator's model from the vector `x`: a physics whose coefficients are built on the
+  // device (constant density: its velocity) keeps the model there; one built on the host
+  // (Propagator::set_model; variable density) gets its parameters there, one field each.
   void set_model(vec const& x) {
-    if constexpr (n_params == 1) {
+    if constexpr (P::coefficients_type::on_device) {
+      static_assert(n_params == 1, "a device-built model is the velocity alone");
       set_part(x);
       if (!m_split) m_prop->set_velocity(typename P::velocity_view(x.data(), m_rows, m_nx));
     } else {
       std::array<std::vector<float>, n_params> host;
-      for (int p = 0; p < n_params; ++p) host[static_cast<std::size_t>(p)] = to_host_floats(m_space, parameter(x, p));
-      std::apply([&](auto const&... v) { m_prop->set_model(v.data()...); }, host);
+      std::array<float const*, n_params> fields{};
+      for (int p = 0; p < n_params; ++p) {
+        host[static_cast<std::size_t>(p)] = to_host_floats(m_space, parameter(x, p));
+        fields[static_cast<std::size_t>(p)] = host[static_cast<std::size_t>(p)].data();
+      }
+      m_prop->set_model(fields);
     }
   }
 

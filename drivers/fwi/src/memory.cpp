@@ -155,7 +155,8 @@ MemoryEstimate estimate_inversion(RunShape const& shape, Options const& options,
   add("observed data of every shot", Place::host, static_cast<sz>(shape.n_shots) * nt * nr * R + S * nt * nr * R);
   add("gradient and illumination images (per shot and summed)", Place::device,
       core::image_bytes(L.l, shots) + (split.split() ? 6 : 3) * n * sizeof(double));
-  sz const params = L.vd ? 2 : 1;
+  auto const& parameters = physics_parameters(shape.physics);
+  sz const params = parameters.size();
   // The model, its gradient, the true and held parameters (4 vectors), then the optimizer's
   // own (optimizer_vectors: Adam's two moments, or L-BFGS's pairs and working vectors).
   bool const lbfgs = options.method == Method::lbfgs;
@@ -163,7 +164,9 @@ MemoryEstimate estimate_inversion(RunShape const& shape, Options const& options,
             : "models and Adam moments",
       Place::device, params * (4 + optimizer_vectors(options)) * n * R);
   add("host copies of models and images", Place::host, params * 8 * n * sizeof(double));
-  if (L.vd) add("density gradient images (per shot and summed)", Place::device, (S + 1) * n * sizeof(double));
+  for (sz p = 1; p < params; ++p)  // the first parameter's are the images above
+    add(std::string(parameters[p].noun) + " gradient images (per shot and summed)", Place::device,
+        (S + 1) * n * sizeof(double));
   add_density(e, L, R);
   return e;
 }

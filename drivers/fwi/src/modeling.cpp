@@ -35,13 +35,14 @@ long long Modeling<Real>::cells() const {
 }
 
 template <class Real>
-void Modeling<Real>::set_velocity(Real const* vp, Real const* layer) {
-  m_impl->set_velocity(vp, layer);
+void Modeling<Real>::set_model(std::vector<Real const*> const& fields, std::vector<Real const*> const& layer) {
+  m_impl->set_model(fields, layer);
 }
 
 template <class Real>
-void Modeling<Real>::set_model(Real const* vp, Real const* rho, Real const* layer_vp, Real const* layer_rho) {
-  m_impl->set_model(vp, rho, layer_vp, layer_rho);
+void Modeling<Real>::set_velocity(Real const* vp, Real const* layer) {
+  if (layer) set_model({vp}, {layer});
+  else set_model({vp});
 }
 
 namespace {
@@ -160,6 +161,13 @@ void Modeling<Real>::born(Real const* wavelets, Real const* scatter, Real* recor
 template <class Real>
 void Modeling<Real>::set_cross_correlation(bool on) {
   m_impl->cross_correlation = on;
+}
+
+template <class Real>
+void Modeling<Real>::set_reverse_watch(std::function<void(ReverseView<Real> const&)> watch) {
+  KSWEEP_REQUIRE(!watch || !m_impl->setup.ranks || (m_impl->setup.ranks->size() == 1 && !m_impl->setup.domains.split()),
+                 "set_reverse_watch: a reverse watch runs on one rank's whole model, not with ranks or domains");
+  m_impl->reverse_watch = std::move(watch);
 }
 
 template <class Real>

@@ -94,59 +94,41 @@ class ModelingRun final : public Modeling<Real>::Impl {
     m_prop->set_schedule(st.schedule);
   }
 
-  void set_velocity(Real const* vp, Real const* layer) override {
-    KSWEEP_REQUIRE(vp, "set_velocity: no velocity given");
-    if constexpr (variable_density) {
-      KSWEEP_REQUIRE(false,
-                     "set_velocity: variable-density acoustics (physics \"acoustic_vd\") needs a density: "
-                     "call set_model(vp, rho)");
-    } else if (split()) {
-      // The subdomain's cells, with the damping profiles of the whole model's (or layer's) maximum.
-      auto const& st = this->setup;
-      Real const* const outer = layer ? layer : vp;
-      // The configured profile velocity (PmlConfig::profile_velocity), or the whole model's maximum.
-      double const vmax = st.pml.profile_velocity > 0
-                              ? st.pml.profile_velocity
-                              : static_cast<double>(*std::max_element(outer, outer + st.grid.cells()));
-      m_prop->set_profile_velocity(vmax);
-      m_part = core::extract(vp, st.grid, m_sub);
-      if (layer) {
-        m_layer_part = core::extract(layer, st.grid, m_sub);
-        m_prop->set_velocity(velocity(m_layer_part.data(), "ksweep::fwi::layer_velocity"), true);
-        m_prop->set_velocity(velocity(m_part.data(), "ksweep::fwi::velocity"), false);
-      } else {
-        m_prop->set_velocity(velocity(m_part.data(), "ksweep::fwi::velocity"), true);
-      }
-      m_velocity_set = true;
-    } else {
-      if (layer) {
-        m_prop->set_velocity(velocity(layer, "ksweep::fwi::layer_velocity"), true);
-        m_prop->set_velocity(velocity(vp, "ksweep::fwi::velocity"), false);
-      } else {
-        m_prop->set_velocity(velocity(vp, "ksweep::fwi::velocity"), true);
-      }
-      m_velocity_set = true;
+  // One field per parameter of the physics (and of the layer, or none: the model's own), checked
+  // here for their number and presence, by the propagator for their values.
+  void set_model(std::vector<Real const*> const& fields, std::vector<Real const*> const& layer) override {
+    auto const& params = physics_parameters(this->setup.physics);
+    auto const list = [&] {
+      std::string l;
+      for (auto const& q : params) l += std::string(l.empty() ? "" : ", ") + q.name;
+      return l;
+    };
+    KSWEEP_REQUIRE(fields.size() == params.size(), "set_model: " << fields.size() << " field(s) given; physics \""
+                                                                 << to_string(this->setup.physics) << "\" has "
+                                                                 << params.size() << " (" << list() << ")");
+    KSWEEP_REQUIRE(layer.empty() || layer.size() == params.size(),
+                   "set_model: " << layer.size() << " layer field(s) given; give one per parameter (" << list()
+                                 << "), or none (the layer repeats the model's edges)");
+    for (std::size_t p = 0; p < params.size(); ++p) {
+      KSWEEP_REQUIRE(fields[p], "set_model: no " << params[p].noun << " given");
+      KSWEEP_REQUIRE(layer.empty() || layer[p], "set_model: no " << params[p].noun << " of the layer given");
     }
-  }
-
-  void set_model(Real const* vp, Real const* rho, Real const* layer_vp, Real const* layer_rho) override {
-    KSWEEP_REQUIRE(vp, "set_model: no velocity given");
-    if constexpr (variable_density) {
-      KSWEEP_REQUIRE(rho, "set_model: no density given (variable-density acoustics)");
-      KSWEEP_REQUIRE(!layer_vp == !layer_rho, "set_model: give both the layer's velocity and density, or neither");
-      if (layer_vp) {
-        m_prop->set_model(layer_vp, layer_rho, true);
-        m_prop->set_model(vp, rho, false);
-      } else {
-        m_prop->set_model(vp, rho, true);
-      }
-      m_velocity_set = true;
+    if constexpr (P::coefficients_type::on_device) {
+      set_velocity(fields[0], layer.empty() ? nullptr : layer[0]);
     } else {
-      KSWEEP_REQUIRE(!rho && !layer_rho,
-                     "set_model: a density given to constant-density acoustics (physics "
-                     "\"acoustic\"); variable density is physics \"acoustic_vd\"");
-      set_velocity(vp, layer_vp);
+      KSWEEP_REQUIRE(!split(),
+                     "set_model: physics \"" << to_string(this->setup.physics) << "\" on a model split into domains");
+      std::array<Real const*, P::n_parameters> f{}, l{};
+      std::copy(fields.begin(), fields.end(), f.begin());
+      if (!layer.empty()) {
+        std::copy(layer.begin(), layer.end(), l.begin());
+        m_prop->set_model(l, true);
+        m_prop->set_model(f, false);
+      } else {
+        m_prop->set_model(f, true);
+      }
     }
+    m_velocity_set = true;
   }
 
   // From rest when `state` holds no start (set_forward_state of nulls is forward_reset), and
@@ -305,13 +287,14 @@ class ModelingRun final : public Modeling<Real>::Impl {
   // completes what every rank takes part in.
   template <class F>
   std::exception_ptr for_each_batch(F&& f) {
-    KSWEEP_REQUIRE(m_velocity_set, (variable_density ? "no model set: call set_model first"
-                                                     : "no velocity set: call set_velocity first"));
+    KSWEEP_REQUIRE(m_velocity_set, (E::n_params > 1 ? "no model set: call set_model first"
+                                                    : "no velocity set: call set_velocity first"));
     auto const& st = this->setup;
     std::exception_ptr stopped;
     int const end = m_mine.first + m_mine.count;
     for (int first = m_mine.first; first < end; first += m_batch) {
       ShotBatch const b{first, std::min(m_batch, end - first)};
+      m_batch_first = first;
       std::vector<int> idx(static_cast<std::size_t>(b.count));
       for (int i = 0; i < b.count; ++i) idx[static_cast<std::size_t>(i)] = first + i;
       core::Survey const shots = b.count == m_shots ? st.survey : st.survey.select(idx);
@@ -390,7 +373,7 @@ class ModelingRun final : public Modeling<Real>::Impl {
   void reduce_images(typename E::images_type const& part, typename E::images_type const& whole) {
     // The gradients: side by side with variable density, one view (the caller's array) otherwise.
     auto grads = [](typename E::images_type const& i) {
-      if constexpr (variable_density) return i.grads;
+      if constexpr (E::n_params > 1) return i.grads;
       else return i.grad;
     };
     if (chained())
@@ -464,12 +447,30 @@ class ModelingRun final : public Modeling<Real>::Impl {
       m_engine->set_layer_chain(true);
     }
     m_engine->set_cross_correlation(this->cross_correlation);
+    if (this->reverse_watch) {
+      m_engine->set_reverse_watch([this](int n) {
+        ReverseView<Real> v;
+        v.step = n;
+        v.first_shot = m_batch_first;
+        v.shots = m_prop->n_shots();
+        v.get = [this](Real* now, Real* next) { m_prop->get_adjoint_state(now, next); };
+        v.set = [this](Real const* now, Real const* next) { m_prop->set_adjoint_state(now, next); };
+        v.images = [this](ModelingImages const& out) {
+          auto const img = images(out);
+          m_engine->accumulate_so_far(img);
+          images_out(img, out);
+        };
+        this->reverse_watch(v);
+      });
+    } else {
+      m_engine->set_reverse_watch(nullptr);
+    }
     return *m_engine;
   }
 
   // The images to accumulate into, zeroed: the caller's arrays (host backends) or device ones.
   typename E::images_type images(ModelingImages const& out) {
-    if constexpr (variable_density) {  // the gradients live side by side: the caller's are separate arrays
+    if constexpr (E::n_params > 1) {  // the gradients live side by side: the caller's are separate arrays
       return typename E::images_type(m_space, m_whole_rows, m_whole_nx, E::n_params);
     }
     typename E::images_type img;
@@ -482,7 +483,7 @@ class ModelingRun final : public Modeling<Real>::Impl {
       else Kokkos::deep_copy(m_space, v, 0.0);
       return v;
     };
-    img.grad = one(out.grad, "ksweep::fwi::grad");
+    img.grad = one(out.grad.empty() ? nullptr : out.grad[0], "ksweep::fwi::grad");
     img.illum_src = one(out.illum_src, "ksweep::fwi::illum_src");
     img.illum_rec = one(out.illum_rec, "ksweep::fwi::illum_rec");
     return img;
@@ -501,18 +502,47 @@ class ModelingRun final : public Modeling<Real>::Impl {
               p, m_whole_rows, m_whole_nx),
           v);
     };
-    one(img.grad, out.grad);
+    for (std::size_t p = 0; p < out.grad.size() && p < static_cast<std::size_t>(E::n_params); ++p)
+      one(p == 0 ? img.grad : img.gradient(static_cast<int>(p)), out.grad[p]);  // grad: the caller's, in place
     one(img.illum_src, out.illum_src);
     one(img.illum_rec, out.illum_rec);
-    if constexpr (variable_density) one(img.gradient(1), out.grad_rho);
     m_space.fence();
+  }
+
+  // The velocity of a physics built on the device: whole, or this rank's subdomain of it.
+  void set_velocity(Real const* vp, Real const* layer) {
+    if (split()) {
+      // The subdomain's cells, with the damping profiles of the whole model's (or layer's) maximum.
+      auto const& st = this->setup;
+      Real const* const outer = layer ? layer : vp;
+      // The configured profile velocity (PmlConfig::profile_velocity), or the whole model's maximum.
+      double const vmax = st.pml.profile_velocity > 0
+                              ? st.pml.profile_velocity
+                              : static_cast<double>(*std::max_element(outer, outer + st.grid.cells()));
+      m_prop->set_profile_velocity(vmax);
+      m_part = core::extract(vp, st.grid, m_sub);
+      if (layer) {
+        m_layer_part = core::extract(layer, st.grid, m_sub);
+        m_prop->set_velocity(velocity(m_layer_part.data(), "ksweep::fwi::layer_velocity"), true);
+        m_prop->set_velocity(velocity(m_part.data(), "ksweep::fwi::velocity"), false);
+      } else {
+        m_prop->set_velocity(velocity(m_part.data(), "ksweep::fwi::velocity"), true);
+      }
+    } else if (layer) {
+      m_prop->set_velocity(velocity(layer, "ksweep::fwi::layer_velocity"), true);
+      m_prop->set_velocity(velocity(vp, "ksweep::fwi::velocity"), false);
+    } else {
+      m_prop->set_velocity(velocity(vp, "ksweep::fwi::velocity"), true);
+    }
   }
 
   ExecSpace m_space;
   std::unique_ptr<P> m_prop;
   std::unique_ptr<E> m_engine;
   int m_shots = 0, m_ns = 0, m_nr = 0, m_nt = 0, m_batch = 0, m_rows = 0, m_nx = 0;
-  int m_whole_rows = 0, m_whole_nx = 0;  // the whole model's (m_rows, m_nx: this rank's subdomain's)
+  int m_whole_rows = 0, m_whole_nx = 0;
+  int m_batch_first = 0;  // the first shot of the batch running (ReverseView::first_shot)  // the whole model's
+                          // (m_rows, m_nx: this rank's subdomain's)
   bool m_velocity_set = false;
   // Shots over ranks: the ranks, their shot groups, and on a split model this rank's subdomain
   // and its cells and the link to its neighbours; the shots of this rank's group (the whole

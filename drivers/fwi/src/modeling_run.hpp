@@ -13,8 +13,7 @@ template <class Real>
 struct Modeling<Real>::Impl {
   explicit Impl(ModelingSetup s) : setup(std::move(s)) {}
   virtual ~Impl() = default;
-  virtual void set_velocity(Real const* vp, Real const* layer) = 0;
-  virtual void set_model(Real const* vp, Real const* rho, Real const* layer_vp, Real const* layer_rho) = 0;
+  virtual void set_model(std::vector<Real const*> const& fields, std::vector<Real const*> const& layer) = 0;
   /// From rest for a state of nulls (Modeling::forward without one).
   virtual void forward(Real const* wavelets, Real* records, ForwardState<Real> const& state) = 0;
   virtual std::array<int, 3> padded_shape() const = 0;
@@ -28,7 +27,8 @@ struct Modeling<Real>::Impl {
   virtual void born(Real const* wavelets, Real const* scatter, Real* records) = 0;
   ModelingSetup setup;
   std::function<void(int, int)> after_batch;
-  bool cross_correlation = false;  // Modeling::set_cross_correlation
+  bool cross_correlation = false;                               // Modeling::set_cross_correlation
+  std::function<void(ReverseView<Real> const&)> reverse_watch;  // Modeling::set_reverse_watch
 };
 
 /// The modelling of precision `Real`, stencil order `Order` on a `Dim`-dimensional grid, of the

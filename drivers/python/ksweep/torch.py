@@ -68,6 +68,7 @@ class Forward(torch.autograd.Function):
             records = _later_by_one(records)
             records[:, 0] = options["first"]
         ctx.modeling = m
+        ctx.watch = options.get("backward_watch")  # ksweep.scalar's backward_callback
         ctx.amplitudes = amp
         ctx.device = v.device
         return torch.from_numpy(records).to(v.device).transpose(1, 2)
@@ -81,10 +82,19 @@ class Forward(torch.autograd.Function):
             g = np.concatenate([g[:, 1:], np.zeros_like(g[:, :1])], axis=1)
         grad_v = grad_amp = grad_rho = None
         dtype = ctx.amplitudes.dtype
-        if ctx.needs_input_grad[0] or ctx.needs_input_grad[2]:
-            grad, _, _, grho = m.vjp(ctx.amplitudes, g, *ctx.start)
+        watch = ctx.watch
+        if ctx.needs_input_grad[0] or ctx.needs_input_grad[2] or watch is not None:
+            if watch is not None:
+                m.set_reverse_watch(watch)
+            try:
+                grad, _, _, grho = m.vjp(ctx.amplitudes, g, *ctx.start)
+            finally:
+                if watch is not None:
+                    m.set_reverse_watch(None)
             if ctx.needs_input_grad[0]:
                 grad_v = torch.from_numpy(grad.astype(dtype, copy=False)).to(ctx.device)
+                if watch is not None:
+                    grad_v = watch.gradient(grad_v)
             if ctx.needs_input_grad[2]:
                 grad_rho = torch.from_numpy(grho.astype(dtype, copy=False)).to(ctx.device)
         if ctx.needs_input_grad[1]:
@@ -343,20 +353,27 @@ def _per_shot_models(v, args):
 
 
 class CallbackState:
-    """What `forward_callback` receives, as Deepwave's CallbackState: `dt` (the internal step),
-    `step` (the user's time sample the run is at), get_wavefield(name, view) for "wavefield_0"
-    (u^step) and "wavefield_m1" (the internal step before), get_model("v", view). Views:
-    "inner" (the model, the default), "pml" and "full" (the model and its absorbing layer: ksweep
-    hands out no padding beyond it). The wavefields are the run's: changing them in place
-    changes the run from there on. ksweep's layer memories are not fields on the grid, so
-    there are none to get, and a forward callback has no gradients."""
+    """What `forward_callback` and `backward_callback` receive, as Deepwave's CallbackState: `dt`
+    (the internal step), `step` (the user's time sample the run is at), get_wavefield(name, view)
+    for "wavefield_0" and "wavefield_m1", get_model("v", view) and, in a backward callback,
+    get_gradient("v", view). Views: "inner" (the model, the default), "pml" and "full" (the model
+    and its absorbing layer: ksweep hands out no padding beyond it).
 
-    def __init__(self, dt, step, wavefields, models, faces):
+    Forward: the wavefields are u^step and u at the internal step before. Backward: they are the
+    adjoint wavefields lambda = dL/du at the same times (lambda^step, and the internal step
+    after it, which the reverse sweep computed first), and the gradient is the velocity's of the
+    steps from the end down to `step` (zero in the layer, whose velocity copies the model's
+    edges). The wavefields and the gradient are the run's: changing them in place changes the
+    run from there on (the gradient returned is then the changed one). ksweep's layer memories
+    are not fields on the grid, so there are none to get."""
+
+    def __init__(self, dt, step, wavefields, models, faces, gradients=None):
         self.dt = dt
         self.step = step
         self._wavefields = wavefields
         self._models = models
         self._faces = faces  # (low, high) layer cells per axis
+        self._gradients = gradients  # backward: a function giving {name: gradient on the padded grid}
 
     def _view(self, x, view, padded):
         if view in ("full", "pml"):
@@ -386,7 +403,12 @@ class CallbackState:
         return self._view(self._models[name], view, False)
 
     def get_gradient(self, name: str, view: str = "inner") -> torch.Tensor:
-        raise KeyError(f"gradient {name!r}: a forward callback has no gradients (ksweep calls no backward_callback)")
+        if self._gradients is None:
+            raise KeyError(f"gradient {name!r}: a forward callback has no gradients (a backward_callback has)")
+        gradients = self._gradients()
+        if name not in gradients:
+            raise KeyError(f"gradient {name!r}: the callback has {sorted(gradients)}")
+        return self._view(gradients[name], view, True)
 
 
 def _watched(callback, changed):
@@ -397,6 +419,68 @@ def _watched(callback, changed):
         if any(not torch.equal(was[k], w) for k, w in state._wavefields.items()):
             changed.append(state.step)
     return run
+
+
+class _BackwardWatch:
+    """scalar()'s backward_callback on the modelling's reverse sweep (Modeling.set_reverse_watch):
+    called, as Deepwave calls it, after every `frequency` user samples from the end, at samples
+    n_user - frequency, n_user - 2 frequency, ... and last at 0, with the adjoint wavefields
+    lambda^n and lambda^{n+1} (n the internal step of the sample) and, on request, the velocity's
+    gradient of the steps so far on the padded grid. Wavefields the callback changes go back into
+    the sweep; changes to the gradient are kept (Deepwave's accumulator: a change at a sample
+    stays in the sum) and gradient() applies them to the sweep's result."""
+
+    def __init__(self, callback, frequency, ratio, n_user, dt, v, faces):
+        self.callback = callback
+        self.ratio = ratio
+        self.samples = set(range(n_user - frequency, 0, -frequency)) | {0}
+        self.dt = dt
+        self.v = v
+        self.faces = faces  # (low, high) layer cells per axis
+        self.added = None  # the sum of the callback's changes to the gradient (inner cells)
+        self.final = None  # the gradient as the callback left it at sample 0, when it changed one
+
+    def __call__(self, n, first_shot, shots, get, set_, images):
+        if n % self.ratio or n // self.ratio not in self.samples:
+            return
+        now, after = get()
+        device = self.v.device
+        wavefields = {"wavefield_0": torch.from_numpy(now).to(device), "wavefield_m1": torch.from_numpy(after).to(device)}
+        was = {k: w.clone() for k, w in wavefields.items()}
+        shown = {}
+
+        def gradients():
+            if not shown:
+                grad = torch.from_numpy(images()[0]).to(device=device, dtype=self.v.dtype)
+                if self.added is not None:
+                    grad = grad + self.added
+                full = torch.zeros([s + lo + hi for s, (lo, hi) in zip(grad.shape, self.faces)], dtype=grad.dtype,
+                                   device=device)
+                full[self._inner()] = grad
+                shown["v"] = full
+                shown["was"] = full.clone()
+            return {"v": shown["v"]}
+
+        self.callback(CallbackState(self.dt, n // self.ratio, wavefields, {"v": self.v}, self.faces, gradients))
+        changed = [not torch.equal(was[k], wavefields[k]) for k in ("wavefield_0", "wavefield_m1")]
+        if any(changed):
+            put = [np.ascontiguousarray(_np(wavefields[k]).astype(now.dtype)) if c else None
+                   for k, c in zip(("wavefield_0", "wavefield_m1"), changed)]
+            set_(*put)
+        if shown and not torch.equal(shown["v"], shown["was"]):
+            delta = (shown["v"] - shown["was"])[self._inner()]
+            self.added = delta if self.added is None else self.added + delta
+            if n == 0:
+                self.final = shown["v"][self._inner()].clone()
+
+    def _inner(self):
+        return tuple(slice(lo, -hi if hi else None) for lo, hi in self.faces)
+
+    def gradient(self, grad):
+        """The sweep's gradient with the callback's changes."""
+        if self.final is not None:
+            return self.final.to(grad.dtype)
+        return grad if self.added is None else grad + self.added.to(grad.dtype)
 
 
 _MEMORY_AXES = {2: ("y", "x"), 3: ("z", "y", "x")}  # Deepwave's names of ksweep's axes (z, (y,) x)
@@ -446,21 +530,24 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
     amplitudes require grad, the callback runs on a run of its own (one forward more) and the
     gradient is the run's without it: a callback that looks is differentiable, one that changes
     the wavefields raises NotImplementedError (run it under torch.no_grad()).
+    `backward_callback(state)` is called during the backward pass of v's gradient, as Deepwave
+    calls it: after every `callback_frequency` samples from the end and last at sample 0, with
+    the adjoint wavefields (which it may change in place: the sweep goes on from them) and the
+    gradient of the steps so far (`state.get_gradient("v")`; a change stays in the gradient
+    returned, as in Deepwave's accumulator: a custom imaging condition divides it at sample 0).
+    It must not call ksweep itself (the sweep waits for it).
 
     Returns Deepwave's tuple: (wavefield_nt, wavefield_ntm1, psiy_ntm1, psix_ntm1, zetay_nt,
     zetax_nt, receiver data [shot, receiver, time]) in 2D; in 3D psi and zeta of z, y, x. The
     gradient flows from the data to `v` and `source_amplitudes`, also from initial wavefields
     (held fixed: the same discrete adjoint, the start's terms included); the final wavefields
-    and the initial ones are not differentiable; `backward_callback` is not supported. Without
+    and the initial ones are not differentiable. Without
     `survey_pad`, the
     initial wavefields choose the simulated box, as Deepwave's do: their shape less the layer,
     from `origin` (the box's first model cell per axis; default 0, with a warning when the box is
     smaller than the model)."""
     if origin is not None and survey_pad is not None:
         raise ValueError("ksweep.scalar: give survey_pad or origin, not both (each chooses the simulated box)")
-    if backward_callback is not None:
-        raise NotImplementedError("ksweep.scalar: backward_callback is not supported (ksweep's gradient calls no "
-                                  "callback)")
     if not isinstance(callback_frequency, (int, np.integer)) or isinstance(callback_frequency, bool):
         raise TypeError(f"callback_frequency = {callback_frequency!r} must be an int")
     if callback_frequency <= 0:
@@ -588,10 +675,15 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
         options["first"] = 0.0
         if wavefield_0 is not None:
             options["first"] = _np(torch.as_tensor(wavefield_0).detach()[ridx])
+        if backward_callback is not None:
+            per_axis = [(faces[0], faces[1])] + ([(faces[2], faces[3])] if ndim == 3 else []) + [(faces[4], faces[5])]
+            options["backward_watch"] = _BackwardWatch(backward_callback, callback_frequency, ratio, n_run // ratio,
+                                                       inner_dt, v, per_axis)
         data = Forward.apply(v, amp * scale.unsqueeze(-1), None, dh, inner_dt, src_np, rec_np, None, options)
         end = options.pop("state")
         options.pop("start", None)
         options.pop("first")
+        options.pop("backward_watch", None)
         return data, end
 
     if forward_callback is None:

@@ -103,9 +103,11 @@ class PyModeling {
     check_model(rho, "rho");
     if (layer_vp) check_model(*layer_vp, "layer_velocity");
     if (layer_rho) check_model(*layer_rho, "layer_density");
-    Real const* lv = data_or_null(layer_vp);
-    Real const* lr = data_or_null(layer_rho);
-    on_worker([&] { m_m->set_model(vp.data(), rho.data(), lv, lr); });
+    if (!layer_vp != !layer_rho)
+      throw py::value_error("set_model: give both the layer's velocity and density, or neither");
+    std::vector<Real const*> layer;
+    if (layer_vp) layer = {layer_vp->data(), layer_rho->data()};
+    on_worker([&] { m_m->set_model({vp.data(), rho.data()}, layer); });
   }
 
   py::array_t<Real> forward(carray<Real> const& wavelets) {
@@ -165,8 +167,7 @@ class PyModeling {
     auto img = images();
     py::array_t<Real> syn({m_shots, m_nt, m_nr});
     py::array_t<double> losses(m_shots);
-    fwi::ModelingImages out{img[0].mutable_data(), img[1].mutable_data(), img[2].mutable_data(),
-                            m_vd ? img[3].mutable_data() : nullptr};
+    auto const out = outputs(img);
     Real* sp = syn.mutable_data();
     double* lp = losses.mutable_data();
     double loss = 0;
@@ -182,14 +183,25 @@ class PyModeling {
     check_shape(residual, {m_shots, m_nt, m_nr}, "grad_output");
     check_start(now, before, memory);
     auto img = images();
-    fwi::ModelingImages out{img[0].mutable_data(), img[1].mutable_data(), img[2].mutable_data(),
-                            m_vd ? img[3].mutable_data() : nullptr};
+    auto const out = outputs(img);
     fwi::ForwardState<Real> st;
     st.start_now = data_or_null(now);
     st.start_before = data_or_null(before);
     st.start_memory = data_or_null(memory);
     on_worker([&] { m_m->vjp(wavelets.data(), residual.data(), out, st); });
     return py::make_tuple(img[0], img[1], img[2], m_vd ? py::object(img[3]) : py::none());
+  }
+
+  /// fn(step, first_shot, shots, get, set, images) at every reverse step of gradient() and vjp()
+  /// (None: none), called from the thread that runs the sweep with the GIL taken: get() returns
+  /// (lambda^n, lambda^{n+1}) [shots, *padded_shape()], set(now, next) sets them (None: kept),
+  /// images() returns (grad, illum_src, illum_rec, grad_rho or None) of the steps so far. fn must
+  /// not call this module (the sweep waits for it).
+  void set_reverse_watch(py::object fn) {
+    m_watch = fn;
+    std::function<void(fwi::ReverseView<Real> const&)> w;
+    if (!fn.is_none()) w = [this](fwi::ReverseView<Real> const& v) { call_watch(v); };
+    on_worker([&] { m_m->set_reverse_watch(std::move(w)); });
   }
 
   py::array_t<Real> born(carray<Real> const& wavelets, carray<Real> const& scatter) {
@@ -234,6 +246,16 @@ class PyModeling {
   }
 
  private:
+  // The library's outputs into images(): the gradient per parameter (vp, then rho with variable
+  // density) and the two illuminations.
+  fwi::ModelingImages outputs(std::vector<py::array_t<double>>& img) const {
+    fwi::ModelingImages out;
+    out.grad.push_back(img[0].mutable_data());
+    if (m_vd) out.grad.push_back(img[3].mutable_data());
+    out.illum_src = img[1].mutable_data();
+    out.illum_rec = img[2].mutable_data();
+    return out;
+  }
   std::vector<py::array_t<double>> images() const {
     std::vector<py::ssize_t> const shape(m_shape.begin(), m_shape.end());
     std::vector<py::array_t<double>> img{py::array_t<double>(shape), py::array_t<double>(shape),
@@ -246,6 +268,43 @@ class PyModeling {
     py::array_t<double> a(shape);
     std::copy(v.begin(), v.end(), a.mutable_data());
     return a;
+  }
+  // The Python watch of one reverse step (on the worker thread).
+  void call_watch(fwi::ReverseView<Real> const& v) {
+    py::gil_scoped_acquire gil;
+    auto shape = padded_shape();
+    shape.insert(shape.begin(), v.shots);
+    std::vector<py::ssize_t> const dims(shape.begin(), shape.end());
+    auto get = py::cpp_function([&v, dims] {
+      py::array_t<Real> now(dims), next(dims);
+      Real* a = now.mutable_data();
+      Real* b = next.mutable_data();
+      {
+        py::gil_scoped_release nogil;
+        v.get(a, b);
+      }
+      return py::make_tuple(now, next);
+    });
+    auto set = py::cpp_function(
+        [&v, shape](std::optional<carray<Real>> const& now, std::optional<carray<Real>> const& next) {
+          if (now) check_shape(*now, shape, "the adjoint wavefield lambda^n (wavefield_0)");
+          if (next) check_shape(*next, shape, "the adjoint wavefield lambda^{n+1} (wavefield_m1)");
+          Real const* a = data_or_null(now);
+          Real const* b = data_or_null(next);
+          py::gil_scoped_release nogil;
+          v.set(a, b);
+        },
+        py::arg("now") = py::none(), py::arg("next") = py::none());
+    auto images_so_far = py::cpp_function([this, &v] {
+      auto img = images();
+      auto const out = outputs(img);
+      {
+        py::gil_scoped_release nogil;
+        v.images(out);
+      }
+      return py::make_tuple(img[0], img[1], img[2], m_vd ? py::object(img[3]) : py::none());
+    });
+    m_watch(v.step, v.first_shot, v.shots, get, set, images_so_far);
   }
   std::vector<long long> wave_shape() const {
     auto w = padded_shape();
@@ -281,7 +340,8 @@ class PyModeling {
   std::unique_ptr<fwi::Modeling<Real>> m_m;
   long long m_shots = 0, m_ns = 0, m_nr = 0, m_nt = 0;
   std::vector<int> m_shape;
-  bool m_vd = false;  // variable density: a density gradient too
+  bool m_vd = false;                // variable density: a density gradient too
+  py::object m_watch = py::none();  // set_reverse_watch's function
 };
 
 template <class Real>
@@ -308,6 +368,7 @@ void bind_modeling_of(py::module_& m, char const* name) {
       .def("gradient", &PyModeling<Real>::gradient)
       .def("vjp", &PyModeling<Real>::vjp, py::arg("wavelets"), py::arg("residual"), py::arg("now") = py::none(),
            py::arg("before") = py::none(), py::arg("memory") = py::none())
+      .def("set_reverse_watch", &PyModeling<Real>::set_reverse_watch, py::arg("fn"))
       .def("born", &PyModeling<Real>::born)
       .def("rtm", &PyModeling<Real>::rtm, py::arg("wavelets"), py::arg("data"), py::arg("subtract_background"),
            py::arg("normalize"), py::arg("stabilization"), py::arg("laplacian"), py::arg("mask"),

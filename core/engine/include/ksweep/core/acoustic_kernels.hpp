@@ -315,6 +315,9 @@ template <class Real, int Order, class MemorySpace, int Dim>
 struct AcousticCoefficients {
   /// The damping starts at the layer's first cell.
   static constexpr double profile_inset = 0.0;
+  /// c = v^2 dt^2 / dh^2 is built on the device from a device model (Propagator::set_velocity),
+  /// so that an inversion's model never leaves the device.
+  static constexpr bool on_device = true;
   /// Any layer, a reflecting face (0) and domain cuts included.
   static void check_layer(PmlConfig const&) {}
   template <class Space>

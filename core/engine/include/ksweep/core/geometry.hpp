@@ -3,6 +3,8 @@
 /// The model grid, the absorbing layer around it, the acquisition geometry, and the checks on
 /// them.
 
+#include <ksweep/core/parameters.hpp>
+
 #include <array>
 #include <string>
 #include <vector>
@@ -204,6 +206,7 @@ void check_grid(ModelGrid const& grid, PmlConfig const& pml, int order, int radi
 /// "propagator.pml_width = ..." when the face takes the common width.
 std::string describe_pml_face(PmlConfig const& pml, int f);
 void check_time(double dt, int nt);
+/// check_parameter of the velocity and of the density (parameters.hpp), for callers that hold one.
 void check_velocity(float const* vp, long long n);
 void check_velocity(double const* vp, long long n);
 void check_density(float const* rho, long long n);

@@ -47,6 +47,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -187,6 +188,15 @@ class GradientEngine {
   /// cross-correlation image condition; lambda^{n+1} is the adjoint level the gradient pairs
   /// with u^n).
   void set_cross_correlation(bool on) { m_xcorr = on; }
+
+  /// A look into backward()'s reverse sweep: `watch(n)` is called on the host once the adjoint
+  /// level lambda^n is the propagator's newest and the images hold the steps nt - 1 down to n
+  /// (n = nt - 1, ..., 0), the instance not fenced: a watch that reads fences it
+  /// (Propagator::get_adjoint_state, accumulate_so_far do). It may change the adjoint levels
+  /// (Propagator::set_adjoint_state): the sweep goes on from them. While a watch is set the
+  /// batched schedule runs (the `shots` schedule has no step between its shots' loops). Empty:
+  /// none.
+  void set_reverse_watch(std::function<void(int)> watch) { m_watch = std::move(watch); }
   bool cross_correlation() const { return m_xcorr; }
   /// Cells saved per shot and step.
   int ring_cells() const { return m_n_ring; }
@@ -262,19 +272,42 @@ class GradientEngine {
     if (m_chain_run) Kokkos::deep_copy(space, m_layer_acc, 0.0);
     m_shots = S;
     p.adjoint_start(residual);  // lambda^{nt}
-    if (p.runs_shots()) backward_shots(w, residual);
+    if (p.runs_shots() && !m_watch) backward_shots(w, residual);
     else backward_batched(w, residual);
     // The adjoint field is mu = c lambda: the images hold sum mu L u and sum mu^2. With
     // dc/dv = 2 c / v: dL/dv = sum lambda L u 2 c / v = (2 / v) sum mu L u, and
     // sum lambda^2 = (sum mu^2) / c^2 (c is fixed in time). Per shot.
-    scale_images(S);
-    if (m_chain_run)
-      core::launch_points(
-          space, "ksweep::core::layer_fold",
-          LayerFold{m_layer_acc, m_grad_c, p.c(), p.vp_model(), m_layer_field, m_layer_model, m_n_layer}, S);
+    finish_images(S);
     space.fence();
     m_store.reset();
     m_peak = std::max(m_peak, core::peak_memory_bytes());
+  }
+
+  /// From a reverse watch (set_reverse_watch): adds to `out`, as accumulate() does, the images of
+  /// the reverse steps done so far, finished as backward() finishes them at its end (the chain
+  /// rules), on copies: the sweep's own images go on as they are. At n = 0 these are the bits
+  /// that backward() and accumulate() give. Fences the instance.
+  void accumulate_so_far(images_type const& out) {
+    auto const space = m_prop.space();
+    auto copy = [&](shot_images const& v) {
+      shot_images c(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, v.label() + "_so_far"), v.extent(0),
+                    v.extent(1), v.extent(2));
+      Kokkos::deep_copy(space, c, v);
+      return c;
+    };
+    auto const grad = m_grad_c, isrc = m_isrc, irec = m_irec;
+    auto const more = m_grad_more;
+    m_grad_c = copy(grad);
+    m_isrc = copy(isrc);
+    m_irec = copy(irec);
+    for (auto& g : m_grad_more) g = copy(g);
+    finish_images(m_shots);
+    accumulate(out);
+    space.fence();
+    m_grad_c = grad;
+    m_isrc = isrc;
+    m_irec = irec;
+    m_grad_more = more;
   }
 
   /// Adds the images of the last batch's shots to `out`, one shot after the other in batch
@@ -440,48 +473,12 @@ class GradientEngine {
   }
   auto stage_row(int i) const { return Kokkos::subview(m_stage, i, Kokkos::ALL); }
 
-  // The `shots` schedule, forward: each chunk of steps runs shot by shot (the ring of u^{n+1}
-  // copied into the staging row of step n), then the chunk's rows go through the codec.
-  struct ForwardSave {
-    typename propagator_type::template ShotStep<core::ForwardTag> m_step;
-    Kokkos::View<int const*, memory_space> m_offsets;
-    stage_view m_stage;
-    SaveLayerTerms m_terms[2];  // by the step's parity (m_step.parity), as its kernels
-    int m_stride, m_n0;
-    LayerSave m_layer;  // the layer's chain rule (m_cells 0: off)
-    void operator()(int s, int n) const {
-      m_step(s, n);
-      auto const& u = m_step.at(n).m_out;  // u^{n+1}
-      Real const* src = u.data() + static_cast<std::size_t>(s) * u.stride(0);
-      if (m_layer.m_cells > 0) m_layer.shot(src, n, s);
-      Real* dst = &m_stage(n - m_n0, static_cast<std::size_t>(s) * m_stride);
-      for (int k = 0; k < m_stride; ++k) {
-        int const o = m_offsets(k);
-        dst[k] = o >= 0 ? src[o] : Real(0);
-      }
-      SaveLayerTerms const& t = m_terms[m_step.parity(n)];
-      for (int j = 0; j < t.m_cells; ++j) t.apply(n, s, j);
-    }
-  };
-  void forward_shots(wavelet_view const& w, record_view const& synthetic, int nt) {
-    if constexpr (core::impl::runs_by_rows<ExecSpace>) {
-      auto& p = m_prop;
-      int const T = chunk_steps();
-      stage(T);
-      for (int n0 = 0; n0 < nt; n0 += T) {
-        int const n1 = std::min(nt, n0 + T);
-        ForwardSave body{p.forward_shot_step(w, synthetic, n0), m_offsets, m_stage, {}, m_stride, n0, {}};
-        if (m_chain_run) body.m_layer = layer_save(w, p.forward_newest(), n0);
-        for (int par = 0; par < 2; ++par)  // the memories the step n0 + par writes
-          body.m_terms[par] = save_terms(p.forward_state_after(par), n0 + par);
-        p.run_shot_steps(propagator_type::Direction::forward, "ksweep::core::forward_shots", body, n0, n1, false);
-        for (int n = n0; n < n1; ++n)
-          m_store->put_from(n, storage::ViewValues<Real const, memory_space>{stage_row(n - n0)});
-      }
-    } else {
-      (void)w, (void)synthetic, (void)nt;
-    }
-  }
+  // The `shots` schedule, forward and backward (gradient_shots.hpp): each chunk of steps runs
+  // shot by shot, its saved rings staged between the shots' time loops and the codec.
+  struct ForwardSave;
+  void forward_shots(wavelet_view const& w, record_view const& synthetic, int nt);
+  struct BackwardShots;
+  void backward_shots(wavelet_view const& w, record_view const& residual);
 
   // What reverse step n does, the same for every schedule (the one case analysis of the sweep):
   // full saving decodes u^n (saved step n - 1; u^0 = 0) into the level before the newest and
@@ -558,103 +555,7 @@ class GradientEngine {
       if (m_chain_run)
         core::launch_points(space, "ksweep::core::layer_chain", layer_chain(p.adjoint_newest(), n), S * m_n_layer);
       p.advance_adjoint();  // lambda^n
-    }
-  }
-
-  // The `shots` schedule, backward: the same per-step work as the batched loop in backward(),
-  // shot by shot, with the saved steps a chunk needs decoded into the staging rows first.
-  struct BackwardShots {
-    typename propagator_type::template ShotStep<core::AdjointTag> m_adj;
-    core::InjectPoints<Real, memory_space> m_src;  // w[n] taken out of u^{n+1}
-    imaging_type m_img[2];                         // by parity of the steps from m_n_base
-    ApplyLayerTerms m_terms[2];                    // the layer terms on the levels of m_img
-    LayerChain m_chain[2];                         // the layer's chain rule (m_cells 0: off), same parity
-    field3 m_u0[2];                                // the u^n buffer of each parity (full: decoded into)
-    Kokkos::View<int const*, memory_space> m_offsets;
-    stage_view m_stage;
-    int m_stride, m_n_base, m_n_src;
-    ReversePlan m_plan;
-    void restore(field3 const& u, int s, int row) const {  // ring cells of shot s from a staging row, or zeros
-      Real* dst = u.data() + static_cast<std::size_t>(s) * u.stride(0);
-      Real const* src = row < 0 ? nullptr : &m_stage(row, static_cast<std::size_t>(s) * m_stride);
-      for (int k = 0; k < m_stride; ++k) {
-        int const o = m_offsets(k);
-        if (o >= 0) dst[o] = src ? src[k] : Real(0);
-      }
-    }
-    void operator()(int s, int n) const {
-      m_adj.points(s, n);
-      int const k = m_n_base - n, par = m_adj.parity(n);  // the staging row; the levels' parity
-      imaging_type const& img = m_img[par];
-      auto const step = m_plan.at(n);
-      bool const image = step.image, rebuild = step.rebuild, staged = step.decode >= 0 || step.start;
-      if (rebuild) {
-        for (int i = 0; i < m_n_src; ++i) m_src.apply(img.m_u1, s, i, n);
-        restore(img.m_u1, s, staged ? k : -1);  // the ring of u^{n-1}
-      } else if (staged) {
-        restore(m_u0[par], s, k);  // u^n
-      }
-      // One sweep over the rows: the adjoint stencil of row iz and the imaging (and rebuild) of
-      // the same row, while mu^{n+1} and c of that row are in cache. The two are independent
-      // (imaging reads mu^{n+1} and u^n, writes u^{n+1} -> u^{n-1}; the stencil reads mu^{n+1},
-      // writes mu^n over mu^{n+2}), so the result is the batched schedule's, bit for bit.
-      auto const& stencil = m_adj.at(n);
-      for (int pr = 0; pr < m_adj.m_rows; ++pr) {
-        int const r = s * m_adj.m_rows + pr;
-        stencil(core::impl::RowTag<core::AdjointTag>{}, r);
-        if (!image) continue;
-        int sh, iz, iy;
-        stencil.decode(r, sh, iz, iy);
-        int const mr = img.model_row(iz, iy);
-        if (mr >= 0) img.row(s, mr, rebuild);
-      }
-      if (image) m_terms[par].apply(s, n, rebuild);
-      LayerChain const& chain = m_chain[par];
-      if (chain.m_cells > 0) chain.shot(s, n);
-    }
-  };
-  // The `shots` schedule of backward(), chunk by chunk from the last step down to n = 0.
-  void backward_shots(wavelet_view const& w, record_view const& residual) {
-    if constexpr (core::impl::runs_by_rows<ExecSpace>) {
-      auto& p = m_prop;
-      int const T = chunk_steps(), S = p.n_shots();
-      auto const plan = reverse_plan();
-      stage(T);
-      wavelet_view no_wavelets;
-      for (int n1 = m_nt; n1 > 0; n1 -= T) {
-        int const n0 = std::max(0, n1 - T), top = n1 - 1;
-        for (int n = top; n >= n0; --n)  // the saved steps this chunk reads, in decreasing order
-          if (int const saved = plan.at(n).decode; saved >= 0)
-            m_store->with_decoder(m_store->fetch(saved), storage::ViewValues<Real, memory_space>{stage_row(top - n)},
-                                  [&](auto const& dec) {
-                                    launch_for("ksweep::core::decode_chunk",
-                                               Kokkos::RangePolicy<ExecSpace>(p.space(), 0, S * m_stride), dec);
-                                  });
-          else if (plan.at(n).start)  // u^0's saved cells as the run started
-            Kokkos::deep_copy(p.space(), stage_row(top - n), start_values(S));
-        BackwardShots body;
-        body.m_adj = p.adjoint_shot_step(residual, no_wavelets, top);
-        body.m_src = p.source_removal({}, w, 0);
-        for (int par = 0; par < 2; ++par) {
-          // The forward levels of the steps of parity `par` from the chunk's top (the reverse
-          // cursor: a rebuilding step makes the level before the newest one).
-          auto const levels = p.reverse_levels(par, !full());
-          body.m_img[par] = make_imaging(levels.older, body.m_adj.m_k[par].m_cur, levels.newer, !full());
-          body.m_terms[par] = apply_terms(body.m_adj.m_k[par].m_cur, levels.newer, 0, !full());
-          if (m_chain_run) body.m_chain[par] = layer_chain(body.m_adj.m_k[par].m_cur, 0);
-          body.m_u0[par] = levels.older;
-        }
-        body.m_offsets = m_offsets;
-        body.m_stage = m_stage;
-        body.m_stride = m_stride;
-        body.m_n_base = top;
-        body.m_n_src = body.m_src.count();
-        body.m_plan = plan;
-        p.run_shot_steps(propagator_type::Direction::adjoint, "ksweep::core::backward_shots", body, n0, n1, true);
-        p.step_back_forward(plan.rebuilt(n0, n1));  // one level per rebuilding step
-      }
-    } else {
-      (void)w, (void)residual;
+      if (m_watch) m_watch(n);
     }
   }
 
@@ -851,6 +752,15 @@ class GradientEngine {
   };
 
  private:
+  // The end of backward(): the images of the S shots from d/dc to the parameters (scale_images),
+  // then the layer's chain rule folded into the velocity's.
+  void finish_images(int S) {
+    scale_images(S);
+    if (m_chain_run)
+      core::launch_points(
+          m_prop.space(), "ksweep::core::layer_fold",
+          LayerFold{m_layer_acc, m_grad_c, m_prop.c(), m_prop.vp_model(), m_layer_field, m_layer_model, m_n_layer}, S);
+  }
   void scale_images(int S) {
     auto const& l = m_prop.layout();
     launch_for("ksweep::core::scale_images",
@@ -886,7 +796,8 @@ class GradientEngine {
   Kokkos::View<double**, Kokkos::LayoutRight, memory_space> m_misfit;  // [shot][time] sums over receivers
   std::vector<double> m_shot_loss;
   int m_shots = 0;
-  int m_chunk_steps = 0;  // 0: automatic
+  int m_chunk_steps = 0;             // 0: automatic
+  std::function<void(int)> m_watch;  // set_reverse_watch
   std::unique_ptr<storage::StepStore<Real, ExecSpace>> m_store;
   stage_view m_stage;  // the `shots` schedule's saved rings of a chunk of steps
   // The layer-term cells (LayerTermCells) and their terms of every forward step.
@@ -910,3 +821,5 @@ class GradientEngine {
 };
 
 }  // namespace ksweep::core
+
+#include <ksweep/core/gradient_shots.hpp>

@@ -5,11 +5,13 @@
 /// stencil (the fields' halo and the ring that boundary saving keeps), its coefficients (what its
 /// set-up adds to the propagator's c and cell profiles: the checks of its layer, its fields and
 /// profiles, their binding to the kernels and the imaging), its parameters and its stability
-/// limit. Propagator and GradientEngine are written once over it.
+/// limit. Propagator and GradientEngine are written once over it. The parameters' table lives in
+/// parameters.hpp, free of Kokkos, so that the layers above the core read the same one.
 ///   Acoustic    constant-density acoustics, parameter vp (acoustic_kernels.hpp)
 ///   AcousticVd  variable-density acoustics, parameters vp and rho (physics/acoustic_vd.hpp)
 
 #include <ksweep/core/acoustic_kernels.hpp>
+#include <ksweep/core/parameters.hpp>
 #include <ksweep/core/physics/acoustic_vd.hpp>
 #include <ksweep/core/stencil.hpp>
 
@@ -17,14 +19,6 @@
 #include <cmath>
 
 namespace ksweep::core {
-
-/// A parameter of a physics: its name (as the program's keys and files say it), its unit, and
-/// the lower bound it must exceed.
-struct Parameter {
-  char const* name;
-  char const* unit;
-  double lower;
-};
 
 struct Acoustic {
   static constexpr char const* name = "acoustic";
@@ -34,7 +28,7 @@ struct Acoustic {
   using imaging = AcousticImaging<Real, Order, MemorySpace, Dim>;
   template <class Real, int Order, class MemorySpace, int Dim>
   using coefficients = AcousticCoefficients<Real, Order, MemorySpace, Dim>;
-  static constexpr std::array<Parameter, 1> parameters = {{{"vp", "m/s", 0.0}}};
+  static constexpr auto const& parameters = acoustic_parameters;
   /// The largest stable v dt / dh of the order in `dim` dimensions.
   static double courant_limit(int order, int dim) { return core::courant_limit(order, dim); }
 };
@@ -47,7 +41,7 @@ struct AcousticVd {
   using imaging = AcousticVdImaging<Real, Order, MemorySpace, Dim>;
   template <class Real, int Order, class MemorySpace, int Dim>
   using coefficients = AcousticVdCoefficients<Real, Order, MemorySpace, Dim>;
-  static constexpr std::array<Parameter, 2> parameters = {{{"vp", "m/s", 0.0}, {"rho", "kg/m^3", 0.0}}};
+  static constexpr auto const& parameters = acoustic_vd_parameters;
   /// The largest stable v dt / dh of the order in `dim` dimensions, v the effective velocity.
   static double courant_limit(int order, int dim) { return vd_courant_limit(order, dim); }
 };

@@ -34,7 +34,7 @@ namespace ksweep::core {
 /// The absorbing layer surrounds the model grid; its velocity repeats the nearest model edge.
 /// `Dim` is the grid's dimension (2: [nz][nx], 3: [nz][ny][nx]); fields are stored as rows of
 /// NX + 2R cells (see Rows in acoustic_kernels.hpp), R the reach of the physics' stencil.
-/// `Physics` (physics.hpp) is the equation: Acoustic (set_velocity) or AcousticVd (set_model).
+/// `Physics` (physics.hpp) is the equation: Acoustic or AcousticVd (set_model: one field per parameter).
 ///
 /// Synchronisation: every launch is on the instance given to the constructor. The whole
 /// operations set_velocity(), set_survey(), forward() and adjoint() fence it before they
@@ -166,22 +166,27 @@ class Propagator {
   /// The model velocity on the device, [model row][nx] row-major ([nz][nx], or [nz ny][nx] in 3D).
   using velocity_view = Kokkos::View<Real const**, Kokkos::LayoutRight, memory_space>;
 
-  /// Sets the velocity (m/s) of the model grid, row-major [nz][nx] ([nz][ny][nx]) on the host. The layer
-  /// repeats the model's edges; with `update_layer` false, the layer keeps its velocity and
-  /// damping profiles from the previous call (the gradient is with respect to the model cells
-  /// with the layer held fixed).
+  /// The physics' parameters (physics.hpp, parameters.hpp): vp first, then the others.
+  static constexpr int n_parameters = static_cast<int>(Physics::parameters.size());
+
+  /// Sets the model: one host array per parameter of the physics (Physics::parameters, vp
+  /// first), row-major [nz][nx] ([nz][ny][nx]), float or double. Each is checked against its
+  /// parameter (finite, above its bound; the error names the cell). The layer repeats the
+  /// model's edges; with `update_layer` false, the layer keeps its parameters and damping profiles
+  /// from the previous call (the gradient is with respect to the model cells with the layer held
+  /// fixed). The physics' coefficients build the rest (constant density: c = v^2 dt^2 / dh^2 on
+  /// the device, as set_velocity; variable density: AcousticVdCoefficients::set on the host).
+  void set_model(std::array<float const*, n_parameters> const& fields, bool update_layer = true) {
+    set_host_model(fields, update_layer);
+  }
+  void set_model(std::array<double const*, n_parameters> const& fields, bool update_layer = true) {
+    set_host_model(fields, update_layer);
+  }
+
+  /// Constant density: set_model({vp}, update_layer).
   void set_velocity(float const* vp, bool update_layer = true) {
     static_assert(std::is_same_v<Physics, Acoustic>, "set_velocity: constant-density acoustics (else set_model)");
-    auto const& l = m_layout;
-    int const rows = l.model_rows();
-    check_velocity(vp, static_cast<long long>(rows) * l.nx);  // the host values, named as given
-    Kokkos::View<Real**, Kokkos::LayoutRight, memory_space> d(
-        Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string("ksweep::core::vp_upload")), rows, l.nx);
-    auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), d);
-    for (int iz = 0; iz < rows; ++iz)
-      for (int ix = 0; ix < l.nx; ++ix) h(iz, ix) = static_cast<Real>(vp[static_cast<std::size_t>(iz) * l.nx + ix]);
-    Kokkos::deep_copy(m_space, d, h);
-    set_velocity(velocity_view(d), update_layer);
+    set_model({vp}, update_layer);
   }
 
   /// Sets the velocity (m/s) of the model grid from a device view [nz][nx] (the host overload
@@ -191,18 +196,6 @@ class Propagator {
   /// host when the layer is updated. With `update_layer` false the layer keeps its velocity and
   /// profiles from the previous call (the CFL check covers the new maximum).
   void set_velocity(velocity_view const& vp, bool update_layer = true);
-
-  /// Variable density: sets vp (m/s) and rho (kg/m^3) of the model grid from host arrays (float
-  /// or double) laid out as set_velocity's. The layer repeats the model's edges; with `update_layer` false it
-  /// keeps its vp, rho and damping profiles from the previous call (the gradient is with respect
-  /// to the model cells with the layer held fixed). In double, rounded to Real once:
-  /// c = rho v^2 dt^2 / dh^2 at the cells and bb_a = (1 / rho_j + 1 / rho_{j+1}) / 2 at the
-  /// half-points j + 1/2 along each axis a (the halo repeats the padded grid's edge; with a free
-  /// surface the rows above row 0 mirror bb_z about it). The stability check takes the effective
-  /// velocity sqrt(c bb) dh / dt, bb the largest buoyancy of the half-points the cell's own
-  /// divergence reads.
-  template <class T>
-  void set_model(T const* vp, T const* rho, bool update_layer = true);
 
   /// Sets the sources and receivers of the next batch (at most max_shots shots).
   void set_survey(Survey const& survey);
@@ -320,37 +313,19 @@ class Propagator {
   /// (memory_values() per shot, as get_forward_state() writes them). With a free surface, its
   /// row (padded row 0) is set to zero, the value the step keeps there. forward_continue() then
   /// steps on from this state.
-  void set_forward_state(Real const* now, Real const* before, Real const* memory) {
-    forward_reset();
-    State& st = m_fwd;
-    Real const* const level[2] = {now, before};
-    for (int i = 0; i < 2; ++i)
-      if (level[i]) {
-        auto h = Kokkos::create_mirror_view(st.u[i]);
-        Kokkos::deep_copy(h, st.u[i]);  // the halo's zeros
-        padded_copy(h, level[i], nullptr);
-        Kokkos::deep_copy(m_space, st.u[i], h);
-      }
-    if (memory) memory_copy(st, memory, nullptr);
-    m_space.fence();
-  }
+  void set_forward_state(Real const* now, Real const* before, Real const* memory);
 
   /// The forward state of the batch's shots where the last forward run ended, into host arrays
   /// (each may be null: not written), in set_forward_state()'s layout: u^{nt} (`now`), u^{nt-1}
   /// (`before`) and the layer memories.
-  void get_forward_state(Real* now, Real* before, Real* memory) const {
-    m_space.fence();
-    State const& st = m_fwd;
-    Real* const level[2] = {now, before};
-    for (int i = 0; i < 2; ++i)
-      if (level[i]) {
-        auto const& u = st.u[i == 0 ? st.cur : 1 - st.cur];
-        auto h = Kokkos::create_mirror_view(u);
-        Kokkos::deep_copy(h, u);
-        padded_copy(h, nullptr, level[i]);
-      }
-    if (memory) memory_copy(st, nullptr, memory);
-  }
+  void get_forward_state(Real* now, Real* before, Real* memory) const;
+
+  /// The adjoint wavefields of the batch's shots during a reverse sweep, lambda^n (`now`, the
+  /// newest level; lambda^n = dL/du^n) and lambda^{n+1} (`next`), into host arrays (each may be
+  /// null) laid out as get_forward_state()'s: the field holds mu = c lambda, handed out divided by
+  /// c. set_adjoint_state() sets them (each may be null: kept), multiplied by c.
+  void get_adjoint_state(Real* now, Real* next) const;
+  void set_adjoint_state(Real const* now, Real const* next);
 
   // ---------------------------------------------------------------------------------------------
   // Adjoint
@@ -772,44 +747,16 @@ class Propagator {
   // array [shot][NZ][NY][NX], for the batch's shots: into h from `from` (then, with a free
   // surface, zero on the surface row), or from h into `to` (one of them null).
   template <class HostField>
-  void padded_copy(HostField const& h, Real const* from, Real* to) const {
-    auto const& l = m_layout;
-    std::size_t k = 0;
-    for (int s = 0; s < m_survey.n_shots; ++s)
-      for (int iz = 0; iz < l.NZ; ++iz)
-        for (int iy = 0; iy < l.NY; ++iy, k += static_cast<std::size_t>(l.NX)) {
-          Real* const row = &h(s, l.field_row(iz, iy), R);  // NX contiguous values
-          if (!from) std::copy(row, row + l.NX, to + k);
-          else if (l.free_surface && iz == 0) std::fill(row, row + l.NX, Real(0));
-          else std::copy(from + k, from + k + l.NX, row);
-        }
-  }
+  void padded_copy(HostField const& h, Real const* from, Real* to) const;
 
   // Copies between the current layer memories of `st` (psi and zeta of each axis, [side][shot]
   // [..][..]) and an array of memory_values() per shot, for the batch's shots: into the state
   // from `from`, or from the state into `to` (one of them null).
-  void memory_copy(State const& st, Real const* from, Real* to) const {
-    std::size_t const per_shot = memory_values();
-    std::size_t offset = 0;  // of the strip within a shot's values
-    for (int a = 0; a < Dim; ++a)
-      for (field4 const& f : {st.psi[a][st.aux], st.zeta[a][st.aux]}) {
-        auto h = Kokkos::create_mirror_view(f);
-        Kokkos::deep_copy(h, f);
-        std::size_t const block = f.extent(2) * f.extent(3);  // one side of one shot, contiguous
-        for (int s = 0; s < m_survey.n_shots; ++s) {
-          std::size_t k = static_cast<std::size_t>(s) * per_shot + offset;
-          for (std::size_t side = 0; side < f.extent(0); ++side, k += block) {
-            Real* const b = &h(side, s, 0, 0);
-            if (from) std::copy(from + k, from + k + block, b);
-            else std::copy(b, b + block, to + k);
-          }
-        }
-        if (from) Kokkos::deep_copy(f, h);
-        offset += f.extent(0) * f.extent(2) * f.extent(3);
-      }
-  }
+  void memory_copy(State const& st, Real const* from, Real* to) const;
 
   void build_profiles();
+  template <class T>
+  void set_host_model(std::array<T const*, n_parameters> const& fields, bool update_layer);
 
   ExecSpace m_space;
   ModelGrid m_grid;
@@ -837,4 +784,5 @@ class Propagator {
 }  // namespace ksweep::core
 
 #include <ksweep/core/propagator_setup.hpp>
+#include <ksweep/core/propagator_state.hpp>
 #include <ksweep/core/born.hpp>

@@ -1,8 +1,8 @@
 #pragma once
 /// \file propagator_setup.hpp
-/// The set-up of the Propagator (propagator.hpp), defined out of its class: the model (the
-/// velocity, or velocity and density, with the absorbing layer's copy of its edges and the CFL
-/// check), the layer's damping profiles, and the survey's points on the device.
+/// The set-up of the Propagator (propagator.hpp), defined out of its class: the model (one field
+/// per parameter of the physics, checked against its parameter, with the absorbing layer's copy of
+/// its edges and the CFL check), the layer's damping profiles, and the survey's points on the device.
 
 #include <ksweep/core/propagator.hpp>
 
@@ -18,7 +18,7 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::set_velocity(veloci
                      << "]");
   int const nz = l.model_rows(), nx = l.nx;
   long long const n = static_cast<long long>(nz) * nx;
-  // The first cell that is not finite and > 0, in row-major order (as check_velocity finds it).
+  // The first cell that is not finite and > 0, in row-major order (as check_parameter finds it).
   long long first_bad = n;
   launch_reduce(
       "ksweep::core::check_velocity", Kokkos::RangePolicy<ExecSpace>(m_space, 0, n),
@@ -32,7 +32,7 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::set_velocity(veloci
     Kokkos::View<Real, Kokkos::HostSpace> bad("ksweep::core::bad_velocity");
     Kokkos::deep_copy(m_space, bad, Kokkos::subview(vp, first_bad / nx, first_bad % nx));
     m_space.fence();
-    KSWEEP_REQUIRE(false, "velocity at cell " << first_bad << " is " << bad() << ": velocities must be finite and > 0");
+    parameter_error(Physics::parameters[0], first_bad, static_cast<double>(bad()));
   }
   Kokkos::MinMaxScalar<Real> range;
   launch_reduce(
@@ -82,27 +82,41 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::set_velocity(veloci
 
 template <class Real, int Order, class ExecSpace, int Dimension, class Physics>
 template <class T>
-void Propagator<Real, Order, ExecSpace, Dimension, Physics>::set_model(T const* vp, T const* rho, bool update_layer) {
-  static_assert(std::is_same_v<Physics, AcousticVd>, "set_model(vp, rho): variable-density acoustics");
+void Propagator<Real, Order, ExecSpace, Dimension, Physics>::set_host_model(
+    std::array<T const*, n_parameters> const& fields, bool update_layer) {
   auto const& l = m_layout;
-  int const nx = l.nx;
-  long long const n = static_cast<long long>(l.model_rows()) * nx;
-  check_velocity(vp, n);
-  check_density(rho, n);
-  // c, the buoyancy and the model density, with the layer's copy of the model's edge and the CFL
-  // check, from the physics (AcousticVdCoefficients::set).
-  auto ch = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_c);
-  bool const fresh = m_coef.set(m_space, l, m_grid, m_dt, vp, rho, update_layer, ch);
-  m_layer_copies_model = fresh;
-  if (fresh) {
-    auto const [vlo, vhi] = std::minmax_element(vp, vp + n);
-    m_vmin = *vlo;
-    m_vmax = *vhi;
-    build_profiles();
+  int const rows = l.model_rows(), nx = l.nx;
+  long long const n = static_cast<long long>(rows) * nx;
+  for (int p = 0; p < n_parameters; ++p) {
+    KSWEEP_REQUIRE(fields[p], "ksweep::core::Propagator::set_model: no " << Physics::parameters[p].noun << " given");
+    check_parameter(Physics::parameters[p], fields[p], n);  // the host values, named as given
   }
-  Kokkos::deep_copy(m_space, m_c, ch);
-  upload_model_field(m_space, vp, l.model_rows(), nx, m_vp_model, "ksweep::core::vp");
-  m_space.fence();
+  T const* vp = fields[0];
+  if constexpr (coefficients_type::on_device) {
+    // c = v^2 dt^2 / dh^2 from the velocity on the device (set_velocity's device overload).
+    Kokkos::View<Real**, Kokkos::LayoutRight, memory_space> d(
+        Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string("ksweep::core::vp_upload")), rows, nx);
+    auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), d);
+    for (int iz = 0; iz < rows; ++iz)
+      for (int ix = 0; ix < nx; ++ix) h(iz, ix) = static_cast<Real>(vp[static_cast<std::size_t>(iz) * nx + ix]);
+    Kokkos::deep_copy(m_space, d, h);
+    set_velocity(velocity_view(d), update_layer);
+  } else {
+    // c and the physics' own fields, with the layer's copy of the model's edge and the CFL
+    // check, from the physics (coefficients_type::set, on the host).
+    auto ch = Kokkos::create_mirror_view(Kokkos::HostSpace(), m_c);
+    bool const fresh = m_coef.set(m_space, l, m_grid, m_dt, fields, update_layer, ch);
+    m_layer_copies_model = fresh;
+    if (fresh) {
+      auto const [vlo, vhi] = std::minmax_element(vp, vp + n);
+      m_vmin = *vlo;
+      m_vmax = *vhi;
+      build_profiles();
+    }
+    Kokkos::deep_copy(m_space, m_c, ch);
+    upload_model_field(m_space, vp, rows, nx, m_vp_model, "ksweep::core::vp");
+    m_space.fence();
+  }
 }
 
 template <class Real, int Order, class ExecSpace, int Dimension, class Physics>

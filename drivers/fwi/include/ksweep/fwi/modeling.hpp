@@ -16,8 +16,8 @@
 /// caller asks for a forward run's final state (ForwardState).
 ///
 /// The gradient is with respect to the model cells, with the absorbing layer's velocity (and
-/// density) and damping held fixed: they come from the `layer` model given to set_velocity or
-/// set_model (the model itself when none is given). Passing a fixed `layer` makes the records a smooth function of
+/// density) and damping held fixed: they come from the `layer` model given to set_model (the
+/// model itself when none is given). Passing a fixed `layer` makes the records a smooth function of
 /// the model whose derivative is exactly what gradient() and vjp() return.
 ///
 /// After each batch the object calls `after_batch` (when set) with the shots done and the shots
@@ -69,12 +69,13 @@ struct ModelingSetup {
 
 /// The images of a gradient, [nz][nx] or [nz][ny][nx], summed over the shots in order.
 struct ModelingImages {
-  double* grad = nullptr;       ///< dL/dv (s/m per unit of the loss)
+  /// The gradient per parameter of the physics (physics_parameters(): dL/dv in s/m, then for
+  /// acoustic_vd dL/drho in m^3/kg, per unit of the loss); fewer entries, or nulls: not wanted.
+  std::vector<double*> grad;
   double* illum_src = nullptr;  ///< sum over time of the source wavefield squared
   /// sum over time of the adjoint wavefield squared, or after Modeling::set_cross_correlation(true)
   /// the zero-lag cross-correlation of the source and adjoint wavefields, sum_n u^n lambda^{n+1}
   double* illum_rec = nullptr;
-  double* grad_rho = nullptr;  ///< acoustic_vd: dL/drho (m^3/kg per unit of the loss)
 };
 
 /// Where forward() starts and what it hands back besides the records: for every shot, the
@@ -94,6 +95,24 @@ struct ForwardState {
   Real* end_memory = nullptr;          ///< the layer's memories at the end
 };
 
+/// What a reverse watch (Modeling::set_reverse_watch) is handed at reverse step n of a batch of
+/// gradient() or vjp(): the adjoint wavefield lambda^n = dL/du^n is complete and the images hold
+/// the steps nt - 1 down to n. Its functions are valid during the call only.
+template <class Real>
+struct ReverseView {
+  int step = 0;        ///< n, from nt - 1 down to 0
+  int first_shot = 0;  ///< the batch: shots first_shot, ..., first_shot + shots - 1
+  int shots = 0;
+  /// lambda^n (`now`) and lambda^{n+1} (`next`) of the batch's shots into arrays laid out as
+  /// ForwardState's wavefields (padded_shape() per shot); each may be null.
+  std::function<void(Real* now, Real* next)> get;
+  /// Sets them (each may be null: kept); the sweep goes on from them.
+  std::function<void(Real const* now, Real const* next)> set;
+  /// The batch's images of the steps so far into `out` (zeroed first), finished as gradient()
+  /// finishes them: at step 0 the bits gradient() gives for a run of this one batch.
+  std::function<void(ModelingImages const& out)> images;
+};
+
 /// Forward, adjoint and gradient of one survey in precision `Real` (float or double).
 template <class Real>
 class Modeling {
@@ -108,12 +127,13 @@ class Modeling {
   /// Cells of the model (nz nx, or nz ny nx).
   long long cells() const;
 
-  /// The model velocity (m/s); `layer` (same shape, or null: the model) sets the absorbing
-  /// layer's velocity and damping, which the gradient holds fixed.
+  /// The model: one array per parameter of the physics (physics_parameters(): the velocity in
+  /// m/s, then for acoustic_vd the density in kg/m^3), each [nz][nx] ([nz][ny][nx]). `layer`
+  /// (one array per parameter, or none: the model's) sets the absorbing layer's parameters and
+  /// damping, which the gradient holds fixed.
+  void set_model(std::vector<Real const*> const& fields, std::vector<Real const*> const& layer = {});
+  /// Constant density: set_model({vp}) (with {layer} when one is given).
   void set_velocity(Real const* vp, Real const* layer = nullptr);
-  /// Variable density: the model velocity (m/s) and density (kg/m^3); `layer_vp` and
-  /// `layer_rho` (both or neither) set the absorbing layer's, which the gradient holds fixed.
-  void set_model(Real const* vp, Real const* rho, Real const* layer_vp = nullptr, Real const* layer_rho = nullptr);
 
   /// Records [shot][nt][receiver] of wavelets [shot][source][nt].
   void forward(Real const* wavelets, Real* records);
@@ -153,6 +173,11 @@ class Modeling {
   /// (false, the default) or the zero-lag cross-correlation of the source wavefield u^n and the
   /// adjoint wavefield lambda^{n+1} (true), RTM's plain cross-correlation image condition.
   void set_cross_correlation(bool on);
+
+  /// Called at every reverse step of gradient() and vjp() (n = nt - 1 down to 0, batch by batch)
+  /// with a ReverseView; empty: none. For one rank's whole model (not with `ranks` or
+  /// `domains`). The reverse sweep then runs the batched schedule (the same bits).
+  void set_reverse_watch(std::function<void(ReverseView<Real> const&)> watch);
 
   /// Called after each batch with (shots done, shots); a throw stops the run there.
   void set_after_batch(std::function<void(int, int)> f);

@@ -4,6 +4,7 @@
 /// it as a type: core::Acoustic, core::AcousticVd), and the names of its parameters.
 
 #include <ksweep/base/error.hpp>
+#include <ksweep/core/parameters.hpp>
 
 #include <string>
 #include <vector>
@@ -37,13 +38,20 @@ struct Parameter {
   char const* step_key;  ///< the option of Adam's step for it: "lr", "lr_rho"
 };
 
-/// The parameters of `p`, in the order models, gradients and bounds list them: vp first (the
-/// velocity, which sets the time step's stability), then the others.
+/// A parameter of the core's table (its name, words and units) with the option keys of its
+/// bounds and of Adam's step.
+inline Parameter with_keys(core::Parameter const& q, char const* min_key, char const* max_key, char const* step_key) {
+  return {q.name, q.noun, q.plural, q.unit, min_key, max_key, step_key};
+}
+
+/// The parameters of `p`, in the order models, gradients and bounds list them (the core's
+/// table, core/parameters.hpp): vp first (the velocity, which sets the time step's stability),
+/// then the others.
 inline std::vector<Parameter> const& physics_parameters(Physics p) {
-  static std::vector<Parameter> const acoustic{{"vp", "velocity", "velocities", "m/s", "vmin", "vmax", "lr"}};
+  static std::vector<Parameter> const acoustic{with_keys(core::acoustic_parameters[0], "vmin", "vmax", "lr")};
   static std::vector<Parameter> const acoustic_vd{
-      {"vp", "velocity", "velocities", "m/s", "vmin", "vmax", "lr"},
-      {"rho", "density", "densities", "kg/m^3", "rho_min", "rho_max", "lr_rho"}};
+      with_keys(core::acoustic_vd_parameters[0], "vmin", "vmax", "lr"),
+      with_keys(core::acoustic_vd_parameters[1], "rho_min", "rho_max", "lr_rho")};
   return p == Physics::acoustic_vd ? acoustic_vd : acoustic;
 }
 

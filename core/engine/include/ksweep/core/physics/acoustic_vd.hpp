@@ -48,6 +48,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -370,14 +371,19 @@ class AcousticVdCoefficients {
     }
   }
 
-  /// The model vp, rho ([model row][nx], checked by the caller) on the padded grid: the layer
+  /// Built on the host (set), not from a device model (Propagator::set_model).
+  static constexpr bool on_device = false;
+
+  /// The model vp, rho (`fields`, [model row][nx], checked by the caller) on the padded grid: the layer
   /// repeats the nearest model cell (update_layer, or the first call) or keeps its values. Writes
   /// c = rho v^2 dt^2 / dh^2 into `ch` (the host copy of the propagator's c, [field row][NX + 2R]),
   /// checks the effective velocity against the CFL limit, then uploads the buoyancy and the
   /// model density. Returns whether the layer copies the model's edge.
   template <class Space, class T, class HostField>
-  bool set(Space const& space, Layout const& l, ModelGrid const& grid, double dt, T const* vp, T const* rho,
+  bool set(Space const& space, Layout const& l, ModelGrid const& grid, double dt, std::array<T const*, 2> const& fields,
            bool update_layer, HostField const& ch) {
+    T const* vp = fields[0];
+    T const* rho = fields[1];
     int const N[3] = {l.NZ, l.NY, l.NX}, lo[3] = {l.top, l.front, l.left}, nm[3] = {l.nz, l.ny, l.nx};
     // Padded-grid values [NZ][NY][NX]: the layer repeats the nearest model cell, or keeps its values.
     std::size_t const np = static_cast<std::size_t>(l.NZ) * l.NY * l.NX;

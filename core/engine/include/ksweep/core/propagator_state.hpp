@@ -1,0 +1,125 @@
+#pragma once
+/// \file propagator_state.hpp
+/// Propagator: the forward state of a batch (wavefields and layer memories) in and out of host
+/// arrays, for runs that start from a given state or hand theirs on, and the adjoint wavefields
+/// during a reverse sweep (included by propagator.hpp).
+
+#include <ksweep/core/propagator.hpp>
+
+#include <algorithm>
+
+namespace ksweep::core {
+
+template <class Real, int Order, class ExecSpace, int Dimension, class Physics>
+void Propagator<Real, Order, ExecSpace, Dimension, Physics>::set_forward_state(Real const* now, Real const* before,
+                                                                               Real const* memory) {
+  forward_reset();
+  State& st = m_fwd;
+  Real const* const level[2] = {now, before};
+  for (int i = 0; i < 2; ++i)
+    if (level[i]) {
+      auto h = Kokkos::create_mirror_view(st.u[i]);
+      Kokkos::deep_copy(h, st.u[i]);  // the halo's zeros
+      padded_copy(h, level[i], nullptr);
+      Kokkos::deep_copy(m_space, st.u[i], h);
+    }
+  if (memory) memory_copy(st, memory, nullptr);
+  m_space.fence();
+}
+
+template <class Real, int Order, class ExecSpace, int Dimension, class Physics>
+void Propagator<Real, Order, ExecSpace, Dimension, Physics>::get_forward_state(Real* now, Real* before,
+                                                                               Real* memory) const {
+  m_space.fence();
+  State const& st = m_fwd;
+  Real* const level[2] = {now, before};
+  for (int i = 0; i < 2; ++i)
+    if (level[i]) {
+      auto const& u = st.u[i == 0 ? st.cur : 1 - st.cur];
+      auto h = Kokkos::create_mirror_view(u);
+      Kokkos::deep_copy(h, u);
+      padded_copy(h, nullptr, level[i]);
+    }
+  if (memory) memory_copy(st, nullptr, memory);
+}
+
+template <class Real, int Order, class ExecSpace, int Dimension, class Physics>
+void Propagator<Real, Order, ExecSpace, Dimension, Physics>::get_adjoint_state(Real* now, Real* next) const {
+  m_space.fence();
+  State const& st = m_adj;
+  auto const c = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m_c);
+  Real* const level[2] = {now, next};
+  for (int i = 0; i < 2; ++i)
+    if (level[i]) {
+      auto const& u = st.u[i == 0 ? st.cur : 1 - st.cur];
+      auto h = Kokkos::create_mirror(Kokkos::HostSpace(), u);  // a copy also on host backends: divided here
+      Kokkos::deep_copy(h, u);
+      for (std::size_t s = 0; s < h.extent(0); ++s)
+        for (std::size_t r = 0; r < h.extent(1); ++r)
+          for (std::size_t k = 0; k < h.extent(2); ++k)
+            if (c(r, k) != Real(0)) h(s, r, k) /= c(r, k);  // lambda = mu / c (the halo's c is 0)
+      padded_copy(h, nullptr, level[i]);
+    }
+}
+
+template <class Real, int Order, class ExecSpace, int Dimension, class Physics>
+void Propagator<Real, Order, ExecSpace, Dimension, Physics>::set_adjoint_state(Real const* now, Real const* next) {
+  m_space.fence();
+  State& st = m_adj;
+  auto const c = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m_c);
+  Real const* const level[2] = {now, next};
+  for (int i = 0; i < 2; ++i)
+    if (level[i]) {
+      auto const& u = st.u[i == 0 ? st.cur : 1 - st.cur];
+      auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), u);  // the halo's values (host: u itself)
+      padded_copy(h, level[i], nullptr);
+      for (std::size_t s = 0; s < h.extent(0); ++s)
+        for (std::size_t r = 0; r < h.extent(1); ++r)
+          for (std::size_t k = 0; k < h.extent(2); ++k)
+            if (c(r, k) != Real(0)) h(s, r, k) *= c(r, k);  // mu = c lambda
+      Kokkos::deep_copy(m_space, u, h);
+    }
+  exchange(st.u[st.cur]);
+  m_space.fence();
+}
+
+template <class Real, int Order, class ExecSpace, int Dimension, class Physics>
+template <class HostField>
+void Propagator<Real, Order, ExecSpace, Dimension, Physics>::padded_copy(HostField const& h, Real const* from,
+                                                                         Real* to) const {
+  auto const& l = m_layout;
+  std::size_t k = 0;
+  for (int s = 0; s < m_survey.n_shots; ++s)
+    for (int iz = 0; iz < l.NZ; ++iz)
+      for (int iy = 0; iy < l.NY; ++iy, k += static_cast<std::size_t>(l.NX)) {
+        Real* const row = &h(s, l.field_row(iz, iy), R);  // NX contiguous values
+        if (!from) std::copy(row, row + l.NX, to + k);
+        else if (l.free_surface && iz == 0) std::fill(row, row + l.NX, Real(0));
+        else std::copy(from + k, from + k + l.NX, row);
+      }
+}
+
+template <class Real, int Order, class ExecSpace, int Dimension, class Physics>
+void Propagator<Real, Order, ExecSpace, Dimension, Physics>::memory_copy(State const& st, Real const* from,
+                                                                         Real* to) const {
+  std::size_t const per_shot = memory_values();
+  std::size_t offset = 0;  // of the strip within a shot's values
+  for (int a = 0; a < Dim; ++a)
+    for (field4 const& f : {st.psi[a][st.aux], st.zeta[a][st.aux]}) {
+      auto h = Kokkos::create_mirror_view(f);
+      Kokkos::deep_copy(h, f);
+      std::size_t const block = f.extent(2) * f.extent(3);  // one side of one shot, contiguous
+      for (int s = 0; s < m_survey.n_shots; ++s) {
+        std::size_t k = static_cast<std::size_t>(s) * per_shot + offset;
+        for (std::size_t side = 0; side < f.extent(0); ++side, k += block) {
+          Real* const b = &h(side, s, 0, 0);
+          if (from) std::copy(from + k, from + k + block, b);
+          else std::copy(b, b + block, to + k);
+        }
+      }
+      if (from) Kokkos::deep_copy(f, h);
+      offset += f.extent(0) * f.extent(2) * f.extent(3);
+    }
+}
+
+}  // namespace ksweep::core
