@@ -273,8 +273,9 @@ void check_time(double dt, int nt) {
 
 void parameter_error(Parameter const& p, long long cell, double value) {
   std::ostringstream os;
-  os << p.noun << " at cell " << cell << " is " << value << " " << p.unit << ": " << p.plural
-     << " must be finite and > " << p.lower;
+  os << p.noun << " at cell " << cell << " is " << value;
+  if (std::isfinite(value)) os << " " << p.unit;
+  os << ": " << p.plural << " must be finite and > " << p.lower;
   impl::throw_error(__FILE__, __LINE__, os.str());
 }
 
