@@ -85,7 +85,7 @@ class Forward(torch.autograd.Function):
         watch = ctx.watch
         if ctx.needs_input_grad[0] or ctx.needs_input_grad[2] or watch is not None:
             if watch is not None:
-                m.set_reverse_watch(watch)
+                m.set_reverse_watch(watch, watch.steps)
             try:
                 grad, _, _, grho = m.vjp(ctx.amplitudes, g, *ctx.start)
             finally:
@@ -433,7 +433,8 @@ class _BackwardWatch:
     def __init__(self, callback, frequency, ratio, n_user, dt, v, faces):
         self.callback = callback
         self.ratio = ratio
-        self.samples = set(range(n_user - frequency, 0, -frequency)) | {0}
+        # The internal steps of the samples: the binding calls back at these alone.
+        self.steps = sorted({t * ratio for t in range(n_user - frequency, 0, -frequency)} | {0})
         self.dt = dt
         self.v = v
         self.faces = faces  # (low, high) layer cells per axis
@@ -441,8 +442,6 @@ class _BackwardWatch:
         self.final = None  # the gradient as the callback left it at sample 0, when it changed one
 
     def __call__(self, n, first_shot, shots, get, set_, images):
-        if n % self.ratio or n // self.ratio not in self.samples:
-            return
         now, after = get()
         device = self.v.device
         wavefields = {"wavefield_0": torch.from_numpy(now).to(device), "wavefield_m1": torch.from_numpy(after).to(device)}

@@ -192,15 +192,20 @@ class PyModeling {
     return py::make_tuple(img[0], img[1], img[2], m_vd ? py::object(img[3]) : py::none());
   }
 
-  /// fn(step, first_shot, shots, get, set, images) at every reverse step of gradient() and vjp()
-  /// (None: none), called from the thread that runs the sweep with the GIL taken: get() returns
+  /// fn(step, first_shot, shots, get, set, images) at the reverse steps `steps` of gradient() and
+  /// vjp() (every step when empty; fn None: none), called from the thread that runs the sweep
+  /// with the GIL taken (the other steps take neither the GIL nor a Python call): get() returns
   /// (lambda^n, lambda^{n+1}) [shots, *padded_shape()], set(now, next) sets them (None: kept),
   /// images() returns (grad, illum_src, illum_rec, grad_rho or None) of the steps so far. fn must
   /// not call this module (the sweep waits for it).
-  void set_reverse_watch(py::object fn) {
+  void set_reverse_watch(py::object fn, std::vector<int> steps) {
     m_watch = fn;
+    std::sort(steps.begin(), steps.end());
     std::function<void(fwi::ReverseView<Real> const&)> w;
-    if (!fn.is_none()) w = [this](fwi::ReverseView<Real> const& v) { call_watch(v); };
+    if (!fn.is_none())
+      w = [this, steps = std::move(steps)](fwi::ReverseView<Real> const& v) {
+        if (steps.empty() || std::binary_search(steps.begin(), steps.end(), v.step)) call_watch(v);
+      };
     on_worker([&] { m_m->set_reverse_watch(std::move(w)); });
   }
 
@@ -368,7 +373,8 @@ void bind_modeling_of(py::module_& m, char const* name) {
       .def("gradient", &PyModeling<Real>::gradient)
       .def("vjp", &PyModeling<Real>::vjp, py::arg("wavelets"), py::arg("residual"), py::arg("now") = py::none(),
            py::arg("before") = py::none(), py::arg("memory") = py::none())
-      .def("set_reverse_watch", &PyModeling<Real>::set_reverse_watch, py::arg("fn"))
+      .def("set_reverse_watch", &PyModeling<Real>::set_reverse_watch, py::arg("fn"),
+           py::arg("steps") = std::vector<int>{})
       .def("born", &PyModeling<Real>::born)
       .def("rtm", &PyModeling<Real>::rtm, py::arg("wavelets"), py::arg("data"), py::arg("subtract_background"),
            py::arg("normalize"), py::arg("stabilization"), py::arg("laplacian"), py::arg("mask"),
