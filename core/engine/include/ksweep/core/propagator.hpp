@@ -748,6 +748,8 @@ class Propagator {
   // surface, zero on the surface row), or from h into `to` (one of them null).
   template <class HostField>
   void padded_copy(HostField const& h, Real const* from, Real* to) const;
+  template <class HostField, class HostC>
+  static void scale_by_c(HostField const& h, HostC const& c, bool multiply);
 
   // Copies between the current layer memories of `st` (psi and zeta of each axis, [side][shot]
   // [..][..]) and an array of memory_values() per shot, for the batch's shots: into the state

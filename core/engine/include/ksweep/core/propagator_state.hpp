@@ -43,6 +43,18 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::get_forward_state(R
   if (memory) memory_copy(st, nullptr, memory);
 }
 
+// The host copy `h` of an adjoint level [shot][field row][column] times c (`multiply`) or divided
+// by it, cell by cell; the halo, where c is 0, is left as it is.
+template <class Real, int Order, class ExecSpace, int Dimension, class Physics>
+template <class HostField, class HostC>
+void Propagator<Real, Order, ExecSpace, Dimension, Physics>::scale_by_c(HostField const& h, HostC const& c,
+                                                                        bool multiply) {
+  for (std::size_t s = 0; s < h.extent(0); ++s)
+    for (std::size_t r = 0; r < h.extent(1); ++r)
+      for (std::size_t k = 0; k < h.extent(2); ++k)
+        if (c(r, k) != Real(0)) h(s, r, k) = multiply ? h(s, r, k) * c(r, k) : h(s, r, k) / c(r, k);
+}
+
 template <class Real, int Order, class ExecSpace, int Dimension, class Physics>
 void Propagator<Real, Order, ExecSpace, Dimension, Physics>::get_adjoint_state(Real* now, Real* next) const {
   m_space.fence();
@@ -54,10 +66,7 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::get_adjoint_state(R
       auto const& u = st.u[i == 0 ? st.cur : 1 - st.cur];
       auto h = Kokkos::create_mirror(Kokkos::HostSpace(), u);  // a copy also on host backends: divided here
       Kokkos::deep_copy(h, u);
-      for (std::size_t s = 0; s < h.extent(0); ++s)
-        for (std::size_t r = 0; r < h.extent(1); ++r)
-          for (std::size_t k = 0; k < h.extent(2); ++k)
-            if (c(r, k) != Real(0)) h(s, r, k) /= c(r, k);  // lambda = mu / c (the halo's c is 0)
+      scale_by_c(h, c, false);  // lambda = mu / c
       padded_copy(h, nullptr, level[i]);
     }
 }
@@ -73,10 +82,7 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::set_adjoint_state(R
       auto const& u = st.u[i == 0 ? st.cur : 1 - st.cur];
       auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), u);  // the halo's values (host: u itself)
       padded_copy(h, level[i], nullptr);
-      for (std::size_t s = 0; s < h.extent(0); ++s)
-        for (std::size_t r = 0; r < h.extent(1); ++r)
-          for (std::size_t k = 0; k < h.extent(2); ++k)
-            if (c(r, k) != Real(0)) h(s, r, k) *= c(r, k);  // mu = c lambda
+      scale_by_c(h, c, true);  // mu = c lambda
       Kokkos::deep_copy(m_space, u, h);
     }
   exchange(st.u[st.cur]);
