@@ -501,6 +501,78 @@ TEST(state, the_gradient_from_a_start_is_the_source_s_it_stands_for) {
     }
 }
 
+// The gradient with respect to the start state (ReverseView::get and ::memory at step 0 of a
+// vjp from a start: dL/du^0 = lambda^0, dL/du^{-1} = -lambda^1, the memories' as they are),
+// against central differences of <r, records> along directions that move every value of each
+// part: u^0, u^{-1}, the memories (the loss is linear in the start, so the differences are exact
+// to round-off). The start is the end of an earlier run (waves in the layer); each schedule, both
+// strategies, and shots in two batches of one (the watch per batch).
+TEST(state, the_gradient_with_respect_to_the_start_state_against_finite_differences) {
+  double worst = 0;
+  int checked = 0;
+  for (Case c : physics_cases())
+    for (auto strategy : {storage::Strategy::boundary, storage::Strategy::full})
+      for (int batch : {0, 1}) {
+        c.schedule = batch == 1 ? core::Schedule::shots : core::Schedule::batched;
+        int const nt1 = c.dim == 3 ? 30 : 60, nt2 = c.dim == 3 ? 20 : 40;
+        Survey first = make(c, nt1), second = make(c, nt2, batch);
+        second.setup.storage.strategy = strategy;
+        second.wavelets = window(make(c, nt1 + nt2).wavelets, nt1 + nt2, nt1, nt2);
+        auto m1 = modeling(first, c);
+        Ends start = run(*m1, first.wavelets, nullptr);
+        auto m = modeling(second, c);
+        int const nr = second.setup.survey.n_receivers;
+        auto const res = residual(nt2, nr);
+        Ends g;  // the gradient with respect to `start`, part by part
+        g.now.assign(start.now.size(), 0.0);
+        g.before.assign(start.before.size(), 0.0);
+        g.memory.assign(start.memory.size(), 0.0);
+        std::size_t const field = start.now.size() / 2, mem = start.memory.size() / 2;
+        m->set_reverse_watch([&](fwi::ReverseView<double> const& v) {
+          if (v.step != 0) return;
+          std::size_t const f0 = static_cast<std::size_t>(v.first_shot) * field;
+          std::size_t const m0 = static_cast<std::size_t>(v.first_shot) * mem;
+          v.get(g.now.data() + f0, g.before.data() + f0);
+          v.memory(g.memory.data() + m0);
+          for (std::size_t i = 0; i < static_cast<std::size_t>(v.shots) * field; ++i) g.before[f0 + i] *= -1.0;
+        });
+        (void)vjp(*m, second.wavelets, res, &start);
+        m->set_reverse_watch(nullptr);
+        std::string const what = describe(c) + (strategy == storage::Strategy::full ? ", full" : ", boundary") +
+                                 (batch == 1 ? ", batches of one shot" : "");
+        // The part `part` of the start moved along a direction d that moves every value.
+        auto part_of = [](Ends& e, int part) -> std::vector<double>& {
+          return part == 0 ? e.now : part == 1 ? e.before : e.memory;
+        };
+        for (int part = 0; part < 3; ++part) {
+          std::vector<double> const& x = part_of(start, part);
+          std::vector<double> d(x.size());
+          double scale = 0;
+          for (double xi : x) scale = std::max(scale, std::abs(xi));
+          for (std::size_t i = 0; i < d.size(); ++i) d[i] = scale * std::sin(0.61 * static_cast<double>(i) + 0.3);
+          double const eps = 1.0;  // the loss is linear in the start: any step is exact but for round-off
+          auto moved = [&](double k) {
+            Ends e = start;
+            auto& y = part_of(e, part);
+            for (std::size_t i = 0; i < y.size(); ++i) y[i] += k * eps * d[i];
+            return dot(res, run(*m, second.wavelets, &e).records);
+          };
+          double const fd = (moved(1) - moved(-1)) / (2 * eps);
+          double const an = dot(part_of(g, part), d);
+          char const* name[] = {"u^0", "u^{-1}", "the layer memories"};
+          EXPECT_GT(std::abs(an), 0.0) << what << ": " << name[part];
+          EXPECT_LE(std::abs(fd - an), 1e-10 * std::abs(an))
+              << what << ": " << name[part] << ", finite difference " << fd << ", gradient " << an;
+          worst = std::max(worst, std::abs(fd - an) / std::abs(an));
+          ++checked;
+        }
+      }
+  std::printf(
+      "gradient with respect to the start state against central differences, worst relative difference over "
+      "%d checks: %.2e\n",
+      checked, worst);
+}
+
 // A reverse watch (Modeling::set_reverse_watch): called at every step from nt - 1 down to 0; one
 // that reads leaves the images' bits alone (and the `shots` schedule's: it runs the batched one),
 // and its images at step 0 are those bits. Setting the adjoint wavefields: put back as read they

@@ -91,8 +91,8 @@ struct Outputs {
     auto const names = names_of(cfg);
     std::printf("iter %4d/%d  loss %.6e  ", t, f.iterations, r.loss);
     for (std::size_t p = 0; p < params.size(); ++p)
-      if (p == 0) std::printf("rmse %8.2f %s  ", r.rmse[p], params[p].units);
-      else std::printf("rmse %s %8.2f %s  ", params[p].name, r.rmse[p], params[p].units);
+      if (p == 0) std::printf("rmse %8.2f %s  ", r.rmse[p], params[p].unit);
+      else std::printf("rmse %s %8.2f %s  ", params[p].name, r.rmse[p], params[p].unit);
     std::printf("%6.2f s/iter  left %s\n", r.seconds, format_seconds(seconds_total / done * left).c_str());
     std::fflush(stdout);
     bool const figures = f.figures_every > 0 && (t % f.figures_every == 0 || t == f.iterations);
@@ -322,7 +322,7 @@ class FwiRun {
         core::default_backend().c_str(), core::default_concurrency());
     if (in.resuming) std::printf("resuming after iteration %d from %s\n", first_iteration, opt.resume.c_str());
     std::printf("initial model RMSE %.2f m/s, water rows kept: %d\n", rmse0[0], in.water);
-    if (variable_density(cfg)) {
+    if (has_density(cfg)) {
       std::string inverted;
       for (auto const& p : f.invert) inverted += (inverted.empty() ? "" : ", ") + p;
       std::printf("variable density (%s): initial density RMSE %.2f kg/m^3, inverting %s\n",

@@ -11,7 +11,7 @@
 
 namespace ksweep::app {
 
-using fwi::variable_density;
+using fwi::has_density;
 
 /// What the checks before the first write leave for the run (the library's).
 using Inputs = fwi::RunInputs;

@@ -88,7 +88,7 @@ ModelInputs check_model_inputs(io::Config const& cfg, RunOptions const& opt, com
   throw_if_stopped("reading the model");
   core::check_velocity(vm.vp.data(), static_cast<long long>(vm.vp.size()));
   core::check_cfl(*std::max_element(vm.vp.begin(), vm.vp.end()), cfg.time.dt, vm.dh, cfg.propagator.order, vm.dim());
-  if (cfg.propagator.physics == "acoustic_vd") (void)io::load_density(cfg.model, vm);  // its errors before any write
+  if (fwi::has_density(cfg)) (void)io::load_density(cfg.model, vm);  // its errors before any write
   if (comm.is_root()) warn(fwi::acquisition_warnings(cfg, vm, in.survey));
   return in;
 }

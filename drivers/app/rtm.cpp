@@ -53,10 +53,9 @@ RtmInputs check_rtm_inputs(io::Config const& cfg, RunOptions const& opt, comm::C
   // parallel.domains: every rank images its shot group's shots on its subdomain.
   auto const split = on_every_rank(comm, [&] {
     auto const d = domain_split(cfg, grid);
-    KSWEEP_REQUIRE(!d.split() || !fwi::variable_density(cfg),
-                   "parallel.domains = " << core::describe(d, grid.dim())
-                                         << ": variable density (physics \"acoustic_vd\") does not run on a split "
-                                            "model yet; set parallel.domains = [1]");
+    KSWEEP_REQUIRE(!d.split() || fwi::physics_splits(cfg),
+                   "parallel.domains = " << core::describe(d, grid.dim()) << ": physics \"" << cfg.propagator.physics
+                                         << "\" does not run on a split model yet; set parallel.domains = [1]");
     return d;
   });
   check_split_run(cfg, grid, split, in.survey, comm);
@@ -87,7 +86,7 @@ RtmInputs check_rtm_inputs(io::Config const& cfg, RunOptions const& opt, comm::C
   std::vector<float> rho;
   collectively(comm, [&] {
     fwi::check_stability(cfg, in.vm, in.v0);
-    if (fwi::variable_density(cfg)) rho = io::load_density(cfg.model, in.vm);
+    if (fwi::has_density(cfg)) rho = io::load_density(cfg.model, in.vm);
   });
   if (!rho.empty())
     in.rho0 = fwi::starting_density(in.vm, rho, cfg.fwi.smooth_sigma, in.water,

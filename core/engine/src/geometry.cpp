@@ -289,10 +289,10 @@ void check_field(Parameter const& p, T const* x, long long n) {
 
 void check_parameter(Parameter const& p, float const* x, long long n) { check_field(p, x, n); }
 void check_parameter(Parameter const& p, double const* x, long long n) { check_field(p, x, n); }
-void check_velocity(float const* vp, long long n) { check_field(acoustic_parameters[0], vp, n); }
-void check_velocity(double const* vp, long long n) { check_field(acoustic_parameters[0], vp, n); }
-void check_density(float const* rho, long long n) { check_field(acoustic_vd_parameters[1], rho, n); }
-void check_density(double const* rho, long long n) { check_field(acoustic_vd_parameters[1], rho, n); }
+void check_velocity(float const* vp, long long n) { check_field(velocity_parameter, vp, n); }
+void check_velocity(double const* vp, long long n) { check_field(velocity_parameter, vp, n); }
+void check_density(float const* rho, long long n) { check_field(density_parameter, rho, n); }
+void check_density(double const* rho, long long n) { check_field(density_parameter, rho, n); }
 
 void check_cfl(double vmax, double dt, double dh, int order, int dim) {
   double const courant = vmax * dt / dh;

@@ -9,6 +9,9 @@
 
 #include <ksweep_fwi_built.hpp>
 
+#include <cstddef>
+#include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -28,27 +31,33 @@ constexpr bool order_built() {
   else return KSWEEP_FWI_HAS_ORDER_8;
 }
 
-// ---- The one registry of the physics the facades dispatch to ---------------------------------
+// ---- The physics the facades dispatch to: core::AllPhysics, in physics_table's order ----------
 
-/// `f(tag<core physics>)` for the run-time physics `p`: the one map from fwi::Physics to the
-/// core's physics types.
-template <class F>
-decltype(auto) with_physics(Physics p, F&& f) {
-  switch (p) {
-    case Physics::acoustic_vd:
-      return f(tag<core::AcousticVd>{});
-    case Physics::acoustic:
-      break;
+/// `f(tag<core physics>)` for the run-time physics `p`: its row of core::physics_table, the
+/// same place in core::AllPhysics (the last one past the table's end).
+template <std::size_t I = 0, class F>
+auto with_physics(Physics p, F&& f) -> decltype(f(tag<core::PhysicsAt<0>>{})) {
+  if constexpr (I + 1 < std::tuple_size_v<core::AllPhysics>) {
+    if (static_cast<std::size_t>(p) != I) return with_physics<I + 1>(p, std::forward<F>(f));
   }
-  return f(tag<core::Acoustic>{});
+  return f(tag<core::PhysicsAt<static_cast<int>(I)>>{});
 }
 
-/// Whether this build has the kernel of `Physics` in `Dim` dimensions (KSWEEP_KERNELS).
+/// Whether this build has the kernel of `Physics` in `Dim` dimensions: "<name>_<Dim>d" in
+/// KSWEEP_KERNELS (the comma-separated KSWEEP_FWI_BUILT_KERNELS).
 template <int Dim, class Physics>
 constexpr bool kernel_built() {
-  if constexpr (std::is_same_v<Physics, core::AcousticVd>)
-    return Dim == 3 ? KSWEEP_FWI_HAS_ACOUSTIC_VD_3D : KSWEEP_FWI_HAS_ACOUSTIC_VD_2D;
-  else return Dim == 3 ? KSWEEP_FWI_HAS_ACOUSTIC_3D : KSWEEP_FWI_HAS_ACOUSTIC_2D;
+  std::string_view const name = Physics::name, dim = Dim == 3 ? "_3d" : "_2d";
+  std::string_view built = KSWEEP_FWI_BUILT_KERNELS;
+  while (!built.empty()) {
+    std::string_view const kernel = built.substr(0, built.find(','));
+    if (kernel.size() == name.size() + dim.size() && kernel.substr(0, name.size()) == name &&
+        kernel.substr(name.size()) == dim)
+      return true;
+    built.remove_prefix(kernel.size() < built.size() ? kernel.size() + 1 : built.size());
+    while (!built.empty() && built.front() == ' ') built.remove_prefix(1);
+  }
+  return false;
 }
 
 template <int Order, int Dim, class Physics>

@@ -157,7 +157,7 @@ Options inversion_options(io::Config const& cfg, core::ModelGrid const& grid, in
   o.precondition = f.precondition;
   // Per parameter (physics_parameters() order): velocities stay physical and stable.
   o.bounds = {{f.vmin, velocity_bound(cfg, grid.dh, grid.dim()), 0.0}};
-  if (variable_density(cfg)) o.bounds.push_back({f.rho_min, f.rho_max, f.lr_rho});
+  if (has_density(cfg)) o.bounds.push_back({f.rho_min, f.rho_max, f.lr_rho});
   o.adam.lr = f.lr;
   o.adam.beta1 = f.beta1;
   o.adam.beta2 = f.beta2;

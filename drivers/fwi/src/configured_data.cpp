@@ -37,7 +37,7 @@ io::RecordsFile model_records(io::Config const& cfg, io::VelocityModel const& vm
   {
     core::ScopedRegion region("ksweep::model::model");
     std::vector<std::vector<Real>> fields{{vm.vp.begin(), vm.vp.end()}};  // one per parameter, vp first
-    if (setup.physics == Physics::acoustic_vd) {
+    if (has_parameter(setup.physics, "rho")) {
       auto const rho_model = density ? *density : io::load_density(cfg.model, vm);
       fields.emplace_back(rho_model.begin(), rho_model.end());
     }

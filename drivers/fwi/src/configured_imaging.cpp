@@ -50,7 +50,7 @@ ImagingResult image(io::Config const& cfg, io::VelocityModel const& vm, std::vec
   }
   Modeling<Real> m(setup);
   std::vector<std::vector<Real>> fields{{v0.begin(), v0.end()}};  // one per parameter, vp first
-  if (setup.physics == Physics::acoustic_vd) {
+  if (has_parameter(setup.physics, "rho")) {
     KSWEEP_REQUIRE(density, "imaging with variable density needs the density");
     fields.emplace_back(density->begin(), density->end());
   }

@@ -150,7 +150,7 @@ class InputChecks {
     in.water = f.water_rows >= 0 ? f.water_rows : detect_water_rows(truth);
     in.start = {starting_model(truth, f.smooth_sigma, in.water, [&] { stop_point("computing the starting model"); })};
     check_stability(cfg, truth, in.start[0]);
-    if (variable_density(cfg)) {
+    if (has_density(cfg)) {
       in.rho_true = io::load_density(cfg.model, truth);
       in.start.push_back(starting_density(truth, in.rho_true, f.smooth_sigma, in.water,
                                           [&] { stop_point("computing the starting density"); }));
@@ -168,7 +168,7 @@ class InputChecks {
     auto const& survey = in.survey;
     in.run = {{"config", io::config_to_json(cfg)},
               {"data", {{"model_sha256", io::sha256_hex(in.truth.vp.data(), n * sizeof(float))}}}};
-    if (variable_density(cfg)) in.run["data"]["density_sha256"] = io::sha256_hex(in.rho_true.data(), n * sizeof(float));
+    if (has_density(cfg)) in.run["data"]["density_sha256"] = io::sha256_hex(in.rho_true.data(), n * sizeof(float));
     if (!cfg.survey.file.empty()) {  // the survey file's positions (in cells) and receiver counts
       std::vector<double> g;
       for (auto const* list : {&survey.source_points, &survey.receiver_points})
@@ -253,7 +253,7 @@ Problem inversion_problem(io::Config const& cfg, RunInputs& in) {
   pb.physics = parse_physics(cfg.propagator.physics);
   pb.start = in.start;
   pb.truth = {in.truth.vp};
-  if (variable_density(cfg)) pb.truth.push_back(in.rho_true);
+  if (has_density(cfg)) pb.truth.push_back(in.rho_true);
   return pb;
 }
 

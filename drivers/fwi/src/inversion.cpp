@@ -146,7 +146,7 @@ void check_options(Problem const& pb, Options const& opt, OptionNames const& nam
     Bounds const b = bounds_of(opt, static_cast<int>(p));
     KSWEEP_REQUIRE(finite_positive(b.min) && std::isfinite(b.max) && b.max > b.min,
                    "the bounds " << key(q.min_key) << " = " << b.min << " and " << key(q.max_key) << " = " << b.max
-                                 << " " << q.units << " must be finite, 0 < " << q.min_key << " < " << q.max_key);
+                                 << " " << q.unit << " must be finite, 0 < " << q.min_key << " < " << q.max_key);
     if (adam && p > 0)
       KSWEEP_REQUIRE(std::isfinite(b.lr) && b.lr >= 0, key(q.step_key)
                                                            << " = " << b.lr << " must be finite and >= 0 (0: lr)");
@@ -201,11 +201,11 @@ void check_bounds(Problem const& pb, Options const& opt, Fields const& model, st
     Bounds const b = bounds_of(opt, static_cast<int>(p));
     auto const [lo, hi] = std::minmax_element(v.begin() + static_cast<std::ptrdiff_t>(fixed), v.end());
     KSWEEP_REQUIRE(*lo >= b.min && *hi <= b.max,
-                   what << " has " << q.plural << " in [" << *lo << ", " << *hi << "] " << q.units
+                   what << " has " << q.plural << " in [" << *lo << ", " << *hi << "] " << q.unit
                         << " outside the water rows, outside the bounds the inversion keeps, [" << key(q.min_key)
-                        << ", " << key(q.max_key) << "] = [" << b.min << ", " << b.max << "] " << q.units
+                        << ", " << key(q.max_key) << "] = [" << b.min << ", " << b.max << "] " << q.unit
                         << "; every cell outside would be clipped at the first step: widen the bounds to cover "
-                        << "the model, or check its values (units: " << q.units << ")");
+                        << "the model, or check its values (units: " << q.unit << ")");
   }
 }
 

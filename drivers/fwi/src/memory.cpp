@@ -1,11 +1,15 @@
 #include <ksweep/fwi/memory.hpp>
 
 #include <ksweep/base/error.hpp>
+#include <ksweep/core/physics.hpp>
+#include <ksweep/core/stencil.hpp>
 #include <ksweep/core/sizes.hpp>
 #include <ksweep/storage/codec.hpp>
 #include <ksweep/storage/step_store.hpp>
 
 #include <Kokkos_Core.hpp>
+
+#include "built.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -27,19 +31,42 @@ namespace {
 
 using sz = std::size_t;
 
-bool variable_density(RunShape const& s) { return s.physics == Physics::acoustic_vd; }
+/// What the memory estimate needs of a physics' core type (core/physics.hpp), at one order and
+/// dimension: the reach of its stencil (the fields' halo), the reach of its layer terms
+/// (core::layer_term_cells) and what its coefficients hold beyond c.
+struct PhysicsMemory {
+  int radius = -1;
+  int term_reach = 0;
+  std::vector<core::CoefficientMemory> (*coefficients)(core::Layout const&, std::size_t) = nullptr;
+};
+
+PhysicsMemory physics_memory(Physics physics, int order, int dim) {
+  return core::dispatch_order(order, [&](auto o) {
+    return detail::with_physics(physics, [&](auto ph) {
+      constexpr int O = decltype(o)::value;
+      using P = typename decltype(ph)::type;
+      auto one = [](auto d) {
+        constexpr int D = decltype(d)::value;
+        using cell = typename P::template cell<float, O, D>;
+        return PhysicsMemory{cell::R, cell::forward_reach,
+                             &P::template coefficients<float, O, Kokkos::HostSpace, D>::memory_items};
+      };
+      return dim == 3 ? one(std::integral_constant<int, 3>{}) : one(std::integral_constant<int, 2>{});
+    });
+  });
+}
 
 /// The padded grid of a run (core::Layout) and the model's cells; the sizes of what the
 /// propagator and the gradient engine allocate on it come from core/sizes.hpp, the functions
-/// those allocations use.
+/// those allocations use, and from the physics (PhysicsMemory).
 struct Padded {
+  PhysicsMemory physics;
   core::Layout l;
   sz n;
-  bool vd;  ///< variable density: the stencil reaches 2M - 1 cells, buoyancy per axis
   Padded(RunShape const& s, core::ModelGrid const& grid, core::PmlConfig const& pml)
-      : l(grid, pml, s.order, variable_density(s) ? 2 * (s.order / 2) - 1 : -1),
-        n(static_cast<sz>(grid.cells())),
-        vd(variable_density(s)) {}
+      : physics(physics_memory(s.physics, s.order, grid.dim())),
+        l(grid, pml, s.order, physics.radius),
+        n(static_cast<sz>(grid.cells())) {}
   explicit Padded(RunShape const& s) : Padded(s, s.grid, s.pml) {}
 };
 
@@ -59,14 +86,11 @@ Padded largest_part(RunShape const& s, core::DomainSplit const& split) {
   return best;
 }
 
-/// Variable density: its buoyancy coefficients (one field per axis) on the device, and the
-/// padded vp and rho (double) with the coefficients' mirrors that set_model builds on the host.
-void add_density(MemoryEstimate& e, Padded const& L, sz real) {
-  if (!L.vd) return;
-  sz const coef = core::coefficient_values(L.l);
-  e.items.push_back({"buoyancy coefficients (per axis)", Place::device, static_cast<sz>(L.l.dim) * coef * real});
-  e.items.push_back({"density model: padded vp and rho, coefficient mirrors", Place::host,
-                     2 * static_cast<sz>(L.l.padded_cells()) * sizeof(double) + (1 + L.l.dim) * coef * real});
+/// What the physics' coefficients hold beyond c (variable density: the buoyancy per axis on the
+/// device, the padded model and the coefficients' mirrors on the host).
+void add_coefficients(MemoryEstimate& e, Padded const& L, sz real) {
+  for (auto const& c : L.physics.coefficients(L.l, real))
+    e.items.push_back({c.what, c.device ? Place::device : Place::host, c.bytes});
 }
 
 // The gradient's saved steps of S shots (`storage`, values of R bytes, nt steps), their staging
@@ -84,7 +108,7 @@ sz add_saved_steps(MemoryEstimate& e, Padded const& L, storage::StorageConfig co
                      where, store.stored});
   if (where != Place::device) e.items.push_back({"transfer staging", Place::device, store.staging});
   e.items.push_back({"layer terms of the cells next to the layer (every step)", Place::device,
-                     S * nt * static_cast<sz>(core::layer_term_cells(L.l, L.vd ? 0 : L.l.radius)) * R});
+                     S * nt * static_cast<sz>(core::layer_term_cells(L.l, L.physics.term_reach)) * R});
   return ring;
 }
 
@@ -167,7 +191,7 @@ MemoryEstimate estimate_inversion(RunShape const& shape, Options const& options,
   for (sz p = 1; p < params; ++p)  // the first parameter's are the images above
     add(std::string(parameters[p].noun) + " gradient images (per shot and summed)", Place::device,
         (S + 1) * n * sizeof(double));
-  add_density(e, L, R);
+  add_coefficients(e, L, R);
   return e;
 }
 
@@ -187,7 +211,7 @@ MemoryEstimate estimate_modeling(RunShape const& shape, bool fp64, int batch, co
   add("velocity coefficients", Place::device, core::coefficient_values(L.l) * R);
   add("records and wavelets of the batch", Place::device, S * nt * nr * R + S * nt * R);
   add("records of every shot", Place::host, static_cast<sz>(shape.n_shots) * nt * nr * 4 + S * nt * nr * R);
-  add_density(e, L, R);
+  add_coefficients(e, L, R);
   return e;
 }
 
@@ -227,7 +251,7 @@ MemoryEstimate estimate_imaging(RunShape const& shape, storage::StorageConfig co
   // J p), the records of a call in the propagator's precision.
   add("data and residuals of every shot", Place::host, records * (4 + (lsrtm ? 3 : 1) * 8 + 2 * R));
   add("images and conjugate-gradient vectors", Place::host, (lsrtm ? 12 : 6) * n * sizeof(double));
-  add_density(e, L, R);
+  add_coefficients(e, L, R);
   return e;
 }
 

@@ -38,7 +38,6 @@ class ModelingRun final : public Modeling<Real>::Impl {
   using memory_space = ExecSpace::memory_space;
   using P = core::Propagator<Real, Order, ExecSpace, Dim, Physics>;
   using E = core::GradientEngine<Real, Order, ExecSpace, Dim, Physics>;
-  static constexpr bool variable_density = std::is_same_v<Physics, core::AcousticVd>;
   using wavelet_view = typename P::wavelet_view;
   using record_view = typename P::record_view;
   using host3 = Kokkos::View<Real***, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
@@ -65,8 +64,9 @@ class ModelingRun final : public Modeling<Real>::Impl {
     bool const split = st.domains.split();
     if (split || (st.ranks && st.ranks->size() > 1)) {
       // Shot groups over the ranks (one rank each, or one per subdomain of a split model).
-      KSWEEP_REQUIRE(!split || !variable_density,
-                     "variable density does not run on a model split into domains yet (parallel.domains)");
+      KSWEEP_REQUIRE(!split || Physics::row.splits, "physics \"" << Physics::name
+                                                                 << "\" does not run on a model split into domains yet "
+                                                                    "(parallel.domains)");
       KSWEEP_REQUIRE(st.ranks, "ModelingSetup: domains " << core::describe(st.domains, st.grid.dim())
                                                          << " split the model over ranks, and no ranks were given");
       m_ranks = *st.ranks;
@@ -455,6 +455,7 @@ class ModelingRun final : public Modeling<Real>::Impl {
         v.shots = m_prop->n_shots();
         v.get = [this](Real* now, Real* next) { m_prop->get_adjoint_state(now, next); };
         v.set = [this](Real const* now, Real const* next) { m_prop->set_adjoint_state(now, next); };
+        v.memory = [this](Real* memory) { m_prop->get_adjoint_state(nullptr, nullptr, memory); };
         v.images = [this](ModelingImages const& out) {
           auto const img = images(out);
           m_engine->accumulate_so_far(img);

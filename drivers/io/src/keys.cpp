@@ -1,10 +1,13 @@
 #include <ksweep/io/keys.hpp>
 
 #include <ksweep/base/error.hpp>
+#include <ksweep/base/physics_table.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <sstream>
+#include <utility>
 
 namespace ksweep::io {
 namespace {
@@ -20,8 +23,12 @@ auto& at(Config& c) {
 inline constexpr names::Choice unit_choices[] = {{"m/s", "metres per second"},
                                                  {"km/s", "kilometres per second (x 1000, rounded once)"}};
 inline constexpr names::Choice precision_choices[] = {{"fp32", "single precision"}, {"fp64", "double precision"}};
-inline constexpr names::Choice physics_choices[] = {{"acoustic", "constant density: vp"},
-                                                    {"acoustic_vd", "variable density: vp and rho"}};
+/// The physics: the rows of the physics table (ksweep/base/physics_table.hpp), its order.
+template <std::size_t... I>
+constexpr std::array<names::Choice, sizeof...(I)> physics_choices_of(std::index_sequence<I...>) {
+  return {{{core::physics_table[I].name, core::physics_table[I].summary}...}};
+}
+inline constexpr auto physics_choices = physics_choices_of(std::make_index_sequence<std::size(core::physics_table)>{});
 inline constexpr names::Choice loss_choices[] = {{"mean", "the mean of the squared residuals"},
                                                  {"sum", "half their sum"}};
 inline constexpr names::Choice parameter_choices[] = {{"vp", "the velocity"}, {"rho", "the density"}};
@@ -32,7 +39,7 @@ inline constexpr names::Choice condition_choices[] = {
     {"cross-correlation", "the plain zero-lag cross-correlation of the source and receiver wavefields"}};
 inline constexpr names::Option units{"model.units", unit_choices, std::size(unit_choices), true};
 inline constexpr names::Option precision{"propagator.precision", precision_choices, std::size(precision_choices), true};
-inline constexpr names::Option physics{"propagator.physics", physics_choices, std::size(physics_choices), true};
+inline constexpr names::Option physics{"propagator.physics", physics_choices.data(), physics_choices.size(), true};
 inline constexpr names::Option loss_norm{"fwi.loss_norm", loss_choices, std::size(loss_choices), true};
 inline constexpr names::Option parameter{"fwi.invert", parameter_choices, std::size(parameter_choices), true};
 inline constexpr names::Option condition{"imaging.condition", condition_choices, std::size(condition_choices), true};

@@ -49,7 +49,8 @@ class Forward(torch.autograd.Function):
     """records = F(v, amplitudes, rho); see forward()."""
 
     @staticmethod
-    def forward(ctx, v, amplitudes, rho, dh, dt, source_locations, receiver_locations, layer_velocity, options):
+    def forward(ctx, v, amplitudes, rho, dh, dt, source_locations, receiver_locations, layer_velocity, options,
+                *start_tensors):
         vn = _np(v)
         s = _ks._survey(vn, source_locations, receiver_locations, dh, options["location_units"])
         amp = _ks._amplitudes(_np(amplitudes), s)
@@ -69,6 +70,13 @@ class Forward(torch.autograd.Function):
             records[:, 0] = options["first"]
         ctx.modeling = m
         ctx.watch = options.get("backward_watch")  # ksweep.scalar's backward_callback
+        # ksweep.scalar's start tensors that require grad (`start_tensors`): their gradients
+        # come from the reverse sweep's adjoint state at step 0 (_StartGradient).
+        ctx.start_grad = None
+        if start_tensors:
+            which, axes = options["start_grad"]
+            ctx.start_grad = _StartGradient(which, axes, [m.memory_values(k) for k in range(len(axes))],
+                                            s.src.shape[0], start_tensors)
         ctx.amplitudes = amp
         ctx.device = v.device
         return torch.from_numpy(records).to(v.device).transpose(1, 2)
@@ -82,24 +90,25 @@ class Forward(torch.autograd.Function):
             g = np.concatenate([g[:, 1:], np.zeros_like(g[:, :1])], axis=1)
         grad_v = grad_amp = grad_rho = None
         dtype = ctx.amplitudes.dtype
-        watch = ctx.watch
-        if ctx.needs_input_grad[0] or ctx.needs_input_grad[2] or watch is not None:
-            if watch is not None:
+        watch = _Watches(ctx.watch, ctx.start_grad)
+        if ctx.needs_input_grad[0] or ctx.needs_input_grad[2] or watch:
+            if watch:
                 m.set_reverse_watch(watch, watch.steps)
             try:
                 grad, _, _, grho = m.vjp(ctx.amplitudes, g, *ctx.start)
             finally:
-                if watch is not None:
+                if watch:
                     m.set_reverse_watch(None)
             if ctx.needs_input_grad[0]:
                 grad_v = torch.from_numpy(grad.astype(dtype, copy=False)).to(ctx.device)
-                if watch is not None:
-                    grad_v = watch.gradient(grad_v)
+                if ctx.watch is not None:
+                    grad_v = ctx.watch.gradient(grad_v)
             if ctx.needs_input_grad[2]:
                 grad_rho = torch.from_numpy(grho.astype(dtype, copy=False)).to(ctx.device)
         if ctx.needs_input_grad[1]:
             grad_amp = torch.from_numpy(m.adjoint(g)).to(ctx.device)
-        return grad_v, grad_amp, grad_rho, None, None, None, None, None, None
+        start = ctx.start_grad.gradients() if ctx.start_grad is not None else ()
+        return (grad_v, grad_amp, grad_rho, None, None, None, None, None, None, *start)
 
 
 def _later_by_one(records: np.ndarray) -> np.ndarray:
@@ -421,6 +430,61 @@ def _watched(callback, changed):
     return run
 
 
+class _StartGradient:
+    """The gradient with respect to scalar()'s start tensors (`which`: their places in wavefield_0,
+    wavefield_m1, psi z, y, x, zeta z, y, x), from the adjoint state at the reverse sweep's last
+    step (n = 0) of each batch (Modeling.set_reverse_watch, get(memories=True)): dL/du^0 =
+    lambda^0, dL/du^{-1} = -lambda^1, the memories' as the sweep leaves them (ksweep's strips, per
+    axis psi then zeta)."""
+
+    def __init__(self, which, axes, sizes, shots, tensors):
+        self.which = which
+        self.axes = axes
+        self.sizes = sizes
+        self.tensors = tensors
+        self.steps = [0]
+        self.now = self.before = self.memory = None
+        self.shots = shots
+
+    def __call__(self, n, first_shot, shots, get, set_, images):
+        now, after, memory = get(memories=True)
+        if self.now is None:
+            self.now = np.zeros((self.shots,) + now.shape[1:], now.dtype)
+            self.before = np.zeros_like(self.now)
+            self.memory = np.zeros((self.shots, memory.shape[1]), memory.dtype)
+        span = slice(first_shot, first_shot + shots)
+        self.now[span] = now
+        self.before[span] = -after
+        self.memory[span] = memory
+
+    def gradients(self):
+        names = ["wavefield_0", "wavefield_m1"] + [f"{kind}{ax}_m1" for kind in ("psi", "zeta") for ax in "zyx"]
+        have = {"wavefield_0": self.now, "wavefield_m1": self.before}
+        off = 0
+        for ax, n in zip(self.axes, self.sizes):
+            have[f"psi{ax}_m1"] = self.memory[:, off:off + n]
+            have[f"zeta{ax}_m1"] = self.memory[:, off + n:off + 2 * n]
+            off += 2 * n
+        return tuple(torch.from_numpy(np.ascontiguousarray(have[names[i]])).to(dtype=t.dtype, device=t.device)
+                     for i, t in zip(self.which, self.tensors))
+
+
+class _Watches:
+    """The reverse watches of one sweep (None: absent) as one, each called at its own steps."""
+
+    def __init__(self, *watches):
+        self.watches = [w for w in watches if w is not None]
+        self.steps = sorted(set().union(*[set(w.steps) for w in self.watches]))
+
+    def __bool__(self):
+        return bool(self.watches)
+
+    def __call__(self, n, *args):
+        for w in self.watches:
+            if n in w.steps:
+                w(n, *args)
+
+
 class _BackwardWatch:
     """scalar()'s backward_callback on the modelling's reverse sweep (Modeling.set_reverse_watch):
     called, as Deepwave calls it, after every `frequency` user samples from the end, at samples
@@ -525,10 +589,10 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
     [shot, values]): pass back what a call returned to continue a run exactly (a run cut in two
     gives the bits of one run), or None (zero); Deepwave's are refused by their shape.
     `forward_callback(state)` is called before every `callback_frequency` time samples, with a
-    CallbackState (the wavefields, which it may change in place, and the model). Where v or the
-    amplitudes require grad, the callback runs on a run of its own (one forward more) and the
-    gradient is the run's without it: a callback that looks is differentiable, one that changes
-    the wavefields raises NotImplementedError (run it under torch.no_grad()).
+    CallbackState (the wavefields, which it may change in place, and the model). Where a tensor
+    requires grad, the callback runs on a run of its own (one forward more) and the gradient is
+    the run's without it: a callback that looks is differentiable, one that changes the
+    wavefields raises NotImplementedError (run it under torch.no_grad()).
     `backward_callback(state)` is called during the backward pass of v's gradient, as Deepwave
     calls it: after every `callback_frequency` samples from the end and last at sample 0, with
     the adjoint wavefields (which it may change in place: the sweep goes on from them) and the
@@ -538,9 +602,10 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
 
     Returns Deepwave's tuple: (wavefield_nt, wavefield_ntm1, psiy_ntm1, psix_ntm1, zetay_nt,
     zetax_nt, receiver data [shot, receiver, time]) in 2D; in 3D psi and zeta of z, y, x. The
-    gradient flows from the data to `v` and `source_amplitudes`, also from initial wavefields
-    (held fixed: the same discrete adjoint, the start's terms included); the final wavefields
-    and the initial ones are not differentiable. Without
+    gradient flows from the data to `v` and `source_amplitudes`, and to the initial wavefields
+    and memories where they require grad (the reverse sweep's adjoint state where it ends:
+    dL/du^0 = lambda^0, dL/du^{-1} = -lambda^1, the memories' in ksweep's strips; u^0 also
+    through sample 0 of the data); the final wavefields are not differentiable. Without
     `survey_pad`, the
     initial wavefields choose the simulated box, as Deepwave's do: their shape less the layer,
     from `origin` (the box's first model cell per axis; default 0, with a warning when the box is
@@ -655,16 +720,19 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
     src_np, rec_np = src_c.cpu().numpy(), rec_c.cpu().numpy()
     low = [faces[0]] + ([faces[2]] if ndim == 3 else []) + [faces[4]]  # the layer before each axis
     ridx = (torch.arange(shots).unsqueeze(1),) + tuple(rec_c[..., d] + low[d] for d in range(ndim))
-    if torch.is_grad_enabled() and any(torch.is_tensor(x) and x.requires_grad for x in start):
-        raise NotImplementedError("ksweep.scalar: the initial wavefields and memories are held fixed (the gradient "
-                                  "flows to v and source_amplitudes); pass them detached")
-    needs_grad = torch.is_grad_enabled() and (v.requires_grad or amp.requires_grad)
+    # The start tensors that require grad: their gradients come from the adjoint state at the
+    # sweep's end (Forward, _StartGradient).
+    start_grad = [i for i, x in enumerate(start) if torch.is_tensor(x) and x.requires_grad] \
+        if torch.is_grad_enabled() else []
+    needs_grad = torch.is_grad_enabled() and (v.requires_grad or amp.requires_grad or bool(start_grad))
 
     def differentiable():
         options["state"] = {}  # the end state, filled by Forward
         stated = any(x is not None for x in start)
-        if stated:  # the run starts from the given state, which the gradient holds fixed
+        if stated:  # the run starts from the given state
             options["start"] = (start, axes)
+        if start_grad:
+            options["start_grad"] = (start_grad, axes)
         # Deepwave's receivers record u^t at sample t (the field before the step that injects
         # f[t]); ksweep's record u^{t+1}, after it: Forward moves its records one sample later in
         # place, sample 0 being u^0 (0 at rest, or the receivers' cells of wavefield_0). The data
@@ -678,9 +746,14 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
             per_axis = [(faces[0], faces[1])] + ([(faces[2], faces[3])] if ndim == 3 else []) + [(faces[4], faces[5])]
             options["backward_watch"] = _BackwardWatch(backward_callback, callback_frequency, ratio, n_run // ratio,
                                                        inner_dt, v, per_axis)
-        data = Forward.apply(v, amp * scale.unsqueeze(-1), None, dh, inner_dt, src_np, rec_np, None, options)
+        data = Forward.apply(v, amp * scale.unsqueeze(-1), None, dh, inner_dt, src_np, rec_np, None, options,
+                             *[start[i] for i in start_grad])
+        if 0 in start_grad:  # sample 0 is u^0 at the receivers: differentiable in wavefield_0 too
+            data = torch.cat([wavefield_0[ridx].to(dtype=data.dtype, device=data.device).unsqueeze(-1), data[..., 1:]],
+                             dim=-1)
         end = options.pop("state")
         options.pop("start", None)
+        options.pop("start_grad", None)
         options.pop("first")
         options.pop("backward_watch", None)
         return data, end
@@ -703,7 +776,7 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
         if changed:
             raise NotImplementedError(f"ksweep.scalar: the forward_callback changed the wavefields (at sample "
                                       f"{changed[0]}): a run it changes is forward-only; call it under "
-                                      "torch.no_grad(), or with v and source_amplitudes that do not require grad")
+                                      "torch.no_grad(), or with no tensor that requires grad")
         data, end = differentiable()
     if ratio > 1:  # the data are band-limited by the source: every ratio-th sample is exact (an FFT
         data = data[..., ::ratio]  # cut of the record's truncated end would ring)

@@ -55,7 +55,7 @@ class PyModeling {
              std::vector<int> const& domains) {
     fwi::ModelingSetup s;
     s.physics = fwi::parse_physics(physics);
-    m_vd = s.physics == fwi::Physics::acoustic_vd;
+    m_vd = fwi::has_parameter(s.physics, "rho");
     s.grid = make_grid(shape, dh);
     int const dim = static_cast<int>(shape.size());
     s.pml = make_pml(pml_faces, pml_reflection, pml_freq, free_surface, pml_velocity);
@@ -195,7 +195,9 @@ class PyModeling {
   /// fn(step, first_shot, shots, get, set, images) at the reverse steps `steps` of gradient() and
   /// vjp() (every step when empty; fn None: none), called from the thread that runs the sweep
   /// with the GIL taken (the other steps take neither the GIL nor a Python call): get() returns
-  /// (lambda^n, lambda^{n+1}) [shots, *padded_shape()], set(now, next) sets them (None: kept),
+  /// (lambda^n, lambda^{n+1}) [shots, *padded_shape()] (get(memories=True): and the adjoint layer
+  /// memories [shots, memory_values()]; at step 0 the gradient with respect to the start state:
+  /// lambda^0, -lambda^1 and the memories'), set(now, next) sets them (None: kept),
   /// images() returns (grad, illum_src, illum_rec, grad_rho or None) of the steps so far. fn must
   /// not call this module (the sweep waits for it).
   void set_reverse_watch(py::object fn, std::vector<int> steps) {
@@ -280,16 +282,24 @@ class PyModeling {
     auto shape = padded_shape();
     shape.insert(shape.begin(), v.shots);
     std::vector<py::ssize_t> const dims(shape.begin(), shape.end());
-    auto get = py::cpp_function([&v, dims] {
-      py::array_t<Real> now(dims), next(dims);
-      Real* a = now.mutable_data();
-      Real* b = next.mutable_data();
-      {
-        py::gil_scoped_release nogil;
-        v.get(a, b);
-      }
-      return py::make_tuple(now, next);
-    });
+    auto get = py::cpp_function(
+        [this, &v, dims](bool memories) {
+          py::array_t<Real> now(dims), next(dims);
+          Real* a = now.mutable_data();
+          Real* b = next.mutable_data();
+          py::array_t<Real> memory;
+          if (memories)
+            memory =
+                py::array_t<Real>({static_cast<py::ssize_t>(v.shots), static_cast<py::ssize_t>(m_m->memory_values())});
+          Real* c = memories ? memory.mutable_data() : nullptr;
+          {
+            py::gil_scoped_release nogil;
+            v.get(a, b);
+            if (c) v.memory(c);
+          }
+          return memories ? py::make_tuple(now, next, memory) : py::make_tuple(now, next);
+        },
+        py::arg("memories") = false);
     auto set = py::cpp_function(
         [&v, shape](std::optional<carray<Real>> const& now, std::optional<carray<Real>> const& next) {
           if (now) check_shape(*now, shape, "the adjoint wavefield lambda^n (wavefield_0)");

@@ -45,6 +45,7 @@
 #include <ksweep/core/kernel_grid.hpp>
 #include <ksweep/core/physics_step.hpp>
 #include <ksweep/core/point_kernels.hpp>
+#include <ksweep/core/sizes.hpp>
 #include <ksweep/core/stencil.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -318,6 +319,8 @@ struct AcousticCoefficients {
   /// c = v^2 dt^2 / dh^2 is built on the device from a device model (Propagator::set_velocity),
   /// so that an inversion's model never leaves the device.
   static constexpr bool on_device = true;
+  /// Nothing beyond the propagator's c (the memory estimate's items).
+  static std::vector<CoefficientMemory> memory_items(Layout const&, std::size_t) { return {}; }
   /// Any layer, a reflecting face (0) and domain cuts included.
   static void check_layer(PmlConfig const&) {}
   template <class Space>

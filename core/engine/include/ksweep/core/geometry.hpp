@@ -3,7 +3,7 @@
 /// The model grid, the absorbing layer around it, the acquisition geometry, and the checks on
 /// them.
 
-#include <ksweep/core/parameters.hpp>
+#include <ksweep/base/physics_table.hpp>
 
 #include <array>
 #include <string>
@@ -206,7 +206,13 @@ void check_grid(ModelGrid const& grid, PmlConfig const& pml, int order, int radi
 /// "propagator.pml_width = ..." when the face takes the common width.
 std::string describe_pml_face(PmlConfig const& pml, int f);
 void check_time(double dt, int nt);
-/// check_parameter of the velocity and of the density (parameters.hpp), for callers that hold one.
+/// Every one of the n values of a field of parameter `p` (base/physics_table.hpp) is finite and
+/// > p.lower; else an error naming the first cell (row-major), its value and unit, and the limit.
+void check_parameter(Parameter const& p, float const* x, long long n);
+void check_parameter(Parameter const& p, double const* x, long long n);
+/// The error of check_parameter for the value `value` at cell `cell`.
+[[noreturn]] void parameter_error(Parameter const& p, long long cell, double value);
+/// check_parameter of the velocity and of the density, for callers that hold one.
 void check_velocity(float const* vp, long long n);
 void check_velocity(double const* vp, long long n);
 void check_density(float const* rho, long long n);

@@ -223,22 +223,8 @@ class GradientEngine {
       m_terms = terms_view(
           Kokkos::view_alloc(p.space(), Kokkos::WithoutInitializing, std::string("ksweep::core::layer_terms")), nt,
           p.max_shots(), m_n_terms);
-    if (p.runs_shots()) {
-      forward_shots(w, synthetic, nt);
-    } else {
-      for (int n = 0; n < nt; ++n) {
-        p.forward_step(n, w, synthetic);
-        m_store->put_from(n, ring_values(p.forward_newest()));  // u^{n+1}
-        if (m_n_terms > 0)
-          core::launch_points(p.space(), "ksweep::core::save_layer_terms", save_terms(p.forward_state(), n),
-                              S * m_n_terms);
-        if (m_chain_run) {
-          LayerSave const ls = layer_save(w, p.forward_newest(), n);
-          core::launch_points(p.space(), "ksweep::core::save_layer", ls, S * m_n_layer);
-          if (m_has_layer_sources) core::launch_points(p.space(), "ksweep::core::layer_sources", LayerSources{ls}, S);
-        }
-      }
-    }
+    if (p.runs_shots()) forward_shots(w, synthetic, nt);
+    else forward_batched(w, synthetic, nt);
     p.forward_finish(synthetic);
     p.gather_records(synthetic);
     m_store->finish_writes();
@@ -510,54 +496,10 @@ class GradientEngine {
   };
   ReversePlan reverse_plan() const { return {full(), m_from_state}; }
 
-  // The batched schedule of backward(): three or four launches per step (see backward()).
-  void backward_batched(wavelet_view const& w, record_view const& residual) {
-    auto& p = m_prop;
-    auto const space = p.space();
-    int const S = p.n_shots();
-    typename propagator_type::wavelet_view no_wavelets;
-    int const n_src = S * p.sources().taps(), n_ring = S * m_stride;
-    auto const plan = reverse_plan();
-    for (int n = m_nt - 1; n >= 0; --n) {
-      // Fields on entry: lambda^{n+1} is the newest adjoint level; u^{n+1} the newest forward
-      // level, u^n the one before (full saving decodes it there).
-      auto const step = plan.at(n);
-      auto const adj = p.adjoint_points(n, residual, no_wavelets);
-      auto const levels = p.reverse_levels(0, step.rebuild);
-      if (step.rebuild) {
-        // The sources w[n] are taken out of u^{n+1} first (the forward step added them through
-        // "- u^{n-1}"), the ring of u^{n-1} comes from the store, the model cells from the
-        // reversed step; then u^n is the newest forward level.
-        auto const sources = p.source_removal(levels.newer, w, n);
-        auto const sink = ring_values(levels.newer);
-        if (step.decode >= 0)
-          m_store->with_decoder(m_store->fetch(step.decode), sink,
-                                [&](auto const& dec) { launch_fused(adj, sources, n_src, dec, n_ring); });
-        else if (step.start) launch_fused(adj, sources, n_src, copy_start(sink), n_ring);  // u^0 as the run started
-        else
-          launch_fused(adj, sources, n_src, storage::ZeroValues<storage::RingValues<Real, memory_space>>{sink},
-                       n_ring);  // u^0 = 0
-        imaging(levels.older, levels.newer, p.adjoint_newest(), true, S, n);
-        p.exchange(levels.newer);  // a split model: the halo of the rebuilt u^{n-1} at the cuts
-        p.step_back_forward();
-      } else if (step.decode >= 0 || step.start) {
-        auto const sink = ring_values(levels.older);
-        if (step.start) launch_fused(adj, core::NoWork{}, 0, copy_start(sink), n_ring);  // u^0 as the run started
-        else
-          m_store->with_decoder(m_store->fetch(step.decode), sink,
-                                [&](auto const& dec) { launch_fused(adj, core::NoWork{}, 0, dec, n_ring); });
-        p.exchange(levels.older);  // a split model: the halo of u^n at the cuts
-        imaging(levels.older, levels.newer, p.adjoint_newest(), false, S, n);
-      } else {
-        core::launch_points(space, "ksweep::core::adjoint_points", adj.f, adj.count);
-        if (step.image) imaging(levels.older, levels.newer, p.adjoint_newest(), false, S, n);
-      }
-      if (m_chain_run)
-        core::launch_points(space, "ksweep::core::layer_chain", layer_chain(p.adjoint_newest(), n), S * m_n_layer);
-      p.advance_adjoint();  // lambda^n
-      if (m_watch) m_watch(n);
-    }
-  }
+  // The batched schedule, forward and backward (gradient_batched.hpp): one launch per kind of
+  // work per step over all shots.
+  void forward_batched(wavelet_view const& w, record_view const& synthetic, int nt);
+  void backward_batched(wavelet_view const& w, record_view const& residual);
 
   // The saving of step n's layer terms from the memories of `after` (the state after step n).
   SaveLayerTerms save_terms(typename propagator_type::State const& after, int n) const {
@@ -822,4 +764,5 @@ class GradientEngine {
 
 }  // namespace ksweep::core
 
+#include <ksweep/core/gradient_batched.hpp>
 #include <ksweep/core/gradient_shots.hpp>

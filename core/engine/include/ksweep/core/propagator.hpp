@@ -323,8 +323,12 @@ class Propagator {
   /// The adjoint wavefields of the batch's shots during a reverse sweep, lambda^n (`now`, the
   /// newest level; lambda^n = dL/du^n) and lambda^{n+1} (`next`), into host arrays (each may be
   /// null) laid out as get_forward_state()'s: the field holds mu = c lambda, handed out divided by
-  /// c. set_adjoint_state() sets them (each may be null: kept), multiplied by c.
-  void get_adjoint_state(Real* now, Real* next) const;
+  /// c; and the adjoint layer memories (`memory`, laid out as get_forward_state()'s). After the
+  /// sweep's last step (n = 0) they are the gradient with respect to the start state
+  /// (set_forward_state): dL/du^0 = lambda^0, dL/du^{-1} = -lambda^1, and the memories' as they
+  /// are (tests/tst_state.cpp checks them against finite differences). set_adjoint_state() sets
+  /// the wavefields (each may be null: kept), multiplied by c.
+  void get_adjoint_state(Real* now, Real* next, Real* memory = nullptr) const;
   void set_adjoint_state(Real const* now, Real const* next);
 
   // ---------------------------------------------------------------------------------------------

@@ -56,7 +56,8 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::scale_by_c(HostFiel
 }
 
 template <class Real, int Order, class ExecSpace, int Dimension, class Physics>
-void Propagator<Real, Order, ExecSpace, Dimension, Physics>::get_adjoint_state(Real* now, Real* next) const {
+void Propagator<Real, Order, ExecSpace, Dimension, Physics>::get_adjoint_state(Real* now, Real* next,
+                                                                               Real* memory) const {
   m_space.fence();
   State const& st = m_adj;
   auto const c = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m_c);
@@ -69,6 +70,7 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::get_adjoint_state(R
       scale_by_c(h, c, false);  // lambda = mu / c
       padded_copy(h, nullptr, level[i]);
     }
+  if (memory) memory_copy(st, nullptr, memory);
 }
 
 template <class Real, int Order, class ExecSpace, int Dimension, class Physics>
@@ -105,12 +107,27 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::padded_copy(HostFie
       }
 }
 
+// Set from `from`, the slots that hold no memory are zeroed, as every run keeps them: a strip's
+// slots of cells outside the grid, of the model's cells (the zeta slots of those next to the
+// layer hold a layer term, an output) and of the other side's, and of undamped layer cells (a
+// physics' inset), where the cell profile's mask is 0. The step's stencil reads some of them
+// (Dx psi reaches M cells on), and the adjoint, whose memories are masked, keeps them zero: so a
+// start is exactly what a run could hand on, and get_adjoint_state's memories are its gradient.
 template <class Real, int Order, class ExecSpace, int Dimension, class Physics>
 void Propagator<Real, Order, ExecSpace, Dimension, Physics>::memory_copy(State const& st, Real const* from,
                                                                          Real* to) const {
   std::size_t const per_shot = memory_values();
   std::size_t offset = 0;  // of the strip within a shot's values
-  for (int a = 0; a < Dim; ++a)
+  auto const axes = grid_axes<Dim>(m_layout);
+  int const y_rows = Dim == 3 ? std::max(m_layout.front, m_layout.back) + 4 * R : 1;  // a y strip's rows per z
+  for (int a = 0; a < Dim; ++a) {
+    auto const mask = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m_prof_mask[a]);
+    GridAxis const ax = axes[a];
+    // Whether slot j of strip `side` holds the memory of a damped cell of that side.
+    auto const memory_slot = [&](int side, int j) {
+      int const i = side == 0 ? j - 2 * R : j + ax.lo + ax.n - 2 * R;
+      return i >= 0 && i < ax.N && ax.side(i) == side && mask(i + R) != 0;
+    };
     for (field4 const& f : {st.psi[a][st.aux], st.zeta[a][st.aux]}) {
       auto h = Kokkos::create_mirror_view(f);
       Kokkos::deep_copy(h, f);
@@ -119,13 +136,25 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::memory_copy(State c
         std::size_t k = static_cast<std::size_t>(s) * per_shot + offset;
         for (std::size_t side = 0; side < f.extent(0); ++side, k += block) {
           Real* const b = &h(side, s, 0, 0);
-          if (from) std::copy(from + k, from + k + block, b);
-          else std::copy(b, b + block, to + k);
+          if (!from) {
+            std::copy(b, b + block, to + k);
+            continue;
+          }
+          std::copy(from + k, from + k + block, b);
+          for (std::size_t r = 0; r < f.extent(2); ++r)
+            for (std::size_t q = 0; q < f.extent(3); ++q) {
+              // The slot's place along axis a: z strips by row, y strips by row within a z, x by column.
+              int const j = a == Dim - 1 ? static_cast<int>(q)
+                            : a == 0     ? static_cast<int>(r)
+                                         : static_cast<int>(r) % y_rows;
+              if (!memory_slot(static_cast<int>(side), j)) h(side, s, r, q) = Real(0);
+            }
         }
       }
       if (from) Kokkos::deep_copy(f, h);
       offset += f.extent(0) * f.extent(2) * f.extent(3);
     }
+  }
 }
 
 }  // namespace ksweep::core

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstddef>
+#include <string>
 #include <vector>
 
 namespace ksweep::core {
@@ -28,6 +29,15 @@ std::size_t state_values(Layout const& l, int shots);
 
 /// Values of the velocity coefficients c (padded grid with its halo) and the model copy.
 std::size_t coefficient_values(Layout const& l);
+
+/// An allocation a physics' coefficients add to the propagator's (Physics::coefficients::
+/// memory_items), as the memory estimate lists it: what it holds, where (the device, else the
+/// host) and its bytes.
+struct CoefficientMemory {
+  std::string what;
+  bool device;
+  std::size_t bytes;
+};
 
 /// Cells the gradient saves per shot and step (what ring_layout lists): the box within M of the
 /// model (above row 0 excluded with a free surface), without the model cells for `boundary`.

@@ -35,10 +35,11 @@
 
 namespace ksweep::fwi {
 
-/// Whether the configuration's physics is variable-density acoustics (vp and rho).
-inline bool variable_density(io::Config const& cfg) {
-  return parse_physics(cfg.propagator.physics) == Physics::acoustic_vd;
-}
+/// Whether the configuration's physics has a density (parameter "rho", read by model.density).
+inline bool has_density(io::Config const& cfg) { return has_parameter(parse_physics(cfg.propagator.physics), "rho"); }
+
+/// Whether the configuration's physics runs on a model split into domains (core::PhysicsRow::splits).
+inline bool physics_splits(io::Config const& cfg) { return physics_row(parse_physics(cfg.propagator.physics)).splits; }
 
 // ---- The grid, the layer, the survey and the wavelet -------------------------------------
 

@@ -108,6 +108,11 @@ struct ReverseView {
   std::function<void(Real* now, Real* next)> get;
   /// Sets them (each may be null: kept); the sweep goes on from them.
   std::function<void(Real const* now, Real const* next)> set;
+  /// The adjoint layer memories of the batch's shots into an array laid out as ForwardState's
+  /// memories (memory_values() per shot). At step 0, with get(): the gradient with respect to the
+  /// start state of vjp(..., start): dL/du^0 = lambda^0, dL/du^{-1} = -lambda^1, the memories'
+  /// as they are.
+  std::function<void(Real* memory)> memory;
   /// The batch's images of the steps so far into `out` (zeroed first), finished as gradient()
   /// finishes them: at step 0 the bits gradient() gives for a run of this one batch.
   std::function<void(ModelingImages const& out)> images;

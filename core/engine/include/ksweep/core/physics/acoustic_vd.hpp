@@ -43,6 +43,7 @@
 #include <ksweep/core/acoustic_kernels.hpp>
 #include <ksweep/core/cpml.hpp>
 #include <ksweep/core/geometry.hpp>
+#include <ksweep/core/sizes.hpp>
 #include <ksweep/core/stencil.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -373,6 +374,16 @@ class AcousticVdCoefficients {
 
   /// Built on the host (set), not from a device model (Propagator::set_model).
   static constexpr bool on_device = false;
+
+  /// What these coefficients hold beyond the propagator's c, for values of `real` bytes (the
+  /// memory estimate's items): the buoyancy per axis on the device; on the host the padded vp and
+  /// rho that set keeps (double) and the mirrors it builds the coefficients in.
+  static std::vector<CoefficientMemory> memory_items(Layout const& l, std::size_t real) {
+    std::size_t const coef = coefficient_values(l);
+    return {{"buoyancy coefficients (per axis)", true, static_cast<std::size_t>(l.dim) * coef * real},
+            {"density model: padded vp and rho, coefficient mirrors", false,
+             2 * static_cast<std::size_t>(l.padded_cells()) * sizeof(double) + (1 + l.dim) * coef * real}};
+  }
 
   /// The model vp, rho (`fields`, [model row][nx], checked by the caller) on the padded grid: the layer
   /// repeats the nearest model cell (update_layer, or the first call) or keeps its values. Writes
