@@ -11,7 +11,7 @@ import sys
 root = pathlib.Path(sys.argv[1])
 # module -> (its source folders, the modules it may include); the host part of base is the one
 # the I/O library (compiled without Kokkos) may use.
-host = {"ksweep/base/error.hpp", "ksweep/base/names.hpp", "ksweep/base/config.hpp"}
+host = {"ksweep/base/error.hpp", "ksweep/base/names.hpp", "ksweep/base/config.hpp", "ksweep/base/physics_table.hpp"}
 modules = {
     "base": (["core/base"], {"base"}),
     "storage": (["storage"], {"base", "storage"}),

@@ -55,7 +55,9 @@ RtmInputs check_rtm_inputs(io::Config const& cfg, RunOptions const& opt, comm::C
     auto const d = domain_split(cfg, grid);
     KSWEEP_REQUIRE(!d.split() || fwi::physics_splits(cfg),
                    "parallel.domains = " << core::describe(d, grid.dim()) << ": physics \"" << cfg.propagator.physics
-                                         << "\" does not run on a split model yet; set parallel.domains = [1]");
+                                         << "\" ("
+                                         << fwi::physics_row(fwi::parse_physics(cfg.propagator.physics)).summary
+                                         << ") does not run on a split model yet; set parallel.domains = [1]");
     return d;
   });
   check_split_run(cfg, grid, split, in.survey, comm);

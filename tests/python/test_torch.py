@@ -652,10 +652,9 @@ def test_scalar_forward_callback():
     assert torch.equal(pml, at100) and torch.equal(inner, at100[:, 10:50, 10:70]) and at100.abs().max() > 0
     assert model.shape == (60, 80) and torch.equal(model[10:50, 10:70], v)
     assert torch.equal(model[0, 10:70], v[0]) and torch.equal(model[59, :10], v[39, :1].expand(10))
-    with pytest.raises(KeyError, match="psiy_m1"):
-        look_at = []
+    with pytest.raises(KeyError, match="psiz_m1.*the callback has"):  # 2D: no z memories
         ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp.detach(), **kw,
-                      forward_callback=lambda s: look_at.append(s.get_wavefield("psiy_m1")))
+                      forward_callback=lambda s: s.get_wavefield("psiz_m1"))
 
     def silence(state):
         if state.step == 200:
@@ -773,6 +772,60 @@ def test_scalar_backward_callback():
     box_plain, zeroed = run(None, **box), run(zero, **box)
     assert kept["grad"].abs().max() > 0 and torch.equal(kept["at0"], kept["grad"])
     assert not torch.allclose(zeroed, box_plain, **tol)
+
+
+def test_scalar_callbacks_see_the_layer_memories():
+    """Forward, get_wavefield("psiy_m1") ... are the run's memories at the sample (the final
+    memories of a run that ends there, the same bits), and zeroing them in place is a run whose
+    second piece starts without them. Backward, at sample 0 they are the adjoint memories, the
+    gradient of the loss with respect to the start's memories (the same bits as their .grad);
+    changing one is refused."""
+    v, amp, src, rec = _scalar_case()
+    kw = dict(source_locations=src, receiver_locations=rec, pml_width=10)
+    names = ("psiy_m1", "psix_m1", "zetay_m1", "zetax_m1")
+    seen = {}
+
+    def look(st):
+        seen[st.step] = {k: st.get_wavefield(k).clone() for k in names}
+        assert torch.equal(st.get_wavefield("psiy_m1", "full"), seen[st.step]["psiy_m1"])
+
+    whole = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp, **kw, forward_callback=look, callback_frequency=120)
+    assert sorted(seen) == [0, 120, 240]
+    first = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp[..., :120], **kw)
+    assert all(torch.equal(seen[120][k], x) for k, x in zip(names, first[2:6]))
+    assert seen[120]["psiy_m1"].abs().max() > 0 and not any(x.any() for x in seen[0].values())
+
+    def drop(st):
+        if st.step == 120:
+            for k in names:
+                st.get_wavefield(k).zero_()
+
+    dropped = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp, **kw, forward_callback=drop, callback_frequency=120)
+    second = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp[..., 120:], wavefield_0=first[0], wavefield_m1=first[1],
+                           **kw)
+    assert torch.equal(dropped[-1][..., 120:], second[-1]) and not torch.equal(dropped[-1], whole[-1])
+
+    start = [x.clone().requires_grad_(True) for x in first[2:6]]
+    w = torch.from_numpy(np.random.default_rng(5).standard_normal((2, 10, 180)))
+    adjoint = {}
+
+    def back(st):
+        if st.step == 0:
+            adjoint.update({k: st.get_wavefield(k).clone() for k in names})
+
+    out = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp[..., 120:], wavefield_0=first[0], wavefield_m1=first[1],
+                        **dict(zip(names, start)), **kw, backward_callback=back, callback_frequency=60)
+    (out[-1] * w).sum().backward()
+    assert all(torch.equal(adjoint[k], x.grad) for k, x in zip(names, start))
+    assert adjoint["psix_m1"].abs().max() > 0
+
+    def change(st):
+        st.get_wavefield("zetax_m1").add_(1.0)
+
+    vg = v.clone().requires_grad_(True)
+    out = ksweep.scalar(vg, 10.0, 0.001, source_amplitudes=amp, **kw, backward_callback=change, callback_frequency=60)
+    with pytest.raises(NotImplementedError, match="changed the adjoint layer memory zetax_m1"):
+        out[-1].sum().backward()
 
 
 def test_numpy_calls_take_tensors_and_return_tensors():

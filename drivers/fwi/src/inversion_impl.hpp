@@ -123,8 +123,8 @@ class Run final : public Inversion::Impl {
     m_split = m_opt.domains.split();
     if (m_split) {
       KSWEEP_REQUIRE(Physics::row.splits, "parallel.domains = " << core::describe(m_opt.domains, Dim) << ": physics \""
-                                                                << Physics::name
-                                                                << "\" does not run on a split model yet");
+                                                                << Physics::name << "\" (" << Physics::row.summary
+                                                                << ") does not run on a split model yet");
       // Cuts where the storage's codec blocks end, so that they code alike on every split.
       m_opt.domains.align = core::cut_alignment(core::Layout(g, m_pb.pml, Order, P::R),
                                                 m_opt.storage.strategy == storage::Strategy::full, m_opt.storage.dtype);

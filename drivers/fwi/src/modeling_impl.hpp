@@ -64,8 +64,8 @@ class ModelingRun final : public Modeling<Real>::Impl {
     bool const split = st.domains.split();
     if (split || (st.ranks && st.ranks->size() > 1)) {
       // Shot groups over the ranks (one rank each, or one per subdomain of a split model).
-      KSWEEP_REQUIRE(!split || Physics::row.splits, "physics \"" << Physics::name
-                                                                 << "\" does not run on a model split into domains yet "
+      KSWEEP_REQUIRE(!split || Physics::row.splits, "physics \"" << Physics::name << "\" (" << Physics::row.summary
+                                                                 << ") does not run on a model split into domains yet "
                                                                     "(parallel.domains)");
       KSWEEP_REQUIRE(st.ranks, "ModelingSetup: domains " << core::describe(st.domains, st.grid.dim())
                                                          << " split the model over ranks, and no ranks were given");

@@ -4,6 +4,7 @@
 #include <ksweep/io/segy.hpp>
 
 #include <ksweep/base/error.hpp>
+#include <ksweep/base/physics_table.hpp>
 
 #include <toml++/toml.h>
 
@@ -17,6 +18,7 @@
 #include <limits>
 #include <map>
 #include <sstream>
+#include <string_view>
 
 namespace ksweep::io {
 namespace {
@@ -555,7 +557,12 @@ void validate(Config const& c) {
                                           << " Hz of time.dt = " << c.time.dt
                                           << " s; set it near the wavelet's peak frequency wavelet.freq = "
                                           << c.wavelet.freq << " Hz");
-  bool const vd = p.physics == "acoustic_vd";
+  // The physics' row (propagator.physics, checked against the table's names by its key).
+  int const row = core::physics_row(p.physics);
+  bool const splits = row < 0 || core::physics_table[row].splits;
+  bool vd = false;  // the physics has a density (parameter "rho", read by model.density)
+  if (row >= 0)
+    for (auto const& q : core::physics_table[row]) vd = vd || std::string_view(q.name) == "rho";
   auto const& dom = c.parallel.domains;
   if (c.is_given("parallel.domains")) {
     std::string text = "[";
@@ -564,9 +571,9 @@ void validate(Config const& c) {
     KSWEEP_REQUIRE(dom.size() == 1 || dom.size() == 2,
                    "parallel.domains = " << text << " must be [nx_parts] (2D) or [ny_parts, nx_parts] (3D)");
     long long const n = dom.size() == 2 ? 1LL * dom[0] * dom[1] : dom[0];
-    KSWEEP_REQUIRE(!vd || n == 1, "parallel.domains = " << text
-                                                        << " splits the model, but variable density (propagator."
-                                                           "physics = \"acoustic_vd\") does not run split yet");
+    KSWEEP_REQUIRE(splits || n == 1, "parallel.domains = " << text << " splits the model, but propagator.physics = \""
+                                                           << p.physics << "\" (" << core::physics_table[row].summary
+                                                           << ") does not run split yet");
     KSWEEP_REQUIRE(n == 1 || p.schedule != "shots",
                    "parallel.domains = " << text << " splits the model, and propagator.schedule = \"shots\" runs "
                                          << "each shot's time loop alone, with no halo exchange between steps: use "

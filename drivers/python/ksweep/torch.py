@@ -70,6 +70,8 @@ class Forward(torch.autograd.Function):
             records[:, 0] = options["first"]
         ctx.modeling = m
         ctx.watch = options.get("backward_watch")  # ksweep.scalar's backward_callback
+        if ctx.watch is not None:  # the adjoint memories' split per axis
+            ctx.watch.sizes = [m.memory_values(k) for k in range(vn.ndim)]
         # ksweep.scalar's start tensors that require grad (`start_tensors`): their gradients
         # come from the reverse sweep's adjoint state at step 0 (_StartGradient).
         ctx.start_grad = None
@@ -373,16 +375,22 @@ class CallbackState:
     after it, which the reverse sweep computed first), and the gradient is the velocity's of the
     steps from the end down to `step` (zero in the layer, whose velocity copies the model's
     edges). The wavefields and the gradient are the run's: changing them in place changes the
-    run from there on (the gradient returned is then the changed one). ksweep's layer memories
-    are not fields on the grid, so there are none to get."""
+    run from there on (the gradient returned is then the changed one).
 
-    def __init__(self, dt, step, wavefields, models, faces, gradients=None):
+    The layer memories (Deepwave's names: "psiy_m1", "psix_m1", "zetay_m1", "zetax_m1", and
+    "psiz_m1", "zetaz_m1" in 3D) are ksweep's own, its CPML's strips of the layer, [shot, values]
+    as scalar() returns them (`view` does not apply to them). Forward they are the run's:
+    changing them changes the run. Backward they are the adjoint memories, to look at: the sweep
+    takes back the adjoint wavefields alone, and a callback that changes a memory is refused."""
+
+    def __init__(self, dt, step, wavefields, models, faces, gradients=None, memories=None):
         self.dt = dt
         self.step = step
         self._wavefields = wavefields
         self._models = models
         self._faces = faces  # (low, high) layer cells per axis
         self._gradients = gradients  # backward: a function giving {name: gradient on the padded grid}
+        self._memories = memories or {}  # name: [shot, values], ksweep's strips
 
     def _view(self, x, view, padded):
         if view in ("full", "pml"):
@@ -401,9 +409,12 @@ class CallbackState:
         return m[torch.meshgrid(*idx, indexing="ij")]
 
     def get_wavefield(self, name: str, view: str = "inner") -> torch.Tensor:
+        if name in self._memories:
+            if view not in ("inner", "pml", "full"):
+                raise ValueError(f"view = {view!r} must be 'inner', 'pml' or 'full'")
+            return self._memories[name]
         if name not in self._wavefields:
-            raise KeyError(f"wavefield {name!r}: ksweep's callbacks have {sorted(self._wavefields)} (its layer "
-                           "memories are not fields on the grid)")
+            raise KeyError(f"wavefield {name!r}: the callback has {sorted(self._wavefields) + sorted(self._memories)}")
         return self._view(self._wavefields[name], view, True)
 
     def get_model(self, name: str, view: str = "inner") -> torch.Tensor:
@@ -421,13 +432,26 @@ class CallbackState:
 
 
 def _watched(callback, changed):
-    """`callback` that appends to `changed` the steps at which it changed the wavefields."""
+    """`callback` that appends to `changed` the steps at which it changed the wavefields or the
+    layer memories."""
     def run(state):
-        was = {k: w.clone() for k, w in state._wavefields.items()}
+        fields = {**state._wavefields, **state._memories}
+        was = {k: w.clone() for k, w in fields.items()}
         callback(state)
-        if any(not torch.equal(was[k], w) for k, w in state._wavefields.items()):
+        if any(not torch.equal(was[k], w) for k, w in fields.items()):
             changed.append(state.step)
     return run
+
+
+def _memory_views(memory: torch.Tensor, axes, sizes) -> dict:
+    """The layer memories [shot, values] (ksweep's order: per axis z, (y,) x, psi then zeta) as
+    views named as Deepwave names them (axes: Deepwave's letters of ksweep's axes)."""
+    out, off = {}, 0
+    for ax, n in zip(axes, sizes):
+        out[f"psi{ax}_m1"] = memory[:, off:off + n]
+        out[f"zeta{ax}_m1"] = memory[:, off + n:off + 2 * n]
+        off += 2 * n
+    return out
 
 
 class _StartGradient:
@@ -494,8 +518,10 @@ class _BackwardWatch:
     the sweep; changes to the gradient are kept (Deepwave's accumulator: a change at a sample
     stays in the sum) and gradient() applies them to the sweep's result."""
 
-    def __init__(self, callback, frequency, ratio, n_user, dt, v, faces):
+    def __init__(self, callback, frequency, ratio, n_user, dt, v, faces, axes=("y", "x")):
         self.callback = callback
+        self.axes = axes  # Deepwave's letters of ksweep's axes (the memories' names)
+        self.sizes = None  # the memories' values per axis (Forward sets them)
         self.ratio = ratio
         # The internal steps of the samples: the binding calls back at these alone.
         self.steps = sorted({t * ratio for t in range(n_user - frequency, 0, -frequency)} | {0})
@@ -506,8 +532,10 @@ class _BackwardWatch:
         self.final = None  # the gradient as the callback left it at sample 0, when it changed one
 
     def __call__(self, n, first_shot, shots, get, set_, images):
-        now, after = get()
+        now, after, memory = get(memories=True)
         device = self.v.device
+        memories = _memory_views(torch.from_numpy(memory).to(device), self.axes, self.sizes)
+        held = {k: m.clone() for k, m in memories.items()}
         wavefields = {"wavefield_0": torch.from_numpy(now).to(device), "wavefield_m1": torch.from_numpy(after).to(device)}
         was = {k: w.clone() for k, w in wavefields.items()}
         shown = {}
@@ -524,7 +552,13 @@ class _BackwardWatch:
                 shown["was"] = full.clone()
             return {"v": shown["v"]}
 
-        self.callback(CallbackState(self.dt, n // self.ratio, wavefields, {"v": self.v}, self.faces, gradients))
+        self.callback(CallbackState(self.dt, n // self.ratio, wavefields, {"v": self.v}, self.faces, gradients,
+                                    memories))
+        for k, m in memories.items():
+            if not torch.equal(m, held[k]):
+                raise NotImplementedError(f"ksweep.scalar: the backward_callback changed the adjoint layer memory {k} "
+                                          f"(at sample {n // self.ratio}): the sweep takes back the adjoint "
+                                          "wavefields alone")
         changed = [not torch.equal(was[k], wavefields[k]) for k in ("wavefield_0", "wavefield_m1")]
         if any(changed):
             put = [np.ascontiguousarray(_np(wavefields[k]).astype(now.dtype)) if c else None
@@ -589,14 +623,15 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
     [shot, values]): pass back what a call returned to continue a run exactly (a run cut in two
     gives the bits of one run), or None (zero); Deepwave's are refused by their shape.
     `forward_callback(state)` is called before every `callback_frequency` time samples, with a
-    CallbackState (the wavefields, which it may change in place, and the model). Where a tensor
+    CallbackState (the wavefields and the layer memories, which it may change in place, and the
+    model). Where a tensor
     requires grad, the callback runs on a run of its own (one forward more) and the gradient is
     the run's without it: a callback that looks is differentiable, one that changes the
     wavefields raises NotImplementedError (run it under torch.no_grad()).
     `backward_callback(state)` is called during the backward pass of v's gradient, as Deepwave
     calls it: after every `callback_frequency` samples from the end and last at sample 0, with
-    the adjoint wavefields (which it may change in place: the sweep goes on from them) and the
-    gradient of the steps so far (`state.get_gradient("v")`; a change stays in the gradient
+    the adjoint wavefields (which it may change in place: the sweep goes on from them), the
+    adjoint layer memories (to read: a change is refused) and the gradient of the steps so far (`state.get_gradient("v")`; a change stays in the gradient
     returned, as in Deepwave's accumulator: a custom imaging condition divides it at sample 0).
     It must not call ksweep itself (the sweep waits for it).
 
@@ -745,7 +780,7 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
         if backward_callback is not None:
             per_axis = [(faces[0], faces[1])] + ([(faces[2], faces[3])] if ndim == 3 else []) + [(faces[4], faces[5])]
             options["backward_watch"] = _BackwardWatch(backward_callback, callback_frequency, ratio, n_run // ratio,
-                                                       inner_dt, v, per_axis)
+                                                       inner_dt, v, per_axis, axes)
         data = Forward.apply(v, amp * scale.unsqueeze(-1), None, dh, inner_dt, src_np, rec_np, None, options,
                              *[start[i] for i in start_grad])
         if 0 in start_grad:  # sample 0 is u^0 at the receivers: differentiable in wavefield_0 too
@@ -862,8 +897,10 @@ def _stateful_run(v, amp, dh, dt, src, rec, options, start, axes, callback, freq
     data = []
     for t0 in range(0, n_run, piece):
         if callback is not None:
+            held = torch.from_numpy(memory).to(v.device)  # the start's own values on the host
             callback(CallbackState(dt, t0 // ratio, {"wavefield_0": now, "wavefield_m1": before}, {"v": v},
-                                   faces_per_axis))
+                                   faces_per_axis, memories=_memory_views(held, axes, sizes)))
+            memory = np.ascontiguousarray(_np(held))
         n = min(piece, n_run - t0)
         r, un, ub, memory = modeling(n).forward_state(np.ascontiguousarray(a[:, :, t0:t0 + n]), _np(now),
                                                       _np(before), memory)
