@@ -166,7 +166,7 @@ class Propagator {
   /// The model velocity on the device, [model row][nx] row-major ([nz][nx], or [nz ny][nx] in 3D).
   using velocity_view = Kokkos::View<Real const**, Kokkos::LayoutRight, memory_space>;
 
-  /// The physics' parameters (physics.hpp, parameters.hpp): vp first, then the others.
+  /// The physics' parameters (physics.hpp, base/physics_table.hpp): vp first, then the others.
   static constexpr int n_parameters = static_cast<int>(Physics::parameters.size());
 
   /// Sets the model: one host array per parameter of the physics (Physics::parameters, vp
