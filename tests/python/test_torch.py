@@ -755,7 +755,7 @@ def test_scalar_backward_callback():
 
     assert torch.allclose(run(halve), 0.5 * seen[0][2] + source_term, **tol)
 
-    # In a reflecting box (no absorbing layer, whose memories the callback cannot reach) zeroing
+    # In a reflecting box (no absorbing layer, whose adjoint memories a callback cannot set) zeroing
     # the adjoint wavefields at sample 120 ends the sweep's sum there.
     kept = {}
 
