@@ -390,7 +390,13 @@ class CallbackState:
         self._models = models
         self._faces = faces  # (low, high) layer cells per axis
         self._gradients = gradients  # backward: a function giving {name: gradient on the padded grid}
-        self._memories = memories or {}  # name: [shot, values], ksweep's strips
+        self._held = memories or {}  # name: [shot, values], ksweep's strips; or a function giving them
+
+    @property
+    def _memories(self):
+        if callable(self._held):
+            self._held = self._held()
+        return self._held
 
     def _view(self, x, view, padded):
         if view in ("full", "pml"):
@@ -409,13 +415,13 @@ class CallbackState:
         return m[torch.meshgrid(*idx, indexing="ij")]
 
     def get_wavefield(self, name: str, view: str = "inner") -> torch.Tensor:
+        if name in self._wavefields:
+            return self._view(self._wavefields[name], view, True)
         if name in self._memories:
             if view not in ("inner", "pml", "full"):
                 raise ValueError(f"view = {view!r} must be 'inner', 'pml' or 'full'")
             return self._memories[name]
-        if name not in self._wavefields:
-            raise KeyError(f"wavefield {name!r}: the callback has {sorted(self._wavefields) + sorted(self._memories)}")
-        return self._view(self._wavefields[name], view, True)
+        raise KeyError(f"wavefield {name!r}: the callback has {sorted(self._wavefields) + sorted(self._memories)}")
 
     def get_model(self, name: str, view: str = "inner") -> torch.Tensor:
         if name not in self._models:
@@ -532,10 +538,15 @@ class _BackwardWatch:
         self.final = None  # the gradient as the callback left it at sample 0, when it changed one
 
     def __call__(self, n, first_shot, shots, get, set_, images):
-        now, after, memory = get(memories=True)
+        now, after = get()
         device = self.v.device
-        memories = _memory_views(torch.from_numpy(memory).to(device), self.axes, self.sizes)
-        held = {k: m.clone() for k, m in memories.items()}
+        fetched = {}
+
+        def memories():  # the adjoint memories, copied only for a callback that asks for one
+            memory = get(memories=True)[2]
+            fetched["views"] = _memory_views(torch.from_numpy(memory).to(device), self.axes, self.sizes)
+            fetched["held"] = {k: m.clone() for k, m in fetched["views"].items()}
+            return fetched["views"]
         wavefields = {"wavefield_0": torch.from_numpy(now).to(device), "wavefield_m1": torch.from_numpy(after).to(device)}
         was = {k: w.clone() for k, w in wavefields.items()}
         shown = {}
@@ -554,8 +565,8 @@ class _BackwardWatch:
 
         self.callback(CallbackState(self.dt, n // self.ratio, wavefields, {"v": self.v}, self.faces, gradients,
                                     memories))
-        for k, m in memories.items():
-            if not torch.equal(m, held[k]):
+        for k, m in fetched.get("views", {}).items():
+            if not torch.equal(m, fetched["held"][k]):
                 raise NotImplementedError(f"ksweep.scalar: the backward_callback changed the adjoint layer memory {k} "
                                           f"(at sample {n // self.ratio}): the sweep takes back the adjoint "
                                           "wavefields alone")
