@@ -12,6 +12,12 @@ reports its allocations to tracemalloc): a wavefield copied to Python would show
 `--scalar` times Deepwave's convention instead: `ksweep.scalar` on torch tensors (the source
 term, the one-sample shift, the final wavefields handed back) against `ksweep.forward`, the
 same survey, in alternating pairs (torch at one thread).
+
+`--backward` times the backward of `ksweep.scalar` with v requiring grad (whose source term
+makes the amplitudes require grad too) both ways on one modelling: the model's and the
+amplitudes' gradients from one reverse sweep (`vjp(..., wavelet_grad=True)`) against the
+model's sweep and then an adjoint pass for the amplitudes (`vjp` + `adjoint`), and checks that
+the amplitudes' gradients are the same bits.
 """
 import argparse
 import json
@@ -29,6 +35,7 @@ p = argparse.ArgumentParser()
 p.add_argument("--pairs", type=int, default=5)
 p.add_argument("--json")
 p.add_argument("--scalar", action="store_true", help="ksweep.scalar against ksweep.forward")
+p.add_argument("--backward", action="store_true", help="one reverse sweep for both gradients against two passes")
 a = p.parse_args()
 
 v, dh = ksweep.load_model("marmousi2", decimate=2)
@@ -80,6 +87,33 @@ if a.scalar:
     print(f"scalar / forward: median {statistics.median(ratios):.4f}, mean {statistics.fmean(ratios):.4f} over "
           f"{len(ratios)} pairs")
     raise SystemExit(0)
+
+
+if a.backward:
+    s = ksweep._survey(v, src, rec, dh, "cells")
+    m = ksweep._modeling(s, dh, dt, nt, order=4, pml_width=50, pml_reflection=1e-3, pml_freq=25.0,
+                         free_surface=False, batch=0, schedule="auto")
+    m.set_velocity(s.v, ksweep._layer(None, s))
+    g = np.asarray(np.sin(np.arange(shots * nt * nr, dtype=np.float64) * 0.37), np.float32).reshape(shots, nt, nr)
+    got = {}
+
+    def one_sweep():
+        t0 = time.perf_counter()
+        got["one"] = m.vjp(amp, g, wavelet_grad=True)[4]
+        return time.perf_counter() - t0
+
+    def two_passes():
+        t0 = time.perf_counter()
+        m.vjp(amp, g)
+        got["two"] = m.adjoint(g)
+        return time.perf_counter() - t0
+
+    pairs = alternate(one_sweep, two_passes, "one sweep", "vjp + adjoint")
+    ratios = [t1 / t2 for t1, t2 in pairs]
+    same = got["one"].tobytes() == got["two"].tobytes()
+    print(f"one sweep / (vjp + adjoint): median {statistics.median(ratios):.4f}, mean {statistics.fmean(ratios):.4f} "
+          f"over {len(ratios)} pairs; the amplitudes' gradients the same bits: {same}")
+    raise SystemExit(0 if same else 1)
 
 
 pairs = alternate(python_call, cpp_call, "python", "c++")

@@ -14,7 +14,9 @@
 //    start (2D and 3D, constant and variable density, free surface, both schedules, boundary and
 //    full saving); the schedules the same bits; and, exactly, a start u^{-1} = -a at a cell
 //    (what a source of amplitude a at time 0 does) gives that source run's gradient, the same
-//    bits.
+//    bits;
+//  - the gradient of a loss of the end state (EndGradient) with respect to the model, the start and
+//    the wavelets, against central differences.
 
 #include <ksweep/base/error.hpp>
 #include <ksweep/fwi/modeling.hpp>
@@ -506,7 +508,8 @@ TEST(state, the_gradient_from_a_start_is_the_source_s_it_stands_for) {
 // against central differences of <r, records> along directions that move every value of each
 // part: u^0, u^{-1}, the memories (the loss is linear in the start, so the differences are exact
 // to round-off). The start is the end of an earlier run (waves in the layer); each schedule, both
-// strategies, and shots in two batches of one (the watch per batch).
+// strategies, and shots in two batches of one (the watch per batch). vjp's own output of it
+// (VjpExtras, no watch: the `shots` schedule where asked) is the watch's, the same bits.
 TEST(state, the_gradient_with_respect_to_the_start_state_against_finite_differences) {
   double worst = 0;
   int checked = 0;
@@ -538,6 +541,27 @@ TEST(state, the_gradient_with_respect_to_the_start_state_against_finite_differen
         });
         (void)vjp(*m, second.wavelets, res, &start);
         m->set_reverse_watch(nullptr);
+        // The same from vjp's own output (VjpExtras: no watch, so the schedule asked for runs):
+        // the same bits.
+        {
+          Ends out;
+          out.now.assign(start.now.size(), -1.0);
+          out.before.assign(start.before.size(), -1.0);
+          out.memory.assign(start.memory.size(), -1.0);
+          Grads gv;
+          auto const img = images_into(gv.v, gv.rho, gv.irec, second.setup.grid.cells(), c.vd);
+          fwi::ForwardState<double> st;
+          st.start_now = start.now.data();
+          st.start_before = start.before.data();
+          st.start_memory = start.memory.data();
+          fwi::VjpExtras<double> more;
+          more.start_now = out.now.data();
+          more.start_before = out.before.data();
+          more.start_memory = out.memory.data();
+          m->vjp(second.wavelets.data(), res.data(), img, st, more);
+          EXPECT_TRUE(same_bits(out.now, g.now) && same_bits(out.before, g.before) && same_bits(out.memory, g.memory))
+              << describe(c) << ": the start's gradient from vjp's output and from the watch at step 0 differ";
+        }
         std::string const what = describe(c) + (strategy == storage::Strategy::full ? ", full" : ", boundary") +
                                  (batch == 1 ? ", batches of one shot" : "");
         // The part `part` of the start moved along a direction d that moves every value.
@@ -571,6 +595,165 @@ TEST(state, the_gradient_with_respect_to_the_start_state_against_finite_differen
       "gradient with respect to the start state against central differences, worst relative difference over "
       "%d checks: %.2e\n",
       checked, worst);
+}
+
+// A loss of where a run ends: sum over the parts of <weights, the run's part>, records and end
+// state alike (ForwardState's end fields; a part with no weights adds nothing).
+double end_loss(fwi::Modeling<double>& m, std::vector<double> const& w, Ends const& start, Ends const& weights) {
+  Ends const e = run(m, w, &start);
+  double l = 0;
+  for (auto part : {&Ends::records, &Ends::now, &Ends::before, &Ends::memory})
+    if (!(weights.*part).empty()) l += dot(weights.*part, e.*part);
+  return l;
+}
+
+// The gradient of a loss of the end state (fwi::EndGradient: dL/du^{nt}, dL/du^{nt-1}, dL/d(the
+// layer memories at the end)), one part at a time (the records' weights zero): with respect to
+// the model (vjp with `end`) against central differences along a direction that moves every
+// cell, then the edge cells alone, then the density; with respect to the start and the
+// wavelets (adjoint with `end`), whose differences are exact to
+// round-off (the loss is linear in them); vjp's own wavelet gradient (the same sweep as the
+// model's and the start's, VjpExtras) is adjoint()'s, the same bits. The run starts and ends with waves in the layer
+// (its memories matter); each schedule, both strategies, shots in two batches of one.
+TEST(state, the_gradient_of_a_loss_of_the_end_state_against_finite_differences) {
+  double worst_model = 0, worst_linear = 0;
+  int checked = 0;
+  for (Case c : physics_cases())
+    for (auto strategy : {storage::Strategy::boundary, storage::Strategy::full})
+      for (int batch : {0, 1}) {
+        c.schedule = batch == 1 ? core::Schedule::shots : core::Schedule::batched;
+        int const nt1 = c.dim == 3 ? 30 : 60, nt2 = c.dim == 3 ? 20 : 40;
+        Survey first = make(c, nt1), second = make(c, nt2, batch);
+        second.setup.storage.strategy = strategy;
+        second.setup.pml.profile_velocity = 3000.0;  // the damping held fixed, as the gradient holds it
+        second.wavelets = window(make(c, nt1 + nt2).wavelets, nt1 + nt2, nt1, nt2);
+        auto m1 = modeling(first, c);
+        Ends const start = run(*m1, first.wavelets, nullptr);
+        auto m = modeling(second, c);
+        Ends const plain = run(*m, second.wavelets, &start);
+        std::size_t const n = second.v.size();
+        for (int part = 0; part < 3; ++part) {
+          char const* name[] = {"u^nt", "u^(nt-1)", "the layer memories at the end"};
+          std::string const what = describe(c) + (strategy == storage::Strategy::full ? ", full" : ", boundary") +
+                                   (batch == 1 ? ", batches of one shot" : "") + ", a loss of " + name[part];
+          // Weights on every value of the part, scaled to it.
+          Ends weights;
+          weights.records.assign(plain.records.size(), 0.0);
+          std::vector<double> const& x = part == 0 ? plain.now : part == 1 ? plain.before : plain.memory;
+          double peak = 0;
+          for (double xi : x) peak = std::max(peak, std::abs(xi));
+          ASSERT_GT(peak, 0.0) << what;
+          std::vector<double> wgt(x.size());
+          for (std::size_t i = 0; i < x.size(); ++i) wgt[i] = std::sin(0.53 * static_cast<double>(i) + 0.4) / peak;
+          (part == 0 ? weights.now : part == 1 ? weights.before : weights.memory) = wgt;
+          fwi::EndGradient<double> end;
+          (part == 0 ? end.now : part == 1 ? end.before : end.memory) = wgt.data();
+          // The model: vjp with the end's gradient.
+          Grads g;
+          auto const out = images_into(g.v, g.rho, g.irec, second.setup.grid.cells(), c.vd);
+          fwi::ForwardState<double> st;
+          st.start_now = start.now.data();
+          st.start_before = start.before.data();
+          st.start_memory = start.memory.data();
+          // ... and, from the same sweep, the start's and the wavelets' (no watch: the schedule
+          // asked for runs).
+          Ends gs;
+          gs.now.assign(start.now.size(), -1.0);
+          gs.before.assign(start.before.size(), -1.0);
+          gs.memory.assign(start.memory.size(), -1.0);
+          std::vector<double> wg_sweep(second.wavelets.size(), -1.0);
+          fwi::VjpExtras<double> more;
+          more.end = end;
+          more.wavelet_grad = wg_sweep.data();
+          more.start_now = gs.now.data();
+          more.start_before = gs.before.data();
+          more.start_memory = gs.memory.data();
+          m->vjp(second.wavelets.data(), weights.records.data(), out, st, more);
+          auto model_loss = [&](std::vector<double> const& v, std::vector<double> const& rho) {
+            Survey s = second;
+            s.v = v;
+            s.rho = rho;
+            return end_loss(*modeling(s, c), s.wavelets, start, weights);
+          };
+          // 1e-4: a loss of u^(nt-1) in 3D with variable density and a free surface has a small
+          // derivative along dv (cancelling terms), where 1e-3's truncation error is 2e-4 of it.
+          double const eps = 1e-4;
+          auto shifted = [&](std::vector<double> const& y, std::vector<double> const& d, double k) {
+            std::vector<double> z(y);
+            for (std::size_t i = 0; i < n; ++i) z[i] += k * eps * d[i];
+            return z;
+          };
+          std::vector<double> dv(n), edge(n, 0.0), drho(n);
+          auto const& grid = second.setup.grid;
+          int const nz = grid.nz, nx = grid.nx, ny = static_cast<int>(n / static_cast<std::size_t>(nz * nx));
+          for (std::size_t i = 0; i < n; ++i) {
+            dv[i] = 40.0 * std::sin(0.37 * static_cast<double>(i) + 0.2);
+            drho[i] = 30.0 * std::cos(0.23 * static_cast<double>(i));
+            int const z = static_cast<int>(i / (n / nz)), xx = static_cast<int>(i % nx);
+            int const y = static_cast<int>((i / nx) % ny);
+            bool const y_edge = c.dim == 3 && (y == 0 || y == ny - 1);
+            if (z == 0 || z == nz - 1 || xx == 0 || xx == nx - 1 || y_edge) edge[i] = dv[i], drho[i] = 0.0;
+          }
+          for (auto const* d : {&dv, &edge}) {
+            double const fd =
+                (model_loss(shifted(second.v, *d, 1), second.rho) - model_loss(shifted(second.v, *d, -1), second.rho)) /
+                (2 * eps);
+            double const an = dot(g.v, *d);
+            EXPECT_GT(std::abs(an), 0.0) << what;
+            EXPECT_LE(std::abs(fd - an), 1e-6 * std::abs(an))
+                << what << (d == &edge ? ": vp at the edge cells" : ": vp") << ", finite difference " << fd
+                << ", gradient " << an;
+            worst_model = std::max(worst_model, std::abs(fd - an) / std::abs(an));
+            ++checked;
+          }
+          if (c.vd) {  // the layer's density is held fixed: off the edge cells only
+            double const fd = (model_loss(second.v, shifted(second.rho, drho, 1)) -
+                               model_loss(second.v, shifted(second.rho, drho, -1))) /
+                              (2 * eps);
+            double const an = dot(g.rho, drho);
+            EXPECT_LE(std::abs(fd - an), 1e-6 * std::abs(an))
+                << what << ": rho, finite difference " << fd << ", gradient " << an;
+            worst_model = std::max(worst_model, std::abs(fd - an) / std::abs(an));
+            ++checked;
+          }
+          // The start's parts and the wavelets: linear, so any step is exact but for round-off.
+          std::vector<double> wg(second.wavelets.size(), 0.0);
+          m->adjoint(weights.records.data(), wg.data(), end);
+          EXPECT_TRUE(same_bits(wg, wg_sweep)) << what << ": the wavelets' gradient of vjp's sweep and of adjoint()";
+          for (int sp = 0; sp < 4; ++sp) {
+            Ends moved_start = start;
+            std::vector<double> wave = second.wavelets;
+            std::vector<double>& y = sp == 0   ? moved_start.now
+                                     : sp == 1 ? moved_start.before
+                                     : sp == 2 ? moved_start.memory
+                                               : wave;
+            std::vector<double> const& grad = sp == 0 ? gs.now : sp == 1 ? gs.before : sp == 2 ? gs.memory : wg;
+            double scale = 0;
+            for (double yi : y) scale = std::max(scale, std::abs(yi));
+            std::vector<double> d(y.size());
+            for (std::size_t i = 0; i < d.size(); ++i) d[i] = scale * std::sin(0.61 * static_cast<double>(i) + 0.3);
+            auto moved = [&](double k) {
+              std::vector<double> const keep = y;
+              for (std::size_t i = 0; i < y.size(); ++i) y[i] += k * d[i];
+              double const l = end_loss(*m, wave, moved_start, weights);
+              y = keep;
+              return l;
+            };
+            double const fd = (moved(1) - moved(-1)) / 2;
+            double const an = dot(grad, d);
+            char const* of[] = {"u^0", "u^-1", "the start's layer memories", "the wavelets"};
+            EXPECT_GT(std::abs(an), 0.0) << what << ": " << of[sp];
+            EXPECT_LE(std::abs(fd - an), 1e-10 * std::abs(an))
+                << what << ": " << of[sp] << ", finite difference " << fd << ", gradient " << an;
+            worst_linear = std::max(worst_linear, std::abs(fd - an) / std::abs(an));
+            ++checked;
+          }
+        }
+      }
+  std::printf(
+      "gradient of a loss of the end state against central differences, worst relative difference over %d checks: "
+      "the model %.2e, the start and the wavelets %.2e\n",
+      checked, worst_model, worst_linear);
 }
 
 // A reverse watch (Modeling::set_reverse_watch): called at every step from nt - 1 down to 0; one

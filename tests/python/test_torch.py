@@ -414,6 +414,62 @@ def test_scalar_gradcheck_with_respect_to_the_initial_wavefields_and_memories(re
         assert torch.equal(d, f(v0, amp0[..., 30:], *[x.detach() for x in start]))
 
 
+@pytest.mark.parametrize("reflecting_top", [False, True])
+def test_scalar_gradcheck_of_the_final_wavefields_and_memories(reflecting_top):
+    """The end state is differentiable: gradcheck of every output (wavefield_nt, wavefield_ntm1,
+    the four layer memories at the end, the data) with respect to v, the amplitudes and the start
+    state, from a start with waves in the layer; two shots, and a reflecting top edge."""
+    v0 = torch.tensor(layered((7, 8), np.float64))
+    src = torch.tensor([[[3, 4]], [[5, 1]]])
+    rec = torch.tensor([[[0, 0], [4, 6]], [[1, 2], [6, 0]]])
+    amp0 = torch.tensor(amplitudes(2, 1, 36, DT, np.float64, freq=40.0))
+    pml = [3, 2, 2, 3] if not reflecting_top else [0, 2, 2, 3]
+    kw = dict(source_locations=src, receiver_locations=rec, pml_width=pml, max_vel=3000.0)
+    first = ksweep.scalar(v0, DH, DT, source_amplitudes=amp0[..., :24], **kw)
+    names = ("wavefield_0", "wavefield_m1", "psiy_m1", "psix_m1", "zetay_m1", "zetax_m1")
+    start = [x.clone().requires_grad_(True) for x in first[:6]]
+    v = v0.clone().requires_grad_(True)
+    amp = amp0[..., 24:].clone().requires_grad_(True)
+
+    def f(v, amp, *start):
+        return ksweep.scalar(v, DH, DT, source_amplitudes=amp, **dict(zip(names, start)), **kw)
+
+    out = f(v, amp, *start)
+    assert all(x.abs().max() > 0 for x in out[:6])  # waves in the layer at the end: every memory moves
+    assert torch.autograd.gradcheck(f, (v, amp, *start), eps=1e-3, atol=1e-8, rtol=1e-5)
+    # A loss of the end alone reaches v, the amplitudes and the start.
+    sum(x.pow(2).sum() for x in out[:6]).backward()
+    assert all(x.grad is not None and x.grad.abs().max() > 0 for x in (v, amp, *start))
+
+
+def test_scalar_a_run_cut_in_two_has_the_gradient_of_one_run():
+    """A run cut in two, the second call starting where the first ended (its wavefields and
+    memories): the data of both pieces have the gradient of the data of one run, with respect to
+    v and the amplitudes, to round-off (an independent path: one reverse sweep against two, joined
+    through the end state's gradient)."""
+    v0, amp0, src, rec = _scalar_case()
+    v0, amp0 = v0.double(), amp0.double()
+    kw = dict(source_locations=src, receiver_locations=rec, pml_width=8)
+    nt, cut = amp0.shape[-1], amp0.shape[-1] // 2
+    weights = torch.sin(torch.arange(rec.shape[0] * rec.shape[1] * nt, dtype=torch.float64)).reshape(
+        rec.shape[0], rec.shape[1], nt)
+    v = v0.clone().requires_grad_(True)
+    amp = amp0.clone().requires_grad_(True)
+    whole = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp, **kw)[-1]
+    (whole * weights).sum().backward()
+    v2 = v0.clone().requires_grad_(True)
+    amp2 = amp0.clone().requires_grad_(True)
+    a = ksweep.scalar(v2, 10.0, 0.001, source_amplitudes=amp2[..., :cut], **kw)
+    start = dict(zip(("wavefield_0", "wavefield_m1", "psiy_m1", "psix_m1", "zetay_m1", "zetax_m1"), a[:6]))
+    b = ksweep.scalar(v2, 10.0, 0.001, source_amplitudes=amp2[..., cut:], **start, **kw)
+    joined = torch.cat([a[-1], b[-1]], dim=-1)
+    assert torch.equal(joined, whole.detach())  # the same bits forward
+    (joined * weights).sum().backward()
+    for g, g2 in ((v.grad, v2.grad), (amp.grad, amp2.grad)):
+        assert g.abs().max() > 0
+        assert (g - g2).abs().max() <= 1e-10 * g.abs().max(), (g - g2).abs().max() / g.abs().max()
+
+
 def test_scalar_survey_pad_propagates_the_box_around_the_survey():
     """survey_pad: the records of the call are those of the model cut to the box around every
     source and receiver (Deepwave's extents: pads per side, None to the edge), the same bits;
@@ -489,10 +545,11 @@ def test_scalar_refuses_what_it_does_not_model():
             ksweep.scalar(v, 10.0, 0.001, **kw, psiz_m1=torch.zeros(2, 10))
         with pytest.raises(ValueError, match="callback_frequency = 0"):
             ksweep.scalar(v, 10.0, 0.001, **kw, forward_callback=print, callback_frequency=0)
-    with pytest.raises(NotImplementedError, match="the forward_callback changed the wavefields .at sample 0.: a run "
-                                                  "it changes is forward-only"):
+    with pytest.raises(NotImplementedError, match="the forward_callback changed the wavefields .at sample 0., and a "
+                                                  "backward_callback is given"):
         ksweep.scalar(v.clone().requires_grad_(True), 10.0, 0.001, **kw,
-                      forward_callback=lambda st: st.get_wavefield("wavefield_0").add_(1.0))
+                      forward_callback=lambda st: st.get_wavefield("wavefield_0").add_(1.0),
+                      backward_callback=lambda st: None)
     with pytest.raises(ValueError, match=r"grid_spacing = \[10.0, 0.0\]: grid spacings must be finite and > 0"):
         ksweep.scalar(v, [10.0, 0.0], 0.001, **kw)
     with pytest.raises(ValueError, match=r"grid_spacing = \[10.0, 5.0, 5.0\]: give one spacing \(m\), or one per axis \[dz, dx\]"):
@@ -700,6 +757,61 @@ def test_scalar_forward_callback_with_a_gradient():
     assert grads[0][0].abs().max() > 0 and grads[0][1].abs().max() > 0
 
 
+def test_scalar_a_forward_callback_that_changes_the_run_is_differentiable():
+    """A callback that changes the run under a gradient: the run is chained through the
+    callback's pieces, so the gradient follows its changes. Zeroing the wavefields at sample 120
+    in a reflecting box (no layer memories) makes the data those of two runs, one up to 120 and
+    one from rest with the sources after it: the gradient with respect to v and the amplitudes is
+    theirs (independent calls, to round-off). With a layer, a callback that scales the wavefields
+    and a memory passes gradcheck (v, the amplitudes, the start wavefield), and is called once
+    per piece but at its first change (once more there)."""
+    v0, amp0, src, rec = _scalar_case()
+    box = dict(source_locations=src, receiver_locations=rec, pml_width=0)
+    weights = torch.cos(torch.arange(2 * 10 * 300, dtype=torch.float64)).reshape(2, 10, 300)
+
+    def silence(st):
+        if st.step == 120:
+            st.get_wavefield("wavefield_0", "pml").zero_()
+            st.get_wavefield("wavefield_m1", "pml").zero_()
+
+    v, amp = v0.clone().requires_grad_(True), amp0.clone().requires_grad_(True)
+    d = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp, forward_callback=silence, callback_frequency=60, **box)[-1]
+    (d * weights).sum().backward()
+    v2, amp2 = v0.clone().requires_grad_(True), amp0.clone().requires_grad_(True)
+    a = ksweep.scalar(v2, 10.0, 0.001, source_amplitudes=amp2[..., :120], **box)[-1]
+    b = ksweep.scalar(v2, 10.0, 0.001, source_amplitudes=amp2[..., 120:], **box)[-1]
+    ((a * weights[..., :120]).sum() + (b * weights[..., 120:]).sum()).backward()
+    assert torch.equal(d.detach(), torch.cat([a, b], dim=-1).detach())
+    for g, g2 in ((v.grad, v2.grad), (amp.grad, amp2.grad)):
+        assert g.abs().max() > 0 and (g - g2).abs().max() <= 1e-10 * g.abs().max()
+
+    v0 = torch.tensor(layered((7, 8), np.float64))
+    s1 = torch.tensor([[[3, 4]], [[5, 1]]])
+    r1 = torch.tensor([[[0, 0], [4, 6]], [[1, 2], [6, 0]]])
+    amp0 = torch.tensor(amplitudes(2, 1, 30, DT, np.float64, freq=40.0))
+    kw = dict(source_locations=s1, receiver_locations=r1, pml_width=[3, 2, 2, 3], max_vel=3000.0)
+    calls = []
+
+    def scale(st):
+        calls.append(st.step)
+        if st.step >= 10:
+            st.get_wavefield("wavefield_0").mul_(0.5)
+            st.get_wavefield("psix_m1").mul_(0.75)
+
+    w0 = torch.sin(torch.arange(2 * 12 * 13, dtype=torch.float64)).reshape(2, 12, 13).requires_grad_(True)
+
+    def f(v, amp, w0):
+        return ksweep.scalar(v, DH, DT, source_amplitudes=amp, wavefield_0=w0, forward_callback=scale,
+                             callback_frequency=5, **kw)
+
+    args = (v0.clone().requires_grad_(True), amp0.clone().requires_grad_(True), w0)
+    out = f(*args)
+    assert calls == [0, 5, 10, 10, 15, 20, 25]
+    assert torch.autograd.gradcheck(f, args, eps=1e-3, atol=1e-8, rtol=1e-5)
+    with torch.no_grad():  # the same run as without a gradient
+        assert all(torch.equal(x, y) for x, y in zip(out, f(*[x.detach() for x in args])))
+
+
 def test_scalar_backward_callback():
     """backward_callback as Deepwave calls it, at samples nt - f, nt - 2f, ..., and 0. Its wavefield
     at sample k is lambda^k = dL/du^k: against the change of the loss when a forward callback adds
@@ -779,7 +891,7 @@ def test_scalar_callbacks_see_the_layer_memories():
     memories of a run that ends there, the same bits), and zeroing them in place is a run whose
     second piece starts without them. Backward, at sample 0 they are the adjoint memories, the
     gradient of the loss with respect to the start's memories (the same bits as their .grad);
-    changing one is refused."""
+    changed, the sweep goes on from them."""
     v, amp, src, rec = _scalar_case()
     kw = dict(source_locations=src, receiver_locations=rec, pml_width=10)
     names = ("psiy_m1", "psix_m1", "zetay_m1", "zetax_m1")
@@ -819,13 +931,29 @@ def test_scalar_callbacks_see_the_layer_memories():
     assert all(torch.equal(adjoint[k], x.grad) for k, x in zip(names, start))
     assert adjoint["psix_m1"].abs().max() > 0
 
-    def change(st):
-        st.get_wavefield("zetax_m1").add_(1.0)
+    # Adding d to the adjoint memories at sample 60 adds the gradient of <d, the memories of a
+    # 60-sample run> (the same start): against that run's own reverse sweep, which starts from
+    # the end state's gradient (an independent path), to round-off; here with respect to u^{-1}.
+    d = {k: torch.from_numpy(np.random.default_rng(7).standard_normal(tuple(x.shape))) for k, x in zip(names, start)}
 
-    vg = v.clone().requires_grad_(True)
-    out = ksweep.scalar(vg, 10.0, 0.001, source_amplitudes=amp, **kw, backward_callback=change, callback_frequency=60)
-    with pytest.raises(NotImplementedError, match="changed the adjoint layer memory zetax_m1"):
-        out[-1].sum().backward()
+    def add(st):
+        if st.step == 60:
+            for k in names:
+                st.get_wavefield(k).add_(d[k])
+
+    def start_grad(n, callback=None, loss=None):
+        u = first[1].clone().requires_grad_(True)
+        o = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp[..., 120:120 + n], wavefield_0=first[0],
+                          wavefield_m1=u, **dict(zip(names, first[2:6])), **kw, backward_callback=callback,
+                          callback_frequency=60)
+        loss(o).backward()
+        return u.grad
+
+    changed = start_grad(180, add, lambda o: (o[-1] * w).sum())
+    plain = start_grad(180, None, lambda o: (o[-1] * w).sum())
+    part = start_grad(60, None, lambda o: sum((o[2 + i] * d[k]).sum() for i, k in enumerate(names)))
+    assert part.abs().max() > 0
+    assert (changed - (plain + part)).abs().max() <= 1e-10 * changed.abs().max()
 
 
 def test_numpy_calls_take_tensors_and_return_tensors():

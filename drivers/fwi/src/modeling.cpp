@@ -97,6 +97,26 @@ void Modeling<Real>::check_start(ForwardState<Real> const& state, char const* wh
 }
 
 template <class Real>
+void Modeling<Real>::check_end(EndGradient<Real> const& end, char const* who) const {
+  if (end.empty()) return;
+  KSWEEP_REQUIRE(!m_impl->setup.domains.split(),
+                 who << ": a gradient with respect to the end state on a model split into domains "
+                        "(parallel.domains) is not supported; run it on whole-model ranks");
+  auto const shots = static_cast<std::size_t>(m_impl->setup.survey.n_shots);
+  auto const n = padded_shape();
+  auto const cells = static_cast<std::size_t>(n[0]) * n[1] * n[2];
+  auto const at = [cells](std::size_t i) {
+    return "shot " + std::to_string(i / cells) + ", padded cell " + std::to_string(i % cells);
+  };
+  std::string const w(who);
+  if (end.now) detail::require_finite(end.now, shots * cells, w + ": the gradient with respect to u^nt", at);
+  if (end.before) detail::require_finite(end.before, shots * cells, w + ": the gradient with respect to u^(nt-1)", at);
+  if (end.memory)
+    detail::require_finite(end.memory, shots * static_cast<std::size_t>(memory_values()),
+                           w + ": the gradient with respect to the end's layer memories", detail::sample_position);
+}
+
+template <class Real>
 std::array<int, 3> Modeling<Real>::padded_shape() const {
   return m_impl->padded_shape();
 }
@@ -119,7 +139,14 @@ long long Modeling<Real>::memory_values() const {
 template <class Real>
 void Modeling<Real>::adjoint(Real const* records, Real* wavelet_grad) {
   check_records(m_impl->setup, records, "ksweep::fwi::Modeling::adjoint: the records");
-  m_impl->adjoint(records, wavelet_grad);
+  m_impl->adjoint(records, wavelet_grad, EndGradient<Real>{});
+}
+
+template <class Real>
+void Modeling<Real>::adjoint(Real const* records, Real* wavelet_grad, EndGradient<Real> const& end) {
+  check_records(m_impl->setup, records, "ksweep::fwi::Modeling::adjoint: the records");
+  check_end(end, "ksweep::fwi::Modeling::adjoint");
+  m_impl->adjoint(records, wavelet_grad, end);
 }
 
 template <class Real>
@@ -136,16 +163,20 @@ template <class Real>
 void Modeling<Real>::vjp(Real const* wavelets, Real const* residual, ModelingImages const& out) {
   check_wavelets(m_impl->setup, wavelets, "ksweep::fwi::Modeling::vjp: the source amplitudes");
   check_records(m_impl->setup, residual, "ksweep::fwi::Modeling::vjp: the residual");
-  m_impl->vjp(wavelets, residual, out, ForwardState<Real>{});
+  m_impl->vjp(wavelets, residual, out, ForwardState<Real>{}, VjpExtras<Real>{});
 }
 
 template <class Real>
 void Modeling<Real>::vjp(Real const* wavelets, Real const* residual, ModelingImages const& out,
-                         ForwardState<Real> const& start) {
+                         ForwardState<Real> const& start, VjpExtras<Real> const& more) {
   check_wavelets(m_impl->setup, wavelets, "ksweep::fwi::Modeling::vjp: the source amplitudes");
   check_records(m_impl->setup, residual, "ksweep::fwi::Modeling::vjp: the residual");
   check_start(start, "ksweep::fwi::Modeling::vjp");
-  m_impl->vjp(wavelets, residual, out, start);
+  check_end(more.end, "ksweep::fwi::Modeling::vjp");
+  KSWEEP_REQUIRE(!more.start_gradient() || !m_impl->setup.domains.split(),
+                 "ksweep::fwi::Modeling::vjp: the gradient with respect to the start state on a model split into "
+                 "domains (parallel.domains) is not supported; run it on whole-model ranks");
+  m_impl->vjp(wavelets, residual, out, start, more);
 }
 
 template <class Real>

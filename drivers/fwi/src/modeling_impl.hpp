@@ -170,12 +170,12 @@ class ModelingRun final : public Modeling<Real>::Impl {
 
   long long memory_values(int axis) const override { return static_cast<long long>(m_prop->memory_values(axis)); }
 
-  void adjoint(Real const* records, Real* wavelet_grad) override {
+  void adjoint(Real const* records, Real* wavelet_grad, EndGradient<Real> const& end) override {
     KSWEEP_REQUIRE(wavelet_grad || !parallel(), "adjoint: no wavelet gradient array given (the ranks gather it there)");
     auto const stopped = for_each_batch([&](ShotBatch const& b) {
       auto const r = records_in(records, b, "ksweep::fwi::adjoint_records");
       auto const g = wavelets_out(wavelet_grad, b);
-      m_prop->adjoint(r, g);
+      m_prop->adjoint(r, g, end_of(end, b));
       copy_out(g, wavelet_grad, b, m_ns * m_nt);
     });
     gather_shots(wavelet_grad, static_cast<std::size_t>(m_ns) * m_nt);
@@ -216,8 +216,8 @@ class ModelingRun final : public Modeling<Real>::Impl {
     return loss;
   }
 
-  void vjp(Real const* wavelets, Real const* residual, ModelingImages const& out,
-           ForwardState<Real> const& start) override {
+  void vjp(Real const* wavelets, Real const* residual, ModelingImages const& out, ForwardState<Real> const& start,
+           VjpExtras<Real> const& more) override {
     KSWEEP_REQUIRE(residual, "vjp: no residual given");
     bool const stated = start.start_now || start.start_before || start.start_memory;
     KSWEEP_REQUIRE(!stated || !split(),
@@ -242,11 +242,27 @@ class ModelingRun final : public Modeling<Real>::Impl {
         m_prop->set_forward_state(at(start.start_now, cells, b), at(start.start_before, cells, b),
                                   at(start.start_memory, memory, b));
       e.forward(w, syn, stated);
-      e.backward(w, res);
+      if (more.wavelet_grad) {
+        auto const g = wavelets_out(more.wavelet_grad, b);
+        e.backward(w, res, end_of(more.end, b), g);
+        copy_out(g, more.wavelet_grad, b, m_ns * m_nt);
+      } else {
+        e.backward(w, res, end_of(more.end, b));
+      }
+      if (more.start_gradient()) {  // the adjoint state where the sweep ended: lambda^0, lambda^1
+        Real* const before = at(more.start_before, cells, b);
+        m_prop->get_adjoint_state(at(more.start_now, cells, b), before, at(more.start_memory, memory, b));
+        if (before)
+          for (std::size_t i = 0; i < cells * static_cast<std::size_t>(b.count); ++i) before[i] = -before[i];
+      }
       keep_images(b, part);
     });
     reduce_images(part, img);
     images_out(img, out);
+    if (more.wavelet_grad) gather_shots(more.wavelet_grad, static_cast<std::size_t>(m_ns) * m_nt);
+    for (Real* p : {more.start_now, more.start_before})
+      if (p) gather_shots(p, cells);
+    if (more.start_memory) gather_shots(more.start_memory, memory);
     if (stopped) std::rethrow_exception(stopped);
   }
 
@@ -439,6 +455,17 @@ class ModelingRun final : public Modeling<Real>::Impl {
     m_space.fence();
   }
 
+  // The batch's part of the gradient with respect to the end state (whole model: Modeling checks).
+  core::AdjointEnd<Real> end_of(EndGradient<Real> const& end, ShotBatch const& b) const {
+    auto const n = padded_shape();
+    auto const cells = static_cast<std::size_t>(n[0]) * n[1] * n[2];
+    auto const memory = static_cast<std::size_t>(m_prop->memory_values());
+    auto const at = [&b](Real const* p, std::size_t per_shot) {
+      return p ? p + per_shot * static_cast<std::size_t>(b.first) : p;
+    };
+    return {at(end.now, cells), at(end.before, cells), at(end.memory, memory)};
+  }
+
   E& engine() {
     if (!m_engine) {
       m_engine = std::make_unique<E>(*m_prop, this->setup.storage);
@@ -455,6 +482,7 @@ class ModelingRun final : public Modeling<Real>::Impl {
         v.shots = m_prop->n_shots();
         v.get = [this](Real* now, Real* next) { m_prop->get_adjoint_state(now, next); };
         v.set = [this](Real const* now, Real const* next) { m_prop->set_adjoint_state(now, next); };
+        v.set_memory = [this](Real const* memory) { m_prop->set_adjoint_state(nullptr, nullptr, memory); };
         v.memory = [this](Real* memory) { m_prop->get_adjoint_state(nullptr, nullptr, memory); };
         v.images = [this](ModelingImages const& out) {
           auto const img = images(out);

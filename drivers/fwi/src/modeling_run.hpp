@@ -18,12 +18,12 @@ struct Modeling<Real>::Impl {
   virtual void forward(Real const* wavelets, Real* records, ForwardState<Real> const& state) = 0;
   virtual std::array<int, 3> padded_shape() const = 0;
   virtual long long memory_values(int axis) const = 0;
-  virtual void adjoint(Real const* records, Real* wavelet_grad) = 0;
+  virtual void adjoint(Real const* records, Real* wavelet_grad, EndGradient<Real> const& end) = 0;
   virtual double gradient(Real const* wavelets, Real const* observed, double scale, ModelingImages const& out,
                           Real* synthetic, double* shot_losses) = 0;
   /// From rest for a start of nulls (Modeling::vjp without one); the end fields are not read.
   virtual void vjp(Real const* wavelets, Real const* residual, ModelingImages const& out,
-                   ForwardState<Real> const& start) = 0;
+                   ForwardState<Real> const& start, VjpExtras<Real> const& more) = 0;
   virtual void born(Real const* wavelets, Real const* scatter, Real* records) = 0;
   ModelingSetup setup;
   std::function<void(int, int)> after_batch;

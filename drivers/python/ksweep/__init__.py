@@ -597,7 +597,7 @@ def gradient(v, dh: float, dt: float, source_amplitudes, source_locations, recei
                              disk_dir=disk_dir, mpi=mpi, domains=domains)
     if no_rec:  # no data: the loss is 0, its gradient 0; the source illumination is the forward's
         shots, nt = amp.shape[0], amp.shape[2]
-        g, isrc, irec, grho = m.vjp(amp, np.zeros((shots, nt, 1), s.v.dtype))
+        g, isrc, irec, grho, _, _ = m.vjp(amp, np.zeros((shots, nt, 1), s.v.dtype))
         loss, syn, losses = 0.0, np.zeros((shots, nt, 0), s.v.dtype), np.zeros(shots)
     else:
         loss, g, isrc, irec, syn, losses, grho = m.gradient(amp, obs, float(loss_scale))

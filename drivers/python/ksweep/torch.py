@@ -58,10 +58,12 @@ class Forward(torch.autograd.Function):
         ctx.start = ()
         if options.get("start") is not None:  # ksweep.scalar's initial wavefields and memories
             ctx.start = _start_fields(m, s.src.shape[0], vn.dtype, *options["start"])
-        if options.get("state") is not None:  # the end state too (ksweep.scalar's wavefields)
+        ctx.set_materialize_grads(False)  # an output the loss does not read has no gradient (None)
+        end = ()
+        if options.get("state") is not None:  # the end state too (ksweep.scalar's wavefields), outputs
             records, now, before, memory = m.forward_state(amp, *ctx.start)
-            options["state"].update(now=now, before=before, memory=memory,
-                                    sizes=[m.memory_values(k) for k in range(vn.ndim)])
+            options["state"]["sizes"] = [m.memory_values(k) for k in range(vn.ndim)]
+            end = tuple(torch.from_numpy(x).to(v.device) for x in (now, before, memory))
         else:
             records = m.forward(amp)  # [shot, time, receiver]
         ctx.shifted = options.get("first") is not None
@@ -73,42 +75,56 @@ class Forward(torch.autograd.Function):
         if ctx.watch is not None:  # the adjoint memories' split per axis
             ctx.watch.sizes = [m.memory_values(k) for k in range(vn.ndim)]
         # ksweep.scalar's start tensors that require grad (`start_tensors`): their gradients
-        # come from the reverse sweep's adjoint state at step 0 (_StartGradient).
+        # come from the reverse sweep's adjoint state where it ends (_StartGradient).
         ctx.start_grad = None
         if start_tensors:
             which, axes = options["start_grad"]
-            ctx.start_grad = _StartGradient(which, axes, [m.memory_values(k) for k in range(len(axes))],
-                                            s.src.shape[0], start_tensors)
+            ctx.start_grad = _StartGradient(which, axes, [m.memory_values(k) for k in range(len(axes))], start_tensors)
         ctx.amplitudes = amp
+        ctx.records_shape = records.shape
         ctx.device = v.device
-        return torch.from_numpy(records).to(v.device).transpose(1, 2)
+        data = torch.from_numpy(records).to(v.device).transpose(1, 2)
+        return (data, *end) if end else data
 
     @staticmethod
-    def backward(ctx, grad_output):
+    def backward(ctx, grad_output, *grad_end):
         m = ctx.modeling
-        g = np.ascontiguousarray(_np(grad_output).transpose(0, 2, 1))  # [shot, time, receiver]
-        g = g.astype(ctx.amplitudes.dtype, copy=False)
-        if ctx.shifted:  # sample t + 1 came from record t; sample 0 (the start's u^0) is held fixed
-            g = np.concatenate([g[:, 1:], np.zeros_like(g[:, :1])], axis=1)
-        grad_v = grad_amp = grad_rho = None
         dtype = ctx.amplitudes.dtype
-        watch = _Watches(ctx.watch, ctx.start_grad)
-        if ctx.needs_input_grad[0] or ctx.needs_input_grad[2] or watch:
-            if watch:
+        if grad_output is None:  # the loss reads the end state alone
+            g = np.zeros(ctx.records_shape, dtype)
+        else:
+            g = np.ascontiguousarray(_np(grad_output).transpose(0, 2, 1))  # [shot, time, receiver]
+            g = g.astype(dtype, copy=False)
+            if ctx.shifted:  # sample t + 1 came from record t; sample 0 (the start's u^0) is held fixed
+                g = np.concatenate([g[:, 1:], np.zeros_like(g[:, :1])], axis=1)
+        # The gradient with respect to the end state (u^nt, u^(nt-1), the memories; None: zero):
+        # the reverse sweeps start from it.
+        end = {k: None if e is None else np.ascontiguousarray(_np(e), dtype=dtype)
+               for k, e in zip(("end_now", "end_before", "end_memory"), grad_end)}
+        grad_v = grad_amp = grad_rho = None
+        watch = ctx.watch
+        if ctx.needs_input_grad[0] or ctx.needs_input_grad[2] or watch is not None or ctx.start_grad is not None:
+            if watch is not None:
                 m.set_reverse_watch(watch, watch.steps)
-            try:
-                grad, _, _, grho = m.vjp(ctx.amplitudes, g, *ctx.start)
+            try:  # the amplitudes' and the start's gradients from the same sweep, where they need one
+                grad, _, _, grho, wgrad, sgrad = m.vjp(ctx.amplitudes, g, *ctx.start, **end,
+                                                       wavelet_grad=ctx.needs_input_grad[1],
+                                                       start_grad=ctx.start_grad is not None)
             finally:
-                if watch:
+                if watch is not None:
                     m.set_reverse_watch(None)
+            if wgrad is not None:
+                grad_amp = torch.from_numpy(wgrad).to(ctx.device)
+            if sgrad is not None:
+                ctx.start_grad.take(*sgrad)
             if ctx.needs_input_grad[0]:
                 grad_v = torch.from_numpy(grad.astype(dtype, copy=False)).to(ctx.device)
                 if ctx.watch is not None:
                     grad_v = ctx.watch.gradient(grad_v)
             if ctx.needs_input_grad[2]:
                 grad_rho = torch.from_numpy(grho.astype(dtype, copy=False)).to(ctx.device)
-        if ctx.needs_input_grad[1]:
-            grad_amp = torch.from_numpy(m.adjoint(g)).to(ctx.device)
+        if ctx.needs_input_grad[1] and grad_amp is None:  # the amplitudes alone: the adjoint pass
+            grad_amp = torch.from_numpy(m.adjoint(g, **end)).to(ctx.device)
         start = ctx.start_grad.gradients() if ctx.start_grad is not None else ()
         return (grad_v, grad_amp, grad_rho, None, None, None, None, None, None, *start)
 
@@ -204,7 +220,7 @@ class Born(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         g = np.ascontiguousarray(_np(grad_output).transpose(0, 2, 1)).astype(ctx.amplitudes.dtype, copy=False)
-        grad, _, _, _ = ctx.modeling.vjp(ctx.amplitudes, g)  # J^T g: Born's exact transpose
+        grad, _, _, _, _, _ = ctx.modeling.vjp(ctx.amplitudes, g)  # J^T g: Born's exact transpose
         grad_scatter = torch.from_numpy(grad.astype(ctx.amplitudes.dtype, copy=False)).to(ctx.device)
         return grad_scatter, None, None, None, None, None, None, None
 
@@ -380,8 +396,8 @@ class CallbackState:
     The layer memories (Deepwave's names: "psiy_m1", "psix_m1", "zetay_m1", "zetax_m1", and
     "psiz_m1", "zetaz_m1" in 3D) are ksweep's own, its CPML's strips of the layer, [shot, values]
     as scalar() returns them (`view` does not apply to them). Forward they are the run's:
-    changing them changes the run. Backward they are the adjoint memories, to look at: the sweep
-    takes back the adjoint wavefields alone, and a callback that changes a memory is refused."""
+    changing them changes the run. Backward they are the adjoint memories (dL/d of the memories
+    at that sample), and changing them changes the rest of the sweep, as the wavefields do."""
 
     def __init__(self, dt, step, wavefields, models, faces, gradients=None, memories=None):
         self.dt = dt
@@ -437,15 +453,20 @@ class CallbackState:
         return self._view(gradients[name], view, True)
 
 
+class _Changed(Exception):
+    """_watched's stop at the first step where the callback changed the run."""
+
+
 def _watched(callback, changed):
-    """`callback` that appends to `changed` the steps at which it changed the wavefields or the
-    layer memories."""
+    """`callback` that appends to `changed` the step at which it first changed the wavefields or
+    the layer memories, and stops the run there (_Changed)."""
     def run(state):
         fields = {**state._wavefields, **state._memories}
         was = {k: w.clone() for k, w in fields.items()}
         callback(state)
         if any(not torch.equal(was[k], w) for k, w in fields.items()):
             changed.append(state.step)
+            raise _Changed()
     return run
 
 
@@ -462,66 +483,38 @@ def _memory_views(memory: torch.Tensor, axes, sizes) -> dict:
 
 class _StartGradient:
     """The gradient with respect to scalar()'s start tensors (`which`: their places in wavefield_0,
-    wavefield_m1, psi z, y, x, zeta z, y, x), from the adjoint state at the reverse sweep's last
-    step (n = 0) of each batch (Modeling.set_reverse_watch, get(memories=True)): dL/du^0 =
-    lambda^0, dL/du^{-1} = -lambda^1, the memories' as the sweep leaves them (ksweep's strips, per
-    axis psi then zeta)."""
+    wavefield_m1, psi z, y, x, zeta z, y, x) from the adjoint state where the reverse sweep ends
+    (Modeling.vjp(start_grad=True): dL/du^0 = lambda^0, dL/du^{-1} = -lambda^1, the memories' as
+    the sweep leaves them, in ksweep's strips, per axis psi then zeta)."""
 
-    def __init__(self, which, axes, sizes, shots, tensors):
+    def __init__(self, which, axes, sizes, tensors):
         self.which = which
         self.axes = axes
         self.sizes = sizes
         self.tensors = tensors
-        self.steps = [0]
         self.now = self.before = self.memory = None
-        self.shots = shots
 
-    def __call__(self, n, first_shot, shots, get, set_, images):
-        now, after, memory = get(memories=True)
-        if self.now is None:
-            self.now = np.zeros((self.shots,) + now.shape[1:], now.dtype)
-            self.before = np.zeros_like(self.now)
-            self.memory = np.zeros((self.shots, memory.shape[1]), memory.dtype)
-        span = slice(first_shot, first_shot + shots)
-        self.now[span] = now
-        self.before[span] = -after
-        self.memory[span] = memory
+    def take(self, now, before, memory):
+        self.now, self.before, self.memory = now, before, memory
 
     def gradients(self):
-        names = ["wavefield_0", "wavefield_m1"] + [f"{kind}{ax}_m1" for kind in ("psi", "zeta") for ax in "zyx"]
         have = {"wavefield_0": self.now, "wavefield_m1": self.before}
         off = 0
         for ax, n in zip(self.axes, self.sizes):
             have[f"psi{ax}_m1"] = self.memory[:, off:off + n]
             have[f"zeta{ax}_m1"] = self.memory[:, off + n:off + 2 * n]
             off += 2 * n
-        return tuple(torch.from_numpy(np.ascontiguousarray(have[names[i]])).to(dtype=t.dtype, device=t.device)
+        return tuple(torch.from_numpy(np.ascontiguousarray(have[_START_NAMES[i]])).to(dtype=t.dtype, device=t.device)
                      for i, t in zip(self.which, self.tensors))
-
-
-class _Watches:
-    """The reverse watches of one sweep (None: absent) as one, each called at its own steps."""
-
-    def __init__(self, *watches):
-        self.watches = [w for w in watches if w is not None]
-        self.steps = sorted(set().union(*[set(w.steps) for w in self.watches]))
-
-    def __bool__(self):
-        return bool(self.watches)
-
-    def __call__(self, n, *args):
-        for w in self.watches:
-            if n in w.steps:
-                w(n, *args)
 
 
 class _BackwardWatch:
     """scalar()'s backward_callback on the modelling's reverse sweep (Modeling.set_reverse_watch):
     called, as Deepwave calls it, after every `frequency` user samples from the end, at samples
     n_user - frequency, n_user - 2 frequency, ... and last at 0, with the adjoint wavefields
-    lambda^n and lambda^{n+1} (n the internal step of the sample) and, on request, the velocity's
-    gradient of the steps so far on the padded grid. Wavefields the callback changes go back into
-    the sweep; changes to the gradient are kept (Deepwave's accumulator: a change at a sample
+    lambda^n and lambda^{n+1} (n the internal step of the sample) and, on request, the adjoint
+    layer memories and the velocity's gradient of the steps so far on the padded grid.
+    Wavefields and memories the callback changes go back into the sweep; changes to the gradient are kept (Deepwave's accumulator: a change at a sample
     stays in the sum) and gradient() applies them to the sweep's result."""
 
     def __init__(self, callback, frequency, ratio, n_user, dt, v, faces, axes=("y", "x")):
@@ -543,9 +536,9 @@ class _BackwardWatch:
         fetched = {}
 
         def memories():  # the adjoint memories, copied only for a callback that asks for one
-            memory = get(memories=True)[2]
-            fetched["views"] = _memory_views(torch.from_numpy(memory).to(device), self.axes, self.sizes)
-            fetched["held"] = {k: m.clone() for k, m in fetched["views"].items()}
+            fetched["base"] = torch.from_numpy(get(memories=True)[2]).to(device)
+            fetched["views"] = _memory_views(fetched["base"], self.axes, self.sizes)
+            fetched["held"] = fetched["base"].clone()
             return fetched["views"]
         wavefields = {"wavefield_0": torch.from_numpy(now).to(device), "wavefield_m1": torch.from_numpy(after).to(device)}
         was = {k: w.clone() for k, w in wavefields.items()}
@@ -565,16 +558,14 @@ class _BackwardWatch:
 
         self.callback(CallbackState(self.dt, n // self.ratio, wavefields, {"v": self.v}, self.faces, gradients,
                                     memories))
-        for k, m in fetched.get("views", {}).items():
-            if not torch.equal(m, fetched["held"][k]):
-                raise NotImplementedError(f"ksweep.scalar: the backward_callback changed the adjoint layer memory {k} "
-                                          f"(at sample {n // self.ratio}): the sweep takes back the adjoint "
-                                          "wavefields alone")
         changed = [not torch.equal(was[k], wavefields[k]) for k in ("wavefield_0", "wavefield_m1")]
-        if any(changed):
+        memory = None  # the adjoint memories as the callback left them, where it changed one
+        if "base" in fetched and not torch.equal(fetched["base"], fetched["held"]):
+            memory = np.ascontiguousarray(_np(fetched["base"]).astype(now.dtype))
+        if any(changed) or memory is not None:
             put = [np.ascontiguousarray(_np(wavefields[k]).astype(now.dtype)) if c else None
                    for k, c in zip(("wavefield_0", "wavefield_m1"), changed)]
-            set_(*put)
+            set_(*put, memory)
         if shown and not torch.equal(shown["v"], shown["was"]):
             delta = (shown["v"] - shown["was"])[self._inner()]
             self.added = delta if self.added is None else self.added + delta
@@ -635,24 +626,30 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
     gives the bits of one run), or None (zero); Deepwave's are refused by their shape.
     `forward_callback(state)` is called before every `callback_frequency` time samples, with a
     CallbackState (the wavefields and the layer memories, which it may change in place, and the
-    model). Where a tensor
-    requires grad, the callback runs on a run of its own (one forward more) and the gradient is
-    the run's without it: a callback that looks is differentiable, one that changes the
-    wavefields raises NotImplementedError (run it under torch.no_grad()).
+    model). Where a tensor requires grad, the callback runs on a run of its own (one forward
+    more): one that only looks leaves the data, end state and gradient the bits of the run without
+    it. Where it first changes the wavefields or memories, that run stops and a differentiable one
+    goes on, chained through the callback's pieces (each a run from the state the callback left:
+    the gradient follows its changes, which are torch operations; the callback is called a second
+    time at that sample). Each piece after it holds its start state until the backward pass. A
+    changed run takes no backward_callback (NotImplementedError).
     `backward_callback(state)` is called during the backward pass of v's gradient, as Deepwave
     calls it: after every `callback_frequency` samples from the end and last at sample 0, with
-    the adjoint wavefields (which it may change in place: the sweep goes on from them), the
-    adjoint layer memories (to read: a change is refused) and the gradient of the steps so far (`state.get_gradient("v")`; a change stays in the gradient
+    the adjoint wavefields and the adjoint layer memories (which it may change in place: the
+    sweep goes on from them) and the gradient of the steps so far (`state.get_gradient("v")`; a change stays in the gradient
     returned, as in Deepwave's accumulator: a custom imaging condition divides it at sample 0).
     It must not call ksweep itself (the sweep waits for it).
 
     Returns Deepwave's tuple: (wavefield_nt, wavefield_ntm1, psiy_ntm1, psix_ntm1, zetay_nt,
-    zetax_nt, receiver data [shot, receiver, time]) in 2D; in 3D psi and zeta of z, y, x. The
-    gradient flows from the data to `v` and `source_amplitudes`, and to the initial wavefields
-    and memories where they require grad (the reverse sweep's adjoint state where it ends:
-    dL/du^0 = lambda^0, dL/du^{-1} = -lambda^1, the memories' in ksweep's strips; u^0 also
-    through sample 0 of the data); the final wavefields are not differentiable. Without
-    `survey_pad`, the
+    zetax_nt, receiver data [shot, receiver, time]) in 2D; in 3D psi and zeta of z, y, x. Every
+    output is differentiable, as Deepwave's are: the gradient flows from the data and from the
+    final wavefields and memories (the reverse sweep starts from their gradient: lambda^{nt} =
+    dL/du^{nt}, lambda^{nt+1} = -dL/du^{nt-1}, the adjoint memories) to `v` and
+    `source_amplitudes`, and to the initial wavefields and memories where they require grad (the
+    reverse sweep's adjoint state where it ends: dL/du^0 = lambda^0, dL/du^{-1} = -lambda^1, the
+    memories' in ksweep's strips; u^0 also through sample 0 of the data). So a run cut in two,
+    the second call taking the first's end state, has one run's data and gradient. The memories'
+    slots that hold no state (cells outside the layer) are zero. Without `survey_pad`, the
     initial wavefields choose the simulated box, as Deepwave's do: their shape less the layer,
     from `origin` (the box's first model cell per axis; default 0, with a warning when the box is
     smaller than the model)."""
@@ -792,12 +789,13 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
             per_axis = [(faces[0], faces[1])] + ([(faces[2], faces[3])] if ndim == 3 else []) + [(faces[4], faces[5])]
             options["backward_watch"] = _BackwardWatch(backward_callback, callback_frequency, ratio, n_run // ratio,
                                                        inner_dt, v, per_axis, axes)
-        data = Forward.apply(v, amp * scale.unsqueeze(-1), None, dh, inner_dt, src_np, rec_np, None, options,
-                             *[start[i] for i in start_grad])
+        data, now, before, memory = Forward.apply(v, amp * scale.unsqueeze(-1), None, dh, inner_dt, src_np, rec_np,
+                                                  None, options, *[start[i] for i in start_grad])
         if 0 in start_grad:  # sample 0 is u^0 at the receivers: differentiable in wavefield_0 too
             data = torch.cat([wavefield_0[ridx].to(dtype=data.dtype, device=data.device).unsqueeze(-1), data[..., 1:]],
                              dim=-1)
         end = options.pop("state")
+        end.update(now=now, before=before, memory=memory)  # differentiable: the sweeps start from their gradient
         options.pop("start", None)
         options.pop("start_grad", None)
         options.pop("first")
@@ -812,18 +810,28 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
     else:
         # A callback with a gradient: the callback's run (pieces, no graph) shows it the
         # wavefields; a callback that only looks leaves the run's bits alone, so the
-        # differentiable run that follows returns the same data and end state, with the gradient.
-        # One that changes the wavefields makes another run, which the gradient does not follow.
+        # differentiable run that follows returns the same data, end state and gradient bits as
+        # the run without it. At the first step where it changes the run, that run stops, and a
+        # differentiable run chained through the callback's pieces goes on from there
+        # (_chained_run): the callback is called again at that step.
         changed = []
         with torch.no_grad():
-            _stateful_run(v.detach(), (amp * scale.unsqueeze(-1)).detach(), dh, inner_dt, src_np, rec_np, options,
-                          start, axes, _watched(forward_callback, changed), callback_frequency, ratio, faces,
-                          lambda u: u[ridx])
-        if changed:
+            try:
+                _stateful_run(v.detach(), (amp * scale.unsqueeze(-1)).detach(), dh, inner_dt, src_np, rec_np, options,
+                              start, axes, _watched(forward_callback, changed), callback_frequency, ratio, faces,
+                              lambda u: u[ridx])
+            except _Changed:
+                pass
+        if not changed:
+            data, end = differentiable()
+        elif backward_callback is not None:
             raise NotImplementedError(f"ksweep.scalar: the forward_callback changed the wavefields (at sample "
-                                      f"{changed[0]}): a run it changes is forward-only; call it under "
-                                      "torch.no_grad(), or with no tensor that requires grad")
-        data, end = differentiable()
+                                      f"{changed[0]}), and a backward_callback is given: a changed run's reverse "
+                                      "sweeps are the pieces between the forward callbacks, which a backward_callback "
+                                      "does not follow; call it under torch.no_grad(), or without the backward_callback")
+        else:
+            data, end = _chained_run(v, amp * scale.unsqueeze(-1), dh, inner_dt, src_np, rec_np, options, start, axes,
+                                     forward_callback, callback_frequency, ratio, faces, lambda u: u[ridx], changed[0])
     if ratio > 1:  # the data are band-limited by the source: every ratio-th sample is exact (an FFT
         data = data[..., ::ratio]  # cut of the record's truncated end would ring)
     data = data[..., :nt_user]
@@ -831,8 +839,8 @@ def scalar(v, grid_spacing, dt: float, source_amplitudes=None, source_locations=
         data = data * (~rec_absent).to(data.dtype).unsqueeze(-1)
     if n_receivers == 0:
         data = data[:, :0]
-    wf = [torch.from_numpy(end[k]).to(v.device) for k in ("now", "before")]
-    mem = torch.from_numpy(end["memory"]).to(v.device)
+    wf = [torch.as_tensor(end[k]).to(v.device) for k in ("now", "before")]
+    mem = torch.as_tensor(end["memory"]).to(v.device)
     psi, zeta, off = [], [], 0
     for n in end["sizes"]:
         psi.append(mem[:, off:off + n])
@@ -878,6 +886,75 @@ def _start_fields(m, shots: int, dtype, start, axes):
     for k, ax in enumerate(axes):
         parts += [field(f"psi{ax}_m1", (shots, sizes[k])), field(f"zeta{ax}_m1", (shots, sizes[k]))]
     return field("wavefield_0", shape), field("wavefield_m1", shape), np.ascontiguousarray(np.concatenate(parts, 1))
+
+
+_START_NAMES = ["wavefield_0", "wavefield_m1"] + [f"{kind}{ax}_m1" for kind in ("psi", "zeta") for ax in "zyx"]
+
+
+def _segment(v, amp, dh, dt, src, rec, options, start, axes):
+    """One differentiable run (Forward) of the amplitudes `amp` from `start` (scalar()'s start
+    list: wavefield_0, wavefield_m1, then the memories psi z, y, x and zeta z, y, x; None: zero):
+    ksweep's records [shot, receiver, time] (u^1, ..., u^n) and the end state (u^n, u^{n-1}, the
+    memories [shot, values], their values per axis), each differentiable with respect to v, `amp`
+    and the start's tensors that require grad."""
+    opts = dict(options, state={})
+    if any(x is not None for x in start):
+        opts["start"] = (start, axes)
+    which = [i for i, x in enumerate(start) if torch.is_tensor(x) and x.requires_grad]
+    if which:
+        opts["start_grad"] = (which, axes)
+    data, now, before, memory = Forward.apply(v, amp, None, dh, dt, src, rec, None, opts, *[start[i] for i in which])
+    return data, now, before, memory, opts["state"]["sizes"]
+
+
+def _chained_run(v, amp, dh, dt, src, rec, options, start, axes, callback, frequency, ratio, faces, at_receivers,
+                 first):
+    """scalar()'s run with a forward_callback that changes it, under a gradient: one
+    differentiable run up to the user sample `first` (where the callback first changed the run:
+    it only looked before), then pieces of `frequency` samples chained through their start and
+    end states, the callback before each on the state the piece before ended in. The callback's
+    changes are torch operations on those tensors, so the gradient follows them. Returns the data
+    [shot, receiver, time] in Deepwave's timing and the end state, as _stateful_run does."""
+    n_run = amp.shape[2]
+    faces_per_axis = [(faces[0], faces[1])] + ([(faces[2], faces[3])] if len(axes) == 3 else []) + [(faces[4], faces[5])]
+    shown = v.detach()
+    data = []
+    state = list(start)
+    t0 = first * ratio
+    if t0 > 0:  # the steps before the first change: one run
+        d, now, before, memory, sizes = _segment(v, amp[..., :t0], dh, dt, src, rec, options, state, axes)
+        u0 = state[0]
+        data.append(at_receivers(torch.zeros_like(now) if u0 is None else torch.as_tensor(u0).to(now)).unsqueeze(-1))
+        data.append(d[..., :-1])
+    else:  # the start as tensors (zero where none is given), for the callback to change
+        shots = src.shape[0]
+        m = _forward_modeling(_ks._survey(_np(v), src, rec, dh, options["location_units"]), _np(v), dh, dt, 1, options)
+        sizes = [m.memory_values(k) for k in range(len(axes))]
+        parts = _start_fields(m, shots, _np(v).dtype, start, axes)
+        given = dict(zip(_START_NAMES, start))
+        now, before = (torch.as_tensor(given[k]).to(v) if given[k] is not None else torch.from_numpy(x).to(v)
+                       for k, x in zip(_START_NAMES[:2], parts[:2]))
+        memory = torch.from_numpy(parts[2]).to(v)
+        if any(given[k] is not None for k in _START_NAMES[2:]):  # the given memories, with their graphs
+            per_axis = []
+            for ax, n in zip(axes, sizes):
+                for kind in ("psi", "zeta"):
+                    x = given[f"{kind}{ax}_m1"]
+                    per_axis.append(torch.zeros(shots, n, dtype=v.dtype, device=v.device) if x is None
+                                    else torch.as_tensor(x).to(v))
+            memory = torch.cat(per_axis, dim=1)
+    while t0 < n_run:
+        n = min(frequency * ratio, n_run - t0)
+        now, before, memory = now.clone(), before.clone(), memory.clone()  # the callback changes its own
+        views = _memory_views(memory, axes, sizes)
+        callback(CallbackState(dt, t0 // ratio, {"wavefield_0": now, "wavefield_m1": before}, {"v": shown},
+                               faces_per_axis, memories=views))
+        data.append(at_receivers(now).unsqueeze(-1))  # sample t0: u^t0 as the callback left it
+        state = [now, before] + [views.get(name) for name in _START_NAMES[2:]]
+        d, now, before, memory, sizes = _segment(v, amp[..., t0:t0 + n], dh, dt, src, rec, options, state, axes)
+        data.append(d[..., :-1])
+        t0 += n
+    return torch.cat(data, dim=-1), {"now": now, "before": before, "memory": memory, "sizes": sizes}
 
 
 def _stateful_run(v, amp, dh, dt, src, rec, options, start, axes, callback, frequency, ratio, faces, at_receivers):

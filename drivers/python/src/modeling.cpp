@@ -153,12 +153,28 @@ class PyModeling {
 
   long long memory_values(int axis) const { return m_m->memory_values(axis); }
 
-  py::array_t<Real> adjoint(carray<Real> const& records) {
+  /// The wavelets' gradient of a loss with the gradients `records` and, of the run's end state,
+  /// (end_now, end_before, end_memory) (each None: zero), laid out as forward_state() returns it.
+  py::array_t<Real> adjoint(carray<Real> const& records, std::optional<carray<Real>> const& end_now,
+                            std::optional<carray<Real>> const& end_before,
+                            std::optional<carray<Real>> const& end_memory) {
     check_shape(records, {m_shots, m_nt, m_nr}, "data");
+    auto const end = end_gradient(end_now, end_before, end_memory);
     py::array_t<Real> w({m_shots, m_ns, m_nt});
     Real* p = w.mutable_data();
-    on_worker([&] { m_m->adjoint(records.data(), p); });
+    on_worker([&] { m_m->adjoint(records.data(), p, end); });
     return w;
+  }
+
+  // The gradient with respect to the end state, its shapes checked.
+  fwi::EndGradient<Real> end_gradient(std::optional<carray<Real>> const& now, std::optional<carray<Real>> const& before,
+                                      std::optional<carray<Real>> const& memory) const {
+    auto const shape = wave_shape();
+    if (now) check_shape(*now, shape, "the gradient with respect to u^nt (wavefield_nt)");
+    if (before) check_shape(*before, shape, "the gradient with respect to u^(nt-1) (wavefield_ntm1)");
+    if (memory)
+      check_shape(*memory, {m_shots, m_m->memory_values()}, "the gradient with respect to the layer memories");
+    return {data_or_null(now), data_or_null(before), data_or_null(memory)};
   }
 
   py::tuple gradient(carray<Real> const& wavelets, carray<Real> const& observed, double scale) {
@@ -175,21 +191,44 @@ class PyModeling {
     return py::make_tuple(loss, img[0], img[1], img[2], syn, losses, m_vd ? py::object(img[3]) : py::none());
   }
 
-  /// The images for dL/d(records) = residual, of the run from the start state (now, before,
-  /// memory) (each None: zero; all None: rest), as forward_state() takes it.
+  /// The images for dL/d(records) = residual and, of the run's end state, (end_now, end_before,
+  /// end_memory), of the run from the start state (now, before, memory) (each None: zero; all
+  /// None: rest), as forward_state() takes and returns them: (grad, illum_src, illum_rec,
+  /// grad_rho or None, the source amplitudes' gradient with `wavelet_grad` or None, the
+  /// gradient with respect to the start state (dL/du^0, dL/du^-1, the memories') with
+  /// `start_grad` or None), all from one reverse sweep (fwi::VjpExtras).
   py::tuple vjp(carray<Real> const& wavelets, carray<Real> const& residual, std::optional<carray<Real>> const& now,
-                std::optional<carray<Real>> const& before, std::optional<carray<Real>> const& memory) {
+                std::optional<carray<Real>> const& before, std::optional<carray<Real>> const& memory,
+                std::optional<carray<Real>> const& end_now, std::optional<carray<Real>> const& end_before,
+                std::optional<carray<Real>> const& end_memory, bool wavelet_grad, bool start_grad) {
     check_shape(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes");
     check_shape(residual, {m_shots, m_nt, m_nr}, "grad_output");
     check_start(now, before, memory);
+    fwi::VjpExtras<Real> more;
+    more.end = end_gradient(end_now, end_before, end_memory);
     auto img = images();
     auto const out = outputs(img);
     fwi::ForwardState<Real> st;
     st.start_now = data_or_null(now);
     st.start_before = data_or_null(before);
     st.start_memory = data_or_null(memory);
-    on_worker([&] { m_m->vjp(wavelets.data(), residual.data(), out, st); });
-    return py::make_tuple(img[0], img[1], img[2], m_vd ? py::object(img[3]) : py::none());
+    py::object wg = py::none(), sg = py::none();
+    if (wavelet_grad) {
+      py::array_t<Real> a({m_shots, m_ns, m_nt});
+      more.wavelet_grad = a.mutable_data();
+      wg = a;
+    }
+    if (start_grad) {
+      auto const shape = wave_shape();
+      std::vector<py::ssize_t> const dims(shape.begin(), shape.end());
+      py::array_t<Real> u0(dims), um1(dims), mem({m_shots, m_m->memory_values()});
+      more.start_now = u0.mutable_data();
+      more.start_before = um1.mutable_data();
+      more.start_memory = mem.mutable_data();
+      sg = py::make_tuple(u0, um1, mem);
+    }
+    on_worker([&] { m_m->vjp(wavelets.data(), residual.data(), out, st, more); });
+    return py::make_tuple(img[0], img[1], img[2], m_vd ? py::object(img[3]) : py::none(), wg, sg);
   }
 
   /// fn(step, first_shot, shots, get, set, images) at the reverse steps `steps` of gradient() and
@@ -197,7 +236,7 @@ class PyModeling {
   /// with the GIL taken (the other steps take neither the GIL nor a Python call): get() returns
   /// (lambda^n, lambda^{n+1}) [shots, *padded_shape()] (get(memories=True): and the adjoint layer
   /// memories [shots, memory_values()]; at step 0 the gradient with respect to the start state:
-  /// lambda^0, -lambda^1 and the memories'), set(now, next) sets them (None: kept),
+  /// lambda^0, -lambda^1 and the memories'), set(now, next, memory) sets them (None: kept),
   /// images() returns (grad, illum_src, illum_rec, grad_rho or None) of the steps so far. fn must
   /// not call this module (the sweep waits for it).
   void set_reverse_watch(py::object fn, std::vector<int> steps) {
@@ -301,15 +340,19 @@ class PyModeling {
         },
         py::arg("memories") = false);
     auto set = py::cpp_function(
-        [&v, shape](std::optional<carray<Real>> const& now, std::optional<carray<Real>> const& next) {
+        [this, &v, shape](std::optional<carray<Real>> const& now, std::optional<carray<Real>> const& next,
+                          std::optional<carray<Real>> const& memory) {
           if (now) check_shape(*now, shape, "the adjoint wavefield lambda^n (wavefield_0)");
           if (next) check_shape(*next, shape, "the adjoint wavefield lambda^{n+1} (wavefield_m1)");
+          if (memory) check_shape(*memory, {v.shots, m_m->memory_values()}, "the adjoint layer memories");
           Real const* a = data_or_null(now);
           Real const* b = data_or_null(next);
+          Real const* c = data_or_null(memory);
           py::gil_scoped_release nogil;
-          v.set(a, b);
+          if (a || b) v.set(a, b);
+          if (c) v.set_memory(c);
         },
-        py::arg("now") = py::none(), py::arg("next") = py::none());
+        py::arg("now") = py::none(), py::arg("next") = py::none(), py::arg("memory") = py::none());
     auto images_so_far = py::cpp_function([this, &v] {
       auto img = images();
       auto const out = outputs(img);
@@ -379,10 +422,13 @@ void bind_modeling_of(py::module_& m, char const* name) {
            py::arg("before") = py::none(), py::arg("memory") = py::none())
       .def("padded_shape", &PyModeling<Real>::padded_shape)
       .def("memory_values", &PyModeling<Real>::memory_values, py::arg("axis"))
-      .def("adjoint", &PyModeling<Real>::adjoint)
+      .def("adjoint", &PyModeling<Real>::adjoint, py::arg("records"), py::arg("end_now") = py::none(),
+           py::arg("end_before") = py::none(), py::arg("end_memory") = py::none())
       .def("gradient", &PyModeling<Real>::gradient)
       .def("vjp", &PyModeling<Real>::vjp, py::arg("wavelets"), py::arg("residual"), py::arg("now") = py::none(),
-           py::arg("before") = py::none(), py::arg("memory") = py::none())
+           py::arg("before") = py::none(), py::arg("memory") = py::none(), py::arg("end_now") = py::none(),
+           py::arg("end_before") = py::none(), py::arg("end_memory") = py::none(), py::arg("wavelet_grad") = false,
+           py::arg("start_grad") = false)
       .def("set_reverse_watch", &PyModeling<Real>::set_reverse_watch, py::arg("fn"),
            py::arg("steps") = std::vector<int>{})
       .def("born", &PyModeling<Real>::born)

@@ -233,8 +233,9 @@ class GradientEngine {
   }
 
   /// Backward pass for the batch run by forward(), then accumulate(out).
-  void backward(wavelet_view const& w, record_view const& residual, images_type const& out) {
-    backward(w, residual);
+  void backward(wavelet_view const& w, record_view const& residual, images_type const& out,
+                AdjointEnd<Real> const& end = {}) {
+    backward(w, residual, end);
     accumulate(out);
   }
 
@@ -243,13 +244,24 @@ class GradientEngine {
   /// the next batch (accumulate() adds them up). Three launches per step: the point work of
   /// both wavefields with the decoded ring, imaging with reconstruction, and the adjoint stencil;
   /// a fourth adds the layer terms of the model cells next to the layer (constant density).
-  void backward(wavelet_view const& w, record_view const& residual) {
+  /// `end`: the gradient of the loss with respect to the run's end state as well (AdjointEnd),
+  /// where the sweep starts. `wavelet_grad` (empty: none) [shot][source][nt]: the wavelets'
+  /// gradient too, sampled from the same sweep (the bits of Propagator::adjoint's), so the
+  /// gradient of both the model and the wavelets takes one reverse pass.
+  void backward(wavelet_view const& w, record_view const& residual, AdjointEnd<Real> const& end = {},
+                wavelet_view const& wavelet_grad = {}) {
     ScopedRegion region("ksweep::core::gradient::backward");
     auto& p = m_prop;
     int const nt = m_nt, S = p.n_shots();
     KSWEEP_REQUIRE(m_store, "ksweep::core::GradientEngine::backward: forward() must run first");
     KSWEEP_REQUIRE(static_cast<int>(residual.extent(1)) == nt,
                    "residual has " << residual.extent(1) << " time samples, the forward run had " << nt);
+    KSWEEP_REQUIRE(wavelet_grad.extent(0) == 0 ||
+                       (static_cast<int>(wavelet_grad.extent(0)) == S && wavelet_grad.extent(1) == w.extent(1) &&
+                        static_cast<int>(wavelet_grad.extent(2)) == nt),
+                   "the wavelet gradient is [" << wavelet_grad.extent(0) << "][" << wavelet_grad.extent(1) << "]["
+                                               << wavelet_grad.extent(2) << "], the wavelets [" << S << "]["
+                                               << w.extent(1) << "][" << nt << "]");
     auto const space = p.space();
     Kokkos::deep_copy(space, m_grad_c, 0.0);
     Kokkos::deep_copy(space, m_isrc, 0.0);
@@ -257,9 +269,10 @@ class GradientEngine {
     for (auto const& g : m_grad_more) Kokkos::deep_copy(space, g, 0.0);
     if (m_chain_run) Kokkos::deep_copy(space, m_layer_acc, 0.0);
     m_shots = S;
-    p.adjoint_start(residual);  // lambda^{nt}
-    if (p.runs_shots() && !m_watch) backward_shots(w, residual);
-    else backward_batched(w, residual);
+    p.adjoint_start(residual, end);  // lambda^{nt}
+    if (p.runs_shots() && !m_watch) backward_shots(w, residual, wavelet_grad);
+    else backward_batched(w, residual, wavelet_grad);
+    if (wavelet_grad.extent(0) != 0) p.gather_wavelets(wavelet_grad);
     // The adjoint field is mu = c lambda: the images hold sum mu L u and sum mu^2. With
     // dc/dv = 2 c / v: dL/dv = sum lambda L u 2 c / v = (2 / v) sum mu L u, and
     // sum lambda^2 = (sum mu^2) / c^2 (c is fixed in time). Per shot.
@@ -464,7 +477,7 @@ class GradientEngine {
   struct ForwardSave;
   void forward_shots(wavelet_view const& w, record_view const& synthetic, int nt);
   struct BackwardShots;
-  void backward_shots(wavelet_view const& w, record_view const& residual);
+  void backward_shots(wavelet_view const& w, record_view const& residual, wavelet_view const& wavelet_grad);
 
   // What reverse step n does, the same for every schedule (the one case analysis of the sweep):
   // full saving decodes u^n (saved step n - 1; u^0 = 0) into the level before the newest and
@@ -499,7 +512,7 @@ class GradientEngine {
   // The batched schedule, forward and backward (gradient_batched.hpp): one launch per kind of
   // work per step over all shots.
   void forward_batched(wavelet_view const& w, record_view const& synthetic, int nt);
-  void backward_batched(wavelet_view const& w, record_view const& residual);
+  void backward_batched(wavelet_view const& w, record_view const& residual, wavelet_view const& wavelet_grad);
 
   // The saving of step n's layer terms from the memories of `after` (the state after step n).
   SaveLayerTerms save_terms(typename propagator_type::State const& after, int n) const {

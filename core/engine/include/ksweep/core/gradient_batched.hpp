@@ -32,18 +32,18 @@ void GradientEngine<Real, Order, ExecSpace, Dimension, Physics>::forward_batched
 // Three or four launches per reverse step (see backward()), a reverse watch called after each.
 template <class Real, int Order, class ExecSpace, int Dimension, class Physics>
 void GradientEngine<Real, Order, ExecSpace, Dimension, Physics>::backward_batched(wavelet_view const& w,
-                                                                                  record_view const& residual) {
+                                                                                  record_view const& residual,
+                                                                                  wavelet_view const& wavelet_grad) {
   auto& p = m_prop;
   auto const space = p.space();
   int const S = p.n_shots();
-  typename propagator_type::wavelet_view no_wavelets;
   int const n_src = S * p.sources().taps(), n_ring = S * m_stride;
   auto const plan = reverse_plan();
   for (int n = m_nt - 1; n >= 0; --n) {
     // Fields on entry: lambda^{n+1} is the newest adjoint level; u^{n+1} the newest forward
     // level, u^n the one before (full saving decodes it there).
     auto const step = plan.at(n);
-    auto const adj = p.adjoint_points(n, residual, no_wavelets);
+    auto const adj = p.adjoint_points(n, residual, wavelet_grad);  // wavelet_grad[n] = lambda^{n+1}
     auto const levels = p.reverse_levels(0, step.rebuild);
     if (step.rebuild) {
       // The sources w[n] are taken out of u^{n+1} first (the forward step added them through

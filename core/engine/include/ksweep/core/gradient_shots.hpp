@@ -115,13 +115,13 @@ struct GradientEngine<Real, Order, ExecSpace, Dimension, Physics>::BackwardShots
 // The `shots` schedule of backward(), chunk by chunk from the last step down to n = 0.
 template <class Real, int Order, class ExecSpace, int Dimension, class Physics>
 void GradientEngine<Real, Order, ExecSpace, Dimension, Physics>::backward_shots(wavelet_view const& w,
-                                                                                record_view const& residual) {
+                                                                                record_view const& residual,
+                                                                                wavelet_view const& wavelet_grad) {
   if constexpr (core::impl::runs_by_rows<ExecSpace>) {
     auto& p = m_prop;
     int const T = chunk_steps(), S = p.n_shots();
     auto const plan = reverse_plan();
     stage(T);
-    wavelet_view no_wavelets;
     for (int n1 = m_nt; n1 > 0; n1 -= T) {
       int const n0 = std::max(0, n1 - T), top = n1 - 1;
       for (int n = top; n >= n0; --n)  // the saved steps this chunk reads, in decreasing order
@@ -134,7 +134,7 @@ void GradientEngine<Real, Order, ExecSpace, Dimension, Physics>::backward_shots(
         else if (plan.at(n).start)  // u^0's saved cells as the run started
           Kokkos::deep_copy(p.space(), stage_row(top - n), start_values(S));
       BackwardShots body;
-      body.m_adj = p.adjoint_shot_step(residual, no_wavelets, top);
+      body.m_adj = p.adjoint_shot_step(residual, wavelet_grad, top);
       body.m_src = p.source_removal({}, w, 0);
       for (int par = 0; par < 2; ++par) {
         // The forward levels of the steps of parity `par` from the chunk's top (the reverse
@@ -155,7 +155,7 @@ void GradientEngine<Real, Order, ExecSpace, Dimension, Physics>::backward_shots(
       p.step_back_forward(plan.rebuilt(n0, n1));  // one level per rebuilding step
     }
   } else {
-    (void)w, (void)residual;
+    (void)w, (void)residual, (void)wavelet_grad;
   }
 }
 

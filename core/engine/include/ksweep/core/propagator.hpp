@@ -24,6 +24,18 @@
 
 namespace ksweep::core {
 
+/// The gradient of a loss with respect to where a forward run ended (get_forward_state's
+/// u^{nt}, u^{nt-1} and layer memories), host arrays in get_forward_state()'s layout for the
+/// batch's shots; nulls: zero. A reverse sweep that starts from it (Propagator::adjoint_start)
+/// is the adjoint of a run whose loss reads the end state besides the records.
+template <class Real>
+struct AdjointEnd {
+  Real const* now = nullptr;     ///< dL/du^{nt}
+  Real const* before = nullptr;  ///< dL/du^{nt-1}
+  Real const* memory = nullptr;  ///< dL/d(the layer memories at the end)
+  bool empty() const { return !now && !before && !memory; }
+};
+
 /// Forward time stepping and its adjoint for batches of up to `max_shots` shots.
 ///
 /// Conventions. Time step n (n = 0..nt-1) computes u^{n+1} from u^n and u^{n-1}
@@ -327,9 +339,10 @@ class Propagator {
   /// sweep's last step (n = 0) they are the gradient with respect to the start state
   /// (set_forward_state): dL/du^0 = lambda^0, dL/du^{-1} = -lambda^1, and the memories' as they
   /// are (tests/tst_state.cpp checks them against finite differences). set_adjoint_state() sets
-  /// the wavefields (each may be null: kept), multiplied by c.
+  /// the wavefields (each may be null: kept), multiplied by c, and the adjoint memories (null:
+  /// kept; the slots that hold no memory zero).
   void get_adjoint_state(Real* now, Real* next, Real* memory = nullptr) const;
-  void set_adjoint_state(Real const* now, Real const* next);
+  void set_adjoint_state(Real const* now, Real const* next, Real const* memory = nullptr);
 
   // ---------------------------------------------------------------------------------------------
   // Adjoint
@@ -342,17 +355,28 @@ class Propagator {
   }
 
   /// Starts the reverse pass: zero adjoint wavefields, then lambda^{nt} = residual[nt-1] at the
-  /// receivers (nothing more for an empty residual).
-  void adjoint_start(record_view const& residual) {
+  /// receivers (nothing more for an empty residual), and, for a loss that reads the end state
+  /// too (`end`, see AdjointEnd; add_adjoint_end()), its gradient.
+  void adjoint_start(record_view const& residual, AdjointEnd<Real> const& end = {}) {
     adjoint_reset();
-    if (residual.extent(0) == 0) return;
     State const& st = m_adj;
-    int const nt = static_cast<int>(residual.extent(1));
-    InjectPoints<Real, memory_space> inject{st.u[st.cur], residual, m_receivers, nt - 1,
-                                            true,         Real(1),  m_c};  // mu = c lambda
-    launch_points(m_space, "ksweep::core::inject_residuals", inject, m_survey.n_shots * inject.count());
-    exchange(st.u[st.cur]);
+    if (residual.extent(0) != 0) {
+      int const nt = static_cast<int>(residual.extent(1));
+      InjectPoints<Real, memory_space> inject{st.u[st.cur], residual, m_receivers, nt - 1,
+                                              true,         Real(1),  m_c};  // mu = c lambda
+      launch_points(m_space, "ksweep::core::inject_residuals", inject, m_survey.n_shots * inject.count());
+      exchange(st.u[st.cur]);
+    }
+    if (!end.empty()) add_adjoint_end(end);
   }
+
+  /// Adds the gradient with respect to the end state to the reverse sweep's start (after
+  /// adjoint_reset, before the first reverse step): the adjoint state pairs (u^{n}, u^{n-1})
+  /// with (lambda^n, -lambda^{n+1}) and the layer memories with the adjoint memories (the
+  /// mirror of get_adjoint_state()'s start gradient), so lambda^{nt} += dL/du^{nt},
+  /// lambda^{nt+1} = -dL/du^{nt-1} and the adjoint memories = dL/d(memories), the slots that
+  /// hold no memory zero. Host arrays, once per batch; fences the instance.
+  void add_adjoint_end(AdjointEnd<Real> const& end);
 
   /// Reverse step n (after adjoint_start, n = nt-1 down to 0): wavelet_grad[n] = lambda^{n+1}
   /// and residual[n-1] (one launch), then lambda^n (one launch). Either view may be empty.
@@ -367,10 +391,11 @@ class Propagator {
   void advance_adjoint() { step<AdjointTag>(m_adj, "ksweep::core::adjoint_step"); }
 
   /// The adjoint of forward(): wavelet_grad [shot][source][nt] from residual [shot][nt][receiver].
-  void adjoint(record_view const& residual, wavelet_view const& wavelet_grad) {
+  /// With `end`: of the run's records and its end state (AdjointEnd).
+  void adjoint(record_view const& residual, wavelet_view const& wavelet_grad, AdjointEnd<Real> const& end = {}) {
     check_batch(wavelet_grad, residual);
     int const nt = static_cast<int>(residual.extent(1));
-    adjoint_start(residual);
+    adjoint_start(residual, end);
     if (runs_shots()) {
       run_shot_steps(Direction::adjoint, "ksweep::core::adjoint_shots",
                      adjoint_shot_step(residual, wavelet_grad, nt - 1), 0, nt, true);

@@ -1,8 +1,9 @@
 #pragma once
 /// \file propagator_state.hpp
 /// Propagator: the forward state of a batch (wavefields and layer memories) in and out of host
-/// arrays, for runs that start from a given state or hand theirs on, and the adjoint wavefields
-/// during a reverse sweep (included by propagator.hpp).
+/// arrays, for runs that start from a given state or hand theirs on, the adjoint wavefields
+/// during a reverse sweep, and the gradient with respect to an end state where a sweep starts
+/// (included by propagator.hpp).
 
 #include <ksweep/core/propagator.hpp>
 
@@ -74,7 +75,8 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::get_adjoint_state(R
 }
 
 template <class Real, int Order, class ExecSpace, int Dimension, class Physics>
-void Propagator<Real, Order, ExecSpace, Dimension, Physics>::set_adjoint_state(Real const* now, Real const* next) {
+void Propagator<Real, Order, ExecSpace, Dimension, Physics>::set_adjoint_state(Real const* now, Real const* next,
+                                                                               Real const* memory) {
   m_space.fence();
   State& st = m_adj;
   auto const c = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m_c);
@@ -87,7 +89,34 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::set_adjoint_state(R
       scale_by_c(h, c, true);  // mu = c lambda
       Kokkos::deep_copy(m_space, u, h);
     }
+  if (memory) memory_copy(st, memory, nullptr);
   exchange(st.u[st.cur]);
+  m_space.fence();
+}
+
+template <class Real, int Order, class ExecSpace, int Dimension, class Physics>
+void Propagator<Real, Order, ExecSpace, Dimension, Physics>::add_adjoint_end(AdjointEnd<Real> const& end) {
+  m_space.fence();
+  State& st = m_adj;
+  auto const c = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m_c);
+  Real const* const level[2] = {end.now, end.before};
+  for (int i = 0; i < 2; ++i)
+    if (level[i]) {
+      auto const& u = st.u[i == 0 ? st.cur : 1 - st.cur];
+      auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), u);  // lambda^{nt}: the residual's
+      auto g = Kokkos::create_mirror(Kokkos::HostSpace(), u);
+      Kokkos::deep_copy(g, Real(0));  // the halo's zeros
+      padded_copy(g, level[i], nullptr);
+      scale_by_c(g, c, true);                         // mu = c lambda
+      Real const sign = i == 0 ? Real(1) : Real(-1);  // lambda^{nt+1} = -dL/du^{nt-1}
+      for (std::size_t s = 0; s < h.extent(0); ++s)
+        for (std::size_t r = 0; r < h.extent(1); ++r)
+          for (std::size_t k = 0; k < h.extent(2); ++k) h(s, r, k) += sign * g(s, r, k);
+      Kokkos::deep_copy(m_space, u, h);
+    }
+  if (end.memory) memory_copy(st, end.memory, nullptr);
+  exchange(st.u[st.cur]);
+  exchange(st.u[1 - st.cur]);
   m_space.fence();
 }
 
@@ -107,12 +136,14 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::padded_copy(HostFie
       }
 }
 
-// Set from `from`, the slots that hold no memory are zeroed, as every run keeps them: a strip's
-// slots of cells outside the grid, of the model's cells (the zeta slots of those next to the
-// layer hold a layer term, an output) and of the other side's, and of undamped layer cells (a
-// physics' inset), where the cell profile's mask is 0. The step's stencil reads some of them
-// (Dx psi reaches M cells on), and the adjoint, whose memories are masked, keeps them zero: so a
-// start is exactly what a run could hand on, and get_adjoint_state's memories are its gradient.
+// Set from `from`, or written to `to`, the slots that hold no memory are zero, as every run keeps
+// them: a strip's slots of cells outside the grid, of the model's cells (the zeta slots of those
+// next to the layer hold a layer term, an output of the step, not a state) and of the other
+// side's, and of undamped layer cells (a physics' inset), where the cell profile's mask is 0. The
+// step's stencil reads some of them (Dx psi reaches M cells on), and the adjoint, whose memories
+// are masked, keeps them zero: so a start is exactly what a run could hand on, an end holds the
+// state alone (a loss of it has the gradient add_adjoint_end takes), and get_adjoint_state's
+// memories are the start's gradient.
 template <class Real, int Order, class ExecSpace, int Dimension, class Physics>
 void Propagator<Real, Order, ExecSpace, Dimension, Physics>::memory_copy(State const& st, Real const* from,
                                                                          Real* to) const {
@@ -136,18 +167,15 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::memory_copy(State c
         std::size_t k = static_cast<std::size_t>(s) * per_shot + offset;
         for (std::size_t side = 0; side < f.extent(0); ++side, k += block) {
           Real* const b = &h(side, s, 0, 0);
-          if (!from) {
-            std::copy(b, b + block, to + k);
-            continue;
-          }
-          std::copy(from + k, from + k + block, b);
+          Real* const out = from ? b : to + k;
+          std::copy(from ? from + k : b, (from ? from + k : b) + block, out);
           for (std::size_t r = 0; r < f.extent(2); ++r)
             for (std::size_t q = 0; q < f.extent(3); ++q) {
               // The slot's place along axis a: z strips by row, y strips by row within a z, x by column.
               int const j = a == Dim - 1 ? static_cast<int>(q)
                             : a == 0     ? static_cast<int>(r)
                                          : static_cast<int>(r) % y_rows;
-              if (!memory_slot(static_cast<int>(side), j)) h(side, s, r, q) = Real(0);
+              if (!memory_slot(static_cast<int>(side), j)) out[r * f.extent(3) + q] = Real(0);
             }
         }
       }

@@ -95,6 +95,37 @@ struct ForwardState {
   Real* end_memory = nullptr;          ///< the layer's memories at the end
 };
 
+/// The gradient of a loss with respect to where a forward run ends (ForwardState's end fields),
+/// for a loss that reads the end state besides the records: dL/du^{nt}, dL/du^{nt-1} and
+/// dL/d(the layer memories at the end), laid out as ForwardState's; a null is zero. vjp() and
+/// adjoint() start their reverse sweeps from it. The memories' slots that hold no state (an end
+/// state's are zero there) take no gradient.
+template <class Real>
+struct EndGradient {
+  Real const* now = nullptr;     ///< dL/du^{nt}
+  Real const* before = nullptr;  ///< dL/du^{nt-1}
+  Real const* memory = nullptr;  ///< dL/d(the layer memories)
+  bool empty() const { return !now && !before && !memory; }
+};
+
+/// What vjp() takes and gives beyond the records' gradient and the model's images, all from its
+/// one reverse sweep (each part optional: nulls are not wanted, or zero):
+/// - `end`: the gradient with respect to the run's end state, where the sweep starts;
+/// - `wavelet_grad` [shot][source][nt]: the wavelets' gradient (the bits adjoint(residual,
+///   wavelet_grad, end) gives, without its pass);
+/// - `start_now`, `start_before`, `start_memory`: the gradient with respect to the start state
+///   (ForwardState's start fields, laid out as those): dL/du^0 = lambda^0, dL/du^{-1} =
+///   -lambda^1 and the adjoint memories, as the sweep leaves them.
+template <class Real>
+struct VjpExtras {
+  EndGradient<Real> end;
+  Real* wavelet_grad = nullptr;
+  Real* start_now = nullptr;
+  Real* start_before = nullptr;
+  Real* start_memory = nullptr;
+  bool start_gradient() const { return start_now || start_before || start_memory; }
+};
+
 /// What a reverse watch (Modeling::set_reverse_watch) is handed at reverse step n of a batch of
 /// gradient() or vjp(): the adjoint wavefield lambda^n = dL/du^n is complete and the images hold
 /// the steps nt - 1 down to n. Its functions are valid during the call only.
@@ -113,6 +144,9 @@ struct ReverseView {
   /// start state of vjp(..., start): dL/du^0 = lambda^0, dL/du^{-1} = -lambda^1, the memories'
   /// as they are.
   std::function<void(Real* memory)> memory;
+  /// Sets the adjoint layer memories (laid out as memory()'s; the slots that hold no memory are
+  /// kept zero); the sweep goes on from them.
+  std::function<void(Real const* memory)> set_memory;
   /// The batch's images of the steps so far into `out` (zeroed first), finished as gradient()
   /// finishes them: at step 0 the bits gradient() gives for a run of this one batch.
   std::function<void(ModelingImages const& out)> images;
@@ -153,6 +187,10 @@ class Modeling {
   long long memory_values(int axis) const;
   /// The transpose of forward(): wavelet_grad [shot][source][nt] of records [shot][nt][receiver].
   void adjoint(Real const* records, Real* wavelet_grad);
+  /// adjoint() of the records and the end state (the transpose of forward() with a ForwardState
+  /// from rest onto both): the wavelets' gradient of a loss with the gradients `records` and `end`
+  /// (not on a model split into domains).
+  void adjoint(Real const* records, Real* wavelet_grad, EndGradient<Real> const& end);
   /// Loss scale * sum (synthetic - observed)^2 over every shot; the images of its gradient are
   /// written to `out` (each may be null), the synthetic records to `synthetic` (may be null) and
   /// the shots' losses, in order, to `shot_losses` (may be null). Returns the loss (the shots'
@@ -163,9 +201,11 @@ class Modeling {
   /// (a forward pass that saves the boundary, then the adjoint pass with imaging).
   void vjp(Real const* wavelets, Real const* residual, ModelingImages const& out);
   /// vjp() of the run forward() makes from `start`'s start fields (its end fields are not
-  /// read; nulls: rest): the images of the same discrete adjoint, the start held fixed (not on
-  /// a model split into domains).
-  void vjp(Real const* wavelets, Real const* residual, ModelingImages const& out, ForwardState<Real> const& start);
+  /// read; nulls: rest): the images of the same discrete adjoint, the start held fixed; `more`
+  /// (VjpExtras): a loss of the end state too, and the wavelets' and the start's gradients from
+  /// the same sweep (with a start, or an end, not on a model split into domains).
+  void vjp(Real const* wavelets, Real const* residual, ModelingImages const& out, ForwardState<Real> const& start,
+           VjpExtras<Real> const& more = {});
 
   /// Born (linearised) modelling: the records [shot][nt][receiver] of the wavefield scattered by
   /// the velocity perturbation `scatter` (m/s, the model's shape) around the model set, for
@@ -192,6 +232,8 @@ class Modeling {
  private:
   // Every start value of `state` finite (errors name `who`, the shot and the padded cell).
   void check_start(ForwardState<Real> const& state, char const* who) const;
+  // The same of an end state's gradient, on a whole model.
+  void check_end(EndGradient<Real> const& end, char const* who) const;
   std::unique_ptr<Impl> m_impl;
 };
 
