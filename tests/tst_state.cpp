@@ -8,7 +8,7 @@
 //    is a source of amplitude a at time 0 there, and u^0 = a (u^{-1} = 0) is that source one
 //    step on, the same bits;
 //  - the end state against the receivers: u^{nt} at a receiver's cell is its last sample;
-//  - bad start states are refused, naming the value and where it sits;
+//  - bad start states (and end states' gradients) are refused, naming the value and where it sits;
 //  - the gradient (vjp) of a run from a state, the state held fixed: against central finite
 //    differences of the loss, the model's edge cells included, with waves in the layer at the
 //    start (2D and 3D, constant and variable density, free surface, both schedules, boundary and
@@ -298,6 +298,26 @@ TEST(state, bad_start_states_are_refused) {
     EXPECT_NE(msg.find("u^0"), std::string::npos) << msg;
     EXPECT_NE(msg.find("shot 1, padded cell 17"), std::string::npos) << msg;
   }
+  // A gradient with respect to the end state, likewise, in vjp and adjoint.
+  std::vector<double> residual(records.size(), 0.0), wg(r.wavelets.size()), g(static_cast<std::size_t>(24 * 28));
+  fwi::ModelingImages out;
+  out.grad = {g.data()};
+  fwi::VjpExtras<double> more;
+  more.end.before = now.data();
+  for (int call = 0; call < 2; ++call) {
+    try {
+      if (call == 0) m->vjp(r.wavelets.data(), residual.data(), out, fwi::ForwardState<double>{}, more);
+      else m->adjoint(residual.data(), wg.data(), more.end);
+      ADD_FAILURE() << "an end state's gradient with a NaN was taken";
+    } catch (Error const& e) {
+      std::string const msg = e.what();
+      EXPECT_NE(msg.find(call == 0 ? "Modeling::vjp: the gradient with respect to u^(nt-1)"
+                                   : "Modeling::adjoint: the gradient with respect to u^(nt-1)"),
+                std::string::npos)
+          << msg;
+      EXPECT_NE(msg.find("shot 1, padded cell 17"), std::string::npos) << msg;
+    }
+  }
   EXPECT_THROW(m->memory_values(2), Error);
 }
 
@@ -503,6 +523,35 @@ TEST(state, the_gradient_from_a_start_is_the_source_s_it_stands_for) {
     }
 }
 
+// A run cut in two, for each physics case, strategy and batching (two shots in one batch on the
+// batched schedule, or in batches of one on the `shots` one): f(case, strategy, batch, second,
+// start) with the second piece's survey (its wavelets the whole run's later samples; the damping
+// profile's velocity fixed at 3000 m/s with `fixed_damping`) and the first piece's end, its start
+// (waves in the layer).
+template <class F>
+void for_each_cut_run(bool fixed_damping, F&& f) {
+  for (Case c : physics_cases())
+    for (auto strategy : {storage::Strategy::boundary, storage::Strategy::full})
+      for (int batch : {0, 1}) {
+        c.schedule = batch == 1 ? core::Schedule::shots : core::Schedule::batched;
+        int const nt1 = c.dim == 3 ? 30 : 60, nt2 = c.dim == 3 ? 20 : 40;
+        Survey first = make(c, nt1), second = make(c, nt2, batch);
+        second.setup.storage.strategy = strategy;
+        if (fixed_damping) second.setup.pml.profile_velocity = 3000.0;
+        second.wavelets = window(make(c, nt1 + nt2).wavelets, nt1 + nt2, nt1, nt2);
+        Ends const start = run(*modeling(first, c), first.wavelets, nullptr);
+        f(c, strategy, batch, second, start);
+      }
+}
+
+// A loss linear in what moves: its central difference `fd` and the gradient's `an` agree to
+// round-off (and the gradient is not zero). Returns their relative difference.
+double check_linear(double fd, double an, std::string const& what) {
+  EXPECT_GT(std::abs(an), 0.0) << what;
+  EXPECT_LE(std::abs(fd - an), 1e-10 * std::abs(an)) << what << ", finite difference " << fd << ", gradient " << an;
+  return std::abs(fd - an) / std::abs(an);
+}
+
 // The gradient with respect to the start state (ReverseView::get and ::memory at step 0 of a
 // vjp from a start: dL/du^0 = lambda^0, dL/du^{-1} = -lambda^1, the memories' as they are),
 // against central differences of <r, records> along directions that move every value of each
@@ -513,19 +562,11 @@ TEST(state, the_gradient_from_a_start_is_the_source_s_it_stands_for) {
 TEST(state, the_gradient_with_respect_to_the_start_state_against_finite_differences) {
   double worst = 0;
   int checked = 0;
-  for (Case c : physics_cases())
-    for (auto strategy : {storage::Strategy::boundary, storage::Strategy::full})
-      for (int batch : {0, 1}) {
-        c.schedule = batch == 1 ? core::Schedule::shots : core::Schedule::batched;
-        int const nt1 = c.dim == 3 ? 30 : 60, nt2 = c.dim == 3 ? 20 : 40;
-        Survey first = make(c, nt1), second = make(c, nt2, batch);
-        second.setup.storage.strategy = strategy;
-        second.wavelets = window(make(c, nt1 + nt2).wavelets, nt1 + nt2, nt1, nt2);
-        auto m1 = modeling(first, c);
-        Ends start = run(*m1, first.wavelets, nullptr);
+  for_each_cut_run(
+      false, [&](Case const& c, storage::Strategy strategy, int batch, Survey const& second, Ends const& start) {
         auto m = modeling(second, c);
         int const nr = second.setup.survey.n_receivers;
-        auto const res = residual(nt2, nr);
+        auto const res = residual(second.setup.nt, nr);
         Ends g;  // the gradient with respect to `start`, part by part
         g.now.assign(start.now.size(), 0.0);
         g.before.assign(start.before.size(), 0.0);
@@ -565,9 +606,7 @@ TEST(state, the_gradient_with_respect_to_the_start_state_against_finite_differen
         std::string const what = describe(c) + (strategy == storage::Strategy::full ? ", full" : ", boundary") +
                                  (batch == 1 ? ", batches of one shot" : "");
         // The part `part` of the start moved along a direction d that moves every value.
-        auto part_of = [](Ends& e, int part) -> std::vector<double>& {
-          return part == 0 ? e.now : part == 1 ? e.before : e.memory;
-        };
+        auto part_of = [](auto& e, int part) -> auto& { return part == 0 ? e.now : part == 1 ? e.before : e.memory; };
         for (int part = 0; part < 3; ++part) {
           std::vector<double> const& x = part_of(start, part);
           std::vector<double> d(x.size());
@@ -581,16 +620,12 @@ TEST(state, the_gradient_with_respect_to_the_start_state_against_finite_differen
             for (std::size_t i = 0; i < y.size(); ++i) y[i] += k * eps * d[i];
             return dot(res, run(*m, second.wavelets, &e).records);
           };
-          double const fd = (moved(1) - moved(-1)) / (2 * eps);
-          double const an = dot(part_of(g, part), d);
           char const* name[] = {"u^0", "u^{-1}", "the layer memories"};
-          EXPECT_GT(std::abs(an), 0.0) << what << ": " << name[part];
-          EXPECT_LE(std::abs(fd - an), 1e-10 * std::abs(an))
-              << what << ": " << name[part] << ", finite difference " << fd << ", gradient " << an;
-          worst = std::max(worst, std::abs(fd - an) / std::abs(an));
+          worst = std::max(worst, check_linear((moved(1) - moved(-1)) / (2 * eps), dot(part_of(g, part), d),
+                                               what + ": " + name[part]));
           ++checked;
         }
-      }
+      });
   std::printf(
       "gradient with respect to the start state against central differences, worst relative difference over "
       "%d checks: %.2e\n",
@@ -618,138 +653,125 @@ double end_loss(fwi::Modeling<double>& m, std::vector<double> const& w, Ends con
 TEST(state, the_gradient_of_a_loss_of_the_end_state_against_finite_differences) {
   double worst_model = 0, worst_linear = 0;
   int checked = 0;
-  for (Case c : physics_cases())
-    for (auto strategy : {storage::Strategy::boundary, storage::Strategy::full})
-      for (int batch : {0, 1}) {
-        c.schedule = batch == 1 ? core::Schedule::shots : core::Schedule::batched;
-        int const nt1 = c.dim == 3 ? 30 : 60, nt2 = c.dim == 3 ? 20 : 40;
-        Survey first = make(c, nt1), second = make(c, nt2, batch);
-        second.setup.storage.strategy = strategy;
-        second.setup.pml.profile_velocity = 3000.0;  // the damping held fixed, as the gradient holds it
-        second.wavelets = window(make(c, nt1 + nt2).wavelets, nt1 + nt2, nt1, nt2);
-        auto m1 = modeling(first, c);
-        Ends const start = run(*m1, first.wavelets, nullptr);
-        auto m = modeling(second, c);
-        Ends const plain = run(*m, second.wavelets, &start);
-        std::size_t const n = second.v.size();
-        for (int part = 0; part < 3; ++part) {
-          char const* name[] = {"u^nt", "u^(nt-1)", "the layer memories at the end"};
-          std::string const what = describe(c) + (strategy == storage::Strategy::full ? ", full" : ", boundary") +
-                                   (batch == 1 ? ", batches of one shot" : "") + ", a loss of " + name[part];
-          // Weights on every value of the part, scaled to it.
-          Ends weights;
-          weights.records.assign(plain.records.size(), 0.0);
-          std::vector<double> const& x = part == 0 ? plain.now : part == 1 ? plain.before : plain.memory;
-          double peak = 0;
-          for (double xi : x) peak = std::max(peak, std::abs(xi));
-          ASSERT_GT(peak, 0.0) << what;
-          std::vector<double> wgt(x.size());
-          for (std::size_t i = 0; i < x.size(); ++i) wgt[i] = std::sin(0.53 * static_cast<double>(i) + 0.4) / peak;
-          (part == 0 ? weights.now : part == 1 ? weights.before : weights.memory) = wgt;
-          fwi::EndGradient<double> end;
-          (part == 0 ? end.now : part == 1 ? end.before : end.memory) = wgt.data();
-          // The model: vjp with the end's gradient.
-          Grads g;
-          auto const out = images_into(g.v, g.rho, g.irec, second.setup.grid.cells(), c.vd);
-          fwi::ForwardState<double> st;
-          st.start_now = start.now.data();
-          st.start_before = start.before.data();
-          st.start_memory = start.memory.data();
-          // ... and, from the same sweep, the start's and the wavelets' (no watch: the schedule
-          // asked for runs).
-          Ends gs;
-          gs.now.assign(start.now.size(), -1.0);
-          gs.before.assign(start.before.size(), -1.0);
-          gs.memory.assign(start.memory.size(), -1.0);
-          std::vector<double> wg_sweep(second.wavelets.size(), -1.0);
-          fwi::VjpExtras<double> more;
-          more.end = end;
-          more.wavelet_grad = wg_sweep.data();
-          more.start_now = gs.now.data();
-          more.start_before = gs.before.data();
-          more.start_memory = gs.memory.data();
-          m->vjp(second.wavelets.data(), weights.records.data(), out, st, more);
-          auto model_loss = [&](std::vector<double> const& v, std::vector<double> const& rho) {
-            Survey s = second;
-            s.v = v;
-            s.rho = rho;
-            return end_loss(*modeling(s, c), s.wavelets, start, weights);
-          };
-          // 1e-4: a loss of u^(nt-1) in 3D with variable density and a free surface has a small
-          // derivative along dv (cancelling terms), where 1e-3's truncation error is 2e-4 of it.
-          double const eps = 1e-4;
-          auto shifted = [&](std::vector<double> const& y, std::vector<double> const& d, double k) {
-            std::vector<double> z(y);
-            for (std::size_t i = 0; i < n; ++i) z[i] += k * eps * d[i];
-            return z;
-          };
-          std::vector<double> dv(n), edge(n, 0.0), drho(n);
-          auto const& grid = second.setup.grid;
-          int const nz = grid.nz, nx = grid.nx, ny = static_cast<int>(n / static_cast<std::size_t>(nz * nx));
-          for (std::size_t i = 0; i < n; ++i) {
-            dv[i] = 40.0 * std::sin(0.37 * static_cast<double>(i) + 0.2);
-            drho[i] = 30.0 * std::cos(0.23 * static_cast<double>(i));
-            int const z = static_cast<int>(i / (n / nz)), xx = static_cast<int>(i % nx);
-            int const y = static_cast<int>((i / nx) % ny);
-            bool const y_edge = c.dim == 3 && (y == 0 || y == ny - 1);
-            if (z == 0 || z == nz - 1 || xx == 0 || xx == nx - 1 || y_edge) edge[i] = dv[i], drho[i] = 0.0;
-          }
-          for (auto const* d : {&dv, &edge}) {
-            double const fd =
-                (model_loss(shifted(second.v, *d, 1), second.rho) - model_loss(shifted(second.v, *d, -1), second.rho)) /
-                (2 * eps);
-            double const an = dot(g.v, *d);
-            EXPECT_GT(std::abs(an), 0.0) << what;
-            EXPECT_LE(std::abs(fd - an), 1e-6 * std::abs(an))
-                << what << (d == &edge ? ": vp at the edge cells" : ": vp") << ", finite difference " << fd
-                << ", gradient " << an;
-            worst_model = std::max(worst_model, std::abs(fd - an) / std::abs(an));
-            ++checked;
-          }
-          if (c.vd) {  // the layer's density is held fixed: off the edge cells only
-            double const fd = (model_loss(second.v, shifted(second.rho, drho, 1)) -
-                               model_loss(second.v, shifted(second.rho, drho, -1))) /
-                              (2 * eps);
-            double const an = dot(g.rho, drho);
-            EXPECT_LE(std::abs(fd - an), 1e-6 * std::abs(an))
-                << what << ": rho, finite difference " << fd << ", gradient " << an;
-            worst_model = std::max(worst_model, std::abs(fd - an) / std::abs(an));
-            ++checked;
-          }
-          // The start's parts and the wavelets: linear, so any step is exact but for round-off.
-          std::vector<double> wg(second.wavelets.size(), 0.0);
-          m->adjoint(weights.records.data(), wg.data(), end);
-          EXPECT_TRUE(same_bits(wg, wg_sweep)) << what << ": the wavelets' gradient of vjp's sweep and of adjoint()";
-          for (int sp = 0; sp < 4; ++sp) {
-            Ends moved_start = start;
-            std::vector<double> wave = second.wavelets;
-            std::vector<double>& y = sp == 0   ? moved_start.now
-                                     : sp == 1 ? moved_start.before
-                                     : sp == 2 ? moved_start.memory
-                                               : wave;
-            std::vector<double> const& grad = sp == 0 ? gs.now : sp == 1 ? gs.before : sp == 2 ? gs.memory : wg;
-            double scale = 0;
-            for (double yi : y) scale = std::max(scale, std::abs(yi));
-            std::vector<double> d(y.size());
-            for (std::size_t i = 0; i < d.size(); ++i) d[i] = scale * std::sin(0.61 * static_cast<double>(i) + 0.3);
-            auto moved = [&](double k) {
-              std::vector<double> const keep = y;
-              for (std::size_t i = 0; i < y.size(); ++i) y[i] += k * d[i];
-              double const l = end_loss(*m, wave, moved_start, weights);
-              y = keep;
-              return l;
-            };
-            double const fd = (moved(1) - moved(-1)) / 2;
-            double const an = dot(grad, d);
-            char const* of[] = {"u^0", "u^-1", "the start's layer memories", "the wavelets"};
-            EXPECT_GT(std::abs(an), 0.0) << what << ": " << of[sp];
-            EXPECT_LE(std::abs(fd - an), 1e-10 * std::abs(an))
-                << what << ": " << of[sp] << ", finite difference " << fd << ", gradient " << an;
-            worst_linear = std::max(worst_linear, std::abs(fd - an) / std::abs(an));
-            ++checked;
-          }
-        }
+  // The damping held fixed, as the gradient holds it.
+  for_each_cut_run(true, [&](Case const& c, storage::Strategy strategy, int batch, Survey const& second,
+                             Ends const& start) {
+    auto m = modeling(second, c);
+    Ends const plain = run(*m, second.wavelets, &start);
+    std::size_t const n = second.v.size();
+    for (int part = 0; part < 3; ++part) {
+      char const* name[] = {"u^nt", "u^(nt-1)", "the layer memories at the end"};
+      std::string const what = describe(c) + (strategy == storage::Strategy::full ? ", full" : ", boundary") +
+                               (batch == 1 ? ", batches of one shot" : "") + ", a loss of " + name[part];
+      // Weights on every value of the part, scaled to it.
+      Ends weights;
+      weights.records.assign(plain.records.size(), 0.0);
+      std::vector<double> const& x = part == 0 ? plain.now : part == 1 ? plain.before : plain.memory;
+      double peak = 0;
+      for (double xi : x) peak = std::max(peak, std::abs(xi));
+      ASSERT_GT(peak, 0.0) << what;
+      std::vector<double> wgt(x.size());
+      for (std::size_t i = 0; i < x.size(); ++i) wgt[i] = std::sin(0.53 * static_cast<double>(i) + 0.4) / peak;
+      (part == 0 ? weights.now : part == 1 ? weights.before : weights.memory) = wgt;
+      fwi::EndGradient<double> end;
+      (part == 0 ? end.now : part == 1 ? end.before : end.memory) = wgt.data();
+      // The model: vjp with the end's gradient.
+      Grads g;
+      auto const out = images_into(g.v, g.rho, g.irec, second.setup.grid.cells(), c.vd);
+      fwi::ForwardState<double> st;
+      st.start_now = start.now.data();
+      st.start_before = start.before.data();
+      st.start_memory = start.memory.data();
+      // ... and, from the same sweep, the start's and the wavelets' (no watch: the schedule
+      // asked for runs).
+      Ends gs;
+      gs.now.assign(start.now.size(), -1.0);
+      gs.before.assign(start.before.size(), -1.0);
+      gs.memory.assign(start.memory.size(), -1.0);
+      std::vector<double> wg_sweep(second.wavelets.size(), -1.0);
+      fwi::VjpExtras<double> more;
+      more.end = end;
+      more.wavelet_grad = wg_sweep.data();
+      more.start_now = gs.now.data();
+      more.start_before = gs.before.data();
+      more.start_memory = gs.memory.data();
+      m->vjp(second.wavelets.data(), weights.records.data(), out, st, more);
+      auto model_loss = [&](std::vector<double> const& v, std::vector<double> const& rho) {
+        Survey s = second;
+        s.v = v;
+        s.rho = rho;
+        return end_loss(*modeling(s, c), s.wavelets, start, weights);
+      };
+      // 1e-4: a loss of u^(nt-1) in 3D with variable density and a free surface has a small
+      // derivative along dv (cancelling terms), where 1e-3's truncation error is 2e-4 of it.
+      double const eps = 1e-4;
+      auto shifted = [&](std::vector<double> const& y, std::vector<double> const& d, double k) {
+        std::vector<double> z(y);
+        for (std::size_t i = 0; i < n; ++i) z[i] += k * eps * d[i];
+        return z;
+      };
+      std::vector<double> dv(n), edge(n, 0.0), drho(n);
+      auto const& grid = second.setup.grid;
+      int const nz = grid.nz, nx = grid.nx, ny = static_cast<int>(n / static_cast<std::size_t>(nz * nx));
+      for (std::size_t i = 0; i < n; ++i) {
+        dv[i] = 40.0 * std::sin(0.37 * static_cast<double>(i) + 0.2);
+        drho[i] = 30.0 * std::cos(0.23 * static_cast<double>(i));
+        int const z = static_cast<int>(i / (n / nz)), xx = static_cast<int>(i % nx);
+        int const y = static_cast<int>((i / nx) % ny);
+        bool const y_edge = c.dim == 3 && (y == 0 || y == ny - 1);
+        if (z == 0 || z == nz - 1 || xx == 0 || xx == nx - 1 || y_edge) edge[i] = dv[i], drho[i] = 0.0;
       }
+      for (auto const* d : {&dv, &edge}) {
+        double const fd =
+            (model_loss(shifted(second.v, *d, 1), second.rho) - model_loss(shifted(second.v, *d, -1), second.rho)) /
+            (2 * eps);
+        double const an = dot(g.v, *d);
+        EXPECT_GT(std::abs(an), 0.0) << what;
+        EXPECT_LE(std::abs(fd - an), 1e-6 * std::abs(an)) << what << (d == &edge ? ": vp at the edge cells" : ": vp")
+                                                          << ", finite difference " << fd << ", gradient " << an;
+        worst_model = std::max(worst_model, std::abs(fd - an) / std::abs(an));
+        ++checked;
+      }
+      if (c.vd) {  // the layer's density is held fixed: off the edge cells only
+        double const fd =
+            (model_loss(second.v, shifted(second.rho, drho, 1)) - model_loss(second.v, shifted(second.rho, drho, -1))) /
+            (2 * eps);
+        double const an = dot(g.rho, drho);
+        EXPECT_LE(std::abs(fd - an), 1e-6 * std::abs(an))
+            << what << ": rho, finite difference " << fd << ", gradient " << an;
+        worst_model = std::max(worst_model, std::abs(fd - an) / std::abs(an));
+        ++checked;
+      }
+      // The start's parts and the wavelets: linear, so any step is exact but for round-off.
+      std::vector<double> wg(second.wavelets.size(), 0.0);
+      m->adjoint(weights.records.data(), wg.data(), end);
+      EXPECT_TRUE(same_bits(wg, wg_sweep)) << what << ": the wavelets' gradient of vjp's sweep and of adjoint()";
+      for (int sp = 0; sp < 4; ++sp) {
+        Ends moved_start = start;
+        std::vector<double> wave = second.wavelets;
+        std::vector<double>& y = sp == 0   ? moved_start.now
+                                 : sp == 1 ? moved_start.before
+                                 : sp == 2 ? moved_start.memory
+                                           : wave;
+        std::vector<double> const& grad = sp == 0 ? gs.now : sp == 1 ? gs.before : sp == 2 ? gs.memory : wg;
+        double scale = 0;
+        for (double yi : y) scale = std::max(scale, std::abs(yi));
+        std::vector<double> d(y.size());
+        for (std::size_t i = 0; i < d.size(); ++i) d[i] = scale * std::sin(0.61 * static_cast<double>(i) + 0.3);
+        auto moved = [&](double k) {
+          std::vector<double> const keep = y;
+          for (std::size_t i = 0; i < y.size(); ++i) y[i] += k * d[i];
+          double const l = end_loss(*m, wave, moved_start, weights);
+          y = keep;
+          return l;
+        };
+        char const* of[] = {"u^0", "u^-1", "the start's layer memories", "the wavelets"};
+        worst_linear =
+            std::max(worst_linear, check_linear((moved(1) - moved(-1)) / 2, dot(grad, d), what + ": " + of[sp]));
+        ++checked;
+      }
+    }
+  });
   std::printf(
       "gradient of a loss of the end state against central differences, worst relative difference over %d checks: "
       "the model %.2e, the start and the wavelets %.2e\n",

@@ -7,6 +7,7 @@
 #include <ksweep/core/physics.hpp>
 #include <ksweep/core/stencil.hpp>
 
+#include <array>
 #include <string>
 
 namespace ksweep::fwi {
@@ -65,6 +66,19 @@ void check_records(ModelingSetup const& s, Real const* r, char const* what) {
                          [&](std::size_t i) { return detail::record_position(i, s.nt, s.survey.n_receivers); });
 }
 
+/// Every value of a state's parts given (u^n, u^{n-1}, the layer memories; each may be null)
+/// finite: errors name `who`, the part (`what`), the shot and the padded cell or the value.
+template <class Real>
+void require_finite_state(std::array<Real const*, 3> const& parts, std::size_t shots, std::size_t cells,
+                          std::size_t memory, std::string const& who, std::array<char const*, 3> const& what) {
+  auto const at = [cells](std::size_t i) {
+    return "shot " + std::to_string(i / cells) + ", padded cell " + std::to_string(i % cells);
+  };
+  for (int k = 0; k < 2; ++k)
+    if (parts[k]) detail::require_finite(parts[k], shots * cells, who + what[k], at);
+  if (parts[2]) detail::require_finite(parts[2], shots * memory, who + what[2], detail::sample_position);
+}
+
 }  // namespace
 
 template <class Real>
@@ -82,18 +96,11 @@ void Modeling<Real>::forward(Real const* wavelets, Real* records, ForwardState<R
 
 template <class Real>
 void Modeling<Real>::check_start(ForwardState<Real> const& state, char const* who) const {
-  auto const shots = static_cast<std::size_t>(m_impl->setup.survey.n_shots);
   auto const n = padded_shape();
-  auto const cells = static_cast<std::size_t>(n[0]) * n[1] * n[2];
-  auto const at = [cells](std::size_t i) {
-    return "shot " + std::to_string(i / cells) + ", padded cell " + std::to_string(i % cells);
-  };
-  std::string const w(who);
-  if (state.start_now) detail::require_finite(state.start_now, shots * cells, w + ": the wavefield u^0", at);
-  if (state.start_before) detail::require_finite(state.start_before, shots * cells, w + ": the wavefield u^-1", at);
-  if (state.start_memory)
-    detail::require_finite(state.start_memory, shots * static_cast<std::size_t>(memory_values()),
-                           w + ": the layer memories", detail::sample_position);
+  require_finite_state<Real>({state.start_now, state.start_before, state.start_memory},
+                             static_cast<std::size_t>(m_impl->setup.survey.n_shots),
+                             static_cast<std::size_t>(n[0]) * n[1] * n[2], static_cast<std::size_t>(memory_values()),
+                             who, {": the wavefield u^0", ": the wavefield u^-1", ": the layer memories"});
 }
 
 template <class Real>
@@ -102,18 +109,12 @@ void Modeling<Real>::check_end(EndGradient<Real> const& end, char const* who) co
   KSWEEP_REQUIRE(!m_impl->setup.domains.split(),
                  who << ": a gradient with respect to the end state on a model split into domains "
                         "(parallel.domains) is not supported; run it on whole-model ranks");
-  auto const shots = static_cast<std::size_t>(m_impl->setup.survey.n_shots);
   auto const n = padded_shape();
-  auto const cells = static_cast<std::size_t>(n[0]) * n[1] * n[2];
-  auto const at = [cells](std::size_t i) {
-    return "shot " + std::to_string(i / cells) + ", padded cell " + std::to_string(i % cells);
-  };
-  std::string const w(who);
-  if (end.now) detail::require_finite(end.now, shots * cells, w + ": the gradient with respect to u^nt", at);
-  if (end.before) detail::require_finite(end.before, shots * cells, w + ": the gradient with respect to u^(nt-1)", at);
-  if (end.memory)
-    detail::require_finite(end.memory, shots * static_cast<std::size_t>(memory_values()),
-                           w + ": the gradient with respect to the end's layer memories", detail::sample_position);
+  require_finite_state<Real>({end.now, end.before, end.memory}, static_cast<std::size_t>(m_impl->setup.survey.n_shots),
+                             static_cast<std::size_t>(n[0]) * n[1] * n[2], static_cast<std::size_t>(memory_values()),
+                             who,
+                             {": the gradient with respect to u^nt", ": the gradient with respect to u^(nt-1)",
+                              ": the gradient with respect to the end's layer memories"});
 }
 
 template <class Real>
