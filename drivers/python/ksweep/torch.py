@@ -46,7 +46,9 @@ def _np(t: torch.Tensor) -> np.ndarray:
 
 
 class Forward(torch.autograd.Function):
-    """records = F(v, amplitudes, rho); see forward()."""
+    """records = F(v, amplitudes, rho); see forward(). With options["state"] (ksweep.scalar) also the
+    end state (u^nt, u^(nt-1), the layer memories), differentiable outputs of their own; the
+    backward is one reverse sweep (Modeling.vjp) for v, rho, the amplitudes and the start."""
 
     @staticmethod
     def forward(ctx, v, amplitudes, rho, dh, dt, source_locations, receiver_locations, layer_velocity, options,
