@@ -21,10 +21,12 @@
 #include <ksweep/base/error.hpp>
 #include <ksweep/fwi/modeling.hpp>
 
+#include <Kokkos_Core.hpp>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -779,7 +781,8 @@ TEST(state, the_gradient_of_a_loss_of_the_end_state_against_finite_differences) 
 }
 
 // A reverse watch (Modeling::set_reverse_watch): called at every step from nt - 1 down to 0; one
-// that reads leaves the images' bits alone (and the `shots` schedule's: it runs the batched one),
+// that reads leaves the images' bits alone (and the `shots` schedule's: a watch of every step runs
+// the batched one),
 // and its images at step 0 are those bits. Setting the adjoint wavefields: put back as read they
 // give the gradient to round-off (lambda = mu / c and back); zeroed at step k in a reflecting box
 // (no layer memories, which the view does not reach) they end the images' sums there.
@@ -844,6 +847,71 @@ TEST(state, a_reverse_watch_sees_every_step_and_the_images_so_far) {
       m->set_reverse_watch(nullptr);
       EXPECT_TRUE(same_grads(plain, vjp(*m, r.wavelets, res, nullptr))) << what;
     }
+  }
+}
+
+// The kernels named `name` launched since the counter was set (Kokkos Tools' parallel_for
+// callback).
+std::string counted_kernel;
+int counted_launches = 0;
+void count_launch(char const* name, uint32_t, uint64_t*) {
+  if (counted_kernel == name) ++counted_launches;
+}
+
+// A reverse watch of a few steps keeps the `shots` schedule: its chunks end at the watched steps
+// (`backward_shots` launches), the watch is called at those steps alone, and what it reads there,
+// the images so far, and the gradient after it changes the adjoint wavefields are the bits of the
+// batched schedule's. The steps are given unsorted, two of them adjacent, one at the last step.
+TEST(state, a_reverse_watch_of_a_few_steps_keeps_the_shots_schedule) {
+  int const nt = 80;
+  std::vector<int> const watched = {31, 57, 0, 79, 30};
+  std::vector<int> const expected = {79, 57, 31, 30, 0};
+  for (Case c : physics_cases()) {
+    if (c.free_surface) continue;
+    struct Seen {
+      std::vector<int> steps;
+      std::vector<double> levels;  // lambda^n and lambda^{n+1} at each watched step
+      Grads at30, changed;
+    } seen[2];
+    Grads plain;
+    for (int i = 0; i < 2; ++i) {
+      c.schedule = i == 0 ? core::Schedule::batched : core::Schedule::shots;
+      Survey const r = make(c, nt);
+      auto m = modeling(r, c);
+      auto const res = residual(nt, r.setup.survey.n_receivers);
+      if (i == 0) plain = vjp(*m, r.wavelets, res, nullptr);
+      auto const shape = m->padded_shape();
+      std::size_t const field = static_cast<std::size_t>(2) * shape[0] * shape[1] * shape[2];
+      long long const cells = m->setup().grid.cells();
+      Seen& s = seen[i];
+      m->set_reverse_watch(
+          [&](fwi::ReverseView<double> const& v) {
+            s.steps.push_back(v.step);
+            std::vector<double> now(field), next(field);
+            v.get(now.data(), next.data());
+            s.levels.insert(s.levels.end(), now.begin(), now.end());
+            s.levels.insert(s.levels.end(), next.begin(), next.end());
+            if (v.step != 30) return;
+            v.images(images_into(s.at30.v, s.at30.rho, s.at30.irec, cells, c.vd));
+            for (double& x : now) x *= 0.5;
+            v.set(now.data(), nullptr);
+          },
+          watched);
+      counted_kernel = "ksweep::core::backward_shots";
+      counted_launches = 0;
+      Kokkos::Tools::Experimental::set_begin_parallel_for_callback(count_launch);
+      s.changed = vjp(*m, r.wavelets, res, nullptr);
+      Kokkos::Tools::Experimental::set_begin_parallel_for_callback(nullptr);
+      std::string const what = describe(c);
+      if (i == 0) EXPECT_EQ(counted_launches, 0) << what;
+      else EXPECT_GE(counted_launches, 5) << what << ": the shots schedule did not run";
+      EXPECT_EQ(s.steps, expected) << what;
+      EXPECT_FALSE(same_bits(s.changed.v, plain.v)) << what << ": the watch's change did nothing";
+    }
+    std::string const what = describe(c);
+    EXPECT_TRUE(same_bits(seen[0].levels, seen[1].levels)) << what << ": the adjoint wavefields at the watched steps";
+    EXPECT_TRUE(same_grads(seen[0].at30, seen[1].at30)) << what << ": the images so far at step 30";
+    EXPECT_TRUE(same_grads(seen[0].changed, seen[1].changed)) << what << ": the gradient after the change";
   }
 }
 

@@ -196,10 +196,11 @@ void Modeling<Real>::set_cross_correlation(bool on) {
 }
 
 template <class Real>
-void Modeling<Real>::set_reverse_watch(std::function<void(ReverseView<Real> const&)> watch) {
+void Modeling<Real>::set_reverse_watch(std::function<void(ReverseView<Real> const&)> watch, std::vector<int> steps) {
   KSWEEP_REQUIRE(!watch || !m_impl->setup.ranks || (m_impl->setup.ranks->size() == 1 && !m_impl->setup.domains.split()),
                  "set_reverse_watch: a reverse watch runs on one rank's whole model, not with ranks or domains");
   m_impl->reverse_watch = std::move(watch);
+  m_impl->reverse_watch_steps = std::move(steps);
 }
 
 template <class Real>

@@ -475,22 +475,24 @@ class ModelingRun final : public Modeling<Real>::Impl {
     }
     m_engine->set_cross_correlation(this->cross_correlation);
     if (this->reverse_watch) {
-      m_engine->set_reverse_watch([this](int n) {
-        ReverseView<Real> v;
-        v.step = n;
-        v.first_shot = m_batch_first;
-        v.shots = m_prop->n_shots();
-        v.get = [this](Real* now, Real* next) { m_prop->get_adjoint_state(now, next); };
-        v.set = [this](Real const* now, Real const* next) { m_prop->set_adjoint_state(now, next); };
-        v.set_memory = [this](Real const* memory) { m_prop->set_adjoint_state(nullptr, nullptr, memory); };
-        v.memory = [this](Real* memory) { m_prop->get_adjoint_state(nullptr, nullptr, memory); };
-        v.images = [this](ModelingImages const& out) {
-          auto const img = images(out);
-          m_engine->accumulate_so_far(img);
-          images_out(img, out);
-        };
-        this->reverse_watch(v);
-      });
+      m_engine->set_reverse_watch(
+          [this](int n) {
+            ReverseView<Real> v;
+            v.step = n;
+            v.first_shot = m_batch_first;
+            v.shots = m_prop->n_shots();
+            v.get = [this](Real* now, Real* next) { m_prop->get_adjoint_state(now, next); };
+            v.set = [this](Real const* now, Real const* next) { m_prop->set_adjoint_state(now, next); };
+            v.set_memory = [this](Real const* memory) { m_prop->set_adjoint_state(nullptr, nullptr, memory); };
+            v.memory = [this](Real* memory) { m_prop->get_adjoint_state(nullptr, nullptr, memory); };
+            v.images = [this](ModelingImages const& out) {
+              auto const img = images(out);
+              m_engine->accumulate_so_far(img);
+              images_out(img, out);
+            };
+            this->reverse_watch(v);
+          },
+          this->reverse_watch_steps);
     } else {
       m_engine->set_reverse_watch(nullptr);
     }

@@ -29,6 +29,7 @@ struct Modeling<Real>::Impl {
   std::function<void(int, int)> after_batch;
   bool cross_correlation = false;                               // Modeling::set_cross_correlation
   std::function<void(ReverseView<Real> const&)> reverse_watch;  // Modeling::set_reverse_watch
+  std::vector<int> reverse_watch_steps;                         // its steps (empty: every step)
 };
 
 /// The modelling of precision `Real`, stencil order `Order` on a `Dim`-dimensional grid, of the

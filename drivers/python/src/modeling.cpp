@@ -241,13 +241,9 @@ class PyModeling {
   /// not call this module (the sweep waits for it).
   void set_reverse_watch(py::object fn, std::vector<int> steps) {
     m_watch = fn;
-    std::sort(steps.begin(), steps.end());
     std::function<void(fwi::ReverseView<Real> const&)> w;
-    if (!fn.is_none())
-      w = [this, steps = std::move(steps)](fwi::ReverseView<Real> const& v) {
-        if (steps.empty() || std::binary_search(steps.begin(), steps.end(), v.step)) call_watch(v);
-      };
-    on_worker([&] { m_m->set_reverse_watch(std::move(w)); });
+    if (!fn.is_none()) w = [this](fwi::ReverseView<Real> const& v) { call_watch(v); };
+    on_worker([&] { m_m->set_reverse_watch(std::move(w), std::move(steps)); });
   }
 
   py::array_t<Real> born(carray<Real> const& wavelets, carray<Real> const& scatter) {

@@ -193,10 +193,15 @@ class GradientEngine {
   /// level lambda^n is the propagator's newest and the images hold the steps nt - 1 down to n
   /// (n = nt - 1, ..., 0), the instance not fenced: a watch that reads fences it
   /// (Propagator::get_adjoint_state, accumulate_so_far do). It may change the adjoint levels
-  /// (Propagator::set_adjoint_state): the sweep goes on from them. While a watch is set the
-  /// batched schedule runs (the `shots` schedule has no step between its shots' loops). Empty:
-  /// none.
-  void set_reverse_watch(std::function<void(int)> watch) { m_watch = std::move(watch); }
+  /// (Propagator::set_adjoint_state): the sweep goes on from them. `steps`: the steps n it is
+  /// called at (empty: every step). The `shots` schedule ends a chunk of steps at each of them
+  /// (the same bits: the per-step work is the same); a watch of every step runs the batched
+  /// schedule. Empty `watch`: none.
+  void set_reverse_watch(std::function<void(int)> watch, std::vector<int> steps = {}) {
+    m_watch = std::move(watch);
+    std::sort(steps.begin(), steps.end());
+    m_watch_steps = std::move(steps);
+  }
   bool cross_correlation() const { return m_xcorr; }
   /// Cells saved per shot and step.
   int ring_cells() const { return m_n_ring; }
@@ -270,7 +275,7 @@ class GradientEngine {
     if (m_chain_run) Kokkos::deep_copy(space, m_layer_acc, 0.0);
     m_shots = S;
     p.adjoint_start(residual, end);  // lambda^{nt}
-    if (p.runs_shots() && !m_watch) backward_shots(w, residual, wavelet_grad);
+    if (p.runs_shots() && !(m_watch && m_watch_steps.empty())) backward_shots(w, residual, wavelet_grad);
     else backward_batched(w, residual, wavelet_grad);
     if (wavelet_grad.extent(0) != 0) p.gather_wavelets(wavelet_grad);
     // The adjoint field is mu = c lambda: the images hold sum mu L u and sum mu^2. With
@@ -753,6 +758,10 @@ class GradientEngine {
   int m_shots = 0;
   int m_chunk_steps = 0;             // 0: automatic
   std::function<void(int)> m_watch;  // set_reverse_watch
+  std::vector<int> m_watch_steps;    // its steps, ascending (empty: every step)
+  bool watches(int n) const {
+    return m_watch && (m_watch_steps.empty() || std::binary_search(m_watch_steps.begin(), m_watch_steps.end(), n));
+  }
   std::unique_ptr<storage::StepStore<Real, ExecSpace>> m_store;
   stage_view m_stage;  // the `shots` schedule's saved rings of a chunk of steps
   // The layer-term cells (LayerTermCells) and their terms of every forward step.

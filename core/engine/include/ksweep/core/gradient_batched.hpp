@@ -29,7 +29,8 @@ void GradientEngine<Real, Order, ExecSpace, Dimension, Physics>::forward_batched
   }
 }
 
-// Three or four launches per reverse step (see backward()), a reverse watch called after each.
+// Three or four launches per reverse step (see backward()), a reverse watch called after those
+// it watches.
 template <class Real, int Order, class ExecSpace, int Dimension, class Physics>
 void GradientEngine<Real, Order, ExecSpace, Dimension, Physics>::backward_batched(wavelet_view const& w,
                                                                                   record_view const& residual,
@@ -76,7 +77,7 @@ void GradientEngine<Real, Order, ExecSpace, Dimension, Physics>::backward_batche
     if (m_chain_run)
       core::launch_points(space, "ksweep::core::layer_chain", layer_chain(p.adjoint_newest(), n), S * m_n_layer);
     p.advance_adjoint();  // lambda^n
-    if (m_watch) m_watch(n);
+    if (watches(n)) m_watch(n);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <ksweep/core/gradient.hpp>
 
 #include <algorithm>
+#include <iterator>
 
 namespace ksweep::core {
 
@@ -112,7 +113,8 @@ struct GradientEngine<Real, Order, ExecSpace, Dimension, Physics>::BackwardShots
   }
 };
 
-// The `shots` schedule of backward(), chunk by chunk from the last step down to n = 0.
+// The `shots` schedule of backward(), chunk by chunk from the last step down to n = 0; a step
+// that a reverse watch watches ends a chunk, and the watch is called after it.
 template <class Real, int Order, class ExecSpace, int Dimension, class Physics>
 void GradientEngine<Real, Order, ExecSpace, Dimension, Physics>::backward_shots(wavelet_view const& w,
                                                                                 record_view const& residual,
@@ -122,8 +124,13 @@ void GradientEngine<Real, Order, ExecSpace, Dimension, Physics>::backward_shots(
     int const T = chunk_steps(), S = p.n_shots();
     auto const plan = reverse_plan();
     stage(T);
-    for (int n1 = m_nt; n1 > 0; n1 -= T) {
-      int const n0 = std::max(0, n1 - T), top = n1 - 1;
+    for (int n1 = m_nt, n0; n1 > 0; n1 = n0) {
+      n0 = std::max(0, n1 - T);
+      if (m_watch) {  // the watched step nearest below n1, if it is in reach, ends the chunk
+        auto const below = std::lower_bound(m_watch_steps.begin(), m_watch_steps.end(), n1);
+        if (below != m_watch_steps.begin()) n0 = std::max(n0, *std::prev(below));
+      }
+      int const top = n1 - 1;
       for (int n = top; n >= n0; --n)  // the saved steps this chunk reads, in decreasing order
         if (int const saved = plan.at(n).decode; saved >= 0)
           m_store->with_decoder(m_store->fetch(saved), storage::ViewValues<Real, memory_space>{stage_row(top - n)},
@@ -153,6 +160,7 @@ void GradientEngine<Real, Order, ExecSpace, Dimension, Physics>::backward_shots(
       body.m_plan = plan;
       p.run_shot_steps(propagator_type::Direction::adjoint, "ksweep::core::backward_shots", body, n0, n1, true);
       p.step_back_forward(plan.rebuilt(n0, n1));  // one level per rebuilding step
+      if (watches(n0)) m_watch(n0);               // lambda^{n0} the newest level
     }
   } else {
     (void)w, (void)residual, (void)wavelet_grad;

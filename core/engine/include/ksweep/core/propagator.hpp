@@ -778,7 +778,12 @@ class Propagator {
   template <class HostField>
   void padded_copy(HostField const& h, Real const* from, Real* to) const;
   template <class HostField, class HostC>
-  static void scale_by_c(HostField const& h, HostC const& c, bool multiply);
+  static void divide_by_c(HostField const& h, HostC const& c);
+  // Writes host arrays, laid out as get_adjoint_state()'s, into the adjoint state: each level
+  // (null: kept) times c replaces the field's grid cells (`add` false) or is added to them (`add`
+  // true), `next` times next_sign, and the memories (null: kept) replace the adjoint memories.
+  // set_adjoint_state() and add_adjoint_end() are its two uses. Fences the instance.
+  void put_adjoint_state(Real const* now, Real const* next, Real const* memory, bool add, Real next_sign);
 
   // Copies between the current layer memories of `st` (psi and zeta of each axis, [side][shot]
   // [..][..]) and an array of memory_values() per shot, for the batch's shots: into the state

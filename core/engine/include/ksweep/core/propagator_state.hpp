@@ -44,16 +44,15 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::get_forward_state(R
   if (memory) memory_copy(st, nullptr, memory);
 }
 
-// The host copy `h` of an adjoint level [shot][field row][column] times c (`multiply`) or divided
-// by it, cell by cell; the halo, where c is 0, is left as it is.
+// The host copy `h` of an adjoint level [shot][field row][column] divided by c, cell by cell (mu
+// = c lambda to lambda); the halo, where c is 0, is left as it is.
 template <class Real, int Order, class ExecSpace, int Dimension, class Physics>
 template <class HostField, class HostC>
-void Propagator<Real, Order, ExecSpace, Dimension, Physics>::scale_by_c(HostField const& h, HostC const& c,
-                                                                        bool multiply) {
+void Propagator<Real, Order, ExecSpace, Dimension, Physics>::divide_by_c(HostField const& h, HostC const& c) {
   for (std::size_t s = 0; s < h.extent(0); ++s)
     for (std::size_t r = 0; r < h.extent(1); ++r)
       for (std::size_t k = 0; k < h.extent(2); ++k)
-        if (c(r, k) != Real(0)) h(s, r, k) = multiply ? h(s, r, k) * c(r, k) : h(s, r, k) / c(r, k);
+        if (c(r, k) != Real(0)) h(s, r, k) /= c(r, k);
 }
 
 template <class Real, int Order, class ExecSpace, int Dimension, class Physics>
@@ -68,7 +67,7 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::get_adjoint_state(R
       auto const& u = st.u[i == 0 ? st.cur : 1 - st.cur];
       auto h = Kokkos::create_mirror(Kokkos::HostSpace(), u);  // a copy also on host backends: divided here
       Kokkos::deep_copy(h, u);
-      scale_by_c(h, c, false);  // lambda = mu / c
+      divide_by_c(h, c);  // lambda = mu / c
       padded_copy(h, nullptr, level[i]);
     }
   if (memory) memory_copy(st, nullptr, memory);
@@ -77,46 +76,41 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::get_adjoint_state(R
 template <class Real, int Order, class ExecSpace, int Dimension, class Physics>
 void Propagator<Real, Order, ExecSpace, Dimension, Physics>::set_adjoint_state(Real const* now, Real const* next,
                                                                                Real const* memory) {
-  m_space.fence();
-  State& st = m_adj;
-  auto const c = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m_c);
-  Real const* const level[2] = {now, next};
-  for (int i = 0; i < 2; ++i)
-    if (level[i]) {
-      auto const& u = st.u[i == 0 ? st.cur : 1 - st.cur];
-      auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), u);  // the halo's values (host: u itself)
-      padded_copy(h, level[i], nullptr);
-      scale_by_c(h, c, true);  // mu = c lambda
-      Kokkos::deep_copy(m_space, u, h);
-    }
-  if (memory) memory_copy(st, memory, nullptr);
-  exchange(st.u[st.cur]);
-  m_space.fence();
+  put_adjoint_state(now, next, memory, false, Real(1));
 }
 
 template <class Real, int Order, class ExecSpace, int Dimension, class Physics>
 void Propagator<Real, Order, ExecSpace, Dimension, Physics>::add_adjoint_end(AdjointEnd<Real> const& end) {
+  put_adjoint_state(end.now, end.before, end.memory, true, Real(-1));  // lambda^{nt+1} = -dL/du^{nt-1}
+}
+
+template <class Real, int Order, class ExecSpace, int Dimension, class Physics>
+void Propagator<Real, Order, ExecSpace, Dimension, Physics>::put_adjoint_state(Real const* now, Real const* next,
+                                                                               Real const* memory, bool add,
+                                                                               Real next_sign) {
   m_space.fence();
   State& st = m_adj;
   auto const c = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m_c);
-  Real const* const level[2] = {end.now, end.before};
+  Real const* const level[2] = {now, next};
+  Real const sign[2] = {Real(1), next_sign};
   for (int i = 0; i < 2; ++i)
     if (level[i]) {
       auto const& u = st.u[i == 0 ? st.cur : 1 - st.cur];
-      auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), u);  // lambda^{nt}: the residual's
+      auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), u);  // the halo's values (host: u itself)
       auto g = Kokkos::create_mirror(Kokkos::HostSpace(), u);
-      Kokkos::deep_copy(g, Real(0));  // the halo's zeros
+      Kokkos::deep_copy(g, Real(0));  // the halo, where c is 0
       padded_copy(g, level[i], nullptr);
-      scale_by_c(g, c, true);                         // mu = c lambda
-      Real const sign = i == 0 ? Real(1) : Real(-1);  // lambda^{nt+1} = -dL/du^{nt-1}
       for (std::size_t s = 0; s < h.extent(0); ++s)
         for (std::size_t r = 0; r < h.extent(1); ++r)
-          for (std::size_t k = 0; k < h.extent(2); ++k) h(s, r, k) += sign * g(s, r, k);
+          for (std::size_t k = 0; k < h.extent(2); ++k)
+            if (c(r, k) != Real(0)) {
+              Real const mu = sign[i] * (g(s, r, k) * c(r, k));  // mu = c lambda
+              h(s, r, k) = add ? h(s, r, k) + mu : mu;
+            }
       Kokkos::deep_copy(m_space, u, h);
+      exchange(u);
     }
-  if (end.memory) memory_copy(st, end.memory, nullptr);
-  exchange(st.u[st.cur]);
-  exchange(st.u[1 - st.cur]);
+  if (memory) memory_copy(st, memory, nullptr);
   m_space.fence();
 }
 
