@@ -18,6 +18,20 @@ makes the amplitudes require grad too) both ways on one modelling: the model's a
 amplitudes' gradients from one reverse sweep (`vjp(..., wavelet_grad=True)`) against the
 model's sweep and then an adjoint pass for the amplitudes (`vjp` + `adjoint`), and checks that
 the amplitudes' gradients are the same bits.
+
+`--callback` times `ksweep.scalar`'s `backward_callback` instead, on a case of its own (4 shots on
+120 x 400 cells, nt 1000, a 20-cell layer, from the end state of a 200-sample run): forward and
+backward with no callback and with a callback that does nothing at sample 0 alone, every 10
+samples and every sample, interleaved, best of `--pairs`; then none and every 10 samples with the
+batched schedule forced, best of 3, for the schedule's share.
+
+`--parts` takes a vjp (`Modeling.vjp`: the forward run that saves, then the reverse sweep) of the
+Marmousi2 survey apart: for the library's settings and variants of them (the layer's chain rule
+off by giving a layer velocity, fp16 storage, a 20-cell layer, the batched schedule), a forward,
+the first vjp of a fresh modelling (which touches its buffers for the first time) and the best
+of two more (a modelling made after another one has gone takes its layer buffer: the first vjp
+of a later variant shows that); then `ksweep.scalar`'s forward and backward (v requiring grad,
+Python's 20-cell layer) called three times, a new modelling each.
 """
 import argparse
 import json
@@ -36,7 +50,58 @@ p.add_argument("--pairs", type=int, default=5)
 p.add_argument("--json")
 p.add_argument("--scalar", action="store_true", help="ksweep.scalar against ksweep.forward")
 p.add_argument("--backward", action="store_true", help="one reverse sweep for both gradients against two passes")
+p.add_argument("--callback", action="store_true", help="the cost of a backward_callback")
+p.add_argument("--parts", action="store_true", help="a vjp's cost against a forward's, by setting")
 a = p.parse_args()
+
+
+def callback_costs():
+    import torch
+    import ksweep.torch as kt
+    torch.set_num_threads(1)
+    nz, nx, nt, shots = 120, 400, 1000, 4
+    v0 = torch.full((nz, nx), 2000.0)
+    v0[60:] = 2600.0
+    amp = torch.from_numpy(ksweep.ricker(15.0, nt, 0.001)).float().reshape(1, 1, nt).repeat(shots, 1, 1)
+    src = torch.tensor([[[2, 50 + 100 * s]] for s in range(shots)])
+    rec = torch.tensor([[[2, x] for x in range(0, nx, 4)]] * shots)
+    kw = dict(source_locations=src, receiver_locations=rec, pml_width=20)
+    first = ksweep.scalar(v0, 10.0, 0.001, source_amplitudes=amp[..., :200], **kw)
+    names = ("wavefield_0", "wavefield_m1", "psiy_m1", "psix_m1", "zetay_m1", "zetax_m1")
+
+    def run(freq):
+        vv = v0.clone().requires_grad_(True)
+        st = [x.clone() for x in first[:6]]
+        extra = {} if freq is None else dict(backward_callback=lambda state: None, callback_frequency=freq)
+        t0 = time.perf_counter()
+        out = ksweep.scalar(vv, 10.0, 0.001, source_amplitudes=amp, **dict(zip(names, st)), **kw, **extra)
+        out[-1].pow(2).sum().backward()
+        return time.perf_counter() - t0
+
+    def best_of(cases, reps):
+        for f in cases.values():
+            run(f)
+        best = {}
+        for _ in range(reps):
+            for k, f in cases.items():
+                best[k] = min(best.get(k, 1e9), run(f))
+        return best
+
+    best = best_of({"no callback": None, "callback at sample 0 alone": nt, "callback every 10 samples": 10,
+                    "callback every sample": 1}, a.pairs)
+    options = kt._options
+    kt._options = lambda **o: {**options(**o), "schedule": "batched"}
+    try:
+        best.update(best_of({"batched: no callback": None, "batched: callback every 10 samples": 10}, 3))
+    finally:
+        kt._options = options
+    for k, t in best.items():
+        print(f"{k}: {t:.3f} s  {t / best['no callback']:.3f}x")
+
+
+if a.callback:
+    callback_costs()
+    raise SystemExit(0)
 
 v, dh = ksweep.load_model("marmousi2", decimate=2)
 nz, nx = v.shape
@@ -86,6 +151,41 @@ if a.scalar:
     ratios = [ts / tf for ts, tf in alternate(scalar_call, python_call, "scalar", "forward")]
     print(f"scalar / forward: median {statistics.median(ratios):.4f}, mean {statistics.fmean(ratios):.4f} over "
           f"{len(ratios)} pairs")
+    raise SystemExit(0)
+
+
+if a.parts:
+    s = ksweep._survey(v, src, rec, dh, "cells")
+    g = np.asarray(np.sin(np.arange(shots * nt * nr, dtype=np.float64) * 0.37), np.float32).reshape(shots, nt, nr)
+
+    def timed(f):
+        t0 = time.perf_counter()
+        f()
+        return time.perf_counter() - t0
+
+    variants = {"library settings (fp32, layer chain, 50-cell layer, auto)": {}, "layer chain off": dict(chain=False),
+                "fp16 storage": dict(dtype="fp16"), "20-cell layer": dict(width=20),
+                "20-cell layer, layer chain off": dict(width=20, chain=False), "batched schedule": dict(sched="batched")}
+    for name, o in variants.items():
+        m = ksweep._modeling(s, dh, dt, nt, order=4, pml_width=o.get("width", 50), pml_reflection=1e-3, pml_freq=25.0,
+                             free_surface=False, batch=0, schedule=o.get("sched", "auto"),
+                             storage_dtype=o.get("dtype", "fp32"))
+        m.set_velocity(s.v, None if o.get("chain", True) else s.v.copy())  # a layer velocity of its own: no chain
+        first = timed(lambda: m.vjp(amp, g))
+        fw = min(timed(lambda: m.forward(amp)) for _ in range(2))
+        vj = min(timed(lambda: m.vjp(amp, g)) for _ in range(2))
+        print(f"{name}: forward {fw:.2f} s; vjp first {first:.2f} s ({first / fw:.1f} forwards), then {vj:.2f} s "
+              f"({vj / fw:.1f} forwards)", flush=True)
+        del m
+    import torch
+    torch.set_num_threads(1)
+    tv, ta, ts, tr = (torch.from_numpy(np.ascontiguousarray(x)) for x in (v, amp, src, rec))
+    for i in range(3):
+        vv = tv.clone().requires_grad_(True)
+        t0 = time.perf_counter()
+        out = ksweep.scalar(vv, dh, dt, source_amplitudes=ta, source_locations=ts, receiver_locations=tr, accuracy=4)
+        out[-1].pow(2).sum().backward()
+        print(f"ksweep.scalar forward and backward, call {i + 1}: {time.perf_counter() - t0:.2f} s", flush=True)
     raise SystemExit(0)
 
 

@@ -19,6 +19,7 @@
 //    the wavelets, against central differences.
 
 #include <ksweep/base/error.hpp>
+#include <ksweep/core/spare_buffer.hpp>
 #include <ksweep/fwi/modeling.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -781,8 +782,7 @@ TEST(state, the_gradient_of_a_loss_of_the_end_state_against_finite_differences) 
 }
 
 // A reverse watch (Modeling::set_reverse_watch): called at every step from nt - 1 down to 0; one
-// that reads leaves the images' bits alone (and the `shots` schedule's: a watch of every step runs
-// the batched one),
+// that reads leaves the images' bits alone (the `shots` schedule's, in chunks of one step),
 // and its images at step 0 are those bits. Setting the adjoint wavefields: put back as read they
 // give the gradient to round-off (lambda = mu / c and back); zeroed at step k in a reflecting box
 // (no layer memories, which the view does not reach) they end the images' sums there.
@@ -913,6 +913,45 @@ TEST(state, a_reverse_watch_of_a_few_steps_keeps_the_shots_schedule) {
     EXPECT_TRUE(same_grads(seen[0].at30, seen[1].at30)) << what << ": the images so far at step 30";
     EXPECT_TRUE(same_grads(seen[0].changed, seen[1].changed)) << what << ": the gradient after the change";
   }
+}
+
+// Bytes allocated under `counted_label` since the counter was set (Kokkos Tools).
+std::string counted_label;
+std::uint64_t counted_bytes = 0;
+void count_allocation(Kokkos::Profiling::SpaceHandle const, char const* label, void const*, std::uint64_t size) {
+  if (counted_label == label) counted_bytes += size;
+}
+
+// The layer's saved differences (the largest buffer of a gradient) come from the process's spare
+// on host backends (core::SpareBuffer): a modelling made after another one has gone takes its
+// buffer instead of allocating one (a new modelling per call, as ksweep.scalar makes, touches no
+// fresh pages), gives the same bits, and a larger one allocates.
+TEST(state, a_new_modelling_takes_the_layer_buffer_of_one_gone) {
+  Case c;
+  int const nt = 60;
+  Survey r = make(c, nt);
+  auto const res = residual(nt, r.setup.survey.n_receivers);
+  auto vjp_counted = [&](Survey const& sv, std::vector<double> const& rr) {
+    auto m = modeling(sv, c);
+    counted_label = "ksweep::core::layer_d";
+    counted_bytes = 0;
+    Kokkos::Tools::Experimental::set_allocate_data_callback(count_allocation);
+    Grads const g = vjp(*m, sv.wavelets, rr, nullptr);
+    Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
+    return std::make_pair(g, counted_bytes);
+  };
+  using Spare = core::SpareBuffer<double, Kokkos::DefaultExecutionSpace::memory_space>;
+  Spare::release();
+  auto const [first, first_bytes] = vjp_counted(r, res);
+  auto const [second, second_bytes] = vjp_counted(r, res);
+  EXPECT_GT(first_bytes, 0u) << "the first modelling allocates the layer's differences";
+  if constexpr (Spare::kept) EXPECT_EQ(second_bytes, 0u) << "the second modelling allocated them again";
+  else EXPECT_EQ(second_bytes, first_bytes) << "device memory is not held back";
+  EXPECT_TRUE(same_grads(first, second));
+  Survey const longer = make(c, 2 * nt);  // needs twice the values
+  auto const [third, third_bytes] = vjp_counted(longer, residual(2 * nt, longer.setup.survey.n_receivers));
+  EXPECT_GE(third_bytes, 2 * first_bytes) << "a larger buffer than the spare";
+  EXPECT_GT(third.v.size(), 0u);
 }
 
 }  // namespace

@@ -260,7 +260,7 @@ class ModelingRun final : public Modeling<Real>::Impl {
     reduce_images(part, img);
     images_out(img, out);
     if (more.wavelet_grad) gather_shots(more.wavelet_grad, static_cast<std::size_t>(m_ns) * m_nt);
-    for (Real* p : {more.start_now, more.start_before})
+    for (Real* p : std::array<Real*, 2>{more.start_now, more.start_before})
       if (p) gather_shots(p, cells);
     if (more.start_memory) gather_shots(more.start_memory, memory);
     if (stopped) std::rethrow_exception(stopped);

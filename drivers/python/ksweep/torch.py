@@ -404,11 +404,17 @@ class CallbackState:
     def __init__(self, dt, step, wavefields, models, faces, gradients=None, memories=None):
         self.dt = dt
         self.step = step
-        self._wavefields = wavefields
+        self._fields = wavefields  # name: tensor on the padded grid; or a function giving them
         self._models = models
         self._faces = faces  # (low, high) layer cells per axis
         self._gradients = gradients  # backward: a function giving {name: gradient on the padded grid}
         self._held = memories or {}  # name: [shot, values], ksweep's strips; or a function giving them
+
+    @property
+    def _wavefields(self):
+        if callable(self._fields):
+            self._fields = self._fields()
+        return self._fields
 
     @property
     def _memories(self):
@@ -433,7 +439,7 @@ class CallbackState:
         return m[torch.meshgrid(*idx, indexing="ij")]
 
     def get_wavefield(self, name: str, view: str = "inner") -> torch.Tensor:
-        if name in self._wavefields:
+        if name in ("wavefield_0", "wavefield_m1"):  # fetched on first use, as the memories are
             return self._view(self._wavefields[name], view, True)
         if name in self._memories:
             if view not in ("inner", "pml", "full"):
@@ -533,17 +539,24 @@ class _BackwardWatch:
         self.final = None  # the gradient as the callback left it at sample 0, when it changed one
 
     def __call__(self, n, first_shot, shots, get, set_, images):
-        now, after = get()
         device = self.v.device
-        fetched = {}
+        fetched = {}  # what the callback asked for, copied from the sweep then: the others cost nothing
 
-        def memories():  # the adjoint memories, copied only for a callback that asks for one
-            fetched["base"] = torch.from_numpy(get(memories=True)[2]).to(device)
+        def wavefields():
+            now, after = get()
+            fetched["dtype"] = now.dtype
+            fetched["fields"] = {"wavefield_0": torch.from_numpy(now).to(device),
+                                 "wavefield_m1": torch.from_numpy(after).to(device)}
+            fetched["was"] = {k: w.clone() for k, w in fetched["fields"].items()}
+            return fetched["fields"]
+
+        def memories():
+            base = get(memories=True)[2]
+            fetched["dtype"] = base.dtype
+            fetched["base"] = torch.from_numpy(base).to(device)
             fetched["views"] = _memory_views(fetched["base"], self.axes, self.sizes)
             fetched["held"] = fetched["base"].clone()
             return fetched["views"]
-        wavefields = {"wavefield_0": torch.from_numpy(now).to(device), "wavefield_m1": torch.from_numpy(after).to(device)}
-        was = {k: w.clone() for k, w in wavefields.items()}
         shown = {}
 
         def gradients():
@@ -560,12 +573,13 @@ class _BackwardWatch:
 
         self.callback(CallbackState(self.dt, n // self.ratio, wavefields, {"v": self.v}, self.faces, gradients,
                                     memories))
-        changed = [not torch.equal(was[k], wavefields[k]) for k in ("wavefield_0", "wavefield_m1")]
+        fields = fetched.get("fields", {})
+        changed = [k in fields and not torch.equal(fetched["was"][k], fields[k]) for k in ("wavefield_0", "wavefield_m1")]
         memory = None  # the adjoint memories as the callback left them, where it changed one
         if "base" in fetched and not torch.equal(fetched["base"], fetched["held"]):
-            memory = np.ascontiguousarray(_np(fetched["base"]).astype(now.dtype))
+            memory = np.ascontiguousarray(_np(fetched["base"]).astype(fetched["dtype"]))
         if any(changed) or memory is not None:
-            put = [np.ascontiguousarray(_np(wavefields[k]).astype(now.dtype)) if c else None
+            put = [np.ascontiguousarray(_np(fields[k]).astype(fetched["dtype"])) if c else None
                    for k, c in zip(("wavefield_0", "wavefield_m1"), changed)]
             set_(*put, memory)
         if shown and not torch.equal(shown["v"], shown["was"]):

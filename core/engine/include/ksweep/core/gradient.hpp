@@ -41,6 +41,7 @@
 #include <ksweep/core/propagator.hpp>
 #include <ksweep/core/runtime.hpp>
 #include <ksweep/core/sizes.hpp>
+#include <ksweep/core/spare_buffer.hpp>
 #include <ksweep/storage/step_store.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -121,6 +122,10 @@ class GradientEngine {
   using LayerChain = core::LayerChain<Real, memory_space>;
   using LayerFold = core::LayerFold<Real, memory_space>;
 
+  ~GradientEngine() { LayerSpare::give(std::move(m_layer_store)); }
+  GradientEngine(GradientEngine const&) = delete;
+  GradientEngine& operator=(GradientEngine const&) = delete;
+
   GradientEngine(propagator_type& prop, storage::StorageConfig const& cfg)
       : m_prop(prop), m_cfg(cfg), m_layer_chain(cfg.layer_chain) {
     auto const& l = prop.layout();
@@ -195,8 +200,7 @@ class GradientEngine {
   /// (Propagator::get_adjoint_state, accumulate_so_far do). It may change the adjoint levels
   /// (Propagator::set_adjoint_state): the sweep goes on from them. `steps`: the steps n it is
   /// called at (empty: every step). The `shots` schedule ends a chunk of steps at each of them
-  /// (the same bits: the per-step work is the same); a watch of every step runs the batched
-  /// schedule. Empty `watch`: none.
+  /// (the same bits: the per-step work is the same). Empty `watch`: none.
   void set_reverse_watch(std::function<void(int)> watch, std::vector<int> steps = {}) {
     m_watch = std::move(watch);
     std::sort(steps.begin(), steps.end());
@@ -275,7 +279,7 @@ class GradientEngine {
     if (m_chain_run) Kokkos::deep_copy(space, m_layer_acc, 0.0);
     m_shots = S;
     p.adjoint_start(residual, end);  // lambda^{nt}
-    if (p.runs_shots() && !(m_watch && m_watch_steps.empty())) backward_shots(w, residual, wavelet_grad);
+    if (p.runs_shots()) backward_shots(w, residual, wavelet_grad);
     else backward_batched(w, residual, wavelet_grad);
     if (wavelet_grad.extent(0) != 0) p.gather_wavelets(wavelet_grad);
     // The adjoint field is mu = c lambda: the images hold sum mu L u and sum mu^2. With
@@ -585,9 +589,17 @@ class GradientEngine {
         static_cast<long long>(S) * m_n_layer < (1LL << 31),
         "ksweep::core::GradientEngine: " << m_n_layer << " layer cells x " << S
                                          << " shots exceeds 2^31 values per step; use fewer shots per batch");
-    if (static_cast<int>(m_layer_d.extent(0)) != nt || static_cast<int>(m_layer_d.extent(1)) != S)
-      m_layer_d =
-          layer_view(view_alloc(space, WithoutInitializing, std::string("ksweep::core::layer_d")), nt, S, m_n_layer);
+    if (static_cast<int>(m_layer_d.extent(0)) != nt || static_cast<int>(m_layer_d.extent(1)) != S) {
+      // On host backends the process's spare buffer (SpareBuffer: no fresh pages to fault in per
+      // engine), handed back when the engine goes.
+      std::size_t const n = static_cast<std::size_t>(nt) * S * m_n_layer;
+      m_layer_d = layer_view();
+      if (m_layer_store.extent(0) < n) {
+        LayerSpare::give(std::move(m_layer_store));
+        m_layer_store = LayerSpare::take(n, "ksweep::core::layer_d");
+      }
+      m_layer_d = layer_view(m_layer_store.data(), nt, S, m_n_layer);
+    }
     if (m_layer_roll.extent(0) == 0) {
       m_layer_roll = layer_view(view_alloc(space, std::string("ksweep::core::layer_roll")), 3, S, m_n_layer);
       m_layer_acc = layer_acc(view_alloc(space, std::string("ksweep::core::layer_acc")), S, m_n_layer);
@@ -778,7 +790,9 @@ class GradientEngine {
   int m_n_layer = 0;
   std::vector<int> m_layer_field_host;
   Kokkos::View<int*, memory_space> m_layer_field, m_layer_model;
-  layer_view m_layer_d, m_layer_roll;
+  using LayerSpare = SpareBuffer<Real, memory_space>;
+  Kokkos::View<Real*, memory_space> m_layer_store;  // holds m_layer_d's values (LayerSpare)
+  layer_view m_layer_d, m_layer_roll;               // m_layer_d: a view into m_layer_store
   layer_acc m_layer_acc;
   Kokkos::View<int*, memory_space> m_layer_src_off, m_layer_src_cell, m_layer_src_point;
   Kokkos::View<Real*, memory_space> m_layer_src_w;

@@ -126,7 +126,9 @@ void GradientEngine<Real, Order, ExecSpace, Dimension, Physics>::backward_shots(
     stage(T);
     for (int n1 = m_nt, n0; n1 > 0; n1 = n0) {
       n0 = std::max(0, n1 - T);
-      if (m_watch) {  // the watched step nearest below n1, if it is in reach, ends the chunk
+      if (m_watch && m_watch_steps.empty()) {  // every step watched: chunks of one step
+        n0 = n1 - 1;
+      } else if (m_watch) {  // the watched step nearest below n1, if it is in reach, ends the chunk
         auto const below = std::lower_bound(m_watch_steps.begin(), m_watch_steps.end(), n1);
         if (below != m_watch_steps.begin()) n0 = std::max(n0, *std::prev(below));
       }

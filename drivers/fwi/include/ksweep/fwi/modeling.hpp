@@ -222,7 +222,7 @@ class Modeling {
   /// Called at the reverse steps `steps` of gradient() and vjp() (empty: every step; n = nt - 1
   /// down to 0, batch by batch) with a ReverseView; empty `watch`: none. For one rank's whole
   /// model (not with `ranks` or `domains`). The `shots` schedule ends a chunk of steps at each
-  /// watched step; a watch of every step runs the batched schedule (the same bits).
+  /// watched step (the same bits).
   void set_reverse_watch(std::function<void(ReverseView<Real> const&)> watch, std::vector<int> steps = {});
 
   /// Called after each batch with (shots done, shots); a throw stops the run there.
