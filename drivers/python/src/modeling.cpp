@@ -317,6 +317,8 @@ class PyModeling {
     auto shape = padded_shape();
     shape.insert(shape.begin(), v.shots);
     std::vector<py::ssize_t> const dims(shape.begin(), shape.end());
+    // Out of the lambdas: nvcc's front end misreads a braced list as an argument inside them.
+    std::vector<long long> const memory_shape{v.shots, static_cast<long long>(m_m->memory_values())};
     auto get = py::cpp_function(
         [this, &v, dims](bool memories) {
           py::array_t<Real> now(dims), next(dims);
@@ -336,11 +338,11 @@ class PyModeling {
         },
         py::arg("memories") = false);
     auto set = py::cpp_function(
-        [this, &v, shape](std::optional<carray<Real>> const& now, std::optional<carray<Real>> const& next,
-                          std::optional<carray<Real>> const& memory) {
+        [&v, shape, memory_shape](std::optional<carray<Real>> const& now, std::optional<carray<Real>> const& next,
+                                  std::optional<carray<Real>> const& memory) {
           if (now) check_shape(*now, shape, "the adjoint wavefield lambda^n (wavefield_0)");
           if (next) check_shape(*next, shape, "the adjoint wavefield lambda^{n+1} (wavefield_m1)");
-          if (memory) check_shape(*memory, {v.shots, m_m->memory_values()}, "the adjoint layer memories");
+          if (memory) check_shape(*memory, memory_shape, "the adjoint layer memories");
           Real const* a = data_or_null(now);
           Real const* b = data_or_null(next);
           Real const* c = data_or_null(memory);
