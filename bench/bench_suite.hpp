@@ -473,6 +473,7 @@ struct MarmousiCase {
   bool gradient = false;
   core::Schedule schedule = core::Schedule::automatic;
   bool flush = true;
+  bool illuminations = true;  ///< the gradient sums the two illuminations too (false: the gradient alone)
   int nz = 141, nx = 681, shots = 8, receivers = 200, nt = 2000;
   double dt = 0.002;
 };
@@ -518,6 +519,7 @@ void bm_marmousi(benchmark::State& state, MarmousiCase c) {
   if (c.gradient) {
     engine =
         std::make_unique<engine_type>(prop, storage::make_storage_config("boundary", "device", "fp32", 64, "", true));
+    engine->set_illuminations(c.illuminations);
     images = std::make_unique<typename engine_type::images_type>(c.nz, c.nx);
   }
   double total = 0;
@@ -851,31 +853,44 @@ void register_forward(std::string const& b, ForwardCase c, double cell_steps, Op
       ->Unit(benchmark::kMillisecond);
 }
 
+// The forward and the gradient (with its illuminations) on each schedule and flush mode, and the
+// gradient alone (images:gradient, what a peer's gradient computes) on the default ones.
 template <class ExecSpace, int Order>
 void register_marmousi(std::string const& b, Options const& o) {
+  struct Row {
+    bool gradient;
+    core::Schedule schedule;
+    bool flush, illuminations;
+  };
+  std::vector<Row> rows;
   for (bool gradient : {false, true})
     for (auto [schedule, flush] : {std::pair{core::Schedule::automatic, true}, std::pair{core::Schedule::batched, true},
-                                   std::pair{core::Schedule::automatic, false}}) {
-      MarmousiCase c;
-      c.order = Order;
-      c.gradient = gradient;
-      c.schedule = schedule;
-      c.flush = flush;
-      if (o.smoke) {
-        c.nz = 12;
-        c.nx = 40;
-        c.shots = 2;
-        c.receivers = 10;
-        c.nt = 20;
-      }
-      add(bench_name("marmousi", b,
-                     {{"order", std::to_string(Order)},
-                      {"kind", gradient ? "gradient" : "forward"},
-                      {"schedule", core::to_string(schedule)},
-                      {"flush", flush ? "on" : "off"}}),
-          [c](benchmark::State& st) { bm_marmousi<ExecSpace, Order>(st, c); })
-          ->Unit(benchmark::kMillisecond);
+                                   std::pair{core::Schedule::automatic, false}})
+      rows.push_back({gradient, schedule, flush, true});
+  rows.push_back({true, core::Schedule::automatic, true, false});
+  for (Row const& row : rows) {
+    MarmousiCase c;
+    c.order = Order;
+    c.gradient = row.gradient;
+    c.schedule = row.schedule;
+    c.flush = row.flush;
+    c.illuminations = row.illuminations;
+    if (o.smoke) {
+      c.nz = 12;
+      c.nx = 40;
+      c.shots = 2;
+      c.receivers = 10;
+      c.nt = 20;
     }
+    std::vector<std::pair<std::string, std::string>> params{{"order", std::to_string(Order)},
+                                                            {"kind", row.gradient ? "gradient" : "forward"},
+                                                            {"schedule", core::to_string(row.schedule)},
+                                                            {"flush", row.flush ? "on" : "off"}};
+    if (!row.illuminations) params.emplace_back("images", "gradient");
+    add(bench_name("marmousi", b, params), [c](benchmark::State& st) {
+      bm_marmousi<ExecSpace, Order>(st, c);
+    })->Unit(benchmark::kMillisecond);
+  }
 }
 
 template <class ExecSpace>

@@ -915,6 +915,100 @@ TEST(state, a_reverse_watch_of_a_few_steps_keeps_the_shots_schedule) {
   }
 }
 
+// A gradient asked for without its illuminations skips their sums (GradientEngine::
+// set_illuminations) and gives the same loss, records and gradients, bit for bit, on both
+// schedules; asked for, the source illumination is sum_n (u^n)^2 over n = 0 .. nt-1, checked in
+// 2D against u^n from nt one-sample forward runs (the sweep rebuilds u^n: equal to rounding).
+TEST(state, the_gradient_alone_is_the_gradient_of_a_run_with_its_illuminations) {
+  int const nt = 40;
+  for (Case c : physics_cases())
+    for (auto sched : {core::Schedule::batched, core::Schedule::shots}) {
+      c.schedule = sched;
+      std::string const what = describe(c);
+      Survey const r = make(c, nt);
+      auto m = modeling(r, c);
+      long long const cells = m->setup().grid.cells();
+      std::size_t const records = static_cast<std::size_t>(2 * nt * r.setup.survey.n_receivers);
+      std::vector<double> observed(records);
+      for (std::size_t i = 0; i < records; ++i) observed[i] = 1e-3 * std::sin(0.37 * static_cast<double>(i));
+      struct Out {
+        std::vector<double> v, rho, isrc, irec, synthetic, losses;
+        double loss = 0;
+      } all, alone;
+      for (Out* o : {&all, &alone}) {
+        bool const illum = o == &all;
+        o->v.assign(static_cast<std::size_t>(cells), 0.0);
+        o->rho.assign(c.vd ? o->v.size() : 0, 0.0);
+        o->isrc.assign(o->v.size(), -1.0);
+        o->irec.assign(o->v.size(), -1.0);
+        o->synthetic.assign(records, 0.0);
+        o->losses.assign(2, 0.0);
+        fwi::ModelingImages out;
+        out.grad = {o->v.data()};
+        if (c.vd) out.grad.push_back(o->rho.data());
+        if (illum) {
+          out.illum_src = o->isrc.data();
+          out.illum_rec = o->irec.data();
+        }
+        // At step 0 a watch reads the images so far, illuminations included: zero when the call
+        // asked for none (the sweep did not sum them).
+        std::vector<double> so_far_v, so_far_rho, so_far_src(static_cast<std::size_t>(cells), -1.0), so_far_rec;
+        m->set_reverse_watch(
+            [&](fwi::ReverseView<double> const& v) {
+              auto into = images_into(so_far_v, so_far_rho, so_far_rec, cells, c.vd);
+              into.illum_src = so_far_src.data();
+              v.images(into);
+            },
+            {0});
+        o->loss = m->gradient(r.wavelets.data(), observed.data(), 0.5, out, o->synthetic.data(), o->losses.data());
+        m->set_reverse_watch(nullptr);
+        double const src_peak = *std::max_element(so_far_src.begin(), so_far_src.end());
+        double const rec_peak = *std::max_element(so_far_rec.begin(), so_far_rec.end());
+        if (illum) {
+          EXPECT_GT(src_peak, 0.0) << what;
+          EXPECT_GT(rec_peak, 0.0) << what;
+        } else {
+          EXPECT_EQ(src_peak, 0.0) << what << ": the source illumination was summed, not asked for";
+          EXPECT_EQ(rec_peak, 0.0) << what << ": the receiver illumination was summed, not asked for";
+          EXPECT_EQ(*std::min_element(so_far_src.begin(), so_far_src.end()), 0.0) << what;
+        }
+      }
+      EXPECT_EQ(all.loss, alone.loss) << what;
+      EXPECT_TRUE(same_bits(all.synthetic, alone.synthetic)) << what;
+      EXPECT_TRUE(same_bits(all.losses, alone.losses)) << what;
+      EXPECT_TRUE(same_bits(all.v, alone.v)) << what << ": the velocity's gradient";
+      EXPECT_TRUE(same_bits(all.rho, alone.rho)) << what << ": the density's gradient";
+      EXPECT_GT(*std::max_element(all.irec.begin(), all.irec.end()), 0.0) << what << ": no receiver illumination";
+      if (c.dim != 2 || sched != core::Schedule::shots) continue;
+      // sum_n (u^n)^2 from one-sample runs: u^0 = 0 (rest), u^{n+1} the end of the run of sample n.
+      Survey const one = make(c, 1);
+      auto m1 = modeling(one, c);
+      auto const shape = m1->padded_shape();
+      std::size_t const field = static_cast<std::size_t>(shape[0]) * shape[1] * shape[2];
+      std::vector<double> expected(static_cast<std::size_t>(cells), 0.0);
+      std::vector<Ends> u;  // u[k]: the state after k + 1 samples
+      for (int n = 0; n + 1 < nt; ++n)
+        u.push_back(run(*m1, window(r.wavelets, nt, n, 1), n == 0 ? nullptr : &u.back()));
+      int const nz = r.setup.grid.nz, nx = r.setup.grid.nx;
+      for (int n = nt - 1; n >= 1; --n)  // the sweep's order: n = nt - 1 down to 0 (u^0 adds 0)
+        for (int sh = 0; sh < 2; ++sh)
+          for (int z = 0; z < nz; ++z)
+            for (int x = 0; x < nx; ++x) {
+              double const un = u[static_cast<std::size_t>(n - 1)].now[sh * field + padded_index(*m1, z, x)];
+              expected[static_cast<std::size_t>(z * nx + x)] += un * un;
+            }
+      double peak = 0, diff = 0;
+      for (int z = c.free_surface ? 1 : 0; z < nz; ++z)  // a free surface's row 0 holds u = 0: not imaged
+        for (int x = 0; x < nx; ++x) {
+          std::size_t const i = static_cast<std::size_t>(z * nx + x);
+          peak = std::max(peak, expected[i]);
+          diff = std::max(diff, std::abs(all.isrc[i] - expected[i]));
+        }
+      EXPECT_GT(peak, 0.0) << what;
+      EXPECT_LT(diff, 1e-9 * peak) << what << ": the source illumination against sum (u^n)^2";
+    }
+}
+
 // Bytes allocated under `counted_label` since the counter was set (Kokkos Tools).
 std::string counted_label;
 std::uint64_t counted_bytes = 0;

@@ -188,6 +188,7 @@ class ModelingRun final : public Modeling<Real>::Impl {
     auto const img = images(out);
     auto const part = part_images(img);
     auto& e = engine();
+    e.set_illuminations(out.illum_src || out.illum_rec);                 // summed only when asked for
     std::vector<double> losses(static_cast<std::size_t>(m_shots), 0.0);  // this rank's slots only
     auto const stopped = for_each_batch([&](ShotBatch const& b) {
       auto const w = wavelets_in(wavelets, b);
@@ -232,6 +233,7 @@ class ModelingRun final : public Modeling<Real>::Impl {
     auto const img = images(out);
     auto const part = part_images(img);
     auto& e = engine();
+    e.set_illuminations(out.illum_src || out.illum_rec);  // summed only when asked for
     auto const stopped = for_each_batch([&](ShotBatch const& b) {
       auto const w = wavelets_in(wavelets, b);
       auto const res = records_in(residual, b, "ksweep::fwi::residual");

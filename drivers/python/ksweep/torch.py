@@ -111,7 +111,8 @@ class Forward(torch.autograd.Function):
             try:  # the amplitudes' and the start's gradients from the same sweep, where they need one
                 grad, _, _, grho, wgrad, sgrad = m.vjp(ctx.amplitudes, g, *ctx.start, **end,
                                                        wavelet_grad=ctx.needs_input_grad[1],
-                                                       start_grad=ctx.start_grad is not None)
+                                                       start_grad=ctx.start_grad is not None,
+                                                       illuminations=False)
             finally:
                 if watch is not None:
                     m.set_reverse_watch(None)
@@ -222,7 +223,7 @@ class Born(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         g = np.ascontiguousarray(_np(grad_output).transpose(0, 2, 1)).astype(ctx.amplitudes.dtype, copy=False)
-        grad, _, _, _, _, _ = ctx.modeling.vjp(ctx.amplitudes, g)  # J^T g: Born's exact transpose
+        grad, _, _, _, _, _ = ctx.modeling.vjp(ctx.amplitudes, g, illuminations=False)  # J^T g: Born's transpose
         grad_scatter = torch.from_numpy(grad.astype(ctx.amplitudes.dtype, copy=False)).to(ctx.device)
         return grad_scatter, None, None, None, None, None, None, None
 

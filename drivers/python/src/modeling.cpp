@@ -196,18 +196,20 @@ class PyModeling {
   /// None: rest), as forward_state() takes and returns them: (grad, illum_src, illum_rec,
   /// grad_rho or None, the source amplitudes' gradient with `wavelet_grad` or None, the
   /// gradient with respect to the start state (dL/du^0, dL/du^-1, the memories') with
-  /// `start_grad` or None), all from one reverse sweep (fwi::VjpExtras).
+  /// `start_grad` or None), all from one reverse sweep (fwi::VjpExtras). Without `illuminations`
+  /// the sweep does not sum them and both are None.
   py::tuple vjp(carray<Real> const& wavelets, carray<Real> const& residual, std::optional<carray<Real>> const& now,
                 std::optional<carray<Real>> const& before, std::optional<carray<Real>> const& memory,
                 std::optional<carray<Real>> const& end_now, std::optional<carray<Real>> const& end_before,
-                std::optional<carray<Real>> const& end_memory, bool wavelet_grad, bool start_grad) {
+                std::optional<carray<Real>> const& end_memory, bool wavelet_grad, bool start_grad, bool illuminations) {
     check_shape(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes");
     check_shape(residual, {m_shots, m_nt, m_nr}, "grad_output");
     check_start(now, before, memory);
     fwi::VjpExtras<Real> more;
     more.end = end_gradient(end_now, end_before, end_memory);
     auto img = images();
-    auto const out = outputs(img);
+    auto out = outputs(img);
+    if (!illuminations) out.illum_src = out.illum_rec = nullptr;
     fwi::ForwardState<Real> st;
     st.start_now = data_or_null(now);
     st.start_before = data_or_null(before);
@@ -228,7 +230,8 @@ class PyModeling {
       sg = py::make_tuple(u0, um1, mem);
     }
     on_worker([&] { m_m->vjp(wavelets.data(), residual.data(), out, st, more); });
-    return py::make_tuple(img[0], img[1], img[2], m_vd ? py::object(img[3]) : py::none(), wg, sg);
+    auto const illum = [&](std::size_t k) { return illuminations ? py::object(img[k]) : py::none(); };
+    return py::make_tuple(img[0], illum(1), illum(2), m_vd ? py::object(img[3]) : py::none(), wg, sg);
   }
 
   /// fn(step, first_shot, shots, get, set, images) at the reverse steps `steps` of gradient() and
@@ -426,7 +429,7 @@ void bind_modeling_of(py::module_& m, char const* name) {
       .def("vjp", &PyModeling<Real>::vjp, py::arg("wavelets"), py::arg("residual"), py::arg("now") = py::none(),
            py::arg("before") = py::none(), py::arg("memory") = py::none(), py::arg("end_now") = py::none(),
            py::arg("end_before") = py::none(), py::arg("end_memory") = py::none(), py::arg("wavelet_grad") = false,
-           py::arg("start_grad") = false)
+           py::arg("start_grad") = false, py::arg("illuminations") = true)
       .def("set_reverse_watch", &PyModeling<Real>::set_reverse_watch, py::arg("fn"),
            py::arg("steps") = std::vector<int>{})
       .def("born", &PyModeling<Real>::born)

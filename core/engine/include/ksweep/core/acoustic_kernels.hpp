@@ -275,13 +275,14 @@ struct AcousticCell {
 
   // ---------------------------------------------------------------------------------------------
   // Imaging on the model cells (no layer terms), with u0 = u^n, u1 = u^{n+1}, lambda = mu^{n+1}:
-  //   grad += lambda L u0,  isrc += u0^2,  irec += lambda^2 (or u0 lambda: ImagingFrame::m_xcorr),
-  // and, when rebuilding, u1 <- 2 u0 - u1 + c L u0 (u^{n-1} before the source term).
+  //   grad += lambda L u0,  isrc += u0^2,  irec += lambda^2 (or u0 lambda: ImagingFrame::m_xcorr)
+  // (the last two with Illum only), and, when rebuilding, u1 <- 2 u0 - u1 + c L u0 (u^{n-1}
+  // before the source term).
   // ---------------------------------------------------------------------------------------------
   // L = sum_a w_a Daa, each tap weighted by its axis' w (w0: the centre's coefficient times the
   // weights' sum), so that a uniform grid (every w 1) adds the taps as it always has.
   // (Uniform: a uniform grid's interior rows on the host schedules, without the multiplies by 1.)
-  template <bool FS, bool Uniform = false>
+  template <bool FS, bool Uniform = false, bool Illum = true>
   KOKKOS_FORCEINLINE_FUNCTION static void image(image_run const& r, int ix, bool rebuild) {
     constexpr int W = Uniform ? F::uniform : 0;
     Real const uc = r.u0[ix];
@@ -300,8 +301,10 @@ struct AcousticCell {
     }
     Real const l = r.lambda[ix];
     r.grad[ix] += static_cast<double>(l * lap);
-    r.isrc[ix] += static_cast<double>(uc * uc);
-    r.irec[ix] += static_cast<double>((r.xcorr ? uc : l) * l);
+    if constexpr (Illum) {
+      r.isrc[ix] += static_cast<double>(uc * uc);
+      r.irec[ix] += static_cast<double>((r.xcorr ? uc : l) * l);
+    }
     if (rebuild) r.u1[ix] = Real(2) * uc - r.u1[ix] + r.c[ix] * lap;
   }
 };
@@ -376,20 +379,25 @@ struct AcousticImaging : ImagingFrame<Real, MemorySpace, Dimension> {
 
   /// Model row mr of shot s, as one vectorisable loop (host schedules); rebuilds when `rebuild`.
   KOKKOS_INLINE_FUNCTION void row(int s, int mr, bool rebuild) const {
+    if (m_illum) row_as<true>(s, mr, rebuild);
+    else row_as<false>(s, mr, rebuild);
+  }
+  template <bool Illum>
+  KOKKOS_INLINE_FUNCTION void row_as(int s, int mr, bool rebuild) const {
     int const iz = depth(mr);
     if (m_free_surface && iz == 0) return;
     auto const r = make_run(s, mr);
     if (surface_row(iz)) {
-      for (int ix = 0; ix < m_nx; ++ix) body::template image<true>(r, ix, rebuild);
+      for (int ix = 0; ix < m_nx; ++ix) body::template image<true, false, Illum>(r, ix, rebuild);
       return;
     }
     if (m_uniform) {
 #pragma omp simd
-      for (int ix = 0; ix < m_nx; ++ix) body::template image<false, true>(r, ix, rebuild);
+      for (int ix = 0; ix < m_nx; ++ix) body::template image<false, true, Illum>(r, ix, rebuild);
       return;
     }
 #pragma omp simd
-    for (int ix = 0; ix < m_nx; ++ix) body::template image<false>(r, ix, rebuild);
+    for (int ix = 0; ix < m_nx; ++ix) body::template image<false, false, Illum>(r, ix, rebuild);
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(impl::RowTag<void>, int r) const {
@@ -399,8 +407,15 @@ struct AcousticImaging : ImagingFrame<Real, MemorySpace, Dimension> {
   KOKKOS_INLINE_FUNCTION void operator()(impl::CellTag<void>, int r, int ix) const {
     int const n = rows(), s = r / n, mr = r % n, iz = depth(mr);
     if (m_free_surface && iz == 0) return;
-    if (surface_row(iz)) body::template image<true>(make_run(s, mr), ix, m_reconstruct);
-    else body::template image<false>(make_run(s, mr), ix, m_reconstruct);
+    auto const run = make_run(s, mr);
+    bool const fs = surface_row(iz);
+    if (m_illum) {
+      if (fs) body::template image<true, false, true>(run, ix, m_reconstruct);
+      else body::template image<false, false, true>(run, ix, m_reconstruct);
+    } else {
+      if (fs) body::template image<true, false, false>(run, ix, m_reconstruct);
+      else body::template image<false, false, false>(run, ix, m_reconstruct);
+    }
   }
 };
 

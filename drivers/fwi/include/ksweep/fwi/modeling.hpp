@@ -67,7 +67,9 @@ struct ModelingSetup {
   std::optional<comm::Communicator> ranks;  ///< the ranks sharing the shots (required with `domains`)
 };
 
-/// The images of a gradient, [nz][nx] or [nz][ny][nx], summed over the shots in order.
+/// The images of a gradient, [nz][nx] or [nz][ny][nx], summed over the shots in order. The
+/// illuminations are summed only when one of them is asked for (non-null): a gradient alone
+/// moves a third fewer bytes in its imaging.
 struct ModelingImages {
   /// The gradient per parameter of the physics (physics_parameters(): dL/dv in s/m, then for
   /// acoustic_vd dL/drho in m^3/kg, per unit of the loss); fewer entries, or nulls: not wanted.
@@ -148,7 +150,8 @@ struct ReverseView {
   /// kept zero); the sweep goes on from them.
   std::function<void(Real const* memory)> set_memory;
   /// The batch's images of the steps so far into `out` (zeroed first), finished as gradient()
-  /// finishes them: at step 0 the bits gradient() gives for a run of this one batch.
+  /// finishes them: at step 0 the bits gradient() gives for a run of this one batch. The
+  /// illuminations are zero unless the gradient() or vjp() call asked for one.
   std::function<void(ModelingImages const& out)> images;
 };
 

@@ -269,7 +269,8 @@ struct AcousticVdCell {
   //   grho += sum_a G_a,i + G_a,i-1,  G_j = -(D+ mu~)_j (D+ u0)_j   (d/dbb_j, the half-points of
   //           the cell; mu~ is mu with zeros above row 0, u0 odd about it; with a free surface
   //           bb_{-1-j} = bb_j adds the mirrored half-point's G to bb_j's)
-  //   isrc += u0^2, irec += mu^2 (or u0 mu: ImagingFrame::m_xcorr), and when rebuilding u1 <- 2 u0 - u1 + c T(u0) (the
+  //   isrc += u0^2, irec += mu^2 (or u0 mu: ImagingFrame::m_xcorr; both with Illum only), and when rebuilding
+  //   u1 <- 2 u0 - u1 + c T(u0) (the
   //   forward step of the cell, operation for operation). Row 0 under a free surface holds u = 0: its density is still
   //   seen through bb_0, the rest is skipped.
   // ---------------------------------------------------------------------------------------------
@@ -314,7 +315,7 @@ struct AcousticVdCell {
     return r.fw.w[A] * g;  // d/dbb of the unweighted buoyancy (bb holds w bb: see Propagator::set_model)
   }
 
-  template <bool FS>
+  template <bool FS, bool Illum = true>
   KOKKOS_FORCEINLINE_FUNCTION static void image(image_run const& r, int ix, bool rebuild) {
     Real gb = density_terms<X, false>(r, ix);
     if constexpr (Dim == 3) gb += density_terms<1, false>(r, ix);
@@ -326,8 +327,10 @@ struct AcousticVdCell {
     t += forward_axis<0, false, FS>(r.fw, ix);
     Real const uc = r.fw.u[ix], l = r.lambda[ix];
     r.grad[ix] += static_cast<double>(l * t);
-    r.isrc[ix] += static_cast<double>(uc * uc);
-    r.irec[ix] += static_cast<double>((r.xcorr ? uc : l) * l);
+    if constexpr (Illum) {
+      r.isrc[ix] += static_cast<double>(uc * uc);
+      r.irec[ix] += static_cast<double>((r.xcorr ? uc : l) * l);
+    }
     if (rebuild) r.u1[ix] = Real(2) * uc - r.u1[ix] + r.fw.c[ix] * t;
   }
 };
@@ -584,13 +587,18 @@ struct AcousticVdImaging : ImagingFrame<Real, MemorySpace, Dimension> {
   }
 
   KOKKOS_INLINE_FUNCTION void row(int s, int mr, bool rebuild) const {
+    if (m_illum) row_as<true>(s, mr, rebuild);
+    else row_as<false>(s, mr, rebuild);
+  }
+  template <bool Illum>
+  KOKKOS_INLINE_FUNCTION void row_as(int s, int mr, bool rebuild) const {
     auto const r = make_run(s, mr);
     if (surface_row(depth(mr))) {
-      for (int ix = 0; ix < m_nx; ++ix) body::template image<true>(r, ix, rebuild);
+      for (int ix = 0; ix < m_nx; ++ix) body::template image<true, Illum>(r, ix, rebuild);
       return;
     }
 #pragma omp simd
-    for (int ix = 0; ix < m_nx; ++ix) body::template image<false>(r, ix, rebuild);
+    for (int ix = 0; ix < m_nx; ++ix) body::template image<false, Illum>(r, ix, rebuild);
   }
   KOKKOS_INLINE_FUNCTION void operator()(impl::RowTag<void>, int r) const {
     int const n = rows();
@@ -598,8 +606,15 @@ struct AcousticVdImaging : ImagingFrame<Real, MemorySpace, Dimension> {
   }
   KOKKOS_INLINE_FUNCTION void operator()(impl::CellTag<void>, int r, int ix) const {
     int const n = rows(), s = r / n, mr = r % n;
-    if (surface_row(depth(mr))) body::template image<true>(make_run(s, mr), ix, m_reconstruct);
-    else body::template image<false>(make_run(s, mr), ix, m_reconstruct);
+    auto const run = make_run(s, mr);
+    bool const fs = surface_row(depth(mr));
+    if (m_illum) {
+      if (fs) body::template image<true, true>(run, ix, m_reconstruct);
+      else body::template image<false, true>(run, ix, m_reconstruct);
+    } else {
+      if (fs) body::template image<true, false>(run, ix, m_reconstruct);
+      else body::template image<false, false>(run, ix, m_reconstruct);
+    }
   }
 };
 
