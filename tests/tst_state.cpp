@@ -1048,4 +1048,65 @@ TEST(state, a_new_modelling_takes_the_layer_buffer_of_one_gone) {
   EXPECT_GT(third.v.size(), 0u);
 }
 
+// A gradient's saved steps are kept for the next run of the same size (GradientEngine::forward):
+// the second call of a modelling, and its second batch, allocate no saved-step memory (device
+// and host storage, fp32 and the program's default fp16) and give the first call's bits; a run
+// whose saved wavefield overflowed throws, and the next run on the same store is right again.
+TEST(state, the_saved_steps_are_kept_for_the_next_run_of_their_size) {
+  Case c;
+  int const nt = 60;
+  for (char const* location : {"device", "host"})
+    for (char const* dtype : {"fp32", "fp16"}) {
+      Survey r = make(c, nt, 1);  // two batches of one shot
+      r.setup.storage = storage::make_storage_config("boundary", location, dtype, 16, "", true);
+      auto const res = residual(nt, r.setup.survey.n_receivers);
+      auto m = modeling(r, c);
+      std::string const what = std::string(location) + " " + dtype;
+      counted_label = std::string("ksweep::storage::") + location;
+      std::uint64_t bytes[2];
+      Grads g[2];
+      for (int call = 0; call < 2; ++call) {
+        counted_bytes = 0;
+        Kokkos::Tools::Experimental::set_allocate_data_callback(count_allocation);
+        g[call] = vjp(*m, r.wavelets, res, nullptr);
+        Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
+        bytes[call] = counted_bytes;
+      }
+      EXPECT_GT(bytes[0], 0u) << what << ": the first call allocates the saved steps";
+      EXPECT_EQ(bytes[1], 0u) << what << ": the second call allocated them again";
+      EXPECT_TRUE(same_grads(g[0], g[1])) << what;
+    }
+  // An overflow, then a good run on the same store.
+  Survey const r = make(c, nt);
+  auto const res = residual(nt, r.setup.survey.n_receivers);
+  fwi::ModelingSetup setup = r.setup;
+  fwi::Modeling<float> m(setup);
+  std::vector<float> const v(r.v.begin(), r.v.end()), w(r.wavelets.begin(), r.wavelets.end()),
+      rf(res.begin(), res.end());
+  m.set_velocity(v.data());
+  // A start state of the largest finite values, u^0 = -u^{-1}: its first step, 2 u^0 - u^{-1},
+  // overflows everywhere, the saved ring included.
+  auto const shape = m.padded_shape();
+  std::size_t const field = static_cast<std::size_t>(2) * shape[0] * shape[1] * shape[2];
+  std::vector<float> const now(field, 3e38f), before(field, -3e38f);
+  fwi::ForwardState<float> huge;
+  huge.start_now = now.data();
+  huge.start_before = before.data();
+  auto run_vjp = [&](fwi::ForwardState<float> const& start) {
+    std::vector<double> grad(static_cast<std::size_t>(setup.grid.cells()), 0.0);
+    fwi::ModelingImages out;
+    out.grad = {grad.data()};
+    m.vjp(w.data(), rf.data(), out, start);
+    return grad;
+  };
+  auto const good = run_vjp({});
+  try {
+    run_vjp(huge);
+    ADD_FAILURE() << "an overflowing run went through";
+  } catch (std::exception const& e) {
+    EXPECT_NE(std::string(e.what()).find("NaN or infinity"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(same_bits(run_vjp({}), good)) << "the run after the overflow";
+}
+
 }  // namespace

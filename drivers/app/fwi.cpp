@@ -351,6 +351,9 @@ class FwiRun {
       throw Interrupted(sig, "stopped by " + signal_name(sig) + " after iteration " + std::to_string(it) + " of " +
                                  std::to_string(f.iterations) +
                                  "; the scratch folder and temporary files were removed; " + where_to_continue());
+    // The illuminations only for an iteration whose figures' data show them (Outputs::write).
+    int const next = it + 1;
+    flow->inversion().set_illuminations(f.figures_every > 0 && (next % f.figures_every == 0 || next == f.iterations));
     fwi::Report r;
     try {
       r = flow->step();

@@ -249,6 +249,7 @@ int Inversion::iteration() const { return m_impl->iteration(); }
 State Inversion::state() const { return m_impl->state(); }
 Fields Inversion::model() const { return m_impl->model(); }
 Images Inversion::images() const { return m_impl->images(); }
+void Inversion::set_illuminations(bool on) { m_impl->set_illuminations(on); }
 std::vector<double> Inversion::rmse() const { return m_impl->rmse(nullptr); }
 std::vector<double> Inversion::rmse(Fields const& model) const { return m_impl->rmse(&model); }
 core::MemoryReport Inversion::memory() const { return m_impl->memory(); }

@@ -319,6 +319,10 @@ class Run final : public Inversion::Impl {
     return f;
   }
 
+  void set_illuminations(bool on) override { m_illum = on; }
+  // The illuminations are summed: asked for, or the preconditioning's.
+  bool illuminations() const { return m_illum || m_opt.precondition; }
+
   Images images() const override {
     Images im;
     for (int p = 0; p < n_params; ++p) im.grad.push_back(to_host_floats(m_space, m_img.gradient(p)));
@@ -459,6 +463,7 @@ class Run final : public Inversion::Impl {
     // This rank's shots: forward and backward passes (regions of the gradient engine).
     if (slice.count > 0) {
       auto wb = Kokkos::subview(m_w, Kokkos::make_pair(0, slice.count), Kokkos::ALL, Kokkos::ALL);
+      m_engine->set_illuminations(illuminations());
       m_engine->compute(wb, ob, m_scale, syn);
       for (int s = 0; s < slice.count; ++s)
         shot_loss[static_cast<std::size_t>(slice.first + s)] = m_engine->shot_losses()[static_cast<std::size_t>(s)];
@@ -470,13 +475,14 @@ class Run final : public Inversion::Impl {
     double loss = 0;
     {
       core::ScopedRegion region("ksweep::fwi::reduction");
-      if (!m_split) {
-        m_comm.sum_in_rank_order(
-            m_space,
-            [&] {
-              if (slice.count > 0) m_engine->accumulate(m_img);
-            },
-            m_img.grads, m_img.illum_src, m_img.illum_rec);
+      // Without illuminations the ranks pass the gradients alone (theirs stay zero).
+      auto const add = [&] {
+        if (slice.count > 0) m_engine->accumulate(m_img);
+      };
+      if (!m_split && illuminations()) {
+        m_comm.sum_in_rank_order(m_space, add, m_img.grads, m_img.illum_src, m_img.illum_rec);
+      } else if (!m_split) {
+        m_comm.sum_in_rank_order(m_space, add, m_img.grads);
       } else {
         // A split model: over the shot groups in group order on this subdomain, then the
         // subdomains' parts into the whole images (each cell from one rank: exact).
@@ -557,6 +563,7 @@ class Run final : public Inversion::Impl {
 
   Problem m_pb;
   Options m_opt;
+  bool m_illum = true;              // set_illuminations
   comm::Communicator const m_comm;  // a copy: the caller's may be a temporary
   ExecSpace m_space;                // every launch and copy of the inversion is on this instance
   int m_rows = 0, m_nx = 0, m_shots = 0, m_nr = 0, m_cap = 0, m_iteration = 0;

@@ -19,6 +19,7 @@ struct Inversion::Impl {
   virtual State state() const = 0;
   virtual Fields model() const = 0;
   virtual Images images() const = 0;
+  virtual void set_illuminations(bool on) = 0;
   /// Per parameter, of `model` (nullptr: the current model).
   virtual std::vector<double> rmse(Fields const* model) const = 0;
   virtual core::MemoryReport memory() const = 0;

@@ -162,6 +162,8 @@ class Steps {
   virtual void finish_writes() = 0;
   /// The encoded bytes of step `step` in device memory (see StepStore::fetch).
   virtual const_bytes_view fetch(int step) = 0;
+  /// Ready for a new run of writes from step 0 (the allocations kept): no transfer pending.
+  virtual void rewind() {}
   /// Device bytes of staging chunks.
   virtual std::size_t staging_bytes() const { return 0; }
   virtual DiskFile* disk() { return nullptr; }
@@ -248,6 +250,7 @@ class StagedSteps final : public Steps<ExecSpace> {
     wait(1);
     m_loaded = -1;
   }
+  void rewind() override { finish_writes(); }
   const_bytes_view fetch(int step) override {
     auto const& common = this->m_common;
     int const c = step / m_interval, j = c % 2;
@@ -424,6 +427,7 @@ class StepStore {
 
   std::size_t step_bytes() const { return m_step_bytes; }
   std::size_t values_per_step() const { return m_n; }
+  int steps() const { return m_steps; }
   /// Bytes held at the storage location (device, host or disk).
   std::size_t stored_bytes() const { return m_step_bytes * static_cast<std::size_t>(m_steps); }
   /// Device bytes of the staging chunks (zero for device storage).
@@ -448,6 +452,14 @@ class StepStore {
 
   /// Waits until every saved step is at its location; throws on a failed transfer.
   void finish_writes() { m_steps_at->finish_writes(); }
+
+  /// Ready to save a new run of the same size from step 0 into the allocations it holds (no
+  /// fresh memory to fault in): transfers still pending are waited for (a failed one rethrows)
+  /// and the NaN flag is cleared. Asynchronous on the store's instance.
+  void rewind() {
+    m_steps_at->rewind();
+    Kokkos::deep_copy(m_space, m_bad, 0);
+  }
 
   /// Decodes step `step` into `values` (steps in decreasing order).
   void get(int step, Kokkos::View<Real*, memory_space> values) {

@@ -222,15 +222,22 @@ class GradientEngine {
   /// launches per step: point work, stencil, and the ring gathered straight into the encoder;
   /// a fourth saves the layer terms of the model cells next to the layer (constant density).
   /// From rest, or (`from_state`) from the state the propagator was given
-  /// (Propagator::set_forward_state): u^0, u^{-1} and the layer's memories.
+  /// (Propagator::set_forward_state): u^0, u^{-1} and the layer's memories. The saved steps'
+  /// allocation (device or host storage) is kept for the next forward() of the same shots and
+  /// steps, which writes over it: no fresh memory per run.
   void forward(wavelet_view const& w, record_view const& synthetic, bool from_state = false) {
     ScopedRegion region("ksweep::core::gradient::forward");
     auto& p = m_prop;
     int const nt = static_cast<int>(w.extent(2)), S = p.n_shots();
     m_nt = nt;
-    m_store.reset();
-    m_store = std::make_unique<storage::StepStore<Real, ExecSpace>>(p.space(), m_cfg,
-                                                                    static_cast<std::size_t>(S) * m_stride, nt);
+    m_saved = false;
+    std::size_t const values = static_cast<std::size_t>(S) * m_stride;
+    if (m_store && m_store->values_per_step() == values && m_store->steps() == nt) {
+      m_store->rewind();  // the last run's allocations: no fresh pages to fault in, no device malloc
+    } else {
+      m_store.reset();
+      m_store = std::make_unique<storage::StepStore<Real, ExecSpace>>(p.space(), m_cfg, values, nt);
+    }
     m_from_state = from_state;
     if (from_state) save_start();
     else p.forward_reset();
@@ -244,6 +251,7 @@ class GradientEngine {
     p.forward_finish(synthetic);
     p.gather_records(synthetic);
     m_store->finish_writes();
+    m_saved = true;
     p.space().fence();
     m_peak = std::max(m_peak, core::peak_memory_bytes());
   }
@@ -269,7 +277,8 @@ class GradientEngine {
     ScopedRegion region("ksweep::core::gradient::backward");
     auto& p = m_prop;
     int const nt = m_nt, S = p.n_shots();
-    KSWEEP_REQUIRE(m_store, "ksweep::core::GradientEngine::backward: forward() must run first");
+    KSWEEP_REQUIRE(m_saved, "ksweep::core::GradientEngine::backward: forward() must run first");
+    m_saved = false;  // one backward() per forward()
     KSWEEP_REQUIRE(static_cast<int>(residual.extent(1)) == nt,
                    "residual has " << residual.extent(1) << " time samples, the forward run had " << nt);
     KSWEEP_REQUIRE(wavelet_grad.extent(0) == 0 ||
@@ -294,7 +303,9 @@ class GradientEngine {
     // sum lambda^2 = (sum mu^2) / c^2 (c is fixed in time). Per shot.
     finish_images(S);
     space.fence();
-    m_store.reset();
+    // The saved steps stay allocated for the next forward() of the same size (an inversion's
+    // next iteration, the next batch), except on disk: its file goes with the run.
+    if (m_cfg.location == storage::Location::disk) m_store.reset();
     m_peak = std::max(m_peak, core::peak_memory_bytes());
   }
 
@@ -782,7 +793,8 @@ class GradientEngine {
   bool watches(int n) const {
     return m_watch && (m_watch_steps.empty() || std::binary_search(m_watch_steps.begin(), m_watch_steps.end(), n));
   }
-  std::unique_ptr<storage::StepStore<Real, ExecSpace>> m_store;
+  std::unique_ptr<storage::StepStore<Real, ExecSpace>> m_store;  // kept between runs of one size (forward())
+  bool m_saved = false;                                          // forward() saved a run that backward() reads
   stage_view m_stage;  // the `shots` schedule's saved rings of a chunk of steps
   // The layer-term cells (LayerTermCells) and their terms of every forward step.
   int m_n_terms = 0;

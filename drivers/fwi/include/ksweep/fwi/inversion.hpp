@@ -199,6 +199,11 @@ class Inversion {
   Fields model() const;
   /// The images of the last iteration (host copies).
   Images images() const;
+  /// Whether the next iterations' gradients sum the illuminations that images() returns (true,
+  /// the default). Off, images() holds zero illuminations, each gradient's imaging moves a third
+  /// fewer bytes and the ranks sum one image instead of three; the model is the same bits.
+  /// Options::precondition sums them whatever this says.
+  void set_illuminations(bool on);
   /// RMSE of the current model against the truth, per parameter (NaN without one), summed in a
   /// fixed order.
   std::vector<double> rmse() const;
