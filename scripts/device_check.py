@@ -63,7 +63,8 @@ def example(backend):
     inv = ksweep.Inversion(v0, dh, dt, amp[0, 0].astype(np.float64), src, rec, data, true_model=v,
                            batch=3, lr=20.0, pml_width=30)
     reports = inv.run(5)
-    return {
+    more = torch_example(info, v0, dh, dt, amp, src, rec, data)
+    return {**more,
         "forward": sha256(data),
         "gradient_loss": float(g.loss).hex(),
         "gradient_vp": sha256(g.grad["vp"]),
@@ -76,9 +77,32 @@ def example(backend):
     }
 
 
+def torch_example(info, v0, dh, dt, amp, src, rec, data):
+    """ksweep.torch.forward and its gradient on tensors where the build computes (CUDA tensors on
+    a CUDA build whose torch has CUDA: used in place, and the results must stay there; CPU tensors
+    otherwise), hashed: the bits of the CPU's."""
+    try:
+        import torch
+
+        import ksweep.torch as kt
+    except ImportError:
+        return {"torch": "not installed"}
+    dev = "cuda" if info["arrays_in_place"] == "cuda" and torch.cuda.is_available() else "cpu"
+    if dev == "cuda":
+        dev = f"cuda:{info['device_id']}"
+    v = torch.tensor(v0, device=dev, requires_grad=True)
+    d = kt.forward(v, dh, dt, torch.tensor(amp, device=dev), src, rec, pml_width=30)
+    ((d - torch.tensor(data, device=dev)) ** 2).sum().backward()
+    if d.device != v.device or v.grad.device != v.device:
+        raise SystemExit(f"device_check.py: the tensors left {v.device}: records on {d.device}, gradient on "
+                         f"{v.grad.device}")
+    return {"torch_forward": sha256(d.detach().cpu().numpy()), "torch_gradient_vp": sha256(v.grad.cpu().numpy()),
+            "torch_device": dev, "torch_in_place": dev != "cpu" or info["arrays_in_place"] == "cpu"}
+
+
 # What must be equal (the rest describes the run).
 COMPARED = {"losses", "rmse", "model_final", "forward", "gradient_loss", "gradient_vp", "illum_src",
-            "inversion_losses", "inversion_rmse", "inversion_model"}
+            "inversion_losses", "inversion_rmse", "inversion_model", "torch_forward", "torch_gradient_vp"}
 
 
 def load(path):

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -1107,6 +1108,136 @@ TEST(state, the_saved_steps_are_kept_for_the_next_run_of_their_size) {
     EXPECT_NE(std::string(e.what()).find("NaN or infinity"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(same_bits(run_vjp({}), good)) << "the run after the overflow";
+}
+
+// Arrays in the default execution space's memory (Modeling::set_arrays(Arrays::device): a CUDA
+// tensor's on a CUDA build, host memory here) are used in place and give the bits of host
+// arrays: forward, adjoint, gradient (images and illuminations), vjp with the amplitudes'
+// gradient and born, constant and variable density (whose model is copied to the host); their
+// values are checked with the same message, and what device arrays do not serve is refused.
+TEST(state, arrays_on_the_device_give_the_bits_of_host_arrays) {
+  using Space = Kokkos::DefaultExecutionSpace;
+  using dview = Kokkos::View<double*, Space::memory_space>;
+  int const nt = 50;
+  auto on_device = [](std::vector<double> const& h, char const* label) {
+    dview d(std::string(label), h.size());
+    Kokkos::deep_copy(d, Kokkos::View<double const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(h.data(), h.size()));
+    return d;
+  };
+  auto to_host = [](dview const& d) {
+    std::vector<double> h(d.extent(0));
+    Kokkos::deep_copy(Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(h.data(), h.size()), d);
+    return h;
+  };
+  for (bool vd : {false, true}) {
+    Case c;
+    c.vd = vd;
+    std::string const what = describe(c);
+    Survey const r = make(c, nt);
+    auto const res = residual(nt, r.setup.survey.n_receivers);
+    std::size_t const cells = static_cast<std::size_t>(r.setup.grid.cells());
+    std::size_t const records = res.size(), samples = r.wavelets.size();
+    std::vector<double> scatter(cells);
+    for (std::size_t i = 0; i < cells; ++i) scatter[i] = 20.0 * std::sin(0.05 * static_cast<double>(i));
+    // Host arrays.
+    auto m = modeling(r, c);
+    struct Results {
+      std::vector<double> records, wavelet_grad, grad, grho, isrc, irec, synthetic, vjp_grad, vjp_wgrad, born;
+      double loss = 0;
+    } host, dev;
+    host.records.assign(records, 0.0);
+    m->forward(r.wavelets.data(), host.records.data());
+    host.wavelet_grad.assign(samples, 0.0);
+    m->adjoint(res.data(), host.wavelet_grad.data());
+    for (auto* v : {&host.grad, &host.grho, &host.isrc, &host.irec}) v->assign(cells, 0.0);
+    host.synthetic.assign(records, 0.0);
+    fwi::ModelingImages out;
+    out.grad = {host.grad.data()};
+    if (vd) out.grad.push_back(host.grho.data());
+    out.illum_src = host.isrc.data();
+    out.illum_rec = host.irec.data();
+    host.loss = m->gradient(r.wavelets.data(), res.data(), 0.5, out, host.synthetic.data());
+    host.vjp_grad.assign(cells, 0.0);
+    host.vjp_wgrad.assign(samples, 0.0);
+    fwi::ModelingImages vout;
+    vout.grad = {host.vjp_grad.data()};
+    fwi::VjpExtras<double> more;
+    more.wavelet_grad = host.vjp_wgrad.data();
+    m->vjp(r.wavelets.data(), res.data(), vout, {}, more);
+    if (!vd) {
+      host.born.assign(records, 0.0);
+      m->born(r.wavelets.data(), scatter.data(), host.born.data());
+    }
+    // The same on device arrays, in a modelling whose model came from device arrays too.
+    auto md = std::make_unique<fwi::Modeling<double>>(r.setup);
+    md->set_arrays(fwi::Arrays::device);
+    EXPECT_EQ(md->arrays(), fwi::Arrays::device);
+    auto const v_d = on_device(r.v, "v"), rho_d = on_device(r.rho, "rho"), w_d = on_device(r.wavelets, "w"),
+               res_d = on_device(res, "res"), scatter_d = on_device(scatter, "scatter");
+    if (vd) md->set_model({v_d.data(), rho_d.data()});
+    else md->set_velocity(v_d.data());
+    dview rec_d("records", records), wg_d("wavelet_grad", samples), g_d("grad", cells), grho_d("grho", cells),
+        isrc_d("isrc", cells), irec_d("irec", cells), syn_d("synthetic", records), vg_d("vjp_grad", cells),
+        vwg_d("vjp_wgrad", samples), born_d("born", records);
+    md->forward(w_d.data(), rec_d.data());
+    md->adjoint(res_d.data(), wg_d.data());
+    fwi::ModelingImages dout;
+    dout.grad = {g_d.data()};
+    if (vd) dout.grad.push_back(grho_d.data());
+    dout.illum_src = isrc_d.data();
+    dout.illum_rec = irec_d.data();
+    dev.loss = md->gradient(w_d.data(), res_d.data(), 0.5, dout, syn_d.data());
+    fwi::ModelingImages dvout;
+    dvout.grad = {vg_d.data()};
+    fwi::VjpExtras<double> dmore;
+    dmore.wavelet_grad = vwg_d.data();
+    md->vjp(w_d.data(), res_d.data(), dvout, {}, dmore);
+    if (!vd) md->born(w_d.data(), scatter_d.data(), born_d.data());
+    EXPECT_EQ(host.loss, dev.loss) << what;
+    EXPECT_TRUE(same_bits(host.records, to_host(rec_d))) << what << ": forward";
+    EXPECT_TRUE(same_bits(host.wavelet_grad, to_host(wg_d))) << what << ": adjoint";
+    EXPECT_TRUE(same_bits(host.grad, to_host(g_d))) << what << ": gradient";
+    if (vd) {
+      EXPECT_TRUE(same_bits(host.grho, to_host(grho_d))) << what << ": the density's gradient";
+    }
+    EXPECT_TRUE(same_bits(host.isrc, to_host(isrc_d))) << what << ": source illumination";
+    EXPECT_TRUE(same_bits(host.irec, to_host(irec_d))) << what << ": receiver illumination";
+    EXPECT_TRUE(same_bits(host.synthetic, to_host(syn_d))) << what << ": synthetic";
+    EXPECT_TRUE(same_bits(host.vjp_grad, to_host(vg_d))) << what << ": vjp";
+    EXPECT_TRUE(same_bits(host.vjp_wgrad, to_host(vwg_d))) << what << ": vjp's wavelet gradient";
+    if (!vd) {
+      EXPECT_TRUE(same_bits(host.born, to_host(born_d))) << what << ": born";
+    }
+    EXPECT_GT(*std::max_element(host.grad.begin(), host.grad.end()), 0.0) << what;
+    // Checked values: the message of host arrays.
+    auto message = [](auto&& f) {
+      try {
+        f();
+      } catch (std::exception const& e) {  // the message without the source position " [file:line]"
+        std::string const text = e.what();
+        return text.substr(0, text.rfind(" ["));
+      }
+      return std::string("no error");
+    };
+    std::vector<double> bad = r.wavelets;
+    bad[bad.size() - 3] = std::nan("");
+    bad[7] = std::numeric_limits<double>::infinity();
+    auto const bad_d = on_device(bad, "bad");
+    m->set_arrays(fwi::Arrays::host);
+    std::string const host_message = message([&] { m->forward(bad.data(), host.records.data()); });
+    std::string const device_message = message([&] { md->forward(bad_d.data(), rec_d.data()); });
+    EXPECT_NE(host_message.find("2 sample(s) that are not finite (the first: inf at shot 0, source 0, time sample 7)"),
+              std::string::npos)
+        << host_message;
+    EXPECT_EQ(device_message, host_message);
+    // States are host arrays' alone.
+    std::vector<double> end(records);
+    fwi::ForwardState<double> st;
+    st.end_now = end.data();
+    std::string const refused = message([&] { md->forward(w_d.data(), rec_d.data(), st); });
+    EXPECT_NE(refused.find("with device arrays (set_arrays(Arrays::device)) are not supported"), std::string::npos)
+        << refused;
+  }
 }
 
 }  // namespace

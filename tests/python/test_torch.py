@@ -130,6 +130,81 @@ def test_loss_backward_equals_ksweep_gradient():
     assert np.linalg.norm(v.grad.numpy() - ref) <= 1e-5 * np.linalg.norm(ref)
 
 
+def test_tensors_where_the_build_computes_are_used_in_place(monkeypatch):
+    """Tensors on the device the build computes on (CPU tensors on this build; CUDA tensors on a
+    CUDA build, which the device check runs) reach the library in place (Modeling's *_device
+    methods) and give the host arrays' bits: the records, v's, rho's and the amplitudes' gradients
+    from one reverse sweep, and the amplitudes' alone from the adjoint pass."""
+    kind = ksweep.info()["arrays_in_place"]
+    assert kind in ("cpu", "cuda")
+    if kind != "cpu":
+        pytest.skip("a CUDA build: scripts/device_check.sh runs the CUDA tensors' case")
+    took = []  # what Forward decided: in place or not, call by call
+    decide = kt._in_place
+    monkeypatch.setattr(kt, "_in_place", lambda *t: took.append(decide(*t)) or took[-1])
+    nt = 120
+    for vd in (False, True):
+        v0 = layered((24, 30), dtype=np.float64)
+        rho0 = (1000.0 + 0.5 * v0).astype(np.float64)
+        src, rec = survey(v0.shape, shots=2)
+        amp = amplitudes(2, 1, nt, DT, dtype=np.float64)
+        s = ksweep._survey(v0, src, rec, DH, "cells")
+        m = ksweep._modeling(s, DH, DT, nt, order=4, pml_width=20, pml_reflection=1e-3, pml_freq=25.0,
+                             free_surface=False, batch=0, schedule="auto",
+                             physics="acoustic_vd" if vd else "acoustic")
+        ksweep._set_model(m, s, rho0 if vd else None, None, None)
+        records = m.forward(amp)
+        g = np.sin(np.arange(records.size) * 0.37).reshape(records.shape)
+        grad, _, _, grho, wgrad, _ = m.vjp(amp, g, wavelet_grad=True, illuminations=False)
+        wadj = m.adjoint(g)
+        gt = torch.from_numpy(np.ascontiguousarray(g.transpose(0, 2, 1)))
+        v, a = torch.tensor(v0, requires_grad=True), torch.tensor(amp, requires_grad=True)
+        rho = torch.tensor(rho0, requires_grad=True) if vd else None
+        d = kt.forward(v, DH, DT, a, src, rec, rho=rho)
+        assert d.detach().transpose(1, 2).contiguous().numpy().tobytes() == records.tobytes()
+        (d * gt).sum().backward()
+        assert v.grad.numpy().tobytes() == grad.tobytes()
+        assert a.grad.numpy().tobytes() == wgrad.tobytes()
+        if vd:
+            assert rho.grad.numpy().tobytes() == grho.tobytes()
+        a2 = torch.tensor(amp, requires_grad=True)  # the amplitudes alone: the adjoint pass
+        (kt.forward(torch.tensor(v0), DH, DT, a2, src, rec, rho=None if rho is None else rho.detach()) * gt).sum().backward()
+        assert a2.grad.numpy().tobytes() == wadj.tobytes()
+    assert took == [True] * 4  # two forwards per physics, both in place
+
+
+def test_the_in_place_methods_check_their_arrays():
+    """Modeling's *_device methods name the array, what it is and what they expect."""
+    if ksweep.info()["arrays_in_place"] != "cpu":
+        pytest.skip("a CUDA build takes CUDA arrays")
+    nt = 40
+    v0 = layered((16, 20))
+    src, rec = survey(v0.shape, shots=2)
+    amp = amplitudes(2, 1, nt, DT)
+    s = ksweep._survey(v0, src, rec, DH, "cells")
+    m = ksweep._modeling(s, DH, DT, nt, order=4, pml_width=10, pml_reflection=1e-3, pml_freq=25.0,
+                         free_surface=False, batch=0, schedule="auto")
+    m.set_model_device([v0])
+    records = np.zeros((2, nt, rec.shape[1]), np.float32)
+    with pytest.raises(ValueError, match=r"source_amplitudes: float64 \[2, 1, 40\] given, float32 \[2, 1, 40\] "
+                                         r"expected"):
+        m.forward_device(amp.astype(np.float64), records)
+    with pytest.raises(ValueError, match=r"records: float32 \[2, 40, 3\] given, float32 \[2, 40, 17\] expected"):
+        m.forward_device(amp, records[:, :, :3].copy())
+    with pytest.raises(ValueError, match="source_amplitudes: a C-contiguous array expected"):
+        m.forward_device(np.asfortranarray(amp), records)
+    records.setflags(write=False)
+    with pytest.raises(ValueError, match="records: the array is read-only"):
+        m.forward_device(amp, records)
+    with pytest.raises(ValueError, match=r"source_amplitudes: a numpy array of float32 \[2, 1, 40\] expected"):
+        m.forward_device(amp.tolist(), np.zeros((2, nt, rec.shape[1]), np.float32))
+    with pytest.raises(ValueError, match=r"set_model_device: 2 field\(s\) given, 1 expected"):
+        m.set_model_device([v0, v0])
+    out = np.zeros((2, nt, rec.shape[1]), np.float32)
+    m.forward_device(amp, out)
+    assert out.tobytes() == m.forward(amp).tobytes()
+
+
 def test_torch_needs_tensors():
     v0 = layered((20, 24))
     src, rec = survey(v0.shape)

@@ -3,6 +3,9 @@
 /// Python alike): samples that must be finite, named by where they sit.
 
 #include <ksweep/base/error.hpp>
+#include <ksweep/base/launch.hpp>
+
+#include <Kokkos_Core.hpp>
 
 #include <cmath>
 #include <cstddef>
@@ -21,6 +24,45 @@ void require_finite(T const* v, std::size_t n, std::string const& what, Where wh
   KSWEEP_REQUIRE(bad == 0, what << " holds " << bad
                                 << " sample(s) that are not finite (the first: " << static_cast<double>(v[first])
                                 << " at " << where(first) << "); every sample must be a finite number");
+}
+
+/// require_finite() of `n` values at `v` in the default execution space's memory (the caller's
+/// device array, Modeling::set_arrays): the same test and message, counted on the device.
+template <class T, class Where>
+void require_finite_on_device(T const* v, std::size_t n, std::string const& what, Where where) {
+  using Space = Kokkos::DefaultExecutionSpace;
+  Kokkos::View<T const*, Space::memory_space, Kokkos::MemoryUnmanaged> const x(v, n);
+  std::size_t bad = 0, first = n;
+  Space const space;
+  launch_reduce(
+      "ksweep::fwi::count_not_finite", Kokkos::RangePolicy<Space>(space, 0, n),
+      KOKKOS_LAMBDA(std::size_t i, std::size_t & b) {
+        double const a = static_cast<double>(x(i));
+        b += (a == a && a - a == 0) ? 0 : 1;  // NaN fails the first test, infinity the second
+      },
+      Kokkos::Sum<std::size_t>(bad));
+  if (bad == 0) return;
+  launch_reduce(
+      "ksweep::fwi::first_not_finite", Kokkos::RangePolicy<Space>(space, 0, n),
+      KOKKOS_LAMBDA(std::size_t i, std::size_t & f) {
+        double const a = static_cast<double>(x(i));
+        if (!(a == a && a - a == 0) && i < f) f = i;
+      },
+      Kokkos::Min<std::size_t>(first));
+  T value{};
+  Kokkos::deep_copy(space, Kokkos::View<T, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(&value),
+                    Kokkos::subview(x, first));
+  space.fence();
+  KSWEEP_REQUIRE(false, what << " holds " << bad
+                             << " sample(s) that are not finite (the first: " << static_cast<double>(value) << " at "
+                             << where(first) << "); every sample must be a finite number");
+}
+
+/// require_finite() on the host or (`on_device`) require_finite_on_device().
+template <class T, class Where>
+void require_finite(bool on_device, T const* v, std::size_t n, std::string const& what, Where where) {
+  if (on_device) require_finite_on_device(v, n, what, where);
+  else require_finite(v, n, what, where);
 }
 
 /// "shot s, time sample t, receiver r" of sample i of records [shot][nt][receiver].

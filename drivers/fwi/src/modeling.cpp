@@ -48,22 +48,32 @@ void Modeling<Real>::set_velocity(Real const* vp, Real const* layer) {
 
 namespace {
 
-/// Every sample of the wavelets [shot][source][nt] finite.
+/// Every sample of the wavelets [shot][source][nt] finite (on the device for device arrays).
 template <class Real>
-void check_wavelets(ModelingSetup const& s, Real const* w, char const* what) {
+void check_wavelets(typename Modeling<Real>::Impl const& m, Real const* w, char const* what) {
+  auto const& s = m.setup;
   auto const n = static_cast<std::size_t>(s.survey.n_shots) * static_cast<std::size_t>(s.survey.n_sources) *
                  static_cast<std::size_t>(s.nt);
-  detail::require_finite(w, n, what,
+  detail::require_finite(m.arrays == Arrays::device, w, n, what,
                          [&](std::size_t i) { return detail::wavelet_position(i, s.nt, s.survey.n_sources); });
 }
 
-/// Every sample of the records [shot][nt][receiver] finite.
+/// Every sample of the records [shot][nt][receiver] finite (on the device for device arrays).
 template <class Real>
-void check_records(ModelingSetup const& s, Real const* r, char const* what) {
+void check_records(typename Modeling<Real>::Impl const& m, Real const* r, char const* what) {
+  auto const& s = m.setup;
   auto const n = static_cast<std::size_t>(s.survey.n_shots) * static_cast<std::size_t>(s.nt) *
                  static_cast<std::size_t>(s.survey.n_receivers);
-  detail::require_finite(r, n, what,
+  detail::require_finite(m.arrays == Arrays::device, r, n, what,
                          [&](std::size_t i) { return detail::record_position(i, s.nt, s.survey.n_receivers); });
+}
+
+/// Device arrays (Modeling::set_arrays) serve calls without states: `who` names the call.
+template <class Real>
+void require_host_arrays_for_states(typename Modeling<Real>::Impl const& m, bool states, char const* who) {
+  KSWEEP_REQUIRE(!states || m.arrays == Arrays::host,
+                 who << ": start or end states (or a vjp's extras) with device arrays (set_arrays(Arrays::device)) "
+                        "are not supported; give host arrays for this call");
 }
 
 /// Every value of a state's parts given (u^n, u^{n-1}, the layer memories; each may be null)
@@ -83,13 +93,17 @@ void require_finite_state(std::array<Real const*, 3> const& parts, std::size_t s
 
 template <class Real>
 void Modeling<Real>::forward(Real const* wavelets, Real* records) {
-  check_wavelets(m_impl->setup, wavelets, "ksweep::fwi::Modeling::forward: the source amplitudes");
+  check_wavelets<Real>(*m_impl, wavelets, "ksweep::fwi::Modeling::forward: the source amplitudes");
   m_impl->forward(wavelets, records, ForwardState<Real>{});
 }
 
 template <class Real>
 void Modeling<Real>::forward(Real const* wavelets, Real* records, ForwardState<Real> const& state) {
-  check_wavelets(m_impl->setup, wavelets, "ksweep::fwi::Modeling::forward: the source amplitudes");
+  require_host_arrays_for_states<Real>(*m_impl,
+                                       state.start_now || state.start_before || state.start_memory || state.end_now ||
+                                           state.end_before || state.end_memory,
+                                       "ksweep::fwi::Modeling::forward");
+  check_wavelets<Real>(*m_impl, wavelets, "ksweep::fwi::Modeling::forward: the source amplitudes");
   check_start(state, "ksweep::fwi::Modeling::forward");
   m_impl->forward(wavelets, records, state);
 }
@@ -139,13 +153,14 @@ long long Modeling<Real>::memory_values() const {
 
 template <class Real>
 void Modeling<Real>::adjoint(Real const* records, Real* wavelet_grad) {
-  check_records(m_impl->setup, records, "ksweep::fwi::Modeling::adjoint: the records");
+  check_records<Real>(*m_impl, records, "ksweep::fwi::Modeling::adjoint: the records");
   m_impl->adjoint(records, wavelet_grad, EndGradient<Real>{});
 }
 
 template <class Real>
 void Modeling<Real>::adjoint(Real const* records, Real* wavelet_grad, EndGradient<Real> const& end) {
-  check_records(m_impl->setup, records, "ksweep::fwi::Modeling::adjoint: the records");
+  require_host_arrays_for_states<Real>(*m_impl, !end.empty(), "ksweep::fwi::Modeling::adjoint");
+  check_records<Real>(*m_impl, records, "ksweep::fwi::Modeling::adjoint: the records");
   check_end(end, "ksweep::fwi::Modeling::adjoint");
   m_impl->adjoint(records, wavelet_grad, end);
 }
@@ -155,23 +170,27 @@ double Modeling<Real>::gradient(Real const* wavelets, Real const* observed, doub
                                 Real* synthetic, double* shot_losses) {
   KSWEEP_REQUIRE(std::isfinite(scale) && scale > 0,
                  "ksweep::fwi::Modeling::gradient: the loss scale = " << scale << " must be a finite number > 0");
-  check_wavelets(m_impl->setup, wavelets, "ksweep::fwi::Modeling::gradient: the source amplitudes");
-  check_records(m_impl->setup, observed, "ksweep::fwi::Modeling::gradient: the observed data");
+  check_wavelets<Real>(*m_impl, wavelets, "ksweep::fwi::Modeling::gradient: the source amplitudes");
+  check_records<Real>(*m_impl, observed, "ksweep::fwi::Modeling::gradient: the observed data");
   return m_impl->gradient(wavelets, observed, scale, out, synthetic, shot_losses);
 }
 
 template <class Real>
 void Modeling<Real>::vjp(Real const* wavelets, Real const* residual, ModelingImages const& out) {
-  check_wavelets(m_impl->setup, wavelets, "ksweep::fwi::Modeling::vjp: the source amplitudes");
-  check_records(m_impl->setup, residual, "ksweep::fwi::Modeling::vjp: the residual");
+  check_wavelets<Real>(*m_impl, wavelets, "ksweep::fwi::Modeling::vjp: the source amplitudes");
+  check_records<Real>(*m_impl, residual, "ksweep::fwi::Modeling::vjp: the residual");
   m_impl->vjp(wavelets, residual, out, ForwardState<Real>{}, VjpExtras<Real>{});
 }
 
 template <class Real>
 void Modeling<Real>::vjp(Real const* wavelets, Real const* residual, ModelingImages const& out,
                          ForwardState<Real> const& start, VjpExtras<Real> const& more) {
-  check_wavelets(m_impl->setup, wavelets, "ksweep::fwi::Modeling::vjp: the source amplitudes");
-  check_records(m_impl->setup, residual, "ksweep::fwi::Modeling::vjp: the residual");
+  require_host_arrays_for_states<Real>(
+      *m_impl,
+      start.start_now || start.start_before || start.start_memory || !more.end.empty() || more.start_gradient(),
+      "ksweep::fwi::Modeling::vjp");
+  check_wavelets<Real>(*m_impl, wavelets, "ksweep::fwi::Modeling::vjp: the source amplitudes");
+  check_records<Real>(*m_impl, residual, "ksweep::fwi::Modeling::vjp: the residual");
   check_start(start, "ksweep::fwi::Modeling::vjp");
   check_end(more.end, "ksweep::fwi::Modeling::vjp");
   KSWEEP_REQUIRE(!more.start_gradient() || !m_impl->setup.domains.split(),
@@ -182,10 +201,11 @@ void Modeling<Real>::vjp(Real const* wavelets, Real const* residual, ModelingIma
 
 template <class Real>
 void Modeling<Real>::born(Real const* wavelets, Real const* scatter, Real* records) {
-  check_wavelets(m_impl->setup, wavelets, "ksweep::fwi::Modeling::born: the source amplitudes");
+  check_wavelets<Real>(*m_impl, wavelets, "ksweep::fwi::Modeling::born: the source amplitudes");
   KSWEEP_REQUIRE(scatter, "ksweep::fwi::Modeling::born: no velocity perturbation (scatter) given");
   KSWEEP_REQUIRE(records, "ksweep::fwi::Modeling::born: no records array given");
-  detail::require_finite(scatter, static_cast<std::size_t>(m_impl->setup.grid.cells()),
+  detail::require_finite(m_impl->arrays == Arrays::device, scatter,
+                         static_cast<std::size_t>(m_impl->setup.grid.cells()),
                          "ksweep::fwi::Modeling::born: the velocity perturbation (scatter)", detail::cell_position);
   m_impl->born(wavelets, scatter, records);
 }
@@ -206,6 +226,20 @@ void Modeling<Real>::set_reverse_watch(std::function<void(ReverseView<Real> cons
 template <class Real>
 void Modeling<Real>::set_after_batch(std::function<void(int, int)> f) {
   m_impl->after_batch = std::move(f);
+}
+
+template <class Real>
+void Modeling<Real>::set_arrays(Arrays where) {
+  auto const& s = m_impl->setup;
+  KSWEEP_REQUIRE(where == Arrays::host || ((!s.ranks || s.ranks->size() == 1) && !s.domains.split()),
+                 "ksweep::fwi::Modeling::set_arrays: device arrays serve one rank's whole model; with ranks or "
+                 "domains give host arrays");
+  m_impl->arrays = where;
+}
+
+template <class Real>
+Arrays Modeling<Real>::arrays() const {
+  return m_impl->arrays;
 }
 
 template class Modeling<float>;

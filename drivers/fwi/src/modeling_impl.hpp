@@ -42,8 +42,14 @@ class ModelingRun final : public Modeling<Real>::Impl {
   using record_view = typename P::record_view;
   using host3 = Kokkos::View<Real***, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   using image = typename E::image;
+  using device_images = Kokkos::View<double**, Kokkos::LayoutRight, memory_space, Kokkos::MemoryUnmanaged>;
+  using host_images = Kokkos::View<double**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
   /// Host backends use the caller's arrays in place.
-  static constexpr bool in_place = Kokkos::SpaceAccessibility<Kokkos::HostSpace, memory_space>::accessible;
+  static constexpr bool host_backend = Kokkos::SpaceAccessibility<Kokkos::HostSpace, memory_space>::accessible;
+  /// The caller's arrays are in the default memory space (Modeling::set_arrays).
+  bool device_arrays() const { return this->arrays == Arrays::device; }
+  /// The caller's arrays used in place: on host backends, or given on the device.
+  bool in_place() const { return host_backend || device_arrays(); }
 
   explicit ModelingRun(ModelingSetup s) : Base(std::move(s)) {
     auto const& st = this->setup;
@@ -113,15 +119,33 @@ class ModelingRun final : public Modeling<Real>::Impl {
       KSWEEP_REQUIRE(fields[p], "set_model: no " << params[p].noun << " given");
       KSWEEP_REQUIRE(layer.empty() || layer[p], "set_model: no " << params[p].noun << " of the layer given");
     }
+    // A physics built on the host (variable density) takes host copies of device arrays.
+    std::vector<std::vector<Real>> staged;
+    auto const on_host = [&](std::vector<Real const*> const& from) {
+      if (!device_arrays() || P::coefficients_type::on_device) return from;
+      std::vector<Real const*> to;
+      auto const n = static_cast<std::size_t>(this->setup.grid.cells());
+      for (Real const* p : from) {
+        staged.emplace_back(n);
+        Kokkos::deep_copy(m_space,
+                          Kokkos::View<Real*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(staged.back().data(), n),
+                          Kokkos::View<Real const*, memory_space, Kokkos::MemoryUnmanaged>(p, n));
+        to.push_back(staged.back().data());
+      }
+      m_space.fence();
+      return to;
+    };
     if constexpr (P::coefficients_type::on_device) {
       set_velocity(fields[0], layer.empty() ? nullptr : layer[0]);
     } else {
+      auto const& fields_h = on_host(fields);
+      auto const& layer_h = on_host(layer);
       KSWEEP_REQUIRE(!split(),
                      "set_model: physics \"" << to_string(this->setup.physics) << "\" on a model split into domains");
       std::array<Real const*, P::n_parameters> f{}, l{};
-      std::copy(fields.begin(), fields.end(), f.begin());
-      if (!layer.empty()) {
-        std::copy(layer.begin(), layer.end(), l.begin());
+      std::copy(fields_h.begin(), fields_h.end(), f.begin());
+      if (!layer_h.empty()) {
+        std::copy(layer_h.begin(), layer_h.end(), l.begin());
         m_prop->set_model(l, true);
         m_prop->set_model(f, false);
       } else {
@@ -414,7 +438,7 @@ class ModelingRun final : public Modeling<Real>::Impl {
   }
 
   typename P::velocity_view velocity(Real const* v, char const* label) {
-    if constexpr (in_place) {
+    if (in_place()) {
       return typename P::velocity_view(v, m_rows, m_nx);
     } else {
       Kokkos::View<Real**, Kokkos::LayoutRight, memory_space> d(
@@ -430,9 +454,7 @@ class ModelingRun final : public Modeling<Real>::Impl {
   // copy of them (`upload`) or a device buffer.
   record_view view_of(Real const* p, ShotBatch const& b, int n1, int n2, char const* label, bool upload) {
     std::size_t const off = static_cast<std::size_t>(b.first) * n1 * n2;
-    if constexpr (in_place) {
-      if (p) return record_view(const_cast<Real*>(p) + off, b.count, n1, n2);
-    }
+    if (p && in_place()) return record_view(const_cast<Real*>(p) + off, b.count, n1, n2);
     record_view d(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(label)), b.count, n1, n2);
     if (upload && p) Kokkos::deep_copy(m_space, d, host3(const_cast<Real*>(p) + off, b.count, n1, n2));
     return d;
@@ -509,9 +531,7 @@ class ModelingRun final : public Modeling<Real>::Impl {
     typename E::images_type img;
     auto one = [&](double* p, char const* label) {
       image v;
-      if constexpr (in_place) {
-        if (p) v = image(p, m_whole_rows, m_whole_nx);
-      }
+      if (p && in_place()) v = image(p, m_whole_rows, m_whole_nx);
       if (!v.data()) v = image(Kokkos::view_alloc(m_space, std::string(label)), m_whole_rows, m_whole_nx);
       else Kokkos::deep_copy(m_space, v, 0.0);
       return v;
@@ -529,11 +549,8 @@ class ModelingRun final : public Modeling<Real>::Impl {
   void images_out(typename E::images_type const& img, ModelingImages const& out) {
     auto one = [&](image const& v, double* p) {
       if (!p || v.data() == p) return;
-      Kokkos::deep_copy(
-          m_space,
-          Kokkos::View<double**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-              p, m_whole_rows, m_whole_nx),
-          v);
+      if (device_arrays()) Kokkos::deep_copy(m_space, device_images(p, m_whole_rows, m_whole_nx), v);
+      else Kokkos::deep_copy(m_space, host_images(p, m_whole_rows, m_whole_nx), v);
     };
     for (std::size_t p = 0; p < out.grad.size() && p < static_cast<std::size_t>(E::n_params); ++p)
       one(p == 0 ? img.grad : img.gradient(static_cast<int>(p)), out.grad[p]);  // grad: the caller's, in place

@@ -28,6 +28,7 @@ struct Modeling<Real>::Impl {
   ModelingSetup setup;
   std::function<void(int, int)> after_batch;
   bool cross_correlation = false;                               // Modeling::set_cross_correlation
+  Arrays arrays = Arrays::host;                                 // Modeling::set_arrays
   std::function<void(ReverseView<Real> const&)> reverse_watch;  // Modeling::set_reverse_watch
   std::vector<int> reverse_watch_steps;                         // its steps (empty: every step)
 };

@@ -45,6 +45,48 @@ def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().numpy()
 
 
+_IN_PLACE = {}
+
+
+def _in_place(*tensors) -> bool:
+    """Whether ksweep computes where these tensors are, and so takes them in place (no copy
+    through the host): CUDA tensors on the device a CUDA build computes on, CPU tensors on a host
+    build. CUDA tensors on another GPU than the build's are refused by name."""
+    if not _IN_PLACE:
+        info = _ks._ksweep.info()
+        _IN_PLACE.update(kind=info["arrays_in_place"], device=info["device_id"])
+    cuda = _IN_PLACE["kind"] == "cuda"
+    for t in tensors:
+        if t is None:
+            continue
+        if t.is_cuda != cuda:
+            return False
+        if cuda and t.device.index != _IN_PLACE["device"]:
+            raise ValueError(f"a tensor is on {t.device}; this process computes on cuda:{_IN_PLACE['device']} "
+                             "(one GPU per process: move the tensors there, or give this process that GPU)")
+    return True
+
+
+def _arr(t: torch.Tensor):
+    """A contiguous tensor as the library's in-place methods take it: itself on CUDA (its
+    __cuda_array_interface__), a numpy view of its memory on the CPU."""
+    return t if t.is_cuda else t.numpy()
+
+
+def _ready(*tensors):
+    """torch's queued work on CUDA tensors done before the library reads or writes them (the
+    library fences its own work before it returns)."""
+    for t in tensors:
+        if t is not None and t.is_cuda:
+            torch.cuda.current_stream(t.device).synchronize()
+            return
+
+
+def _np_dtype(t: torch.Tensor):
+    """The numpy type of a tensor's elements (for the checks that name it)."""
+    return torch.empty(0, dtype=t.dtype).numpy().dtype
+
+
 class Forward(torch.autograd.Function):
     """records = F(v, amplitudes, rho); see forward(). With options["state"] (ksweep.scalar) also the
     end state (u^nt, u^(nt-1), the layer memories), differentiable outputs of their own; the
@@ -53,6 +95,12 @@ class Forward(torch.autograd.Function):
     @staticmethod
     def forward(ctx, v, amplitudes, rho, dh, dt, source_locations, receiver_locations, layer_velocity, options,
                 *start_tensors):
+        plain = not start_tensors and layer_velocity is None and options.get("layer_density") is None and all(
+            options.get(k) is None for k in ("state", "start", "first", "backward_watch", "start_grad"))
+        ctx.in_place = plain and _in_place(v, amplitudes, rho)
+        if ctx.in_place:
+            return Forward._forward_in_place(ctx, v, amplitudes, rho, dh, dt, source_locations, receiver_locations,
+                                             options)
         vn = _np(v)
         s = _ks._survey(vn, source_locations, receiver_locations, dh, options["location_units"])
         amp = _ks._amplitudes(_np(amplitudes), s)
@@ -89,7 +137,56 @@ class Forward(torch.autograd.Function):
         return (data, *end) if end else data
 
     @staticmethod
+    def _forward_in_place(ctx, v, amplitudes, rho, dh, dt, source_locations, receiver_locations, options):
+        """forward() on tensors where the build computes (_in_place): the model, the amplitudes
+        and the records stay there; the same checks and bits as the host path."""
+        # The survey from the model's shape and type alone (the library checks its values), and
+        # the host path's checks of the amplitudes' and rho's shapes and types.
+        s = _ks._survey(np.empty(tuple(v.shape), _np_dtype(v)), source_locations, receiver_locations, dh,
+                        options["location_units"])
+        _ks._amplitudes(np.empty(tuple(amplitudes.shape), _np_dtype(amplitudes)), s)
+        if rho is not None:
+            _ks._same_dtype(np.empty(tuple(rho.shape), _np_dtype(rho)), s.v.dtype, "rho")
+        m = _forward_modeling(s, None, dh, dt, amplitudes.shape[2], options, rho, None, set_model=False)
+        fields = [v.detach().contiguous()] + ([] if rho is None else [rho.detach().contiguous()])
+        amp = amplitudes.detach().contiguous()
+        records = torch.empty((amp.shape[0], amp.shape[2], s.rec.shape[1]), dtype=v.dtype, device=v.device)
+        _ready(v, amp, rho)
+        m.set_model_device([_arr(f) for f in fields])
+        m.forward_device(_arr(amp), _arr(records))
+        ctx.modeling, ctx.amplitudes_t, ctx.fields = m, amp, fields
+        ctx.set_materialize_grads(False)
+        return records.transpose(1, 2)
+
+    @staticmethod
+    def _backward_in_place(ctx, grad_output):
+        """backward() of _forward_in_place: one reverse sweep (vjp) for v, rho and the amplitudes,
+        or the adjoint pass for the amplitudes alone, into tensors where the build computes."""
+        m, amp = ctx.modeling, ctx.amplitudes_t
+        v = ctx.fields[0]
+        grad_v = grad_amp = grad_rho = None
+        if grad_output is None:
+            return (None,) * 9
+        g = grad_output.detach().to(dtype=v.dtype).transpose(1, 2).contiguous()  # [shot, time, receiver]
+        wants_v, wants_amp, wants_rho = ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[2]
+        if wants_amp:
+            grad_amp = torch.empty_like(amp)
+        _ready(g)
+        if wants_v or wants_rho:
+            grad = torch.empty(tuple(v.shape), dtype=torch.float64, device=v.device)
+            grho = torch.empty_like(grad) if wants_rho else None
+            m.vjp_device(_arr(amp), _arr(g), _arr(grad), None if grho is None else _arr(grho),
+                         None if grad_amp is None else _arr(grad_amp))
+            grad_v = grad.to(v.dtype) if wants_v else None
+            grad_rho = grho.to(v.dtype) if wants_rho else None
+        elif wants_amp:
+            m.adjoint_device(_arr(g), _arr(grad_amp))
+        return (grad_v, grad_amp, grad_rho, None, None, None, None, None, None)
+
+    @staticmethod
     def backward(ctx, grad_output, *grad_end):
+        if ctx.in_place:
+            return Forward._backward_in_place(ctx, grad_output)
         m = ctx.modeling
         dtype = ctx.amplitudes.dtype
         if grad_output is None:  # the loss reads the end state alone
@@ -148,9 +245,10 @@ def _later_by_one(records: np.ndarray) -> np.ndarray:
     return records
 
 
-def _forward_modeling(s, vn, dh, dt, nt, options, rho=None, layer_velocity=None):
+def _forward_modeling(s, vn, dh, dt, nt, options, rho=None, layer_velocity=None, set_model=True):
     """The modelling Forward runs: the survey `s` of the model `vn` over nt samples, with the
-    layer as `layer_velocity` (and options' layer_density) set, or a copy of the model's edges."""
+    layer as `layer_velocity` (and options' layer_density) set, or a copy of the model's edges
+    (without `set_model`: no model set yet)."""
     m = _ks._modeling(s, dh, dt, nt, order=options["order"], pml_width=options["pml_width"],
                       pml_reflection=options["pml_reflection"], pml_freq=options["pml_freq"],
                       pml_velocity=options["pml_velocity"],
@@ -158,6 +256,8 @@ def _forward_modeling(s, vn, dh, dt, nt, options, rho=None, layer_velocity=None)
                       schedule=options["schedule"], storage=options["storage"],
                       storage_location=options["storage_location"], storage_dtype=options["storage_dtype"],
                       disk_dir=options["disk_dir"], physics="acoustic" if rho is None else "acoustic_vd")
+    if not set_model:
+        return m
 
     def host(a):
         return None if a is None else _np(a) if torch.is_tensor(a) else np.asarray(a)

@@ -5,11 +5,14 @@
 #include <ksweep/base/error.hpp>
 #include <ksweep/core/geometry.hpp>
 
+#include <Kokkos_Core.hpp>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include <cmath>
+#include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace ksweep::python {
@@ -22,6 +25,57 @@ using carray = py::array_t<T, py::array::c_style | py::array::forcecast>;
 template <class T>
 T const* data_or_null(std::optional<carray<T>> const& a) {
   return a ? a->data() : nullptr;
+}
+
+/// Whether the build's arrays in place (fwi::Arrays::device) are CUDA arrays (a CUDA build) or
+/// host arrays (host backends, whose memory space is the host's).
+inline bool device_is_cuda() {
+  return !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Kokkos::DefaultExecutionSpace::memory_space>::accessible;
+}
+
+/// The data of `a`, an array in the build's memory space used in place (fwi::Arrays::device): on
+/// a CUDA build an object with __cuda_array_interface__ (a CUDA torch tensor), on host backends a
+/// numpy array; C-contiguous, of type T and shape `shape`, writable when `writes`. Errors name
+/// `what` and what differs.
+template <class T>
+T* device_data(py::handle a, std::vector<py::ssize_t> const& shape, char const* what, bool writes) {
+  auto const shape_text = [](auto const& s) {
+    std::string t = "[";
+    for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+    return t + "]";
+  };
+  std::string const want = std::string(sizeof(T) == 4 ? "float32" : "float64") + " " + shape_text(shape);
+  if (device_is_cuda()) {
+    KSWEEP_REQUIRE(py::hasattr(a, "__cuda_array_interface__"),
+                   what << ": a CUDA array (a torch tensor on the GPU) of " << want << " expected");
+    auto const d = a.attr("__cuda_array_interface__").cast<py::dict>();
+    auto const type = d["typestr"].cast<std::string>();
+    std::vector<py::ssize_t> got;
+    for (auto const& n : d["shape"].cast<py::tuple>()) got.push_back(n.cast<py::ssize_t>());
+    KSWEEP_REQUIRE(type.size() == 3 && type[1] == 'f' && type[2] - '0' == static_cast<int>(sizeof(T)) && got == shape,
+                   what << ": " << type << " " << shape_text(got) << " given, " << want << " expected");
+    if (d.contains("strides") && !d["strides"].is_none()) {
+      std::vector<py::ssize_t> strides;
+      for (auto const& n : d["strides"].cast<py::tuple>()) strides.push_back(n.cast<py::ssize_t>());
+      py::ssize_t step = sizeof(T);
+      for (std::size_t i = shape.size(); i-- > 0;) {
+        KSWEEP_REQUIRE(shape[i] <= 1 || strides[i] == step, what << ": a C-contiguous array expected");
+        step *= shape[i];
+      }
+    }
+    auto const data = d["data"].cast<py::tuple>();
+    KSWEEP_REQUIRE(!writes || !data[1].cast<bool>(), what << ": the array is read-only");
+    return reinterpret_cast<T*>(data[0].cast<std::uintptr_t>());
+  }
+  KSWEEP_REQUIRE(py::isinstance<py::array>(a), what << ": a numpy array of " << want << " expected");
+  auto arr = py::reinterpret_borrow<py::array>(a);
+  std::vector<py::ssize_t> const got(arr.shape(), arr.shape() + arr.ndim());
+  KSWEEP_REQUIRE(arr.dtype().is(py::dtype::of<T>()) && got == shape, what << ": " << std::string(py::str(arr.dtype()))
+                                                                          << " " << shape_text(got) << " given, "
+                                                                          << want << " expected");
+  KSWEEP_REQUIRE((arr.flags() & py::array::c_style) != 0, what << ": a C-contiguous array expected");
+  KSWEEP_REQUIRE(!writes || arr.writeable(), what << ": the array is read-only");
+  return static_cast<T*>(const_cast<void*>(arr.data()));
 }
 
 /// Positions [shot][point][dim] in cells, in the model array's axis order ((z, x) or (z, y, x)).

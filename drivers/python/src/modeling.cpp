@@ -110,6 +110,61 @@ class PyModeling {
     on_worker([&] { m_m->set_model({vp.data(), rho.data()}, layer); });
   }
 
+  // ---------------------------------------------------------------------------------------------
+  // Arrays in the build's memory space, used in place (fwi::Arrays::device; device_data: CUDA
+  // arrays on a CUDA build, numpy arrays on host backends): nothing goes through the host.
+  // ---------------------------------------------------------------------------------------------
+
+  /// set_model() of one array per parameter of the physics (v; v and rho), the layer a copy of
+  /// the model's edges.
+  void set_model_device(py::list const& fields) {
+    std::size_t const want = m_vd ? 2 : 1;
+    KSWEEP_REQUIRE(fields.size() == want,
+                   "set_model_device: " << fields.size() << " field(s) given, " << want << " expected");
+    std::vector<py::ssize_t> const shape(m_shape.begin(), m_shape.end());
+    std::vector<Real const*> f;
+    for (std::size_t p = 0; p < fields.size(); ++p) {
+      py::object const field = fields[p];  // kept alive by `fields` during the call
+      f.push_back(device_data<Real>(field, shape, p == 0 ? "v" : "rho", false));
+    }
+    Device const on(*m_m);
+    on_worker([&] { m_m->set_model(f); });
+  }
+
+  /// forward() of `wavelets` [shot, source, nt] into `records` [shot, nt, receiver].
+  void forward_device(py::handle wavelets, py::handle records) {
+    Real const* w = device_data<Real>(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes", false);
+    Real* r = device_data<Real>(records, {m_shots, m_nt, m_nr}, "records", true);
+    Device const on(*m_m);
+    on_worker([&] { m_m->forward(w, r); });
+  }
+
+  /// vjp() for dL/d(records) = `residual` [shot, nt, receiver]: the velocity's gradient into
+  /// `grad` (float64, the model's shape), the density's into `grad_rho` and the amplitudes' into
+  /// `wavelet_grad` [shot, source, nt] (each None: not wanted); no illuminations.
+  void vjp_device(py::handle wavelets, py::handle residual, py::handle grad, py::object const& grad_rho,
+                  py::object const& wavelet_grad) {
+    Real const* w = device_data<Real>(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes", false);
+    Real const* res = device_data<Real>(residual, {m_shots, m_nt, m_nr}, "grad_output", false);
+    std::vector<py::ssize_t> const shape(m_shape.begin(), m_shape.end());
+    fwi::ModelingImages out;
+    out.grad.push_back(device_data<double>(grad, shape, "grad", true));
+    if (m_vd) out.grad.push_back(grad_rho.is_none() ? nullptr : device_data<double>(grad_rho, shape, "grad_rho", true));
+    fwi::VjpExtras<Real> more;
+    if (!wavelet_grad.is_none())
+      more.wavelet_grad = device_data<Real>(wavelet_grad, {m_shots, m_ns, m_nt}, "wavelet_grad", true);
+    Device const on(*m_m);
+    on_worker([&] { m_m->vjp(w, res, out, fwi::ForwardState<Real>{}, more); });
+  }
+
+  /// adjoint() of `records` [shot, nt, receiver] into `wavelet_grad` [shot, source, nt].
+  void adjoint_device(py::handle records, py::handle wavelet_grad) {
+    Real const* r = device_data<Real>(records, {m_shots, m_nt, m_nr}, "grad_output", false);
+    Real* g = device_data<Real>(wavelet_grad, {m_shots, m_ns, m_nt}, "wavelet_grad", true);
+    Device const on(*m_m);
+    on_worker([&] { m_m->adjoint(r, g); });
+  }
+
   py::array_t<Real> forward(carray<Real> const& wavelets) {
     check_shape(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes");
     py::array_t<Real> rec({m_shots, m_nt, m_nr});
@@ -395,6 +450,15 @@ class PyModeling {
     }
   }
 
+  // Device arrays for one call (fwi::Modeling::set_arrays), host arrays again after it.
+  struct Device {
+    fwi::Modeling<Real>& m;
+    explicit Device(fwi::Modeling<Real>& modeling) : m(modeling) { m.set_arrays(fwi::Arrays::device); }
+    ~Device() { m.set_arrays(fwi::Arrays::host); }
+    Device(Device const&) = delete;
+    Device& operator=(Device const&) = delete;
+  };
+
   Live m_live;  // declared first: destroyed after the modelling's memory
   std::unique_ptr<fwi::Modeling<Real>> m_m;
   long long m_shots = 0, m_ns = 0, m_nr = 0, m_nt = 0;
@@ -419,6 +483,11 @@ void bind_modeling_of(py::module_& m, char const* name) {
       .def("set_model", &PyModeling<Real>::set_model, py::arg("v"), py::arg("rho"), py::arg("layer_v") = py::none(),
            py::arg("layer_rho") = py::none())
       .def("forward", &PyModeling<Real>::forward)
+      .def("set_model_device", &PyModeling<Real>::set_model_device, py::arg("fields"))
+      .def("forward_device", &PyModeling<Real>::forward_device, py::arg("wavelets"), py::arg("records"))
+      .def("vjp_device", &PyModeling<Real>::vjp_device, py::arg("wavelets"), py::arg("residual"), py::arg("grad"),
+           py::arg("grad_rho") = py::none(), py::arg("wavelet_grad") = py::none())
+      .def("adjoint_device", &PyModeling<Real>::adjoint_device, py::arg("records"), py::arg("wavelet_grad"))
       .def("forward_state", &PyModeling<Real>::forward_state, py::arg("wavelets"), py::arg("now") = py::none(),
            py::arg("before") = py::none(), py::arg("memory") = py::none())
       .def("padded_shape", &PyModeling<Real>::padded_shape)

@@ -110,6 +110,9 @@ PYBIND11_MODULE(_ksweep, m) {
     d["gpu_aware_mpi"] = gpu_aware;
     d["mpi_device_data"] = mpi_device_data;
     d["build"] = build;
+    // Which arrays the build uses in place (Modeling's *_device methods): "cuda" (CUDA arrays,
+    // on device `device_id`) or "cpu" (host arrays).
+    d["arrays_in_place"] = device_is_cuda() ? "cuda" : "cpu";
     return d;
   });
   // The configuration's key table (ksweep/io/keys.hpp); values as JSON text.

@@ -12,8 +12,10 @@
 ///   records    [shot][nt][receiver]     (time-major, as the propagator writes them)
 ///   images     [nz][nx] or [nz][ny][nx] (double: the gradient and the two illuminations)
 /// On a host backend the caller's wavelets and records are used in place (unmanaged views: no
-/// copies); on a device they travel once per batch. Wavefields leave the device only where a
-/// caller asks for a forward run's final state (ForwardState).
+/// copies); on a device they travel once per batch, unless the caller's arrays are on the device
+/// too (set_arrays(Arrays::device): a CUDA tensor's memory, say), which are then used in place.
+/// Wavefields leave the device only where a caller asks for a forward run's final state
+/// (ForwardState).
 ///
 /// The gradient is with respect to the model cells, with the absorbing layer's velocity (and
 /// density) and damping held fixed: they come from the `layer` model given to set_model (the
@@ -50,6 +52,10 @@
 #include <vector>
 
 namespace ksweep::fwi {
+
+/// Where a caller's arrays live (Modeling::set_arrays): host memory, or the memory of the
+/// default execution space (the device of a CUDA build; host memory on host backends).
+enum class Arrays { host, device };
 
 /// What is modelled.
 struct ModelingSetup {
@@ -230,6 +236,17 @@ class Modeling {
 
   /// Called after each batch with (shots done, shots); a throw stops the run there.
   void set_after_batch(std::function<void(int, int)> f);
+
+  /// Where the arrays of the calls that follow live (Arrays::host, the default, or
+  /// Arrays::device: pointers into the default execution space's memory, such as a CUDA
+  /// tensor's data on a CUDA build; on host backends the same as host arrays). Device arrays are
+  /// used in place, with no copy through the host, and their values are checked on the device.
+  /// They serve set_model() (the models of a physics built on the host, variable density, are
+  /// copied to the host), forward() and adjoint() without states, gradient() (its shot_losses
+  /// stay a host array), vjp() without a start or extras, and born(), on one rank's whole model;
+  /// the rest refuses them by name. ReverseView's arrays stay host arrays.
+  void set_arrays(Arrays where);
+  Arrays arrays() const;
 
   struct Impl;
 
