@@ -26,13 +26,22 @@ void require_finite(T const* v, std::size_t n, std::string const& what, Where wh
                                 << " at " << where(first) << "); every sample must be a finite number");
 }
 
-/// require_finite() of `n` values at `v` in the default execution space's memory (the caller's
-/// device array, Modeling::set_arrays): the same test and message, counted on the device.
-template <class T, class Where>
-void require_finite_on_device(T const* v, std::size_t n, std::string const& what, Where where) {
+/// What require_finite_on_device() finds: the values that are not finite, the first one's index
+/// and value.
+struct NotFinite {
+  std::size_t count = 0, first = 0;
+  double value = 0;
+};
+
+/// The values of `v[0, n)` in the default execution space's memory that are not finite, counted
+/// on the device. (Apart from the message: nvcc's extended lambdas cannot sit in a function whose
+/// template arguments are local types, such as a caller's `where` lambda.)
+template <class T>
+NotFinite not_finite_on_device(T const* v, std::size_t n) {
   using Space = Kokkos::DefaultExecutionSpace;
   Kokkos::View<T const*, Space::memory_space, Kokkos::MemoryUnmanaged> const x(v, n);
-  std::size_t bad = 0, first = n;
+  NotFinite r;
+  r.first = n;
   Space const space;
   launch_reduce(
       "ksweep::fwi::count_not_finite", Kokkos::RangePolicy<Space>(space, 0, n),
@@ -40,22 +49,30 @@ void require_finite_on_device(T const* v, std::size_t n, std::string const& what
         double const a = static_cast<double>(x(i));
         b += (a == a && a - a == 0) ? 0 : 1;  // NaN fails the first test, infinity the second
       },
-      Kokkos::Sum<std::size_t>(bad));
-  if (bad == 0) return;
+      Kokkos::Sum<std::size_t>(r.count));
+  if (r.count == 0) return r;
   launch_reduce(
       "ksweep::fwi::first_not_finite", Kokkos::RangePolicy<Space>(space, 0, n),
       KOKKOS_LAMBDA(std::size_t i, std::size_t & f) {
         double const a = static_cast<double>(x(i));
         if (!(a == a && a - a == 0) && i < f) f = i;
       },
-      Kokkos::Min<std::size_t>(first));
+      Kokkos::Min<std::size_t>(r.first));
   T value{};
   Kokkos::deep_copy(space, Kokkos::View<T, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(&value),
-                    Kokkos::subview(x, first));
+                    Kokkos::subview(x, r.first));
   space.fence();
-  KSWEEP_REQUIRE(false, what << " holds " << bad
-                             << " sample(s) that are not finite (the first: " << static_cast<double>(value) << " at "
-                             << where(first) << "); every sample must be a finite number");
+  r.value = static_cast<double>(value);
+  return r;
+}
+
+/// require_finite() of `n` values at `v` in the default execution space's memory (the caller's
+/// device array, Modeling::set_arrays): the same test and message, counted on the device.
+template <class T, class Where>
+void require_finite_on_device(T const* v, std::size_t n, std::string const& what, Where where) {
+  auto const r = not_finite_on_device(v, n);
+  KSWEEP_REQUIRE(r.count == 0, what << " holds " << r.count << " sample(s) that are not finite (the first: " << r.value
+                                    << " at " << where(r.first) << "); every sample must be a finite number");
 }
 
 /// require_finite() on the host or (`on_device`) require_finite_on_device().
