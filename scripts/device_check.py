@@ -96,13 +96,35 @@ def torch_example(info, v0, dh, dt, amp, src, rec, data):
     if d.device != v.device or v.grad.device != v.device:
         raise SystemExit(f"device_check.py: the tensors left {v.device}: records on {d.device}, gradient on "
                          f"{v.grad.device}")
+    # ksweep.scalar (Deepwave's convention) cut in two: the second half from the first's end state
+    # (wavefields and layer memories, requiring grad), a loss of its data and end wavefield; every
+    # tensor in and out on `dev`.
+    import ksweep
+
+    vs = torch.tensor(v0, device=dev, requires_grad=True)
+    a = torch.tensor(amp, device=dev)
+    kw = dict(source_locations=torch.tensor(src), receiver_locations=torch.tensor(rec), pml_width=30)
+    cut = a.shape[-1] // 2
+    first = ksweep.scalar(vs, dh, dt, source_amplitudes=a[..., :cut], **kw)
+    start = [x.detach().requires_grad_(True) for x in first[:6]]
+    names = ("wavefield_0", "wavefield_m1", "psiy_m1", "psix_m1", "zetay_m1", "zetax_m1")
+    second = ksweep.scalar(vs, dh, dt, source_amplitudes=a[..., cut:], **dict(zip(names, start)), **kw)
+    (second[-1] ** 2).sum().add((second[0] ** 2).sum()).backward()
+    left = [x.device for x in (*first, *second, vs.grad, start[0].grad) if x.device != vs.device]
+    if left:
+        raise SystemExit(f"device_check.py: ksweep.scalar's tensors left {vs.device}: {left}")
     return {"torch_forward": sha256(d.detach().cpu().numpy()), "torch_gradient_vp": sha256(v.grad.cpu().numpy()),
+            "scalar_data": sha256(second[-1].detach().cpu().numpy()),
+            "scalar_end": sha256(second[0].detach().cpu().numpy()),
+            "scalar_gradient_vp": sha256(vs.grad.cpu().numpy()),
+            "scalar_gradient_start": sha256(start[0].grad.cpu().numpy()),
             "torch_device": dev, "torch_in_place": dev != "cpu" or info["arrays_in_place"] == "cpu"}
 
 
 # What must be equal (the rest describes the run).
 COMPARED = {"losses", "rmse", "model_final", "forward", "gradient_loss", "gradient_vp", "illum_src",
-            "inversion_losses", "inversion_rmse", "inversion_model", "torch_forward", "torch_gradient_vp"}
+            "inversion_losses", "inversion_rmse", "inversion_model", "torch_forward", "torch_gradient_vp",
+            "scalar_data", "scalar_end", "scalar_gradient_vp", "scalar_gradient_start"}
 
 
 def load(path):

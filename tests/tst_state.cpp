@@ -1114,7 +1114,9 @@ TEST(state, the_saved_steps_are_kept_for_the_next_run_of_their_size) {
 // tensor's on a CUDA build, host memory here) are used in place and give the bits of host
 // arrays: forward, adjoint, gradient (images and illuminations), vjp with the amplitudes'
 // gradient and born, constant and variable density (whose model is copied to the host); their
-// values are checked with the same message, and what device arrays do not serve is refused.
+// values are checked with the same message. States too: a forward run from a start state handing
+// on its end, the vjp of such a run with the end's and the start's gradients, and the adjoint
+// with the end's gradient (the propagator moves states through host copies on a device backend).
 TEST(state, arrays_on_the_device_give_the_bits_of_host_arrays) {
   using Space = Kokkos::DefaultExecutionSpace;
   using dview = Kokkos::View<double*, Space::memory_space>;
@@ -1230,13 +1232,92 @@ TEST(state, arrays_on_the_device_give_the_bits_of_host_arrays) {
               std::string::npos)
         << host_message;
     EXPECT_EQ(device_message, host_message);
-    // States are host arrays' alone.
-    std::vector<double> end(records);
-    fwi::ForwardState<double> st;
-    st.end_now = end.data();
-    std::string const refused = message([&] { md->forward(w_d.data(), rec_d.data(), st); });
-    EXPECT_NE(refused.find("with device arrays (set_arrays(Arrays::device)) are not supported"), std::string::npos)
-        << refused;
+    // States on device arrays: a run from where a first run ended (u^nt, u^(nt-1), the layer
+    // memories), handing on its own end; the vjp of that run with a gradient of its end state,
+    // the amplitudes' and the start's gradients; the adjoint with the end's gradient.
+    auto const shape = m->padded_shape();
+    std::size_t const shots = static_cast<std::size_t>(r.setup.survey.n_shots);
+    std::size_t const sizes[3] = {shots * shape[0] * shape[1] * shape[2], shots * shape[0] * shape[1] * shape[2],
+                                  shots * static_cast<std::size_t>(m->memory_values())};
+    std::vector<double> start[3], eg[3];
+    for (int k = 0; k < 3; ++k) {
+      start[k].assign(sizes[k], 0.0);
+      eg[k].resize(sizes[k]);
+      for (std::size_t i = 0; i < sizes[k]; ++i) eg[k][i] = 1e-3 * std::cos(0.01 * static_cast<double>(i) + k);
+    }
+    fwi::ForwardState<double> first;
+    first.end_now = start[0].data();
+    first.end_before = start[1].data();
+    first.end_memory = start[2].data();
+    m->forward(r.wavelets.data(), host.records.data(), first);
+    struct StateResults {
+      std::vector<double> end[3], records, grad, wavelet_grad, start_grad[3], adjoint;
+    } hs, ds;
+    for (int k = 0; k < 3; ++k) hs.end[k].assign(sizes[k], 0.0), hs.start_grad[k].assign(sizes[k], 0.0);
+    hs.records.assign(records, 0.0);
+    hs.grad.assign(cells, 0.0);
+    hs.wavelet_grad.assign(samples, 0.0);
+    hs.adjoint.assign(samples, 0.0);
+    fwi::ForwardState<double> const hst{start[0].data(),  start[1].data(),  start[2].data(),
+                                        hs.end[0].data(), hs.end[1].data(), hs.end[2].data()};
+    m->forward(r.wavelets.data(), hs.records.data(), hst);
+    fwi::ForwardState<double> const hfrom{start[0].data(), start[1].data(), start[2].data()};
+    fwi::VjpExtras<double> hx;
+    hx.end = {eg[0].data(), eg[1].data(), eg[2].data()};
+    hx.wavelet_grad = hs.wavelet_grad.data();
+    hx.start_now = hs.start_grad[0].data();
+    hx.start_before = hs.start_grad[1].data();
+    hx.start_memory = hs.start_grad[2].data();
+    fwi::ModelingImages hg;
+    hg.grad = {hs.grad.data()};
+    m->vjp(r.wavelets.data(), res.data(), hg, hfrom, hx);
+    m->adjoint(res.data(), hs.adjoint.data(), {eg[0].data(), eg[1].data(), eg[2].data()});
+    auto const nonzero = [](std::vector<double> const& x) {
+      return std::any_of(x.begin(), x.end(), [](double a) { return a != 0.0; });
+    };
+    EXPECT_TRUE(nonzero(start[0]) && nonzero(start[2])) << what << ": a start at rest";
+    EXPECT_TRUE(nonzero(hs.start_grad[0]) && nonzero(hs.start_grad[2])) << what << ": no start gradient";
+    // The same on device arrays.
+    dview const start_d[3] = {on_device(start[0], "u0"), on_device(start[1], "um1"), on_device(start[2], "mem")};
+    dview const eg_d[3] = {on_device(eg[0], "eg0"), on_device(eg[1], "eg1"), on_device(eg[2], "eg2")};
+    dview end_d[3], sg_d[3];
+    for (int k = 0; k < 3; ++k) end_d[k] = dview("end", sizes[k]), sg_d[k] = dview("start_grad", sizes[k]);
+    dview srec_d("records", records), sgrad_d("grad", cells), swg_d("wavelet_grad", samples), sadj_d("adj", samples);
+    md->forward(
+        w_d.data(), srec_d.data(),
+        {start_d[0].data(), start_d[1].data(), start_d[2].data(), end_d[0].data(), end_d[1].data(), end_d[2].data()});
+    fwi::VjpExtras<double> dx;
+    dx.end = {eg_d[0].data(), eg_d[1].data(), eg_d[2].data()};
+    dx.wavelet_grad = swg_d.data();
+    dx.start_now = sg_d[0].data();
+    dx.start_before = sg_d[1].data();
+    dx.start_memory = sg_d[2].data();
+    fwi::ModelingImages dg;
+    dg.grad = {sgrad_d.data()};
+    md->vjp(w_d.data(), res_d.data(), dg, {start_d[0].data(), start_d[1].data(), start_d[2].data()}, dx);
+    md->adjoint(res_d.data(), sadj_d.data(), {eg_d[0].data(), eg_d[1].data(), eg_d[2].data()});
+    char const* const part[3] = {"u^n", "u^(n-1)", "the layer memories"};
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_TRUE(same_bits(hs.end[k], to_host(end_d[k]))) << what << ": the end state's " << part[k];
+      EXPECT_TRUE(same_bits(hs.start_grad[k], to_host(sg_d[k]))) << what << ": the start's gradient, " << part[k];
+    }
+    EXPECT_TRUE(same_bits(hs.records, to_host(srec_d))) << what << ": forward from a start";
+    EXPECT_TRUE(same_bits(hs.grad, to_host(sgrad_d))) << what << ": vjp from a start with an end's gradient";
+    EXPECT_TRUE(same_bits(hs.wavelet_grad, to_host(swg_d))) << what << ": its wavelet gradient";
+    EXPECT_TRUE(same_bits(hs.adjoint, to_host(sadj_d))) << what << ": adjoint with an end's gradient";
+    // A start's value checked: the message of host arrays.
+    std::vector<double> bad_start = start[2];
+    bad_start[5] = std::nan("");
+    auto const bad_start_d = on_device(bad_start, "bad_start");
+    std::string const host_state = message([&] {
+      m->forward(r.wavelets.data(), host.records.data(), {nullptr, nullptr, bad_start.data()});
+    });
+    std::string const device_state = message([&] {
+      md->forward(w_d.data(), rec_d.data(), {nullptr, nullptr, bad_start_d.data()});
+    });
+    EXPECT_NE(host_state.find("the layer memories holds 1 sample(s) that are not finite"), std::string::npos)
+        << host_state;
+    EXPECT_EQ(device_state, host_state);
   }
 }
 

@@ -173,6 +173,54 @@ def test_tensors_where_the_build_computes_are_used_in_place(monkeypatch):
     assert took == [True] * 4  # two forwards per physics, both in place
 
 
+@pytest.mark.parametrize("reflecting_top", [False, True])
+def test_scalar_states_where_the_build_computes_are_used_in_place(monkeypatch, reflecting_top):
+    """ksweep.scalar with tensors where the build computes (CPU tensors on this build; CUDA
+    tensors on a CUDA build, which the device check runs): the start state, the end state and
+    their gradients stay in place (Modeling's *_device methods with states) and give the host
+    path's bits: a run cut in two, the second from the first's end state (wavefields and layer
+    memories requiring grad), a loss of the data and the end state; the data, every end tensor and
+    the gradients of v, the amplitudes and the start; then the amplitudes' alone (the adjoint
+    pass from the end's gradient)."""
+    if ksweep.info()["arrays_in_place"] != "cpu":
+        pytest.skip("a CUDA build: scripts/device_check.sh runs the CUDA tensors' case")
+    took = []
+    decide = kt._in_place
+
+    def run(in_place, wants_v=True):
+        monkeypatch.setattr(kt, "_in_place", lambda *t: took.append(in_place and decide(*t)) or took[-1])
+        v0, amp0, src, rec = _scalar_case()
+        kw = dict(source_locations=src, receiver_locations=rec,
+                  pml_width=[0, 8, 8, 8] if reflecting_top else 8)
+        cut = amp0.shape[-1] // 2
+        v = v0.clone().requires_grad_(wants_v)
+        amp = amp0.clone().requires_grad_(True)
+        with torch.no_grad():
+            a = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp[..., :cut], **kw)
+        start = [x.clone().requires_grad_(wants_v) for x in a[:6]]
+        names = ("wavefield_0", "wavefield_m1", "psiy_m1", "psix_m1", "zetay_m1", "zetax_m1")
+        b = ksweep.scalar(v, 10.0, 0.001, source_amplitudes=amp[..., cut:], **dict(zip(names, start)), **kw)
+        weights = [torch.cos(torch.arange(x.numel(), dtype=x.dtype) * (0.1 + 0.01 * k)).reshape(x.shape)
+                   for k, x in enumerate(b)]
+        sum((x * w).sum() for x, w in zip(b, weights)).backward()
+        grads = [v.grad, amp.grad] + [x.grad for x in start]
+        return [x.detach() for x in b], grads
+
+    for wants_v in (True, False):
+        b_in, g_in = run(True, wants_v)
+        b_host, g_host = run(False, wants_v)
+        for x, y in zip(b_in, b_host):
+            assert torch.equal(x, y)
+        for x, y in zip(g_in, g_host):
+            assert (x is None) == (y is None)
+            if x is not None:
+                assert x.numpy().tobytes() == y.numpy().tobytes()
+        assert g_in[1].abs().max() > 0
+        if wants_v:
+            assert all(x.abs().max() > 0 for x in g_in[:4])  # v, the amplitudes, u^0, u^-1
+    assert took == [True, True, False, False] * 2  # each run's two calls: in place, then the host path
+
+
 def test_the_in_place_methods_check_their_arrays():
     """Modeling's *_device methods name the array, what it is and what they expect."""
     if ksweep.info()["arrays_in_place"] != "cpu":

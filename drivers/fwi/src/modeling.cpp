@@ -8,7 +8,10 @@
 #include <ksweep/core/stencil.hpp>
 
 #include <array>
+#include <list>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ksweep::fwi {
 
@@ -68,12 +71,65 @@ void check_records(typename Modeling<Real>::Impl const& m, Real const* r, char c
                          [&](std::size_t i) { return detail::record_position(i, s.nt, s.survey.n_receivers); });
 }
 
-/// Device arrays (Modeling::set_arrays) serve calls without states: `who` names the call.
+/// A call's state arrays (ForwardState, EndGradient, VjpExtras' start gradient) where the
+/// propagator reads and writes them, which is through host memory: host arrays themselves, and
+/// for device arrays host copies (inputs copied in as they are staged, outputs copied back by
+/// done()). On host backends too, where a device array is host memory: one path, tested there;
+/// a state's copy costs a fraction of a step.
 template <class Real>
-void require_host_arrays_for_states(typename Modeling<Real>::Impl const& m, bool states, char const* who) {
-  KSWEEP_REQUIRE(!states || m.arrays == Arrays::host,
-                 who << ": start or end states (or a vjp's extras) with device arrays (set_arrays(Arrays::device)) "
-                        "are not supported; give host arrays for this call");
+class StagedState {
+ public:
+  StagedState(typename Modeling<Real>::Impl const& m, std::size_t cells, std::size_t memory)
+      : m_copy(m.arrays == Arrays::device),
+        m_shots(static_cast<std::size_t>(m.setup.survey.n_shots)),
+        m_cells(cells),
+        m_memory(memory) {}
+  /// A wavefield (`memory` false: [shot][padded cell]) or the layer memories ([shot][value]).
+  Real const* in(Real const* p, bool memory = false) {
+    if (!p || !m_copy) return p;
+    std::size_t const n = size(memory);
+    auto& h = m_buffers.emplace_back(n);
+    Kokkos::deep_copy(host(h.data(), n), device<Real const>(p, n));
+    return h.data();
+  }
+  Real* out(Real* p, bool memory = false) {
+    if (!p || !m_copy) return p;
+    auto& h = m_buffers.emplace_back(size(memory));
+    m_outputs.emplace_back(p, &h);
+    return h.data();
+  }
+  ForwardState<Real> state(ForwardState<Real> const& s) {
+    return {in(s.start_now), in(s.start_before), in(s.start_memory, true),
+            out(s.end_now),  out(s.end_before),  out(s.end_memory, true)};
+  }
+  EndGradient<Real> end(EndGradient<Real> const& e) { return {in(e.now), in(e.before), in(e.memory, true)}; }
+  /// The outputs staged copied to their device arrays.
+  void done() {
+    for (auto const& [p, h] : m_outputs) Kokkos::deep_copy(device<Real>(p, h->size()), host(h->data(), h->size()));
+    Kokkos::fence();
+  }
+
+ private:
+  std::size_t size(bool memory) const { return m_shots * (memory ? m_memory : m_cells); }
+  using host_view = Kokkos::View<Real*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  template <class T>
+  using device_view = Kokkos::View<T*, Kokkos::DefaultExecutionSpace::memory_space, Kokkos::MemoryUnmanaged>;
+  static host_view host(Real* p, std::size_t n) { return host_view(p, n); }
+  template <class T>
+  static device_view<T> device(T* p, std::size_t n) {
+    return device_view<T>(p, n);
+  }
+  bool m_copy;
+  std::size_t m_shots, m_cells, m_memory;
+  std::list<std::vector<Real>> m_buffers;  // stable addresses
+  std::vector<std::pair<Real*, std::vector<Real>*>> m_outputs;
+};
+
+/// StagedState of a call of `m` (`impl` its Impl).
+template <class Real>
+StagedState<Real> staged_state(Modeling<Real> const& m, typename Modeling<Real>::Impl const& impl) {
+  auto const n = m.padded_shape();
+  return {impl, static_cast<std::size_t>(n[0]) * n[1] * n[2], static_cast<std::size_t>(m.memory_values())};
 }
 
 /// Every value of a state's parts given (u^n, u^{n-1}, the layer memories; each may be null)
@@ -99,13 +155,12 @@ void Modeling<Real>::forward(Real const* wavelets, Real* records) {
 
 template <class Real>
 void Modeling<Real>::forward(Real const* wavelets, Real* records, ForwardState<Real> const& state) {
-  require_host_arrays_for_states<Real>(*m_impl,
-                                       state.start_now || state.start_before || state.start_memory || state.end_now ||
-                                           state.end_before || state.end_memory,
-                                       "ksweep::fwi::Modeling::forward");
+  auto staged = staged_state(*this, *m_impl);
+  auto const s = staged.state(state);
   check_wavelets<Real>(*m_impl, wavelets, "ksweep::fwi::Modeling::forward: the source amplitudes");
-  check_start(state, "ksweep::fwi::Modeling::forward");
-  m_impl->forward(wavelets, records, state);
+  check_start(s, "ksweep::fwi::Modeling::forward");
+  m_impl->forward(wavelets, records, s);
+  staged.done();
 }
 
 template <class Real>
@@ -159,10 +214,11 @@ void Modeling<Real>::adjoint(Real const* records, Real* wavelet_grad) {
 
 template <class Real>
 void Modeling<Real>::adjoint(Real const* records, Real* wavelet_grad, EndGradient<Real> const& end) {
-  require_host_arrays_for_states<Real>(*m_impl, !end.empty(), "ksweep::fwi::Modeling::adjoint");
+  auto staged = staged_state(*this, *m_impl);
+  auto const e = staged.end(end);
   check_records<Real>(*m_impl, records, "ksweep::fwi::Modeling::adjoint: the records");
-  check_end(end, "ksweep::fwi::Modeling::adjoint");
-  m_impl->adjoint(records, wavelet_grad, end);
+  check_end(e, "ksweep::fwi::Modeling::adjoint");
+  m_impl->adjoint(records, wavelet_grad, e);
 }
 
 template <class Real>
@@ -185,18 +241,22 @@ void Modeling<Real>::vjp(Real const* wavelets, Real const* residual, ModelingIma
 template <class Real>
 void Modeling<Real>::vjp(Real const* wavelets, Real const* residual, ModelingImages const& out,
                          ForwardState<Real> const& start, VjpExtras<Real> const& more) {
-  require_host_arrays_for_states<Real>(
-      *m_impl,
-      start.start_now || start.start_before || start.start_memory || !more.end.empty() || more.start_gradient(),
-      "ksweep::fwi::Modeling::vjp");
+  auto staged = staged_state(*this, *m_impl);
+  auto const st = staged.state(start);
+  VjpExtras<Real> x = more;
+  x.end = staged.end(more.end);
+  x.start_now = staged.out(more.start_now);
+  x.start_before = staged.out(more.start_before);
+  x.start_memory = staged.out(more.start_memory, true);
   check_wavelets<Real>(*m_impl, wavelets, "ksweep::fwi::Modeling::vjp: the source amplitudes");
   check_records<Real>(*m_impl, residual, "ksweep::fwi::Modeling::vjp: the residual");
-  check_start(start, "ksweep::fwi::Modeling::vjp");
-  check_end(more.end, "ksweep::fwi::Modeling::vjp");
-  KSWEEP_REQUIRE(!more.start_gradient() || !m_impl->setup.domains.split(),
+  check_start(st, "ksweep::fwi::Modeling::vjp");
+  check_end(x.end, "ksweep::fwi::Modeling::vjp");
+  KSWEEP_REQUIRE(!x.start_gradient() || !m_impl->setup.domains.split(),
                  "ksweep::fwi::Modeling::vjp: the gradient with respect to the start state on a model split into "
                  "domains (parallel.domains) is not supported; run it on whole-model ranks");
-  m_impl->vjp(wavelets, residual, out, start, more);
+  m_impl->vjp(wavelets, residual, out, st, x);
+  staged.done();
 }
 
 template <class Real>

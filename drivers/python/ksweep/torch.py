@@ -95,12 +95,14 @@ class Forward(torch.autograd.Function):
     @staticmethod
     def forward(ctx, v, amplitudes, rho, dh, dt, source_locations, receiver_locations, layer_velocity, options,
                 *start_tensors):
-        plain = not start_tensors and layer_velocity is None and options.get("layer_density") is None and all(
-            options.get(k) is None for k in ("state", "start", "first", "backward_watch", "start_grad"))
+        # In place: everything but a layer of its own and ksweep.scalar's backward_callback (the
+        # watch hands host arrays).
+        plain = layer_velocity is None and options.get("layer_density") is None and \
+            options.get("backward_watch") is None
         ctx.in_place = plain and _in_place(v, amplitudes, rho)
         if ctx.in_place:
             return Forward._forward_in_place(ctx, v, amplitudes, rho, dh, dt, source_locations, receiver_locations,
-                                             options)
+                                             options, start_tensors)
         vn = _np(v)
         s = _ks._survey(vn, source_locations, receiver_locations, dh, options["location_units"])
         amp = _ks._amplitudes(_np(amplitudes), s)
@@ -137,9 +139,11 @@ class Forward(torch.autograd.Function):
         return (data, *end) if end else data
 
     @staticmethod
-    def _forward_in_place(ctx, v, amplitudes, rho, dh, dt, source_locations, receiver_locations, options):
-        """forward() on tensors where the build computes (_in_place): the model, the amplitudes
-        and the records stay there; the same checks and bits as the host path."""
+    def _forward_in_place(ctx, v, amplitudes, rho, dh, dt, source_locations, receiver_locations, options,
+                          start_tensors):
+        """forward() on tensors where the build computes (_in_place): the model, the amplitudes,
+        the records and ksweep.scalar's start and end states stay there; the same checks and bits
+        as the host path."""
         # The survey from the model's shape and type alone (the library checks its values), and
         # the host path's checks of the amplitudes' and rho's shapes and types.
         s = _ks._survey(np.empty(tuple(v.shape), _np_dtype(v)), source_locations, receiver_locations, dh,
@@ -150,43 +154,88 @@ class Forward(torch.autograd.Function):
         m = _forward_modeling(s, None, dh, dt, amplitudes.shape[2], options, rho, None, set_model=False)
         fields = [v.detach().contiguous()] + ([] if rho is None else [rho.detach().contiguous()])
         amp = amplitudes.detach().contiguous()
-        records = torch.empty((amp.shape[0], amp.shape[2], s.rec.shape[1]), dtype=v.dtype, device=v.device)
-        _ready(v, amp, rho)
+        shots = amp.shape[0]
+        records = torch.empty((shots, amp.shape[2], s.rec.shape[1]), dtype=v.dtype, device=v.device)
+        ctx.start = ()
+        if options.get("start") is not None:  # ksweep.scalar's initial wavefields and memories
+            ctx.start = _start_fields(m, shots, v.dtype, *options["start"], like=v)
+        state = dict(zip(("now", "before", "memory"), (_arr(x) for x in ctx.start)))
+        end = ()
+        if options.get("state") is not None:  # the end state too (ksweep.scalar's wavefields), outputs
+            field = (shots, *m.padded_shape())
+            end = (torch.empty(field, dtype=v.dtype, device=v.device),
+                   torch.empty(field, dtype=v.dtype, device=v.device),
+                   torch.empty((shots, sum(2 * m.memory_values(k) for k in range(v.ndim))), dtype=v.dtype,
+                               device=v.device))
+            state.update(zip(("end_now", "end_before", "end_memory"), (_arr(x) for x in end)))
+            options["state"]["sizes"] = [m.memory_values(k) for k in range(v.ndim)]
+        _ready(v, amp, rho, *ctx.start)
         m.set_model_device([_arr(f) for f in fields])
-        m.forward_device(_arr(amp), _arr(records))
+        m.forward_device(_arr(amp), _arr(records), **state)
+        ctx.shifted = options.get("first") is not None
+        if ctx.shifted:  # ksweep.scalar's receiver timing: sample t is u^t (u^0 = options["first"])
+            records[:, 1:] = records[:, :-1].clone()
+            records[:, 0] = torch.as_tensor(options["first"], dtype=v.dtype, device=v.device)
+        ctx.start_grad = None
+        if start_tensors:  # their gradients from the reverse sweep's adjoint state where it ends
+            which, axes = options["start_grad"]
+            ctx.start_grad = _StartGradient(which, axes, [m.memory_values(k) for k in range(len(axes))], start_tensors)
         ctx.modeling, ctx.amplitudes_t, ctx.fields = m, amp, fields
+        ctx.records_shape = tuple(records.shape)
         ctx.set_materialize_grads(False)
-        return records.transpose(1, 2)
+        data = records.transpose(1, 2)
+        return (data, *end) if end else data
 
     @staticmethod
-    def _backward_in_place(ctx, grad_output):
-        """backward() of _forward_in_place: one reverse sweep (vjp) for v, rho and the amplitudes,
-        or the adjoint pass for the amplitudes alone, into tensors where the build computes."""
+    def _backward_in_place(ctx, grad_output, grad_end):
+        """backward() of _forward_in_place: one reverse sweep (vjp) for v, rho, the amplitudes and
+        the start, or the adjoint pass for the amplitudes alone, into tensors where the build
+        computes; the sweep starts from the gradient of the end state (grad_end; None: zero)."""
         m, amp = ctx.modeling, ctx.amplitudes_t
         v = ctx.fields[0]
         grad_v = grad_amp = grad_rho = None
-        if grad_output is None:
-            return (None,) * 9
-        g = grad_output.detach().to(dtype=v.dtype).transpose(1, 2).contiguous()  # [shot, time, receiver]
         wants_v, wants_amp, wants_rho = ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[2]
+        wants_start = ctx.start_grad is not None
+        end_t = [None if e is None else e.detach().to(dtype=v.dtype).contiguous() for e in grad_end]
+        if grad_output is None and all(e is None for e in end_t):
+            return (None,) * 9 + ((None,) * len(ctx.start_grad.tensors) if wants_start else ())
+        if grad_output is None:  # the loss reads the end state alone
+            g = torch.zeros(ctx.records_shape, dtype=v.dtype, device=v.device)
+        else:
+            g = grad_output.detach().to(dtype=v.dtype).transpose(1, 2).contiguous()  # [shot, time, receiver]
+            if ctx.shifted:  # sample t + 1 came from record t; sample 0 (the start's u^0) is held fixed
+                g = torch.cat([g[:, 1:], torch.zeros_like(g[:, :1])], dim=1)
+        end = dict(zip(("end_now", "end_before", "end_memory"), (None if e is None else _arr(e) for e in end_t)))
         if wants_amp:
             grad_amp = torch.empty_like(amp)
-        _ready(g)
-        if wants_v or wants_rho:
+        _ready(g, *end_t)
+        if wants_v or wants_rho or wants_start:
             grad = torch.empty(tuple(v.shape), dtype=torch.float64, device=v.device)
             grho = torch.empty_like(grad) if wants_rho else None
+            start = dict(zip(("now", "before", "memory"), (_arr(x) for x in ctx.start)))
+            sg = ()
+            if wants_start:
+                field = (amp.shape[0], *m.padded_shape())
+                sg = (torch.empty(field, dtype=v.dtype, device=v.device),
+                      torch.empty(field, dtype=v.dtype, device=v.device),
+                      torch.empty((amp.shape[0], sum(2 * n for n in ctx.start_grad.sizes)), dtype=v.dtype,
+                                  device=v.device))
+                start.update(zip(("start_now", "start_before", "start_memory"), (_arr(x) for x in sg)))
             m.vjp_device(_arr(amp), _arr(g), _arr(grad), None if grho is None else _arr(grho),
-                         None if grad_amp is None else _arr(grad_amp))
+                         None if grad_amp is None else _arr(grad_amp), **start, **end)
+            if wants_start:
+                ctx.start_grad.take(*sg)
             grad_v = grad.to(v.dtype) if wants_v else None
             grad_rho = grho.to(v.dtype) if wants_rho else None
         elif wants_amp:
-            m.adjoint_device(_arr(g), _arr(grad_amp))
-        return (grad_v, grad_amp, grad_rho, None, None, None, None, None, None)
+            m.adjoint_device(_arr(g), _arr(grad_amp), **end)
+        start_grads = ctx.start_grad.gradients() if wants_start else ()
+        return (grad_v, grad_amp, grad_rho, None, None, None, None, None, None, *start_grads)
 
     @staticmethod
     def backward(ctx, grad_output, *grad_end):
         if ctx.in_place:
-            return Forward._backward_in_place(ctx, grad_output)
+            return Forward._backward_in_place(ctx, grad_output, grad_end)
         m = ctx.modeling
         dtype = ctx.amplitudes.dtype
         if grad_output is None:  # the loss reads the end state alone
@@ -613,7 +662,9 @@ class _StartGradient:
             have[f"psi{ax}_m1"] = self.memory[:, off:off + n]
             have[f"zeta{ax}_m1"] = self.memory[:, off + n:off + 2 * n]
             off += 2 * n
-        return tuple(torch.from_numpy(np.ascontiguousarray(have[_START_NAMES[i]])).to(dtype=t.dtype, device=t.device)
+        def tensor(x):  # numpy arrays (the host path) or tensors (in place)
+            return x.contiguous() if torch.is_tensor(x) else torch.from_numpy(np.ascontiguousarray(x))
+        return tuple(tensor(have[_START_NAMES[i]]).to(dtype=t.dtype, device=t.device)
                      for i, t in zip(self.which, self.tensors))
 
 
@@ -975,10 +1026,11 @@ def _options(**kw) -> dict:
     return o
 
 
-def _start_fields(m, shots: int, dtype, start, axes):
+def _start_fields(m, shots: int, dtype, start, axes, like=None):
     """scalar()'s start state (wavefield_0, wavefield_m1, then the memories psi z, y, x and zeta
     z, y, x; None: zero) as the modelling `m` takes it: u^0 and u^{-1} [shot, *padded grid] and
-    the memories [shot, values] in ksweep's order (per axis, psi then zeta), arrays of `dtype`."""
+    the memories [shot, values] in ksweep's order (per axis, psi then zeta), arrays of `dtype`, or
+    with `like` (a tensor) contiguous tensors of its type on its device."""
     shape = (shots, *m.padded_shape())
     sizes = [m.memory_values(k) for k in range(len(axes))]
     names = ["wavefield_0", "wavefield_m1"] + [f"{kind}{ax}_m1" for kind in ("psi", "zeta") for ax in "zyx"]
@@ -990,19 +1042,24 @@ def _start_fields(m, shots: int, dtype, start, axes):
     def field(name, want):
         x = given[name]
         if x is None:
-            return np.zeros(want, dtype)
-        x = _np(torch.as_tensor(x))
-        if x.shape != tuple(want):
+            return np.zeros(want, dtype) if like is None else torch.zeros(want, dtype=like.dtype, device=like.device)
+        x = torch.as_tensor(x).detach()
+        if like is None:
+            x = _np(x)
+        if tuple(x.shape) != tuple(want):
             memory = not name.startswith("wavefield")
             hint = (" ksweep's layer memories are its own (its CPML's strips of the layer, [shot, values]): pass "
                     "back what ksweep.scalar returned, or None (zero)") if memory else ""
-            raise ValueError(f"{name} has shape {x.shape}, expected {tuple(want)}.{hint}")
-        return np.ascontiguousarray(x, dtype=dtype)
+            raise ValueError(f"{name} has shape {tuple(x.shape)}, expected {tuple(want)}.{hint}")
+        if like is None:
+            return np.ascontiguousarray(x, dtype=dtype)
+        return x.to(dtype=like.dtype, device=like.device).contiguous()
 
     parts = []
     for k, ax in enumerate(axes):
         parts += [field(f"psi{ax}_m1", (shots, sizes[k])), field(f"zeta{ax}_m1", (shots, sizes[k]))]
-    return field("wavefield_0", shape), field("wavefield_m1", shape), np.ascontiguousarray(np.concatenate(parts, 1))
+    memory = np.ascontiguousarray(np.concatenate(parts, 1)) if like is None else torch.cat(parts, 1).contiguous()
+    return field("wavefield_0", shape), field("wavefield_m1", shape), memory
 
 
 _START_NAMES = ["wavefield_0", "wavefield_m1"] + [f"{kind}{ax}_m1" for kind in ("psi", "zeta") for ax in "zyx"]

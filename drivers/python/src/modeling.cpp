@@ -131,19 +131,57 @@ class PyModeling {
     on_worker([&] { m_m->set_model(f); });
   }
 
-  /// forward() of `wavelets` [shot, source, nt] into `records` [shot, nt, receiver].
-  void forward_device(py::handle wavelets, py::handle records) {
-    Real const* w = device_data<Real>(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes", false);
-    Real* r = device_data<Real>(records, {m_shots, m_nt, m_nr}, "records", true);
-    Device const on(*m_m);
-    on_worker([&] { m_m->forward(w, r); });
+  /// A state's part in the build's memory space (device_data), or null for None: a wavefield
+  /// [shot, padded grid] or (`memory`) the layer memories [shot, values].
+  Real* state_data(py::handle a, bool memory, char const* what, bool writes) const {
+    if (a.is_none()) return nullptr;
+    std::vector<py::ssize_t> shape;
+    if (memory) shape = {m_shots, static_cast<py::ssize_t>(m_m->memory_values())};
+    else
+      for (long long n : wave_shape()) shape.push_back(static_cast<py::ssize_t>(n));
+    return device_data<Real>(a, shape, what, writes);
   }
 
-  /// vjp() for dL/d(records) = `residual` [shot, nt, receiver]: the velocity's gradient into
-  /// `grad` (float64, the model's shape), the density's into `grad_rho` and the amplitudes' into
-  /// `wavelet_grad` [shot, source, nt] (each None: not wanted); no illuminations.
+  /// The run's start (now, before, memory: u^0, u^-1, the layer memories; None: zero) and the
+  /// end it hands on (end_now, end_before, end_memory; None: not written), as forward_state().
+  fwi::ForwardState<Real> state_device(py::handle now, py::handle before, py::handle memory, py::handle end_now,
+                                       py::handle end_before, py::handle end_memory) const {
+    return {state_data(now, false, "the wavefield u^0 (wavefield_0)", false),
+            state_data(before, false, "the wavefield u^-1 (wavefield_m1)", false),
+            state_data(memory, true, "the layer memories", false),
+            state_data(end_now, false, "u^nt (wavefield_nt)", true),
+            state_data(end_before, false, "u^(nt-1) (wavefield_ntm1)", true),
+            state_data(end_memory, true, "the end's layer memories", true)};
+  }
+
+  /// The gradient with respect to the end state (each None: zero), as adjoint()'s.
+  fwi::EndGradient<Real> end_device(py::handle now, py::handle before, py::handle memory) const {
+    return {state_data(now, false, "the gradient with respect to u^nt (wavefield_nt)", false),
+            state_data(before, false, "the gradient with respect to u^(nt-1) (wavefield_ntm1)", false),
+            state_data(memory, true, "the gradient with respect to the layer memories", false)};
+  }
+
+  /// forward() of `wavelets` [shot, source, nt] into `records` [shot, nt, receiver], from the
+  /// start state given and handing on the end state asked for (state_device).
+  void forward_device(py::handle wavelets, py::handle records, py::handle now, py::handle before, py::handle memory,
+                      py::handle end_now, py::handle end_before, py::handle end_memory) {
+    Real const* w = device_data<Real>(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes", false);
+    Real* r = device_data<Real>(records, {m_shots, m_nt, m_nr}, "records", true);
+    auto const st = state_device(now, before, memory, end_now, end_before, end_memory);
+    Device const on(*m_m);
+    on_worker([&] { m_m->forward(w, r, st); });
+  }
+
+  /// vjp() for dL/d(records) = `residual` [shot, nt, receiver] of the run from the start state
+  /// (now, before, memory; None: zero) and dL/d(its end state) (end_now, end_before, end_memory;
+  /// None: zero): the velocity's gradient into `grad` (float64, the model's shape), the
+  /// density's into `grad_rho`, the amplitudes' into `wavelet_grad` [shot, source, nt] and the
+  /// start's into (start_now, start_before, start_memory) (each None: not wanted); no
+  /// illuminations.
   void vjp_device(py::handle wavelets, py::handle residual, py::handle grad, py::object const& grad_rho,
-                  py::object const& wavelet_grad) {
+                  py::object const& wavelet_grad, py::handle now, py::handle before, py::handle memory,
+                  py::handle end_now, py::handle end_before, py::handle end_memory, py::handle start_now,
+                  py::handle start_before, py::handle start_memory) {
     Real const* w = device_data<Real>(wavelets, {m_shots, m_ns, m_nt}, "source_amplitudes", false);
     Real const* res = device_data<Real>(residual, {m_shots, m_nt, m_nr}, "grad_output", false);
     std::vector<py::ssize_t> const shape(m_shape.begin(), m_shape.end());
@@ -153,16 +191,24 @@ class PyModeling {
     fwi::VjpExtras<Real> more;
     if (!wavelet_grad.is_none())
       more.wavelet_grad = device_data<Real>(wavelet_grad, {m_shots, m_ns, m_nt}, "wavelet_grad", true);
+    auto const st = state_device(now, before, memory, py::none(), py::none(), py::none());
+    more.end = end_device(end_now, end_before, end_memory);
+    more.start_now = state_data(start_now, false, "the gradient with respect to u^0 (start_now)", true);
+    more.start_before = state_data(start_before, false, "the gradient with respect to u^-1 (start_before)", true);
+    more.start_memory = state_data(start_memory, true, "the gradient with respect to the start's memories", true);
     Device const on(*m_m);
-    on_worker([&] { m_m->vjp(w, res, out, fwi::ForwardState<Real>{}, more); });
+    on_worker([&] { m_m->vjp(w, res, out, st, more); });
   }
 
-  /// adjoint() of `records` [shot, nt, receiver] into `wavelet_grad` [shot, source, nt].
-  void adjoint_device(py::handle records, py::handle wavelet_grad) {
+  /// adjoint() of `records` [shot, nt, receiver] and dL/d(the end state) (end_now, end_before,
+  /// end_memory; None: zero) into `wavelet_grad` [shot, source, nt].
+  void adjoint_device(py::handle records, py::handle wavelet_grad, py::handle end_now, py::handle end_before,
+                      py::handle end_memory) {
     Real const* r = device_data<Real>(records, {m_shots, m_nt, m_nr}, "grad_output", false);
     Real* g = device_data<Real>(wavelet_grad, {m_shots, m_ns, m_nt}, "wavelet_grad", true);
+    auto const end = end_device(end_now, end_before, end_memory);
     Device const on(*m_m);
-    on_worker([&] { m_m->adjoint(r, g); });
+    on_worker([&] { m_m->adjoint(r, g, end); });
   }
 
   py::array_t<Real> forward(carray<Real> const& wavelets) {
@@ -484,10 +530,16 @@ void bind_modeling_of(py::module_& m, char const* name) {
            py::arg("layer_rho") = py::none())
       .def("forward", &PyModeling<Real>::forward)
       .def("set_model_device", &PyModeling<Real>::set_model_device, py::arg("fields"))
-      .def("forward_device", &PyModeling<Real>::forward_device, py::arg("wavelets"), py::arg("records"))
+      .def("forward_device", &PyModeling<Real>::forward_device, py::arg("wavelets"), py::arg("records"),
+           py::arg("now") = py::none(), py::arg("before") = py::none(), py::arg("memory") = py::none(),
+           py::arg("end_now") = py::none(), py::arg("end_before") = py::none(), py::arg("end_memory") = py::none())
       .def("vjp_device", &PyModeling<Real>::vjp_device, py::arg("wavelets"), py::arg("residual"), py::arg("grad"),
-           py::arg("grad_rho") = py::none(), py::arg("wavelet_grad") = py::none())
-      .def("adjoint_device", &PyModeling<Real>::adjoint_device, py::arg("records"), py::arg("wavelet_grad"))
+           py::arg("grad_rho") = py::none(), py::arg("wavelet_grad") = py::none(), py::arg("now") = py::none(),
+           py::arg("before") = py::none(), py::arg("memory") = py::none(), py::arg("end_now") = py::none(),
+           py::arg("end_before") = py::none(), py::arg("end_memory") = py::none(), py::arg("start_now") = py::none(),
+           py::arg("start_before") = py::none(), py::arg("start_memory") = py::none())
+      .def("adjoint_device", &PyModeling<Real>::adjoint_device, py::arg("records"), py::arg("wavelet_grad"),
+           py::arg("end_now") = py::none(), py::arg("end_before") = py::none(), py::arg("end_memory") = py::none())
       .def("forward_state", &PyModeling<Real>::forward_state, py::arg("wavelets"), py::arg("now") = py::none(),
            py::arg("before") = py::none(), py::arg("memory") = py::none())
       .def("padded_shape", &PyModeling<Real>::padded_shape)

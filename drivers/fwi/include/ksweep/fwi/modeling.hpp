@@ -242,9 +242,11 @@ class Modeling {
   /// tensor's data on a CUDA build; on host backends the same as host arrays). Device arrays are
   /// used in place, with no copy through the host, and their values are checked on the device.
   /// They serve set_model() (the models of a physics built on the host, variable density, are
-  /// copied to the host), forward() and adjoint() without states, gradient() (its shot_losses
-  /// stay a host array), vjp() without a start or extras, and born(), on one rank's whole model;
-  /// the rest refuses them by name. ReverseView's arrays stay host arrays.
+  /// copied to the host), forward() and adjoint() with or without states, gradient() (its
+  /// shot_losses stay a host array), vjp() with its start and extras, and born(), on one rank's
+  /// whole model. A state's arrays (ForwardState, EndGradient, VjpExtras' start gradient) go
+  /// through host copies on a device backend (the propagator moves states through host memory);
+  /// the wavelets, records and images do not. ReverseView's arrays stay host arrays.
   void set_arrays(Arrays where);
   Arrays arrays() const;
 
