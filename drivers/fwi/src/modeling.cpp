@@ -8,7 +8,6 @@
 #include <ksweep/core/stencil.hpp>
 
 #include <array>
-#include <list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,15 +86,14 @@ class StagedState {
   /// A wavefield (`memory` false: [shot][padded cell]) or the layer memories ([shot][value]).
   Real const* in(Real const* p, bool memory = false) {
     if (!p || !m_copy) return p;
-    std::size_t const n = size(memory);
-    auto& h = m_buffers.emplace_back(n);
-    Kokkos::deep_copy(host(h.data(), n), device<Real const>(p, n));
+    auto const h = buffer(memory);
+    Kokkos::deep_copy(h, device_view<Real const>(p, h.extent(0)));
     return h.data();
   }
   Real* out(Real* p, bool memory = false) {
     if (!p || !m_copy) return p;
-    auto& h = m_buffers.emplace_back(size(memory));
-    m_outputs.emplace_back(p, &h);
+    auto const h = buffer(memory);
+    m_outputs.emplace_back(p, h);
     return h.data();
   }
   ForwardState<Real> state(ForwardState<Real> const& s) {
@@ -105,24 +103,22 @@ class StagedState {
   EndGradient<Real> end(EndGradient<Real> const& e) { return {in(e.now), in(e.before), in(e.memory, true)}; }
   /// The outputs staged copied to their device arrays.
   void done() {
-    for (auto const& [p, h] : m_outputs) Kokkos::deep_copy(device<Real>(p, h->size()), host(h->data(), h->size()));
+    for (auto const& [p, h] : m_outputs) Kokkos::deep_copy(device_view<Real>(p, h.extent(0)), h);
     Kokkos::fence();
   }
 
  private:
-  std::size_t size(bool memory) const { return m_shots * (memory ? m_memory : m_cells); }
-  using host_view = Kokkos::View<Real*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  using host_view = Kokkos::View<Real*, Kokkos::HostSpace>;
   template <class T>
   using device_view = Kokkos::View<T*, Kokkos::DefaultExecutionSpace::memory_space, Kokkos::MemoryUnmanaged>;
-  static host_view host(Real* p, std::size_t n) { return host_view(p, n); }
-  template <class T>
-  static device_view<T> device(T* p, std::size_t n) {
-    return device_view<T>(p, n);
+  host_view buffer(bool memory) {  // not initialised: written whole before it is read
+    return m_buffers.emplace_back(Kokkos::view_alloc(Kokkos::WithoutInitializing, "ksweep::fwi::staged_state"),
+                                  m_shots * (memory ? m_memory : m_cells));
   }
   bool m_copy;
   std::size_t m_shots, m_cells, m_memory;
-  std::list<std::vector<Real>> m_buffers;  // stable addresses
-  std::vector<std::pair<Real*, std::vector<Real>*>> m_outputs;
+  std::vector<host_view> m_buffers;
+  std::vector<std::pair<Real*, host_view>> m_outputs;
 };
 
 /// StagedState of a call of `m` (`impl` its Impl).
