@@ -620,7 +620,8 @@ def main():
     md += ["## Peer comparison: the Marmousi batch, same run", "",
            "8 shots of 141 x 681 at 25 m, 20-cell absorbing layer, 200 receivers, nt 2000, dt 2 ms, 5 Hz Ricker, fp32; "
            "ksweep: `marmousi` benchmarks (forward = `Propagator::forward`, gradient = `loss_and_gradient`, boundary "
-           "saving on the device (host memory on CPU backends), fp32); Deepwave: `scripts/peer_deepwave.py` in the same "
+           "saving on the device (host memory on CPU backends), fp32; calls after an untimed first one, whose time is in "
+           "parentheses where the run recorded it); Deepwave: `scripts/peer_deepwave.py` in the same "
            "run of `scripts/run_benchmarks.sh` (its gradient against its later calls; its first call in a process pays "
            "page faults on its stored wavefields). Speed ratio = Deepwave seconds / ksweep seconds; memory = increase of "
            "the peak resident set during the call (ksweep's benchmarks share one process, which reuses memory freed by "
@@ -647,7 +648,8 @@ def main():
             batched = by.get((order, kind, "batched", "on"))
             noflush = by.get((order, kind, "auto", "off"))
             fwd = by.get((order, "forward", "auto", "on"))
-            rows.append([lab, th, order, kind, "%.3f" % r["seconds"],
+            rows.append([lab, th, order, kind, ("%.3f" % r["seconds"]) + (" (first %.2f)" % r["first_seconds"]
+                                                                     if r.get("first_seconds") else ""),
                          "%.3f" % batched["seconds"] if batched else "",
                          "%.3f" % noflush["seconds"] if noflush else "",
                          "%.2f" % (r["seconds"] / fwd["seconds"]) if (kind == "gradient" and fwd) else "",
