@@ -550,6 +550,39 @@ def test_stages_restore_inside_and_across_a_stage():
         ksweep.Inversion(v0, DH, DT, w, src, rec, obs, stages=[(2,)])
 
 
+def test_inversion_sums_the_illuminations_when_asked():
+    """An inversion's gradients sum the illuminations only when asked (set_illuminations) or for
+    preconditioning: the losses and the model are the same bits either way; images() holds them
+    (non-zero) after an iteration that summed them and None after one that did not."""
+    v = layered((32, 48))
+    src, rec = survey(v.shape, shots=4)
+    w = ksweep.ricker(12.0, 240, DT)
+    obs = ksweep.forward(v, DH, DT, np.broadcast_to(w.astype(np.float32), (4, 1, 240)), src, rec)
+    v0 = (v * 0.97).astype(np.float32)
+    kw = dict(true_model=v, batch=2, seed=5, lr=5.0)
+    plain = ksweep.Inversion(v0, DH, DT, w, src, rec, obs, **kw)
+    assert plain.images()["illum_src"] is None  # no iteration yet
+    a = plain.run(3)
+    im = plain.images()
+    assert im["illum_src"] is None and im["illum_rec"] is None and np.abs(im["grad"]).max() > 0
+    assert not plain._inv.images()["illum_src"].any()  # the library did not sum them
+    asked = ksweep.Inversion(v0, DH, DT, w, src, rec, obs, **kw)
+    asked.set_illuminations(True)
+    b = asked.run(2)
+    im = asked.images()
+    assert im["illum_src"].max() > 0 and im["illum_rec"].max() > 0
+    asked.set_illuminations(False)
+    b += asked.run(3)
+    assert asked.images()["illum_src"] is None
+    assert [r["loss"] for r in a] == [r["loss"] for r in b]
+    assert np.array_equal(plain.model, asked.model)
+    pre = ksweep.Inversion(v0, DH, DT, w, src, rec, obs, precondition=True, **kw)
+    pre.step()
+    assert pre.images()["illum_src"].max() > 0
+    with pytest.raises(TypeError, match="must be a bool"):
+        plain.set_illuminations("yes")
+
+
 def test_inversion_state_restores_the_same_bits():
     v = layered((32, 48))
     src, rec = survey(v.shape, shots=4)

@@ -200,6 +200,10 @@ class PyInversion {
     return d;
   }
 
+  void set_illuminations(bool on) {
+    on_worker([&] { m_inv->set_illuminations(on); });
+  }
+
   py::dict images() const {
     fwi::Images img;
     on_worker([&] { img = m_inv->images(); });
@@ -322,6 +326,7 @@ void bind_inversion(py::module_& m) {
       .def("density", &PyInversion::density)
       .def("rmse_density", &PyInversion::rmse_density)
       .def("images", &PyInversion::images)
+      .def("set_illuminations", &PyInversion::set_illuminations, py::arg("on"))
       .def("memory_estimate", &PyInversion::memory_estimate)
       .def("iteration", &PyInversion::iteration)
       .def("rmse", &PyInversion::rmse)
