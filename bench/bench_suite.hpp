@@ -15,12 +15,17 @@
 ///  - cube3d: 3D forward and forward + gradient on N^3 cubes (N = 48 fits in the last-level cache,
 ///    128 does not), orders 4 and 8; scripts/peer_deepwave.py --dim 3 times Deepwave on the same
 ///    cubes; cube3d_memory: a 3D gradient's memory, full against boundary, per dtype;
+///  - deepwave: with KSWEEP_DEEPWAVE_LIB (the path of a libdeepwave_C.so a user built), Deepwave's
+///    2D scalar propagator called directly (deepwave_direct.hpp) on the marmousi batch, forward
+///    and gradient at orders 4 and 8, on the CPU's threads or on the GPU beside ksweep's rows,
+///    its records compared with ksweep's;
 ///  - codec_encode, codec_decode: the boundary codecs;
 ///  - store_write, store_read: StepStore transfers (host memory and files in the temp dir).
 /// Every benchmark times itself (UseManualTime, wall clock around fenced work), so that set-up
 /// and resets stay out of the numbers. Bytes-per-cell models are in docs/PERFORMANCE.md.
 
 #include "bench_common.hpp"
+#include "deepwave_direct.hpp"
 
 #include <ksweep/base/fp_env.hpp>
 #include <ksweep/core/propagator.hpp>
@@ -554,6 +559,195 @@ void bm_marmousi(benchmark::State& state, MarmousiCase c) {
 }
 
 // -------------------------------------------------------------------------------------------
+// Deepwave's library called directly on the Marmousi batch (KSWEEP_DEEPWAVE_LIB)
+// -------------------------------------------------------------------------------------------
+
+/// out[i] = a[i] - b[i] where the library computes (the residual of Deepwave's gradient).
+struct Difference {
+  float* out;
+  float const* a;
+  float const* b;
+  KOKKOS_INLINE_FUNCTION void operator()(std::size_t i) const { out[i] = a[i] - b[i]; }
+};
+
+/// Deepwave's buffers in ExecSpace's memory: Kokkos allocations (so `device_peak_bytes` counts
+/// them as it counts ksweep's), copies and fills on `space`, whose stream Deepwave's CUDA kernels
+/// share.
+template <class ExecSpace>
+deepwave::DeepwaveBuffers deepwave_buffers(ExecSpace const& space) {
+  using mem = typename ExecSpace::memory_space;
+  using bytes = Kokkos::View<unsigned char*, mem, Kokkos::MemoryUnmanaged>;
+  using host_bytes = Kokkos::View<unsigned char*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  deepwave::DeepwaveBuffers b;
+  b.alloc = [](std::size_t n) { return Kokkos::kokkos_malloc<mem>("ksweep::bench::deepwave", n ? n : 1); };
+  b.free = [](void* p) { Kokkos::kokkos_free<mem>(p); };
+  b.to_device = [space](void* d, void const* h, std::size_t n) {
+    Kokkos::deep_copy(space, bytes(static_cast<unsigned char*>(d), n),
+                      host_bytes(static_cast<unsigned char*>(const_cast<void*>(h)), n));
+    space.fence();  // before the host array goes
+  };
+  b.to_host = [space](void* h, void const* d, std::size_t n) {
+    Kokkos::deep_copy(space, host_bytes(static_cast<unsigned char*>(h), n),
+                      bytes(static_cast<unsigned char*>(const_cast<void*>(d)), n));
+    space.fence();
+  };
+  b.zero = [space](void* p, std::size_t n) {
+    Kokkos::deep_copy(space, bytes(static_cast<unsigned char*>(p), n), static_cast<unsigned char>(0));
+  };
+  b.subtract = [space](float* o, float const* x, float const* y, std::size_t n) {
+    Kokkos::parallel_for("ksweep::bench::deepwave_residual", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
+                         Difference{o, x, y});
+  };
+  b.sync = [space] { space.fence(); };
+  b.threads = space.concurrency();
+  b.cuda = !Kokkos::SpaceAccessibility<Kokkos::HostSpace, mem>::accessible;
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same_v<ExecSpace, Kokkos::Cuda>) {
+    b.device = space.cuda_device();
+    b.stream = space.cuda_stream();
+  }
+#endif
+  return b;
+}
+
+/// Flush-to-zero and denormals-are-zero on or off in this thread and every thread of the OpenMP
+/// pool (host backends): Deepwave's build (-Ofast) runs with them on, which its library sets as it
+/// loads in a Python process whose threads start after the import.
+inline void pool_flush_denormals([[maybe_unused]] bool on, [[maybe_unused]] int threads) {
+#if defined(_OPENMP) && !defined(__CUDA_ARCH__) && (defined(__x86_64__) || defined(__SSE__))
+  auto const set = [on] {
+    unsigned const c = _mm_getcsr();
+    _mm_setcsr(on ? (c | 0x8040u) : (c & ~0x8040u));
+  };
+  set();
+#pragma omp parallel num_threads(threads)
+  set();
+#endif
+}
+
+/// Deepwave's forward or gradient (loss 0.5 sum (d - d_obs)^2, d_obs zero as in bm_marmousi) of
+/// the Marmousi batch, timed as bm_marmousi times ksweep's: calls after a first one, reported
+/// apart. The forward's records are compared with ksweep's forward of the amplitudes Deepwave
+/// injects (-v^2 dt^2 w at the source cell), one sample apart (Deepwave records u^t at sample t,
+/// ksweep u^(t+1)): `records_misfit` = ||dw - ksweep|| / ||ksweep||, where the two absorbing
+/// layers differ.
+template <class ExecSpace, int Order>
+void bm_deepwave(benchmark::State& state, MarmousiCase c, std::string const& library) {
+  ExecSpace space;
+  reset_peak_rss();
+  std::size_t const rss0 = current_rss();
+  auto const vp = random_smooth_model(c.nz, c.nx);
+  std::vector<std::array<int, 2>> src, rec;
+  for (int i = 0; i < c.shots; ++i) {  // bm_marmousi's survey
+    src.push_back({2, static_cast<int>(std::lround((0.1 + 0.8 * i / std::max(1, c.shots - 1)) * (c.nx - 1)))});
+    for (int r = 0; r < c.receivers; ++r)
+      rec.push_back({4, static_cast<int>(std::lround(r * (c.nx - 1.0) / (c.receivers - 1)))});
+  }
+  auto const ricker = core::ricker(5.0, 0.2, c.dt, c.nt);
+  std::vector<float> w(static_cast<std::size_t>(c.shots) * c.nt);
+  for (int s = 0; s < c.shots; ++s)
+    for (int t = 0; t < c.nt; ++t) w[static_cast<std::size_t>(s) * c.nt + t] = static_cast<float>(ricker[t]);
+  bool const host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
+  if (host) pool_flush_denormals(true, space.concurrency());  // as Deepwave runs (its -Ofast build)
+  struct Restore {
+    bool host;
+    int threads;
+    ~Restore() {
+      if (host) pool_flush_denormals(false, threads);  // ksweep's kernels set the mode they run in
+    }
+  } const restore{host, space.concurrency()};
+  deepwave::DeepwaveScalar2D dw(library, deepwave_buffers(space), Order, c.nz, c.nx, grid_spacing, grid_spacing, c.dt,
+                                bench_pml().width, bench_pml().freq, vp, c.shots, src, rec, c.receivers, c.nt);
+  if (c.gradient) dw.prepare_gradient(w, std::vector<float>(static_cast<std::size_t>(c.shots) * c.receivers * c.nt));
+  else dw.prepare_forward(w);
+  auto const run = [&] {
+    Timer t;
+    if (c.gradient) dw.run_gradient();
+    else dw.run_forward();
+    return t.seconds();
+  };
+  double const first = run();
+  double total = 0;
+  for (auto _ : state) {
+    double const sec = run();
+    state.SetIterationTime(sec);
+    total += sec;
+  }
+  double const iters = static_cast<double>(state.iterations());
+  core::Layout const l(core::ModelGrid{c.nz, c.nx, grid_spacing}, bench_pml(), Order);
+  double const cell_steps = static_cast<double>(l.padded_cells()) * c.shots * c.nt;  // as bm_marmousi counts
+  state.counters["seconds"] = total / iters;
+  state.counters["first_seconds"] = first;
+  state.counters["cells_per_second"] = Counter(cell_steps * iters, Counter::kIsRate);
+  state.counters["peak_rss_bytes"] = static_cast<double>(core::peak_memory_bytes());
+  state.counters["rss_increase_bytes"] =
+      static_cast<double>(core::peak_memory_bytes() - std::min(core::peak_memory_bytes(), rss0));
+  record_space_memory<ExecSpace>(state);
+  state.counters["deepwave_bytes"] = static_cast<double>(dw.peak_bytes());
+  state.counters["threads"] = space.concurrency();
+  if (!c.gradient) {  // the records beside ksweep's, one sample apart
+    std::vector<float> d;
+    dw.fetch_records(d);  // [shot][receiver][nt]
+    using prop_type = core::Propagator<float, Order, ExecSpace>;
+    prop_type prop(space, core::ModelGrid{c.nz, c.nx, grid_spacing}, bench_pml(), c.dt, c.shots);
+    prop.set_velocity(vp.data());
+    core::Survey sv;
+    sv.n_shots = c.shots;
+    sv.n_sources = 1;
+    sv.n_receivers = c.receivers;
+    for (auto const& p : src) sv.sources.push_back({p[0], p[1]});
+    for (auto const& p : rec) sv.receivers.push_back({p[0], p[1]});
+    prop.set_survey(sv);
+    typename prop_type::wavelet_view wk(Kokkos::view_alloc(space, std::string("ksweep::bench::wavelets")), c.shots, 1,
+                                        c.nt);
+    typename prop_type::record_view rk(Kokkos::view_alloc(space, std::string("ksweep::bench::records")), c.shots, c.nt,
+                                       c.receivers);
+    auto wh = Kokkos::create_mirror_view(wk);
+    float const dt2 = static_cast<float>(c.dt * c.dt);
+    for (int s = 0; s < c.shots; ++s) {
+      float const v = vp[static_cast<std::size_t>(src[s][0]) * c.nx + src[s][1]];
+      for (int t = 0; t < c.nt; ++t) wh(s, 0, t) = -w[static_cast<std::size_t>(s) * c.nt + t] * (v * v) * dt2;
+    }
+    Kokkos::deep_copy(wk, wh);
+    prop.forward(wk, rk);
+    auto const rh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), rk);
+    double diff = 0, norm = 0;
+    for (int s = 0; s < c.shots; ++s)
+      for (int r = 0; r < c.receivers; ++r)
+        for (int t = 1; t < c.nt; ++t) {
+          double const k = rh(s, t - 1, r);
+          double const e = d[(static_cast<std::size_t>(s) * c.receivers + r) * c.nt + t] - k;
+          diff += e * e;
+          norm += k * k;
+        }
+    state.counters["records_misfit"] = norm > 0 ? std::sqrt(diff / norm) : 0.0;
+  }
+}
+
+/// The deepwave rows, when KSWEEP_DEEPWAVE_LIB names a library (host backends with threads take
+/// its `_cpu` entry points, CUDA its `_cuda` ones).
+template <class ExecSpace, int Order>
+void register_deepwave(std::string const& b, Options const& o) {
+  char const* lib = std::getenv("KSWEEP_DEEPWAVE_LIB");
+  if (!lib || !*lib || b == "Serial") return;
+  for (bool gradient : {false, true}) {
+    MarmousiCase c;
+    c.order = Order;
+    c.gradient = gradient;
+    if (o.smoke) {
+      c.nz = 12;
+      c.nx = 40;
+      c.shots = 2;
+      c.receivers = 10;
+      c.nt = 20;
+    }
+    add(bench_name("deepwave", b, {{"order", std::to_string(Order)}, {"kind", gradient ? "gradient" : "forward"}}),
+        [c, library = std::string(lib)](benchmark::State& st) { bm_deepwave<ExecSpace, Order>(st, c, library); })
+        ->Unit(benchmark::kMillisecond);
+  }
+}
+
+// -------------------------------------------------------------------------------------------
 // 3D: the cube of the peer comparison (scripts/peer_deepwave.py --dim 3 times Deepwave on it)
 // -------------------------------------------------------------------------------------------
 
@@ -993,6 +1187,8 @@ void register_benchmarks(Options const& o) {
   // The peer comparison's cases.
   register_marmousi<ExecSpace, 4>(b, o);
   register_marmousi<ExecSpace, 8>(b, o);
+  register_deepwave<ExecSpace, 4>(b, o);
+  register_deepwave<ExecSpace, 8>(b, o);
 
   // 3D: the cube in and out of cache, orders 4 and 8; gradient memory per strategy and dtype.
   register_cube3d<ExecSpace, 4>(b, o);

@@ -638,6 +638,8 @@ def main():
         by = {}
         for r in rs:
             pr = r["params"]
+            if pr.get("images"):  # the gradient alone: the next table's
+                continue
             by[(pr["order"], pr["kind"], pr["schedule"], pr["flush"])] = r
         for (order, kind, schedule, flush), r in sorted(by.items()):
             if schedule != "auto" or flush != "on":
@@ -665,6 +667,45 @@ def main():
                       "Deepwave memory", "ksweep speed / Deepwave", "ksweep memory / Deepwave"], rows), ""]
     else:
         md += ["No `marmousi` benchmark runs given.", ""]
+
+    md += ["## Deepwave's library called directly, same process", "",
+           "`deepwave` benchmarks (`bench/deepwave_direct.hpp`, with `KSWEEP_DEEPWAVE_LIB` naming a "
+           "`libdeepwave_C.so` built with Deepwave's own flags): Deepwave's scalar forward and backward entry "
+           "points on the Marmousi batch of the `marmousi` rows, their arguments prepared as `deepwave.scalar` "
+           "prepares them, no torch; on a CPU its `_cpu` functions on the same threads, on a GPU its `_cuda` "
+           "functions on ksweep's stream and device memory. Both time the calls after a first one (in "
+           "parentheses: the first, where the snapshot store is allocated and touched); ksweep's gradient is the "
+           "gradient alone (`images:gradient`), as Deepwave's. Memory: ksweep as in the table above; Deepwave "
+           "the peak of its allocations. Records misfit: ||Deepwave - ksweep|| / ||ksweep|| of the forward's "
+           "records, one sample apart (Deepwave records u^t, ksweep u^(t+1)), with ksweep injecting Deepwave's "
+           "-v^2 dt^2 w: the two absorbing layers differ.", ""]
+    rows = []
+    marm = series(runs, "marmousi")
+    for lab, rs in sorted(series(runs, "deepwave").items()):
+        ks = {}
+        for r in marm.get(lab, []):
+            pr = r["params"]
+            if pr["schedule"] == "auto" and pr["flush"] == "on":
+                kind = pr["kind"] if pr["kind"] == "forward" else ("gradient" if pr.get("images") == "gradient"
+                                                                  else "gradient+illuminations")
+                ks[(pr["order"], kind)] = r
+        for r in sorted(rs, key=lambda r: (r["params"]["order"], r["params"]["kind"])):
+            order, kind = r["params"]["order"], r["params"]["kind"]
+            k = ks.get((order, kind))
+            dw_mem = r.get("deepwave_bytes", 0)
+            rows.append([lab, order, kind,
+                         ("%.3f (first %.2f)" % (k["seconds"], k.get("first_seconds", 0))) if k else "",
+                         "%.3f (first %.2f)" % (r["seconds"], r.get("first_seconds", 0)),
+                         "**%.2f**" % (r["seconds"] / k["seconds"]) if k else "",
+                         fmt_bytes(run_memory(k)) if k else "", fmt_bytes(dw_mem),
+                         "1/%.0f" % (dw_mem / run_memory(k)) if k and run_memory(k) > 0 and dw_mem > 0 else "",
+                         "%.2f %%" % (100 * r["records_misfit"]) if "records_misfit" in r else ""])
+    if rows:
+        md += [table(["series", "order", "run", "ksweep s", "Deepwave s", "ksweep speed / Deepwave",
+                      "ksweep memory", "Deepwave memory", "ksweep memory / Deepwave", "records misfit"], rows), ""]
+    else:
+        md += ["No `deepwave` benchmark runs given (they run where `KSWEEP_DEEPWAVE_LIB` names Deepwave's library).",
+               ""]
 
     if any(r["family"] in ("cube3d", "cube3d_memory") for run in runs for r in run["rows"]) or \
             any(peer_dim(p) == 3 for p in peers):

@@ -42,6 +42,8 @@
 #   KSWEEP_CHECK_UNIT_FILTER  gtest filter of the unit step (default: every test on the GPU; the
 #                         dry run: a short selection)
 #   KSWEEP_CHECK_THREADS  OMP_NUM_THREADS of each rank (default: the cores / ranks, at least 1)
+#   KSWEEP_DEEPWAVE_LIB   a Deepwave libdeepwave_C.so with its CUDA functions (optional): the
+#                         bench step then runs the deepwave rows beside ksweep's marmousi rows
 #   KSWEEP_MARMOUSI_DIR   where marmousi2_vp_nz281_nx1361_dx12.5.f32 is (default: the loader's
 #                         places, then .device/marmousi of the repository)
 #   .device/ (optional, git-ignored, made by --pack from KSWEEP_CHECK_BUILD): build.tar.xz (the
