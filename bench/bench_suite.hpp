@@ -481,7 +481,35 @@ struct MarmousiCase {
   bool illuminations = true;  ///< the gradient sums the two illuminations too (false: the gradient alone)
   int nz = 141, nx = 681, shots = 8, receivers = 200, nt = 2000;
   double dt = 0.002;
+  /// The sizes of a smoke run (--smoke).
+  void smoke() {
+    nz = 12;
+    nx = 40;
+    shots = 2;
+    receivers = 10;
+    nt = 20;
+  }
 };
+
+/// Times `run` (which returns its seconds) as the Marmousi rows are timed: one call first, timed
+/// apart (`first_seconds`: allocations and their page faults), as the cube's benchmarks do and as
+/// the peer comparison reports Deepwave's later calls, then the benchmark's iterations (manual
+/// time, their mean in `seconds`); the memory counters include the first call. Returns the
+/// iterations.
+template <class Run>
+double time_after_first(benchmark::State& state, Run const& run) {
+  double const first = run();
+  double total = 0;
+  for (auto _ : state) {
+    double const sec = run();
+    state.SetIterationTime(sec);
+    total += sec;
+  }
+  double const iters = static_cast<double>(state.iterations());
+  state.counters["seconds"] = total / iters;
+  state.counters["first_seconds"] = first;
+  return iters;
+}
 
 template <class ExecSpace, int Order>
 void bm_marmousi(benchmark::State& state, MarmousiCase c) {
@@ -534,20 +562,8 @@ void bm_marmousi(benchmark::State& state, MarmousiCase c) {
     space.fence();
     return t.seconds();
   };
-  // One call first, timed apart (`first_seconds`: the step store's allocation and its page
-  // faults), as the cube's benchmarks do and as the peer comparison reports Deepwave's later
-  // calls; the memory counters include it.
-  double const first = run();
-  double total = 0;
-  for (auto _ : state) {
-    double const sec = run();
-    state.SetIterationTime(sec);
-    total += sec;
-  }
-  double const iters = static_cast<double>(state.iterations());
+  double const iters = time_after_first(state, run);
   double const cell_steps = static_cast<double>(prop.layout().padded_cells()) * c.shots * c.nt;
-  state.counters["seconds"] = total / iters;
-  state.counters["first_seconds"] = first;
   state.counters["cells_per_second"] = Counter(cell_steps * iters, Counter::kIsRate);
   state.counters["peak_rss_bytes"] = static_cast<double>(core::peak_memory_bytes());
   state.counters["rss_increase_bytes"] =
@@ -666,18 +682,9 @@ void bm_deepwave(benchmark::State& state, MarmousiCase c, std::string const& lib
     else dw.run_forward();
     return t.seconds();
   };
-  double const first = run();
-  double total = 0;
-  for (auto _ : state) {
-    double const sec = run();
-    state.SetIterationTime(sec);
-    total += sec;
-  }
-  double const iters = static_cast<double>(state.iterations());
+  double const iters = time_after_first(state, run);
   core::Layout const l(core::ModelGrid{c.nz, c.nx, grid_spacing}, bench_pml(), Order);
   double const cell_steps = static_cast<double>(l.padded_cells()) * c.shots * c.nt;  // as bm_marmousi counts
-  state.counters["seconds"] = total / iters;
-  state.counters["first_seconds"] = first;
   state.counters["cells_per_second"] = Counter(cell_steps * iters, Counter::kIsRate);
   state.counters["peak_rss_bytes"] = static_cast<double>(core::peak_memory_bytes());
   state.counters["rss_increase_bytes"] =
@@ -734,13 +741,7 @@ void register_deepwave(std::string const& b, Options const& o) {
     MarmousiCase c;
     c.order = Order;
     c.gradient = gradient;
-    if (o.smoke) {
-      c.nz = 12;
-      c.nx = 40;
-      c.shots = 2;
-      c.receivers = 10;
-      c.nt = 20;
-    }
+    if (o.smoke) c.smoke();
     add(bench_name("deepwave", b, {{"order", std::to_string(Order)}, {"kind", gradient ? "gradient" : "forward"}}),
         [c, library = std::string(lib)](benchmark::State& st) { bm_deepwave<ExecSpace, Order>(st, c, library); })
         ->Unit(benchmark::kMillisecond);
@@ -1077,13 +1078,7 @@ void register_marmousi(std::string const& b, Options const& o) {
     c.schedule = row.schedule;
     c.flush = row.flush;
     c.illuminations = row.illuminations;
-    if (o.smoke) {
-      c.nz = 12;
-      c.nx = 40;
-      c.shots = 2;
-      c.receivers = 10;
-      c.nt = 20;
-    }
+    if (o.smoke) c.smoke();
     std::vector<std::pair<std::string, std::string>> params{{"order", std::to_string(Order)},
                                                             {"kind", row.gradient ? "gradient" : "forward"},
                                                             {"schedule", core::to_string(row.schedule)},

@@ -540,14 +540,7 @@ class DeepwaveScalar2D {
     // receiver_amplitudes resize_ + fill_(0) (:811-812).
     for (auto p : d_wf_) zero(p, ws_);
     zero(d_r_, (std::size_t)nt_ * shots_ * nr_);
-    float* wfc = d_wf_[0];
-    float* wfp = d_wf_[1];
-    float* psiy = d_wf_[2];
-    float* psix = d_wf_[3];
-    float* psiyn = d_wf_[4];
-    float* psixn = d_wf_[5];
-    float* zetay = d_wf_[6];
-    float* zetax = d_wf_[7];
+    auto const [wfc, wfp, psiy, psix, psiyn, psixn, zetay, zetax] = d_wf_;
     int const rc = fwd_(d_v_, d_f_, wfc, wfp, psiy, psix, psiyn, psixn, zetay, zetax,
                         requires_grad ? d_store_ : nullptr, nullptr, nullptr, nullptr, nullptr,  // storage_ptrs
                         d_r_, d_prof_[0], d_prof_[1], d_prof_[2], d_prof_[3], d_prof_[4], d_prof_[5], d_src_, d_rec_,
@@ -583,14 +576,7 @@ class DeepwaveScalar2D {
       for (int64_t i = 0; i < grid_; ++i) v2[i] = detail::rnd(detail::rnd(vpad_[i] * vpad_[i]) * c);
       d_v2dt2_ = upload(v2);
     }
-    float* wfc = d_wf_[0];
-    float* wfp = d_wf_[1];
-    float* psiy = d_wf_[2];
-    float* psix = d_wf_[3];
-    float* psiyn = d_wf_[4];
-    float* psixn = d_wf_[5];
-    float* zetay = d_wf_[6];
-    float* zetax = d_wf_[7];
+    auto const [wfc, wfp, psiy, psix, psiyn, psixn, zetay, zetax] = d_wf_;
     int const rc = bwd_(
         d_v2dt2_, d_grad_r_, wfc, wfp, psiy, psix, psiyn, psixn, zetay, zetax, d_zetayn_, d_zetaxn_, d_store_, nullptr,
         nullptr, nullptr, nullptr,  // storage_ptrs

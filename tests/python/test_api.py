@@ -550,15 +550,20 @@ def test_stages_restore_inside_and_across_a_stage():
         ksweep.Inversion(v0, DH, DT, w, src, rec, obs, stages=[(2,)])
 
 
-def test_inversion_sums_the_illuminations_when_asked():
-    """An inversion's gradients sum the illuminations only when asked (set_illuminations) or for
-    preconditioning: the losses and the model are the same bits either way; images() holds them
-    (non-zero) after an iteration that summed them and None after one that did not."""
+def _small_inversion():
+    """A small inversion problem: the true model, the start, the wavelet, the survey and its data."""
     v = layered((32, 48))
     src, rec = survey(v.shape, shots=4)
     w = ksweep.ricker(12.0, 240, DT)
     obs = ksweep.forward(v, DH, DT, np.broadcast_to(w.astype(np.float32), (4, 1, 240)), src, rec)
-    v0 = (v * 0.97).astype(np.float32)
+    return v, (v * 0.97).astype(np.float32), w, src, rec, obs
+
+
+def test_inversion_sums_the_illuminations_when_asked():
+    """An inversion's gradients sum the illuminations only when asked (set_illuminations) or for
+    preconditioning: the losses and the model are the same bits either way; images() holds them
+    (non-zero) after an iteration that summed them and None after one that did not."""
+    v, v0, w, src, rec, obs = _small_inversion()
     kw = dict(true_model=v, batch=2, seed=5, lr=5.0)
     plain = ksweep.Inversion(v0, DH, DT, w, src, rec, obs, **kw)
     assert plain.images()["illum_src"] is None  # no iteration yet
@@ -584,11 +589,7 @@ def test_inversion_sums_the_illuminations_when_asked():
 
 
 def test_inversion_state_restores_the_same_bits():
-    v = layered((32, 48))
-    src, rec = survey(v.shape, shots=4)
-    w = ksweep.ricker(12.0, 240, DT)
-    obs = ksweep.forward(v, DH, DT, np.broadcast_to(w.astype(np.float32), (4, 1, 240)), src, rec)
-    v0 = (v * 0.97).astype(np.float32)
+    v, v0, w, src, rec, obs = _small_inversion()
     kw = dict(true_model=v, batch=2, seed=5, lr=5.0)
     a = ksweep.Inversion(v0, DH, DT, w, src, rec, obs, **kw)
     a.run(2)
