@@ -18,10 +18,11 @@
 #            the halo exchange overlapped with the inner cells (KSWEEP_OVERLAP=1) and not (0):
 #            equal to one domain (the fwi step's reference);
 #   python   the README's Python example (forward, gradient, a short Inversion) through the
-#            package, and ksweep.torch.forward with its gradient on CUDA tensors used in place
-#            (where the machine's torch has CUDA; the records and gradient must stay on the GPU):
-#            equal to the references;
-#   bench    the GPU benchmarks (ksweep_bench --benchmark_filter=/Cuda/) into
+#            package, and ksweep.torch.forward with its gradient and ksweep.scalar cut in two
+#            (its states in and out) on CUDA tensors used in place (where the machine's torch has
+#            CUDA; every result must stay on the GPU): equal to the references;
+#   bench    the GPU benchmarks (ksweep_bench --benchmark_filter=/Cuda/, Deepwave's deepwave/Cuda
+#            rows too where KSWEEP_DEEPWAVE_LIB is set) into
 #            docs/benchmarks/<gpu>-cuda.json, where scripts/bench_report.py reads them (the dry run:
 #            the OpenMP ones at smoke sizes, into the results folder).
 # Each step prints one line, "device_check: <step> PASS|FAIL <seconds> s  <detail>"; the results
