@@ -182,10 +182,7 @@ class Forward(torch.autograd.Function):
         m.forward_device(_arr(amp), _arr(records), **state)
         ctx.shifted = options.get("first") is not None
         if ctx.shifted:  # ksweep.scalar's receiver timing: sample t is u^t (u^0 = options["first"])
-            if records.is_cuda:
-                records[:, 1:] = records[:, :-1].clone()
-            else:  # in place, one memmove per shot (torch's copy of the records costs 10x more on a CPU)
-                _later_by_one(records.numpy())
+            _later_by_one(records)
             records[:, 0] = torch.as_tensor(options["first"], dtype=v.dtype, device=v.device)
         ctx.start_grad = None
         if start_tensors:  # their gradients from the reverse sweep's adjoint state where it ends
@@ -215,13 +212,7 @@ class Forward(torch.autograd.Function):
         else:
             g = grad_output.detach().to(dtype=v.dtype).transpose(1, 2).contiguous()  # [shot, time, receiver]
             if ctx.shifted:  # sample t + 1 came from record t; sample 0 (the start's u^0) is held fixed
-                if g.is_cuda:
-                    g = torch.cat([g[:, 1:], torch.zeros_like(g[:, :1])], dim=1)
-                else:  # numpy's copy (torch's costs 10x more on a CPU)
-                    gn = np.empty(tuple(g.shape), _np_dtype(g))
-                    gn[:, :-1] = g.numpy()[:, 1:]
-                    gn[:, -1] = 0
-                    g = torch.from_numpy(gn)
+                g = _earlier_by_one(g)
         end = dict(zip(("end_now", "end_before", "end_memory"), (None if e is None else _arr(e) for e in end_t)))
         if wants_amp:
             grad_amp = _empty(tuple(amp.shape), amp.dtype, amp.device)
@@ -260,7 +251,7 @@ class Forward(torch.autograd.Function):
             g = np.ascontiguousarray(_np(grad_output).transpose(0, 2, 1))  # [shot, time, receiver]
             g = g.astype(dtype, copy=False)
             if ctx.shifted:  # sample t + 1 came from record t; sample 0 (the start's u^0) is held fixed
-                g = np.concatenate([g[:, 1:], np.zeros_like(g[:, :1])], axis=1)
+                g = _earlier_by_one(g)
         # The gradient with respect to the end state (u^nt, u^(nt-1), the memories; None: zero):
         # the reverse sweeps start from it.
         end = {k: None if e is None else np.ascontiguousarray(_np(e), dtype=dtype)
@@ -294,10 +285,30 @@ class Forward(torch.autograd.Function):
         return (grad_v, grad_amp, grad_rho, None, None, None, None, None, None, *start)
 
 
-def _later_by_one(records: np.ndarray) -> np.ndarray:
+def _earlier_by_one(g):
+    """The gradient of _later_by_one's records: g [shot, time, receiver] (an array or a tensor)
+    one sample earlier, the last sample zero (sample 0 was held fixed). A GPU tensor by torch; on
+    the CPU by numpy, whose copy costs a tenth of torch 1.13's at one thread."""
+    if torch.is_tensor(g) and g.is_cuda:
+        return torch.cat([g[:, 1:], torch.zeros_like(g[:, :1])], dim=1)
+    a = g.numpy() if torch.is_tensor(g) else g
+    out = np.empty_like(a)
+    out[:, :-1] = a[:, 1:]
+    out[:, -1] = 0
+    return torch.from_numpy(out) if torch.is_tensor(g) else out
+
+
+def _later_by_one(records):
     """Moves each shot's records [shot, time, receiver] one time sample later (the last sample
     drops out, sample 0 keeps its values): in place, one memmove per shot, for the library's own
-    contiguous records; a copy otherwise."""
+    contiguous records; a copy otherwise. A tensor in place too: on a GPU by torch, on the CPU
+    through its numpy view (torch 1.13's copy costs 10x more there)."""
+    if torch.is_tensor(records):
+        if records.is_cuda:
+            records[:, 1:] = records[:, :-1].clone()
+        else:
+            _later_by_one(records.numpy())
+        return records
     if not (records.flags.c_contiguous and records.flags.writeable):
         records = np.array(records, order="C")
     shots, nt = records.shape[0], records.shape[1]
