@@ -481,6 +481,20 @@ struct MarmousiCase {
   bool illuminations = true;  ///< the gradient sums the two illuminations too (false: the gradient alone)
   int nz = 141, nx = 681, shots = 8, receivers = 200, nt = 2000;
   double dt = 0.002;
+  /// Its survey: one source per shot at depth 2 over x in [0.1, 0.9] of the width (as ksweep's
+  /// shots.x_range), the receivers at depth 4 over the whole width.
+  core::Survey survey() const {
+    core::Survey sv;
+    sv.n_shots = shots;
+    sv.n_sources = 1;
+    sv.n_receivers = receivers;
+    for (int i = 0; i < shots; ++i) {
+      sv.sources.push_back({2, static_cast<int>(std::lround((0.1 + 0.8 * i / std::max(1, shots - 1)) * (nx - 1)))});
+      for (int r = 0; r < receivers; ++r)
+        sv.receivers.push_back({4, static_cast<int>(std::lround(r * (nx - 1.0) / (receivers - 1)))});
+    }
+    return sv;
+  }
   /// The sizes of a smoke run (--smoke).
   void smoke() {
     nz = 12;
@@ -525,16 +539,7 @@ void bm_marmousi(benchmark::State& state, MarmousiCase c) {
   prop.set_schedule(c.schedule);
   auto const vp = random_smooth_model(c.nz, c.nx);
   prop.set_velocity(vp.data());
-  core::Survey sv;
-  sv.n_shots = c.shots;
-  sv.n_sources = 1;
-  sv.n_receivers = c.receivers;
-  for (int i = 0; i < c.shots; ++i) {  // as ksweep's shots.x_range = [0.1, 0.9] and receivers over the width
-    sv.sources.push_back({2, static_cast<int>(std::lround((0.1 + 0.8 * i / std::max(1, c.shots - 1)) * (c.nx - 1)))});
-    for (int r = 0; r < c.receivers; ++r)
-      sv.receivers.push_back({4, static_cast<int>(std::lround(r * (c.nx - 1.0) / (c.receivers - 1)))});
-  }
-  prop.set_survey(sv);
+  prop.set_survey(c.survey());
   typename prop_type::wavelet_view w(Kokkos::view_alloc(space, std::string("ksweep::bench::wavelets")), c.shots, 1,
                                      c.nt);
   {
@@ -653,12 +658,10 @@ void bm_deepwave(benchmark::State& state, MarmousiCase c, std::string const& lib
   reset_peak_rss();
   std::size_t const rss0 = current_rss();
   auto const vp = random_smooth_model(c.nz, c.nx);
+  core::Survey const sv = c.survey();  // bm_marmousi's, in Deepwave's (z, x) cells
   std::vector<std::array<int, 2>> src, rec;
-  for (int i = 0; i < c.shots; ++i) {  // bm_marmousi's survey
-    src.push_back({2, static_cast<int>(std::lround((0.1 + 0.8 * i / std::max(1, c.shots - 1)) * (c.nx - 1)))});
-    for (int r = 0; r < c.receivers; ++r)
-      rec.push_back({4, static_cast<int>(std::lround(r * (c.nx - 1.0) / (c.receivers - 1)))});
-  }
+  for (auto const& p : sv.sources) src.push_back({static_cast<int>(p.z), static_cast<int>(p.x)});
+  for (auto const& p : sv.receivers) rec.push_back({static_cast<int>(p.z), static_cast<int>(p.x)});
   auto const ricker = core::ricker(5.0, 0.2, c.dt, c.nt);
   std::vector<float> w(static_cast<std::size_t>(c.shots) * c.nt);
   for (int s = 0; s < c.shots; ++s)
@@ -698,12 +701,6 @@ void bm_deepwave(benchmark::State& state, MarmousiCase c, std::string const& lib
     using prop_type = core::Propagator<float, Order, ExecSpace>;
     prop_type prop(space, core::ModelGrid{c.nz, c.nx, grid_spacing}, bench_pml(), c.dt, c.shots);
     prop.set_velocity(vp.data());
-    core::Survey sv;
-    sv.n_shots = c.shots;
-    sv.n_sources = 1;
-    sv.n_receivers = c.receivers;
-    for (auto const& p : src) sv.sources.push_back({p[0], p[1]});
-    for (auto const& p : rec) sv.receivers.push_back({p[0], p[1]});
     prop.set_survey(sv);
     typename prop_type::wavelet_view wk(Kokkos::view_alloc(space, std::string("ksweep::bench::wavelets")), c.shots, 1,
                                         c.nt);
