@@ -10,7 +10,9 @@
 #
 # Steps (all by default, in this order):
 #   unit     the backend's unit tests (ksweep_tests_cuda; in the dry run ksweep_tests_openmp),
-#            and the communicator and the domain split's tests on 2 MPI ranks;
+#            the modelling's state tests (ksweep_tests_state: states and arrays in the device's
+#            memory, which a CUDA build moves through host copies), and the communicator and the
+#            domain split's tests on 2 MPI ranks;
 #   fwi      share/examples/marmousi_25m.toml, 3 iterations, on 1, 2 and 4 ranks (sharing the one
 #            GPU): each run's loss history and the SHA-256 of its final model equal to each other
 #            and to the OpenMP results in tests/reference/device_check.json;
@@ -69,7 +71,7 @@ while [ $# -gt 0 ]; do
     --out=*) out=${1#--out=} ;;
     --pack) pack=1 ;;
     --list-targets)
-      echo "ksweep ksweep_tests_cuda ksweep_tests_comm ksweep_tests_domains ksweep_bench ksweep_python ksweep_python_package"
+      echo "ksweep ksweep_tests_cuda ksweep_tests_state ksweep_tests_comm ksweep_tests_domains ksweep_bench ksweep_python ksweep_python_package"
       exit 0 ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     unit|fwi|domains|python|bench) steps+=("$1") ;;
@@ -119,8 +121,8 @@ if [ "$pack" = 1 ]; then
   # The programs the check runs, stripped and compressed (a CUDA build's programs are larger
   # than what one call may carry): unpacked by the check where the build folder is absent.
   stage=$(mktemp -d)
-  for f in drivers/ksweep tests/ksweep_tests_cuda tests/ksweep_tests_openmp tests/ksweep_tests_comm \
-    tests/ksweep_tests_domains bench/ksweep_bench python/ksweep; do
+  for f in drivers/ksweep tests/ksweep_tests_cuda tests/ksweep_tests_openmp tests/ksweep_tests_state \
+    tests/ksweep_tests_comm tests/ksweep_tests_domains bench/ksweep_bench python/ksweep; do
     [ -e "$build/$f" ] || continue
     mkdir -p "$stage/$(dirname "$f")" && cp -r "$build/$f" "$stage/$f"
   done
@@ -234,11 +236,13 @@ step_unit() {
   else
     detail="no $tests; "
   fi
+  total=$((total + 1))
+  run_ranks 1 "$build/tests/ksweep_tests_state" --gtest_brief=1 && ok=$((ok + 1))
   for t in comm domains; do
     total=$((total + 1))
     run_ranks 2 "$build/tests/ksweep_tests_$t" --gtest_brief=1 && ok=$((ok + 1))
   done
-  detail+="$ok of $total test programs passed ($(basename "$tests") --gtest_filter='$filter'; comm and domains on 2 ranks)"
+  detail+="$ok of $total test programs passed ($(basename "$tests") --gtest_filter='$filter'; state; comm and domains on 2 ranks)"
   [ "$ok" = "$total" ] && [ -x "$tests" ]
 }
 

@@ -72,14 +72,17 @@ void check_records(typename Modeling<Real>::Impl const& m, Real const* r, char c
 
 /// A call's state arrays (ForwardState, EndGradient, VjpExtras' start gradient) where the
 /// propagator reads and writes them, which is through host memory: host arrays themselves, and
-/// for device arrays host copies (inputs copied in as they are staged, outputs copied back by
-/// done()). On host backends too, where a device array is host memory: one path, tested there;
-/// a state's copy costs a fraction of a step.
+/// for device arrays in memory the host cannot read (a CUDA build's) host copies (inputs copied
+/// in as they are staged, outputs copied back by done()), as Kokkos::create_mirror_view does. On
+/// host backends a device array is host memory and is used as it is (staging it there would be
+/// two more copies of the 8-shot Marmousi end state, 19 MB, into fresh buffers whose first touch
+/// alone costs about 1.2 ms per MB on a VM). The device check runs the state tests
+/// (tests/tst_state.cpp) on a CUDA build, where the staging runs.
 template <class Real>
 class StagedState {
  public:
   StagedState(typename Modeling<Real>::Impl const& m, std::size_t cells, std::size_t memory)
-      : m_copy(m.arrays == Arrays::device),
+      : m_copy(m.arrays == Arrays::device && !host_accessible),
         m_shots(static_cast<std::size_t>(m.setup.survey.n_shots)),
         m_cells(cells),
         m_memory(memory) {}
@@ -109,6 +112,8 @@ class StagedState {
 
  private:
   using host_view = Kokkos::View<Real*, Kokkos::HostSpace>;
+  static constexpr bool host_accessible =
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace, Kokkos::DefaultExecutionSpace::memory_space>::accessible;
   template <class T>
   using device_view = Kokkos::View<T*, Kokkos::DefaultExecutionSpace::memory_space, Kokkos::MemoryUnmanaged>;
   host_view buffer(bool memory) {  // not initialised: written whole before it is read

@@ -242,31 +242,55 @@ PYBIND11_MODULE(_ksweep, m) {
       py::arg("observed"), py::arg("synthetic"), py::arg("reference"), py::arg("dt"), py::arg("stabilisation"));
   // The same forward as ksweep.forward, from C++ alone (for the overhead benchmark,
   // scripts/bench_python.py): set-up, velocity and forward of float32 arrays, timed on the worker.
-  m.def("_cpp_forward_seconds",
-        [](std::vector<int> const& shape, double dh, double dt, int order, int pml_width, carray<double> const& sources,
-           carray<double> const& receivers, carray<float> const& amplitudes, carray<float> const& v) {
-          int const dim = static_cast<int>(shape.size());
-          fwi::ModelingSetup s;
-          s.grid = make_grid(shape, dh);
-          s.pml.width = pml_width;
-          s.order = order;
-          s.dt = dt;
-          s.nt = static_cast<int>(amplitudes.shape(2));
-          s.survey = make_survey(sources, receivers, dim);
-          std::vector<float> const w(amplitudes.data(), amplitudes.data() + amplitudes.size());
-          std::vector<float> const vp(v.data(), v.data() + v.size());
-          double seconds = 0;
-          on_worker([&] {
-            ensure_initialized();
-            auto const t0 = std::chrono::steady_clock::now();
-            fwi::Modeling<float> modeling(s);
-            modeling.set_velocity(vp.data());
-            std::vector<float> records(static_cast<std::size_t>(s.survey.n_shots) * s.nt * s.survey.n_receivers);
+  // With `end_state`, it also hands back where the run ends (u^nt, u^(nt-1) and the layer
+  // memories, into host arrays), as ksweep.scalar does.
+  m.def(
+      "_cpp_forward_seconds",
+      [](std::vector<int> const& shape, double dh, double dt, int order, int pml_width, carray<double> const& sources,
+         carray<double> const& receivers, carray<float> const& amplitudes, carray<float> const& v, bool end_state) {
+        int const dim = static_cast<int>(shape.size());
+        fwi::ModelingSetup s;
+        s.grid = make_grid(shape, dh);
+        s.pml.width = pml_width;
+        s.order = order;
+        s.dt = dt;
+        s.nt = static_cast<int>(amplitudes.shape(2));
+        s.survey = make_survey(sources, receivers, dim);
+        std::vector<float> const w(amplitudes.data(), amplitudes.data() + amplitudes.size());
+        std::vector<float> const vp(v.data(), v.data() + v.size());
+        double seconds = 0;
+        on_worker([&] {
+          ensure_initialized();
+          // The end state's arrays are the caller's, made before the clock starts (as Python's
+          // come from memory it has used before).
+          std::vector<float> now, before, memories;
+          if (end_state) {
+            fwi::Modeling<float> const sizes(s);
+            auto const n = sizes.padded_shape();
+            std::size_t const shots = static_cast<std::size_t>(s.survey.n_shots),
+                              cells = static_cast<std::size_t>(n[0]) * n[1] * n[2],
+                              memory = static_cast<std::size_t>(sizes.memory_values());
+            now.resize(shots * cells), before.resize(shots * cells), memories.resize(shots * memory);
+          }
+          auto const t0 = std::chrono::steady_clock::now();
+          fwi::Modeling<float> modeling(s);
+          modeling.set_velocity(vp.data());
+          std::vector<float> records(static_cast<std::size_t>(s.survey.n_shots) * s.nt * s.survey.n_receivers);
+          if (end_state) {
+            fwi::ForwardState<float> state;
+            state.end_now = now.data();
+            state.end_before = before.data();
+            state.end_memory = memories.data();
+            modeling.forward(w.data(), records.data(), state);
+          } else {
             modeling.forward(w.data(), records.data());
-            seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          });
-          return seconds;
+          }
+          seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         });
+        return seconds;
+      },
+      py::arg("shape"), py::arg("dh"), py::arg("dt"), py::arg("order"), py::arg("pml_width"), py::arg("sources"),
+      py::arg("receivers"), py::arg("amplitudes"), py::arg("v"), py::arg("end_state") = false);
   python::bind_modeling(m);
   python::bind_inversion(m);
 }
