@@ -252,7 +252,9 @@ void bm_forward(benchmark::State& state, ForwardCase c, std::string backend) {
     prop.forward_reset();
     space.fence();
     Timer t;
-    for (int n = 0; n < nt; ++n) prop.forward_step(n, w, rec);
+    prop.run_steps([&] {  // as Propagator::forward does: through the step graphs where they are on
+      for (int n = 0; n < nt; ++n) prop.forward_step(n, w, rec);
+    });
     prop.forward_finish(rec);
     space.fence();
     double const sec = t.seconds();
@@ -275,6 +277,18 @@ void bm_forward(benchmark::State& state, ForwardCase c, std::string backend) {
                                           prop.forward_finish(rec);
                                         })) /
                                         nt;
+  {
+    // The host's part of a replayed run: the steps traced, not launched (what a run through the
+    // step graphs does on the host before its one graph launch).
+    ksweep::impl::LaunchTrace trace;
+    trace.make = false;
+    Timer t;
+    {
+      ksweep::impl::ScopedTrace scope(&trace);
+      for (int n = 0; n < nt; ++n) prop.forward_step(n, w, rec);
+    }
+    state.counters["traced_us_per_step"] = t.seconds() / nt * 1e6;
+  }
   if (triad_best() > 0 && total > 0) {
     state.counters["roofline_fraction"] = bytes16 / total / triad_best();
     state.counters["roofline_fraction_cpml"] = bytes_cpml / total / triad_best();
@@ -1087,6 +1101,48 @@ void register_marmousi(std::string const& b, Options const& o) {
   }
 }
 
+// Step graphs (core/step_graph.hpp) off and on in one run, for the launch-bound cases: the
+// forward of one shot of 141 x 681 and the Marmousi batch's gradient alone, order 4. Where graphs
+// can run (CUDA), and in smoke runs everywhere (where they run as plain launches).
+template <class ExecSpace>
+void register_graphs(std::string const& b, Options const& o, int mz, int mx) {
+  if (!core::StepGraphs<ExecSpace>::possible && !o.smoke) return;
+  // The setting of a row, put back after it.
+  struct Setting {
+    bool before = core::step_graphs();
+    explicit Setting(bool on) { core::set_step_graphs(on); }
+    ~Setting() { core::set_step_graphs(before); }
+  };
+  for (bool on : {false, true}) {
+    std::string const g = on ? "on" : "off";
+    ForwardCase const f{mz, mx, 1, o.smoke ? 8 : 1000};
+    add(bench_name("graphs", b,
+                   {{"graphs", g},
+                    {"kind", "forward"},
+                    {"order", "4"},
+                    {"nz", std::to_string(mz)},
+                    {"nx", std::to_string(mx)},
+                    {"shots", "1"},
+                    {"nt", std::to_string(f.nt)}}),
+        [f, b, on](benchmark::State& st) {
+          Setting const s(on);
+          bm_forward<ExecSpace, 4>(st, f, b);
+        })
+        ->Unit(benchmark::kMillisecond);
+    MarmousiCase c;
+    c.order = 4;
+    c.gradient = true;
+    c.illuminations = false;
+    if (o.smoke) c.smoke();
+    add(bench_name("graphs", b, {{"graphs", g}, {"kind", "gradient"}, {"order", "4"}, {"case", "marmousi"}}),
+        [c, on](benchmark::State& st) {
+          Setting const s(on);
+          bm_marmousi<ExecSpace, 4>(st, c);
+        })
+        ->Unit(benchmark::kMillisecond);
+  }
+}
+
 template <class ExecSpace>
 void register_benchmarks(Options const& o) {
   std::string const b = ExecSpace::name();
@@ -1175,6 +1231,8 @@ void register_benchmarks(Options const& o) {
         [c](benchmark::State& st) { bm_gradient<ExecSpace>(st, c); })
         ->Unit(benchmark::kMillisecond);
   }
+
+  register_graphs<ExecSpace>(b, o, mz, mx);
 
   // The peer comparison's cases.
   register_marmousi<ExecSpace, 4>(b, o);

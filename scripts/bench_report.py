@@ -707,6 +707,29 @@ def main():
         md += ["No `deepwave` benchmark runs given (they run where `KSWEEP_DEEPWAVE_LIB` names Deepwave's library).",
                ""]
 
+    md += ["## Runs of steps replayed as CUDA graphs", "",
+           "`graphs` benchmarks: the same run with `KSWEEP_CUDA_GRAPHS` off and on (core/step_graph.hpp: a "
+           "run of steps traced, then one `cudaGraphLaunch` of the graph captured from launches with the same "
+           "fingerprint), timed after a first call (which captures). Registered on CUDA; elsewhere, in smoke "
+           "runs only, where both run as plain launches.", ""]
+    rows = []
+    for lab, rs in sorted(series(runs, "graphs").items()):
+        by = defaultdict(dict)
+        for r in rs:
+            by[r["params"]["kind"]][r["params"]["graphs"]] = r
+        for kind in sorted(by):
+            off, on = by[kind].get("off"), by[kind].get("on")
+            if not off or not on:
+                continue
+            per_step = lambda r: ("%.1f" % r["us_per_step"]) if "us_per_step" in r else ""
+            rows.append([lab, kind, "%.4f" % off["seconds"], "%.4f" % on["seconds"], per_step(off), per_step(on),
+                         "**%.2f**" % (off["seconds"] / on["seconds"]) if on["seconds"] > 0 else ""])
+    if rows:
+        md += [table(["series", "run", "launched s", "replayed s", "launched us/step", "replayed us/step",
+                      "speed-up"], rows), ""]
+    else:
+        md += ["No `graphs` benchmark runs given (they run on a CUDA build).", ""]
+
     if any(r["family"] in ("cube3d", "cube3d_memory") for run in runs for r in run["rows"]) or \
             any(peer_dim(p) == 3 for p in peers):
         md += cube3d_section(runs, peers)

@@ -14,8 +14,9 @@
 #            memory, which a CUDA build moves through host copies), and the communicator and the
 #            domain split's tests on 2 MPI ranks;
 #   fwi      share/examples/marmousi_25m.toml, 3 iterations, on 1, 2 and 4 ranks (sharing the one
-#            GPU): each run's loss history and the SHA-256 of its final model equal to each other
-#            and to the OpenMP results in tests/reference/device_check.json;
+#            GPU), and on 1 and 2 ranks with the runs of steps replayed as CUDA graphs
+#            (KSWEEP_CUDA_GRAPHS=1): each run's loss history and the SHA-256 of its final model
+#            equal to each other and to the OpenMP results in tests/reference/device_check.json;
 #   domains  the same inversion with parallel.domains=[2] on 2 ranks (the shipped fp16 storage),
 #            the halo exchange overlapped with the inner cells (KSWEEP_OVERLAP=1) and not (0):
 #            equal to one domain (the fwi step's reference);
@@ -204,7 +205,7 @@ run_ranks() {
     OMP_NUM_THREADS=$threads timeout -k 10 "$limit" "$@" >>"$log" 2>&1
   else
     OMP_NUM_THREADS=$threads timeout -k 10 "$limit" "$mpirun" "${mpi_flags[@]}" -x OMP_NUM_THREADS -x OMP_PROC_BIND \
-      -x KSWEEP_OVERLAP -x KSWEEP_MARMOUSI_DIR -x LD_LIBRARY_PATH -n "$n" "$@" >>"$log" 2>&1
+      -x KSWEEP_OVERLAP -x KSWEEP_CUDA_GRAPHS -x KSWEEP_MARMOUSI_DIR -x LD_LIBRARY_PATH -n "$n" "$@" >>"$log" 2>&1
   fi
 }
 
@@ -273,6 +274,12 @@ step_fwi() {
     detail="reference written (1, 2 and 4 ranks agree)"
     return 0
   fi
+  # Runs of steps replayed as CUDA graphs (core/step_graph.hpp; launched as they are elsewhere).
+  for n in 1 2; do
+    KSWEEP_CUDA_GRAPHS=1 fwi_run "fwi-graphs-$n" "$n" ||
+      { detail="the run on $n rank(s) with KSWEEP_CUDA_GRAPHS=1 failed (log.txt)"; return 1; }
+    files+=("$work/fwi-graphs-$n.json")
+  done
   detail=$(compare marmousi_25m "${files[@]}")
 }
 

@@ -16,7 +16,11 @@
 
 #include <ksweep/core/runtime.hpp>
 
+#include <cmath>
+#include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -115,6 +119,140 @@ KSWEEP_TEST(launches_per_step_gradient) {
         },
         &labels);
     EXPECT_EQ(bwd, 4.0) << strategy << "\n" << labels;
+  }
+}
+
+// Overwrites the stack below the caller with `value`: what a functor's padding would read.
+[[gnu::noinline]] inline void scribble_stack(unsigned char value) {
+  volatile unsigned char bytes[1 << 16];
+  for (std::size_t i = 0; i < sizeof(bytes); ++i) bytes[i] = value;
+}
+
+// A LaunchTrace (launch.hpp) is the fingerprint step graphs replay by (step_graph.hpp): the same
+// launches on the same buffers give the same fingerprint, run after run, whatever the stack held
+// (a functor's padding would hold it: the step functors have none); other buffers another; an
+// inversion's next batch and velocity of the same sizes the same (the buffers the steps read are
+// refilled, not reallocated); traced launches that are not made leave the fields as they were
+// with the levels rotated as a run would.
+KSWEEP_TEST(launches_traced_fingerprint_what_runs) {
+  bool const setting = core::step_graphs();
+  core::set_step_graphs(false);  // the test's trace sees every launch (a graph's run traces its own)
+  LaunchProblem p;
+  int const nt = 10;  // even: every run starts at the same level parity
+  auto const w = p.wavelets(nt);
+  Kokkos::deep_copy(w, 1.0f);
+  auto const r = p.records(nt), r2 = p.records(nt);
+  using Log = std::vector<std::pair<std::string, std::uint64_t>>;
+  auto trace = [&](auto const& run, bool make, unsigned char stack, Log* log = nullptr) {
+    impl::LaunchTrace t;
+    t.make = make;
+    t.log = log;
+    scribble_stack(stack);
+    {
+      impl::ScopedTrace scope(&t);
+      run();
+    }
+    Kokkos::fence();
+    return t;
+  };
+  auto const forward = [&] { p.prop.forward(w, r); };
+  auto const a = trace(forward, true, 0x35), b = trace(forward, true, 0xca);
+  EXPECT_EQ(a.hash, b.hash);
+  EXPECT_EQ(a.launches, 2u * nt + 1) << "two a step and the last records";
+  EXPECT_TRUE(a.capturable);
+  EXPECT_NE(trace([&] { p.prop.forward(w, r2); }, true, 0x35).hash, a.hash) << "other records";
+  // Not made: the same fingerprint, the records untouched, the levels rotated (forward() starts
+  // from level 0: an odd number of steps ends on level 1).
+  Kokkos::deep_copy(r, 7.0f);
+  auto const odd = p.wavelets(nt - 1);
+  auto const odd_records = p.records(nt - 1);
+  auto const c = trace([&] { p.prop.forward(odd, odd_records); }, false, 0x5a);
+  EXPECT_EQ(c.launches, 2u * (nt - 1) + 1);
+  EXPECT_EQ(p.prop.forward_state().cur, 1) << "an odd number of steps traced turns the levels";
+  EXPECT_EQ(trace(forward, false, 0xa5).hash, a.hash) << "traced, not made";
+  auto const now = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), r);
+  for (std::size_t i = 0; i < now.size(); ++i) ASSERT_EQ(now.data()[i], 7.0f) << "a traced launch ran";
+  // An inversion's next iteration: a new batch of the same sizes and a new velocity.
+  p.prop.set_survey(test::line_survey(LaunchProblem::shots, LaunchProblem::nz, LaunchProblem::nx, 4, 5, 12));
+  std::vector<float> v2(static_cast<std::size_t>(LaunchProblem::nz) * LaunchProblem::nx, 2100.0f);
+  p.prop.set_velocity(v2.data());
+  EXPECT_EQ(trace(forward, true, 0x35).hash, a.hash) << "a new batch and a new velocity";
+  // The gradient's runs of steps, forward and reverse sweep, run after run.
+  storage::StorageConfig cfg;
+  cfg.dtype = storage::Dtype::int8;
+  LaunchProblem::E engine(p.prop, cfg);
+  Log logs[2][2];
+  for (int i = 0; i < 2; ++i) {
+    unsigned char const stack = i == 0 ? 0x35 : 0xca;
+    EXPECT_TRUE(trace([&] { engine.forward(w, r); }, true, stack, &logs[i][0]).capturable);
+    EXPECT_TRUE(trace([&] { engine.backward(w, r); }, true, stack, &logs[i][1]).capturable);
+  }
+  for (int k = 0; k < 2; ++k) {
+    Log const &one = logs[0][k], &two = logs[1][k];
+    ASSERT_EQ(one.size(), two.size()) << (k == 0 ? "gradient forward" : "gradient backward");
+    for (std::size_t i = 0; i < one.size(); ++i)
+      ASSERT_EQ(one[i], two[i]) << (k == 0 ? "gradient forward" : "gradient backward") << ", launch " << i << " of "
+                                << one.size() << ": the runs part there";
+  }
+  core::set_step_graphs(setting);
+}
+
+// Runs of steps through step graphs (KSWEEP_CUDA_GRAPHS=1, or set_step_graphs): the bits of
+// launches, forward, adjoint and gradient, a first run (launched), a second (captured) and a
+// third (replayed); on a CUDA build, the counts show the captures and replays; elsewhere they run
+// as they are.
+KSWEEP_TEST(launches_replayed_give_the_bits_of_launches) {
+  bool const setting = core::step_graphs();
+  auto run = [](bool graphs) {
+    core::set_step_graphs(graphs);
+    LaunchProblem p;
+    int const nt = 12;
+    auto const w = p.wavelets(nt);
+    auto const wh = Kokkos::create_mirror_view(w);
+    for (std::size_t i = 0; i < wh.size(); ++i) wh.data()[i] = std::sin(0.3f * static_cast<float>(i));
+    Kokkos::deep_copy(w, wh);
+    storage::StorageConfig cfg;
+    cfg.dtype = storage::Dtype::fp16;
+    LaunchProblem::E engine(p.prop, cfg);
+    std::vector<std::vector<double>> out;  // every output as doubles (floats exactly)
+    auto keep = [&out](auto const& v) {
+      auto const h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+      out.emplace_back(h.data(), h.data() + h.size());
+    };
+    auto const r = p.records(nt);
+    auto const g = p.wavelets(nt);
+    LaunchProblem::E::images_type images(LaunchProblem::nz, LaunchProblem::nx);
+    for (int i = 0; i < 3; ++i) {  // the same buffers: the second run captures, the third replays
+      p.prop.forward(w, r);
+      keep(r);
+      p.prop.adjoint(r, g);
+      keep(g);
+      engine.forward(w, r);
+      Kokkos::deep_copy(images.grads, 0.0);
+      engine.backward(w, r, images);
+      keep(images.grad);
+    }
+    return std::make_pair(out, p.prop.graph_counts());
+  };
+  auto const [launched, plain] = run(false);
+  auto const [replayed, counts] = run(true);
+  bool const graphs_here = core::StepGraphs<TEST_EXECSPACE>::enabled();  // a CUDA build
+  core::set_step_graphs(setting);
+  ASSERT_EQ(launched.size(), replayed.size());
+  for (std::size_t i = 0; i < launched.size(); ++i) {
+    ASSERT_EQ(launched[i].size(), replayed[i].size()) << "output " << i;
+    EXPECT_EQ(0, std::memcmp(launched[i].data(), replayed[i].data(), launched[i].size() * sizeof(double)))
+        << "output " << i;
+  }
+  EXPECT_EQ(plain.replays + plain.captures, 0u);
+  if (graphs_here) {  // a CUDA build: the counts of the graph runs, and at least one replay
+    std::string const how = "replays " + std::to_string(counts.replays) + ", captures " +
+                            std::to_string(counts.captures) + ", plain " + std::to_string(counts.plain) +
+                            ", failures " + std::to_string(counts.failures);
+    RecordProperty("step_graphs", how);
+    EXPECT_GT(counts.replays, 0u) << how;
+  } else {
+    EXPECT_EQ(counts.replays + counts.captures, 0u);
   }
 }
 

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <exception>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -261,9 +262,7 @@ class ModelingRun final : public Modeling<Real>::Impl {
     auto const stopped = for_each_batch([&](ShotBatch const& b) {
       auto const w = wavelets_in(wavelets, b);
       auto const res = records_in(residual, b, "ksweep::fwi::residual");
-      record_view const syn(
-          Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string("ksweep::fwi::synthetic")), b.count,
-          m_nt, m_nr);
+      record_view const syn = batch_buffer("ksweep::fwi::vjp_synthetic", b.count, m_nt, m_nr);
       if (stated)
         m_prop->set_forward_state(at(start.start_now, cells, b), at(start.start_before, cells, b),
                                   at(start.start_memory, memory, b));
@@ -455,8 +454,20 @@ class ModelingRun final : public Modeling<Real>::Impl {
   record_view view_of(Real const* p, ShotBatch const& b, int n1, int n2, char const* label, bool upload) {
     std::size_t const off = static_cast<std::size_t>(b.first) * n1 * n2;
     if (p && in_place()) return record_view(const_cast<Real*>(p) + off, b.count, n1, n2);
-    record_view d(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(label)), b.count, n1, n2);
+    record_view d = batch_buffer(label, b.count, n1, n2);
     if (upload && p) Kokkos::deep_copy(m_space, d, host3(const_cast<Real*>(p) + off, b.count, n1, n2));
+    return d;
+  }
+  // The device buffer of `label` for a batch: the last batch's when the extents match, so that
+  // a batch's runs of steps launch on the buffers of the last one's and replay their graphs
+  // (core/step_graph.hpp); kept for the modelling's life.
+  record_view batch_buffer(char const* label, int n0, int n1, int n2) {
+    record_view& d = m_batch_buffers[label];
+    if (static_cast<int>(d.extent(0)) != n0 || static_cast<int>(d.extent(1)) != n1 ||
+        static_cast<int>(d.extent(2)) != n2) {
+      d = record_view();  // the old one goes first
+      d = record_view(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, std::string(label)), n0, n1, n2);
+    }
     return d;
   }
   wavelet_view wavelets_in(Real const* p, ShotBatch const& b) {
@@ -589,6 +600,7 @@ class ModelingRun final : public Modeling<Real>::Impl {
   ExecSpace m_space;
   std::unique_ptr<P> m_prop;
   std::unique_ptr<E> m_engine;
+  std::map<std::string, record_view> m_batch_buffers;  // batch_buffer()
   int m_shots = 0, m_ns = 0, m_nr = 0, m_nt = 0, m_batch = 0, m_rows = 0, m_nx = 0;
   int m_whole_rows = 0, m_whole_nx = 0;
   int m_batch_first = 0;  // the first shot of the batch running (ReverseView::first_shot)  // the whole model's

@@ -17,17 +17,136 @@
 /// launch: the launches of a time step then run one after another with the host in the loop
 /// (measured on an H200: ~17 us per launch for kernels of a few microseconds).
 
+///
+/// A LaunchTrace made active on the calling thread (ScopedTrace) sees every launch: it folds the
+/// label, the policy's bounds and the functor's bytes (its views' pointers and extents, its
+/// scalars) into a fingerprint, and with `make` false the launches are traced and not made.
+/// step_graph.hpp replays a run of steps as a CUDA graph when its fingerprint is one it captured.
+
 #include <ksweep/base/fp_env.hpp>
 
 #include <Kokkos_Core.hpp>
 
+#include <cstdint>
+#include <cstring>
+#include <new>
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace ksweep {
 
 namespace impl {
+
+/// The launches of a piece of host code, as a fingerprint (see the file comment).
+struct LaunchTrace {
+  bool make = true;        ///< false: launches are traced, not made
+  bool capturable = true;  ///< false once a launch a CUDA graph cannot hold was asked for
+  std::uint64_t hash = 0x243f6a8885a308d3ull;
+  std::size_t launches = 0;
+  /// When set, each launch's label and the fingerprint after it (to find where two runs part).
+  std::vector<std::pair<std::string, std::uint64_t>>* log = nullptr;
+  /// Folds n bytes into the fingerprint, eight at a time.
+  void add(void const* p, std::size_t n) {
+    auto const* b = static_cast<unsigned char const*>(p);
+    for (; n >= 8; n -= 8, b += 8) {
+      std::uint64_t w;
+      std::memcpy(&w, b, 8);
+      mix(w);
+    }
+    if (n > 0) {
+      std::uint64_t w = 0;
+      std::memcpy(&w, b, n);
+      mix(w ^ (std::uint64_t(n) << 56));
+    }
+  }
+  void add(char const* label) { add(label, std::strlen(label)); }
+  /// Folds an object's bytes in, read from a copy of it made in zeroed memory: a copy
+  /// constructor writes the members, not the padding between them, whose bytes in the object
+  /// itself are whatever its stack slot held (two runs of the same launches would part there).
+  /// The copy is made with Kokkos' reference counting off (as Kokkos copies a functor for a
+  /// launch), so it costs no atomic per view. A compiler that copies padding along with the
+  /// members puts it in the fingerprint: then fingerprints may differ where the launches do not,
+  /// which costs a replay, never a wrong one.
+  template <class T>
+  void add_object(T const& v) {
+    alignas(T) unsigned char b[sizeof(T)];
+    std::memset(b, 0, sizeof(T));
+    using Record = Kokkos::Impl::SharedAllocationRecord<void, void>;
+    bool const tracking = Record::tracking_enabled();
+    Record::tracking_disable();
+    T* const copy = ::new (static_cast<void*>(b)) T(v);
+    if (tracking) Record::tracking_enable();
+    add(b, sizeof(T));
+    copy->~T();
+  }
+  template <class T>
+  void add_value(T const& v) {
+    static_assert(std::is_trivially_copyable_v<T>, "LaunchTrace::add_value: a plain value");
+    add(&v, sizeof v);
+  }
+
+ private:
+  void mix(std::uint64_t w) {
+    hash ^= w + 0x9e3779b97f4a7c15ull + (hash << 6) + (hash >> 2);
+    hash *= 0xff51afd7ed558ccdull;
+    hash ^= hash >> 33;
+  }
+};
+
+/// The calling thread's active trace (null: none).
+inline thread_local LaunchTrace* active_trace = nullptr;
+
+/// Makes `t` the calling thread's active trace for its scope (the one before it after).
+class ScopedTrace {
+ public:
+  explicit ScopedTrace(LaunchTrace* t) : m_before(active_trace) { active_trace = t; }
+  ~ScopedTrace() { active_trace = m_before; }
+  ScopedTrace(ScopedTrace const&) = delete;
+  ScopedTrace& operator=(ScopedTrace const&) = delete;
+
+ private:
+  LaunchTrace* m_before;
+};
+
+// The bounds of a policy, folded into a trace.
+template <class ExecSpace, class... Traits>
+void trace_policy(LaunchTrace& t, Kokkos::RangePolicy<ExecSpace, Traits...> const& p) {
+  t.add_value(static_cast<std::int64_t>(p.begin()));
+  t.add_value(static_cast<std::int64_t>(p.end()));
+}
+template <class ExecSpace, class... Traits>
+void trace_policy(LaunchTrace& t, Kokkos::MDRangePolicy<ExecSpace, Traits...> const& p) {
+  for (std::size_t i = 0; i < p.m_lower.size(); ++i) {
+    t.add_value(static_cast<std::int64_t>(p.m_lower[i]));
+    t.add_value(static_cast<std::int64_t>(p.m_upper[i]));
+    t.add_value(static_cast<std::int64_t>(p.m_tile[i]));
+  }
+}
+template <class ExecSpace, class... Traits>
+void trace_policy(LaunchTrace& t, Kokkos::TeamPolicy<ExecSpace, Traits...> const& p) {
+  t.add_value(static_cast<std::int64_t>(p.league_size()));
+  t.add_value(static_cast<std::int64_t>(p.team_size()));
+  t.add_value(static_cast<std::int64_t>(p.scratch_size(0)));
+  t.add_value(static_cast<std::int64_t>(p.scratch_size(1)));
+}
+
+/// Traces a launch on the active trace, if any: true when the launch is to be made.
+template <class Policy, class Functor>
+bool trace_launch(std::string const& label, Policy const& policy, Functor const& f) {
+  LaunchTrace* const t = active_trace;
+  if (!t) return true;
+  ++t->launches;
+  t->add(label.c_str());
+  trace_policy(*t, policy);
+  t->add_object(f);  // the functor's views (pointers, extents) and scalars
+  if (t->log) t->log->emplace_back(label, t->hash);
+  // A device functor travels as a kernel argument up to 4 KiB (with its policy); a larger one
+  // goes through a buffer Kokkos shares between launches, which a graph cannot replay.
+  if (sizeof(Functor) + sizeof(Policy) + 256 > 4096) t->capturable = false;
+  return t->make;
+}
 
 template <class Policy>
 inline constexpr bool launches_on_host =
@@ -96,6 +215,7 @@ void launch_for(std::string const& label, Kokkos::RangePolicy<ExecSpace, Traits.
   using Policy = Kokkos::RangePolicy<ExecSpace, Traits...>;
   using Index = typename Policy::member_type;
   constexpr bool dynamic = std::is_same_v<typename Policy::schedule_type::type, Kokkos::Dynamic>;
+  if (!impl::trace_launch(label, policy, f)) return;
   if constexpr (impl::launches_on_host<Policy> && !dynamic) {
     Index const n = policy.end() > policy.begin() ? policy.end() - policy.begin() : 0;
     Index const parts = static_cast<Index>(4 * policy.space().concurrency());
@@ -117,6 +237,7 @@ void launch_for(std::string const& label, Kokkos::RangePolicy<ExecSpace, Traits.
 /// with subnormals flushed on host backends, one guard per call of the functor.
 template <class Policy, class Functor>
 void launch_for(std::string const& label, Policy const& policy, Functor const& f) {
+  if (!impl::trace_launch(label, policy, f)) return;
   if constexpr (impl::launches_on_host<Policy>) {
     Kokkos::parallel_for(label, policy, impl::UnderFlush<Functor>{f, fp::flush_denormals()});
   } else {
@@ -133,6 +254,8 @@ void launch_reduce(std::string const& label, Kokkos::RangePolicy<ExecSpace, Trai
   static_assert(Kokkos::is_reducer<Reducer>::value,
                 "ksweep::launch_reduce: pass a Kokkos reducer (Kokkos::Sum<T>(x), Kokkos::Max<T>(x), ...)");
   using Policy = Kokkos::RangePolicy<ExecSpace, Traits...>;
+  // A reduction into a host value waits for the device: it ends a trace's graph, and is made.
+  if (impl::LaunchTrace* const t = impl::active_trace) t->capturable = false;
   if constexpr (impl::launches_on_host<Policy>) {
     using reduce_functor = impl::UnderFlushReduce<Functor, typename Policy::member_type, typename Reducer::value_type>;
     Kokkos::parallel_reduce(label, policy, reduce_functor{f, fp::flush_denormals()}, reducer);

@@ -87,7 +87,9 @@ struct AcousticCell {
   static constexpr int R = M, forward_reach = M, adjoint_reach = M;
   /// No coefficients beyond c and the cell CPML profiles.
   template <class MemorySpace>
-  struct extra {};
+  struct extra {
+    int m_unused[2] = {0, 0};  // 8 defined bytes (an empty member's byte, and padding, would not be)
+  };
   using C = StencilCoefficients<Order>;
   using F = RegionFlags<Dim>;
   /// The host schedules' interior runs of a uniform grid take Flags | F::uniform (see weigh).

@@ -247,6 +247,7 @@ class GradientEngine {
           Kokkos::view_alloc(p.space(), Kokkos::WithoutInitializing, std::string("ksweep::core::layer_terms")), nt,
           p.max_shots(), m_n_terms);
     if (p.runs_shots()) forward_shots(w, synthetic, nt);
+    else if (graphs_fit()) p.run_steps([&] { forward_batched(w, synthetic, nt); });
     else forward_batched(w, synthetic, nt);
     p.forward_finish(synthetic);
     p.gather_records(synthetic);
@@ -296,6 +297,7 @@ class GradientEngine {
     m_shots = S;
     p.adjoint_start(residual, end);  // lambda^{nt}
     if (p.runs_shots()) backward_shots(w, residual, wavelet_grad);
+    else if (graphs_fit() && !m_watch) p.run_steps([&] { backward_batched(w, residual, wavelet_grad); });
     else backward_batched(w, residual, wavelet_grad);
     if (wavelet_grad.extent(0) != 0) p.gather_wavelets(wavelet_grad);
     // The adjoint field is mu = c lambda: the images hold sum mu L u and sum mu^2. With
@@ -582,6 +584,11 @@ class GradientEngine {
     return {storage::ViewValues<Real, memory_space>{m_start}, sink};
   }
 
+  // Whether the batched schedule's runs of steps may go through the propagator's step graphs
+  // (Propagator::run_steps): with the saved steps in device memory, whose store does nothing on
+  // the host per step (host and disk stores move chunks on a thread of their own).
+  bool graphs_fit() const { return m_cfg.location == storage::Location::device; }
+
   // The layer's chain rule for a forward run of nt steps: whether it runs (m_chain_run), the
   // layer cells (once), the saved differences, and the sources' taps in layer cells (per batch,
   // from the propagator's own taps: the ones the forward step injects).
@@ -656,10 +663,12 @@ class GradientEngine {
     }
     for (int s = ns; s < S; ++s) off.push_back(off.back());
     m_has_layer_sources = !cell.empty();
-    m_layer_src_off = upload(space, off, "ksweep::core::layer_src_off");
-    m_layer_src_cell = upload(space, cell, "ksweep::core::layer_src_cell");
-    m_layer_src_point = upload(space, point, "ksweep::core::layer_src_point");
-    m_layer_src_w = upload(space, weight, "ksweep::core::layer_src_w");
+    // Into the last batch's allocations where the sizes allow: a run's launches then name the
+    // same buffers as the last run's, and its step graph (step_graph.hpp) is replayed.
+    refill(space, m_layer_src_off, off, "ksweep::core::layer_src_off");
+    refill(space, m_layer_src_cell, cell, "ksweep::core::layer_src_cell");
+    refill(space, m_layer_src_point, point, "ksweep::core::layer_src_point");
+    refill(space, m_layer_src_w, weight, "ksweep::core::layer_src_w");
     space.fence();
   }
   LayerSave layer_save(wavelet_view const& w, field3 const& u, int n) const {
@@ -689,6 +698,19 @@ class GradientEngine {
                       Kokkos::View<T const*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
                           values.data(), values.size()));
     return d;
+  }
+
+  // upload() into `d` itself when it holds as many values (the caller fences before `values` goes).
+  template <class T>
+  static void refill(ExecSpace const& space, Kokkos::View<T*, memory_space>& d, std::vector<T> const& values,
+                     char const* label) {
+    if (d.extent(0) != values.size()) {
+      d = upload(space, values, label);
+      return;
+    }
+    Kokkos::deep_copy(space, d,
+                      Kokkos::View<T const*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                          values.data(), values.size()));
   }
 
   // The saved cells of each shot's wavefield `u`, as a codec value source or sink.

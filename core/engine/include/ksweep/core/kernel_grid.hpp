@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -22,10 +23,14 @@ namespace ksweep::core {
 struct ForwardTag {};
 struct AdjointTag {};
 
-/// Copies host values (a damping profile) into a new device field `d` of their length.
+/// Copies host values (a damping profile) into the device field `d`, allocated anew when its
+/// length differs.
 template <class Space, class Field>
 void upload_profile(Space const& space, std::vector<double> const& h, Field& d, char const* label) {
-  d = Field(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string(label)), h.size());
+  // Runs after a new velocity then launch on the same buffers, and replay their step graphs
+  // (step_graph.hpp); the caller fences before the profile is read.
+  if (d.extent(0) != h.size())
+    d = Field(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, std::string(label)), h.size());
   auto m = Kokkos::create_mirror_view(Kokkos::HostSpace(), d);
   for (std::size_t i = 0; i < h.size(); ++i) m(i) = static_cast<typename Field::value_type>(h[i]);
   Kokkos::deep_copy(space, d, m);
@@ -210,7 +215,7 @@ KOKKOS_FORCEINLINE_FUNCTION void dispatch_flags(int flags, F const& f) {
 template <class Tag, class Functor>
 struct CellsOfRow {
   Functor m_f;
-  int m_cols;
+  std::int64_t m_cols;  // 8 bytes: no padding after it (a launch trace reads every byte)
   KOKKOS_INLINE_FUNCTION void operator()(RowTag<Tag>, int r) const {
     for (int ix = 0; ix < m_cols; ++ix) m_f(CellTag<Tag>{}, r, ix);
   }

@@ -49,6 +49,9 @@ struct PhysicsStep {
   cfield2 m_c;                              // v^2 dt^2 / dh^2, [field row][NX + 2M], zero in the halo
   cfield1 m_a[Dim], m_b[Dim], m_mask[Dim];  // CPML profiles per axis, [N + 2R]
   typename Body::template extra<MemorySpace> m_extra;
+  // The scalars, without padding between or after them (a launch trace reads every byte of a
+  // functor, and padding holds what the stack held): 4 reals, then an even number of ints.
+  Real m_w[4] = {Real(1), Real(1), Real(1), Real(1)};  // the axes' weights (Layout::weight)
   GridAxis m_axis[Dim];
   Rows<Dim> m_rows;
   int m_strip_y = 0;  // Sy: rows of a y strip per z (3D)
@@ -56,9 +59,9 @@ struct PhysicsStep {
   // The launch's window of the padded grid: cells [m_x0, m_x1) of x and rows [m_y0, m_y1) of y
   // (3D; 2D: 0, 1) of every z (see window()).
   int m_x0 = 0, m_x1 = 0, m_y0 = 0, m_y1 = 1;
-  bool m_free_surface = false;
-  Real m_w[3] = {Real(1), Real(1), Real(1)};  // the axes' weights (Layout::weight)
-  bool m_uniform = true;                      // every weight 1
+  int m_free_surface = 0;
+  int m_uniform = 1;                    // every weight 1
+  int m_unused[Dim == 3 ? 2 : 1] = {};  // 3 Dim + 13 ints before: an even number
 
   PhysicsStep() = default;
   explicit PhysicsStep(Layout const& l) : m_rows(l), m_free_surface(l.free_surface) {

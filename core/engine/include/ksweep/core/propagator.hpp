@@ -10,6 +10,7 @@
 #include <ksweep/core/halo.hpp>
 #include <ksweep/core/schedule.hpp>
 #include <ksweep/core/sizes.hpp>
+#include <ksweep/core/step_graph.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -17,6 +18,7 @@
 #include <array>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -300,7 +302,9 @@ class Propagator {
       run_shot_steps(Direction::forward, "ksweep::core::forward_shots", forward_shot_step(wavelets, records), 0, nt,
                      false);
     } else {
-      for (int n = 0; n < nt; ++n) forward_step(n, wavelets, records);
+      run_steps([&] {
+        for (int n = 0; n < nt; ++n) forward_step(n, wavelets, records);
+      });
     }
     forward_finish(records);
     gather_records(records);
@@ -400,7 +404,9 @@ class Propagator {
       run_shot_steps(Direction::adjoint, "ksweep::core::adjoint_shots",
                      adjoint_shot_step(residual, wavelet_grad, nt - 1), 0, nt, true);
     } else {
-      for (int n = nt - 1; n >= 0; --n) adjoint_step(n, residual, wavelet_grad);
+      run_steps([&] {
+        for (int n = nt - 1; n >= 0; --n) adjoint_step(n, residual, wavelet_grad);
+      });
     }
     gather_wavelets(wavelet_grad);
     m_space.fence();
@@ -598,6 +604,27 @@ class Propagator {
     return static_cast<int>(std::max<std::size_t>(8, std::min<std::size_t>(fit > 2 * R ? fit - 2 * R : 8, l.NY)));
   }
 
+  /// Runs `body`, a run of steps of the batched schedule (launches on this instance and the
+  /// levels' rotation alone: no halo exchange, no fence, no copy), through the step graphs: on
+  /// CUDA with KSWEEP_CUDA_GRAPHS=1 replayed as a CUDA graph (step_graph.hpp), else as it is.
+  /// A model split into domains launches as it is (its exchanges are MPI calls).
+  template <class Body>
+  void run_steps(Body&& body) {
+    if (m_link) {
+      body();
+      return;
+    }
+    m_graphs->run(m_space, body, [this] {
+      std::array<int, 6> const levels = {m_fwd.cur, m_fwd.aux, m_adj.cur, m_adj.aux, m_born.cur, m_born.aux};
+      return [this, levels] {
+        m_fwd.cur = levels[0], m_fwd.aux = levels[1], m_adj.cur = levels[2], m_adj.aux = levels[3];
+        m_born.cur = levels[4], m_born.aux = levels[5];
+      };
+    });
+  }
+  /// What run_steps() did so far: runs replayed, graphs captured, runs launched as they are.
+  StepGraphCounts graph_counts() const { return m_graphs->counts(); }
+
   /// Bytes of the working fields of one direction (two wavefield levels and layer memories).
   std::size_t state_bytes() const {
     auto const& st = m_fwd;
@@ -728,6 +755,17 @@ class Propagator {
   // their weights (none when every weight is 1) and the taps of each shot that share a cell (see
   // PointLinks).
   PointSet to_device(core::PointTaps const& t, int n_per_shot, std::string const& label) const;
+  // The buffer of `label` in `kept` when it has these extents, else a new one kept there.
+  template <class View>
+  View kept_buffer(std::map<std::string, View>& kept, std::string const& label, int n0, int n1) const {
+    auto const it = kept.find(label);
+    if (it != kept.end() && static_cast<int>(it->second.extent(0)) == n0 &&
+        static_cast<int>(it->second.extent(1)) == n1)
+      return it->second;
+    View v(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, label), n0, n1);
+    kept[label] = v;
+    return v;
+  }
 
   void check_batch(wavelet_view const& w, record_view const& r) const {
     KSWEEP_REQUIRE(m_survey.n_shots > 0, "ksweep::core::Propagator: no survey set");
@@ -811,8 +849,11 @@ class Propagator {
   PointSet m_removal;          // the sources' taps in the model (source_removal)
   State m_fwd, m_adj, m_born;  // m_born: Born modelling's scattered field (allocated by born())
   Schedule m_schedule = default_schedule();
-  HaloLink<Real, memory_space> m_link;                                                      // domain decomposition
-  Kokkos::View<unsigned char**, Kokkos::LayoutRight, memory_space> m_rec_live, m_src_live;  // [shot][point], links
+  HaloLink<Real, memory_space> m_link;                 // domain decomposition
+  mutable std::map<std::string, index2> m_kept_index;  // to_device's buffers, by label
+  mutable std::map<std::string, field2> m_kept_real;
+  std::shared_ptr<StepGraphs<ExecSpace>> m_graphs = std::make_shared<StepGraphs<ExecSpace>>();  // run_steps()
+  Kokkos::View<unsigned char**, Kokkos::LayoutRight, memory_space> m_rec_live, m_src_live;      // [shot][point], links
   int m_block_y = 0;   // 0: automatic (host_block_y)
   int m_overlap = -1;  // see set_overlap (-1: automatic)
 };

@@ -158,10 +158,12 @@ typename Propagator<Real, Order, ExecSpace, Dimension, Physics>::PointSet
 Propagator<Real, Order, ExecSpace, Dimension, Physics>::to_device(core::PointTaps const& t, int n_per_shot,
                                                                   std::string const& label) const {
   int const ns = m_survey.n_shots, per_shot = n_per_shot * t.per_point;
-  index2 z(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, label + "_z"), ns, per_shot);
-  index2 x(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, label + "_x"), ns, per_shot);
-  index2 next(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, label + "_links_next"), ns, per_shot);
-  index2 first(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, label + "_links_first"), ns, per_shot);
+  // The last survey's buffers where the sizes match: a batch's launches then name the same
+  // buffers as the last batch's, and its runs of steps replay their graphs (step_graph.hpp).
+  index2 const z = kept_buffer(m_kept_index, label + "_z", ns, per_shot);
+  index2 const x = kept_buffer(m_kept_index, label + "_x", ns, per_shot);
+  index2 const next = kept_buffer(m_kept_index, label + "_links_next", ns, per_shot);
+  index2 const first = kept_buffer(m_kept_index, label + "_links_first", ns, per_shot);
   auto zh = Kokkos::create_mirror_view(Kokkos::HostSpace(), z);
   auto xh = Kokkos::create_mirror_view(Kokkos::HostSpace(), x);
   auto nh = Kokkos::create_mirror_view(Kokkos::HostSpace(), next);
@@ -196,7 +198,7 @@ Propagator<Real, Order, ExecSpace, Dimension, Physics>::to_device(core::PointTap
     set.links = {next, first};
   }
   if (!t.weights.empty()) {
-    field2 w(Kokkos::view_alloc(m_space, Kokkos::WithoutInitializing, label + "_w"), ns, per_shot);
+    field2 const w = kept_buffer(m_kept_real, label + "_w", ns, per_shot);
     auto wh = Kokkos::create_mirror_view(Kokkos::HostSpace(), w);
     for (int s = 0; s < ns; ++s)
       for (int j = 0; j < per_shot; ++j)
