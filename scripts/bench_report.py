@@ -710,8 +710,8 @@ def main():
     md += ["## Runs of steps replayed as CUDA graphs", "",
            "`graphs` benchmarks: the same run with `KSWEEP_CUDA_GRAPHS` off and on (core/step_graph.hpp: a "
            "run of steps traced, then one `cudaGraphLaunch` of the graph captured from launches with the same "
-           "fingerprint), timed after a first call (which captures). Registered on CUDA; elsewhere, in smoke "
-           "runs only, where both run as plain launches.", ""]
+           "fingerprint), timed after two untimed calls (the first launches, the second captures). Registered on "
+           "CUDA; elsewhere, in smoke runs only, where both run as plain launches.", ""]
     rows = []
     for lab, rs in sorted(series(runs, "graphs").items()):
         by = defaultdict(dict)
@@ -738,7 +738,21 @@ def main():
     if not peers:
         md += ["No peer timings given (scripts/peer_deepwave.py writes them when Deepwave is importable).", ""]
     for p in peers:
+        if "family" in p:  # a comparison with a section of its own (Born above)
+            continue
         c = p.get("context", {})
+        if p.get("physics") == "acoustic_vd":  # variable density, same process (scripts/peer_deepwave.py)
+            md += ["%s %s, variable density, threads %s, same process (`scripts/peer_deepwave.py --physics "
+                   "acoustic_vd`): ksweep's `acoustic_vd` against `deepwave.acoustic` on the 141 x 240 Marmousi "
+                   "window with Gardner's density; records misfit: relative L2 of the forward's records." % (
+                       p["peer"], c.get("version", c.get("deepwave", "?")), c.get("threads", "?")), ""]
+            md += [table(["case", "order", "kind", "ksweep s", "Deepwave s", "Deepwave / ksweep", "records misfit"],
+                         [[r.get("name", ""), r.get("order", ""), r.get("kind", ""),
+                           "%.3f" % r.get("ksweep_seconds", 0), "%.3f" % r.get("deepwave_seconds", 0),
+                           "%.2f" % r.get("deepwave_over_ksweep", 0),
+                           ("%.2e" % r["records_misfit"]) if "records_misfit" in r else ""]
+                          for r in p.get("results", [])]), ""]
+            continue
         md += ["%s %s on %s (%s), torch %s, threads %s: %s" % (p["peer"], c.get("version", "?"), c.get("device", "?"),
                                                                c.get("cpu_model", ""), c.get("torch", "?"), c.get("threads", "?"),
                                                                p.get("problem", "")), ""]
