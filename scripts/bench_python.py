@@ -36,7 +36,6 @@ Python's 20-cell layer) called three times, a new modelling each.
 """
 import argparse
 import json
-import platform
 import statistics
 import time
 import tracemalloc
@@ -44,6 +43,7 @@ import tracemalloc
 import numpy as np
 
 import ksweep
+from host_info import cpu_model
 from ksweep import _ksweep
 
 p = argparse.ArgumentParser()
@@ -125,18 +125,6 @@ def cpp_call():
     return _ksweep._cpp_forward_seconds(list(v.shape), dh, dt, 4, 50, src, rec, amp, v)
 
 
-def cpu_name():
-    """The processor's model name (/proc/cpuinfo), else what platform knows."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def alternate(f, g, f_name, g_name):
     """a.pairs timings (f, g) after a warm-up of each, the first of a pair alternating."""
     f(), g()
@@ -173,7 +161,7 @@ if a.scalar:
     print(f"scalar / forward: median {statistics.median(versus_forward):.4f}, mean "
           f"{statistics.fmean(versus_forward):.4f} over {len(versus_forward)} pairs")
     if a.json:
-        out = {"cpu": cpu_name(), "threads": ksweep.info()["concurrency"],
+        out = {"cpu": cpu_model(), "threads": ksweep.info()["concurrency"],
                "backend": ksweep.info()["backend"], "torch_threads": torch.get_num_threads(),
                "case": f"{shots} shots, {nz} x {nx} cells, nt {nt}, order 4, 50-cell layer",
                "pairs": [{"scalar_s": ts, "cpp_end_state_s": tc} for ts, tc in pairs],
@@ -254,7 +242,7 @@ _, peak = tracemalloc.get_traced_memory()
 tracemalloc.stop()
 records = d.nbytes
 padded = (nz + 50 + 50) * (nx + 100) * shots * 4
-out = {"cpu": cpu_name(), "threads": ksweep.info()["concurrency"],
+out = {"cpu": cpu_model(), "threads": ksweep.info()["concurrency"],
        "backend": ksweep.info()["backend"], "case": f"{shots} shots, {nz} x {nx} cells, nt {nt}, order 4",
        "pairs": [{"python_s": tp, "cpp_s": tc} for tp, tc in pairs],
        "ratio_median": statistics.median(ratios), "ratio_mean": statistics.fmean(ratios),

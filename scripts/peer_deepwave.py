@@ -79,7 +79,6 @@ import hashlib
 import json
 import math
 import os
-import platform
 import resource
 import socket
 import statistics
@@ -88,6 +87,8 @@ import sys
 import tempfile
 import time
 import warnings
+
+from host_info import cpu_model
 
 try:
     import numpy as np
@@ -106,16 +107,6 @@ MARMOUSI_SHAPE = (281, 1361)
 MARMOUSI_SHA256 = "1c9297cc881d1103ffb52abf452b25bf2b878e6d519edf963a20eca9e9077bee"
 VMIN, VMAX = 1500.0, 4500.0  # fallback model
 
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def deepwave_version():
