@@ -51,10 +51,16 @@ def to_seconds(t, unit):
 
 
 def load(paths):
-    runs, peers = [], []
+    """Google Benchmark runs, peer files, and the Python package's overhead files
+    (scripts/bench_python.py --json: a ratio of two timings, no benchmarks)."""
+    runs, peers, python = [], [], []
     for path in paths:
         with open(path) as f:
             data = json.load(f)
+        if "benchmarks" not in data and "ratio_median" in data:
+            data["_path"] = path
+            python.append(data)
+            continue
         if "peer" in data:
             data["_path"] = path
             peers.append(data)
@@ -69,8 +75,34 @@ def load(paths):
             row.update(family=family, backend=backend, params={k: num(v) for k, v in params.items()},
                        seconds=to_seconds(b.get("real_time", 0.0), b.get("time_unit", "ns")))
             rows.append(row)
-        runs.append({"path": path, "context": ctx, "rows": rows})
-    return runs, peers
+        runs.append({"path": path, "context": ctx, "rows": rows,
+                     "stem": os.path.splitext(os.path.basename(path))[0]})
+    # The backends whose series label two runs share: those runs' series carry their file's name.
+    count = defaultdict(int)
+    for run in runs:
+        for b in {r["backend"] for r in run["rows"]}:
+            count[base_label(run, b)] += 1
+    for run in runs:
+        run["shared"] = {b for b in {r["backend"] for r in run["rows"]} if count[base_label(run, b)] > 1}
+    return runs, peers, python
+
+
+def python_section(python):
+    """The Python package's overhead against the C++ library doing the same work, same run."""
+    md = ["## The Python package's overhead (same run)", "",
+          "`scripts/bench_python.py`: the same propagation called from Python and from C++ in one process, "
+          "alternating pairs; a ratio above 1 is Python's share. `vm-python-overhead.json`: `ksweep.forward` "
+          "(numpy) against the library's `fwi::Modeling` doing the same from C++; `vm-python-scalar-overhead.json`: `ksweep.scalar` (torch "
+          "tensors, Deepwave's convention) against the C++ forward that hands back the end state as it does.", ""]
+    rows = []
+    for d in sorted(python, key=lambda d: os.path.basename(d["_path"])):
+        pairs = d.get("pairs", [])
+        rows.append([os.path.basename(d["_path"]), d.get("cpu", "?"), "%s %s" % (d.get("backend", "?"), d.get("threads", "?")),
+                     d.get("case", "?"), len(pairs) if isinstance(pairs, list) else pairs,
+                     "**%.3f**" % d["ratio_median"], "%.3f" % d.get("ratio_of_minima", float("nan"))])
+    md += [table(["file", "CPU", "backend, threads", "case", "pairs", "Python / C++ (median)",
+                  "fastest / fastest"], rows), ""]
+    return md
 
 
 def threads_of(ctx, backend):
@@ -81,9 +113,16 @@ def threads_of(ctx, backend):
     return ctx.get("gpu_model", backend)
 
 
-def label(run, backend):
+def base_label(run, backend):
     ctx = run["context"]
     return "%s/%s (%s)" % (ctx.get("hostname", "?"), backend, threads_of(ctx, backend))
+
+
+def label(run, backend):
+    """The series a run's rows of `backend` belong to: host, backend and threads, and the run's
+    file where another run gives the same (runs of other days are not merged into one series)."""
+    base = base_label(run, backend)
+    return "%s [%s]" % (base, run["stem"]) if backend in run.get("shared", ()) else base
 
 
 def series(runs, family):
@@ -437,7 +476,7 @@ def main():
     ap.add_argument("--out", default="docs/benchmarks", help="output folder")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    runs, peers = load(args.runs + args.peer)
+    runs, peers, python = load(args.runs + args.peer)
     # Born against Deepwave's scalar_born (scripts/peer_deepwave_born.py): a section of its own.
     born_peers = [p for p in peers if p.get("family") == "born"]
     peers = [p for p in peers if p.get("family") != "born"]
@@ -650,7 +689,8 @@ def main():
             batched = by.get((order, kind, "batched", "on"))
             noflush = by.get((order, kind, "auto", "off"))
             fwd = by.get((order, "forward", "auto", "on"))
-            rows.append([lab, th, order, kind, ("%.3f" % r["seconds"]) + (" (first %.2f)" % r["first_seconds"]
+            rows.append([lab, th if r["backend"] in ("OpenMP", "Serial") else "", order, kind,
+                         ("%.3f" % r["seconds"]) + (" (first %.2f)" % r["first_seconds"]
                                                                      if r.get("first_seconds") else ""),
                          "%.3f" % batched["seconds"] if batched else "",
                          "%.3f" % noflush["seconds"] if noflush else "",
@@ -733,6 +773,9 @@ def main():
     if any(r["family"] in ("cube3d", "cube3d_memory") for run in runs for r in run["rows"]) or \
             any(peer_dim(p) == 3 for p in peers):
         md += cube3d_section(runs, peers)
+
+    if python:
+        md += python_section(python)
 
     md += ["## Peers", ""]
     if not peers:

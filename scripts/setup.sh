@@ -35,7 +35,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libhdf5-dev libsegyio-dev python3-segyio libfftw3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libssl-dev
+  libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libssl-dev libxxhash-dev
   python3 python3-numpy python3-matplotlib python3-h5py
   pybind11-dev python3-pybind11 python3-pytest python3-torch python3-scipy
   curl
@@ -47,7 +47,7 @@ if [ "${KSWEEP_SETUP_PROFILE:-all}" = program ]; then
     build-essential cmake ninja-build pkg-config git ca-certificates dpkg-dev
     libopenmpi-dev openmpi-bin
     libhdf5-dev libsegyio-dev libfftw3-dev
-    libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libssl-dev
+    libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libssl-dev libxxhash-dev
     python3 python3-numpy python3-matplotlib python3-h5py
   )
 elif [ "${KSWEEP_SETUP_PROFILE:-all}" != all ]; then

@@ -128,6 +128,79 @@ KSWEEP_TEST(launches_per_step_gradient) {
   for (std::size_t i = 0; i < sizeof(bytes); ++i) bytes[i] = value;
 }
 
+// The bytes of a T that a copy of `v` leaves as they were (copied into memory of 0x00 and of
+// 0xff, compared): padding, which a launch trace would read as whatever the stack held.
+template <class T>
+std::vector<std::size_t> unwritten_bytes(T const& v) {
+  alignas(T) unsigned char a[sizeof(T)], b[sizeof(T)];
+  std::memset(a, 0x00, sizeof(T));
+  std::memset(b, 0xff, sizeof(T));
+  T* ca;
+  T* cb;
+  {
+    impl::UncountedViews const uncounted;
+    ca = ::new (static_cast<void*>(a)) T(v);
+    cb = ::new (static_cast<void*>(b)) T(v);
+  }
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < sizeof(T); ++i)
+    if (a[i] != b[i]) out.push_back(i);
+  ca->~T();
+  cb->~T();
+  return out;
+}
+
+// Padding in the functors of the runs of steps that step graphs trace: none (each would make a
+// fingerprint depend on the stack, and a graph's capture fail). Every functor a forward, adjoint
+// or gradient step builds, float and double, 2D and 3D, both physics.
+template <class Real, int Order, int Dim, class Physics>
+std::vector<std::string> padded_step_functors() {
+  using E = core::GradientEngine<Real, Order, TEST_EXECSPACE, Dim, Physics>;
+  using P = typename E::propagator_type;
+  using mem = typename TEST_EXECSPACE::memory_space;
+  using ring = storage::RingValues<Real, mem>;
+  using decoder = storage::DecodeValues<storage::Fp16Codec, Real, mem, ring>;
+  using encoder = storage::EncodeBlocks<storage::Fp16Codec, Real, mem, ring>;
+  using fused = core::Concat<typename P::points_functor, core::Concat<core::NoWork, decoder>>;
+  using removal = core::Concat<typename P::points_functor, core::Concat<core::InjectPoints<Real, mem>, decoder>>;
+  std::vector<std::string> found;
+  auto check = [&](auto const& v, char const* name) {
+    auto const bytes = unwritten_bytes(v);
+    if (!bytes.empty())
+      found.push_back(std::string(name) + " (" + std::to_string(bytes.size()) + " of " + std::to_string(sizeof(v)) +
+                      " bytes, the first at " + std::to_string(bytes[0]) + ")");
+  };
+  check(typename P::kernel_type{}, "the step (PhysicsStep)");
+  check(core::impl::CellsOfRow<core::ForwardTag, typename P::kernel_type>{}, "CellsOfRow");
+  check(typename P::points_functor{}, "the point work (Concat<InjectPoints, SamplePoints>)");
+  check(core::SamplePoints<Real, mem>{}, "SamplePoints");
+  check(typename E::imaging_type{}, "the imaging");
+  check(typename E::SaveLayerTerms{}, "SaveLayerTerms");
+  check(typename E::ApplyLayerTerms{}, "ApplyLayerTerms");
+  check(typename E::LayerSave{}, "LayerSave");
+  check(typename E::LayerChain{}, "LayerChain");
+  check(ring{}, "RingValues");
+  check(encoder{}, "EncodeBlocks");
+  check(fused{}, "the fused backward point work (with NoWork)");
+  check(removal{}, "the fused backward point work (with the sources' removal)");
+  return found;
+}
+
+KSWEEP_TEST(launches_step_functors_hold_no_padding) {
+  std::vector<std::string> all;
+  auto add = [&](std::vector<std::string> const& v, char const* what) {
+    for (auto const& f : v) all.push_back(std::string(what) + ": " + f);
+  };
+  add(padded_step_functors<float, 8, 2, core::Acoustic>(), "float 2D");
+  add(padded_step_functors<double, 4, 2, core::Acoustic>(), "double 2D");
+  add(padded_step_functors<float, 4, 3, core::Acoustic>(), "float 3D");
+  add(padded_step_functors<float, 4, 2, core::AcousticVd>(), "float 2D, variable density");
+  add(padded_step_functors<double, 4, 3, core::AcousticVd>(), "double 3D, variable density");
+  std::string list;
+  for (auto const& f : all) list += "\n  " + f;
+  EXPECT_TRUE(all.empty()) << "functors with padding:" << list;
+}
+
 // A LaunchTrace (launch.hpp) is the fingerprint step graphs replay by (step_graph.hpp): the same
 // launches on the same buffers give the same fingerprint, run after run, whatever the stack held
 // (a functor's padding would hold it: the step functors have none); other buffers another; an
@@ -157,10 +230,10 @@ KSWEEP_TEST(launches_traced_fingerprint_what_runs) {
   };
   auto const forward = [&] { p.prop.forward(w, r); };
   auto const a = trace(forward, true, 0x35), b = trace(forward, true, 0xca);
-  EXPECT_EQ(a.hash, b.hash);
+  EXPECT_EQ(a.fingerprint(), b.fingerprint());
   EXPECT_EQ(a.launches, 2u * nt + 1) << "two a step and the last records";
   EXPECT_TRUE(a.capturable);
-  EXPECT_NE(trace([&] { p.prop.forward(w, r2); }, true, 0x35).hash, a.hash) << "other records";
+  EXPECT_NE(trace([&] { p.prop.forward(w, r2); }, true, 0x35).fingerprint(), a.fingerprint()) << "other records";
   // Not made: the same fingerprint, the records untouched, the levels rotated (forward() starts
   // from level 0: an odd number of steps ends on level 1).
   Kokkos::deep_copy(r, 7.0f);
@@ -169,14 +242,14 @@ KSWEEP_TEST(launches_traced_fingerprint_what_runs) {
   auto const c = trace([&] { p.prop.forward(odd, odd_records); }, false, 0x5a);
   EXPECT_EQ(c.launches, 2u * (nt - 1) + 1);
   EXPECT_EQ(p.prop.forward_state().cur, 1) << "an odd number of steps traced turns the levels";
-  EXPECT_EQ(trace(forward, false, 0xa5).hash, a.hash) << "traced, not made";
+  EXPECT_EQ(trace(forward, false, 0xa5).fingerprint(), a.fingerprint()) << "traced, not made";
   auto const now = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), r);
   for (std::size_t i = 0; i < now.size(); ++i) ASSERT_EQ(now.data()[i], 7.0f) << "a traced launch ran";
   // An inversion's next iteration: a new batch of the same sizes and a new velocity.
   p.prop.set_survey(test::line_survey(LaunchProblem::shots, LaunchProblem::nz, LaunchProblem::nx, 4, 5, 12));
   std::vector<float> v2(static_cast<std::size_t>(LaunchProblem::nz) * LaunchProblem::nx, 2100.0f);
   p.prop.set_velocity(v2.data());
-  EXPECT_EQ(trace(forward, true, 0x35).hash, a.hash) << "a new batch and a new velocity";
+  EXPECT_EQ(trace(forward, true, 0x35).fingerprint(), a.fingerprint()) << "a new batch and a new velocity";
   // The gradient's runs of steps, forward and reverse sweep, run after run.
   storage::StorageConfig cfg;
   cfg.dtype = storage::Dtype::int8;

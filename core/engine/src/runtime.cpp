@@ -2,6 +2,7 @@
 #include <ksweep/base/revision.hpp>
 #include <ksweep/base/error.hpp>
 #include <ksweep/core/runtime.hpp>
+#include <ksweep/core/step_graph.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -210,6 +211,7 @@ std::string device_description() {
 }
 
 KokkosSession::KokkosSession(int& argc, char* argv[], int local_rank) {
+  (void)step_graphs();  // KSWEEP_CUDA_GRAPHS checked on every build, before anything starts
   try {
     int const device = device_for_process(local_rank, argc, argv);
     HostThreads const host = HostThreads::choose(argc, argv);

@@ -7,6 +7,7 @@
 #include <ksweep/base/error.hpp>
 #include <ksweep/comm/communicator.hpp>
 #include <ksweep/core/runtime.hpp>
+#include <ksweep/core/step_graph.hpp>
 
 #include <Kokkos_Core.hpp>
 #include <pybind11/pybind11.h>
@@ -250,6 +251,7 @@ inline void initialize(int threads, int device) {
 #endif
   std::vector<std::string> args{"ksweep"};
   if (threads > 0) args.push_back(t + std::to_string(threads));
+  (void)core::step_graphs();  // KSWEEP_CUDA_GRAPHS checked on every build, as the program does
   if (device < 0) device = core::device_for_process(-1);
   if (device >= 0) args.push_back(d + std::to_string(device));
   std::vector<char*> argv;

@@ -27,6 +27,14 @@
 
 #include <Kokkos_Core.hpp>
 
+#define XXH_INLINE_ALL  // xxhash.h's functions inline here: no library to link
+#if defined(__AVX512F__) && !defined(XXH_VECTOR)
+// AVX2 rather than xxhash's AVX-512 path, which g++ 12 warns about (-Wmaybe-uninitialized inside
+// its own intrinsics); a trace hashes a few hundred bytes at a time.
+#define XXH_VECTOR XXH_AVX2
+#endif
+#include <xxhash.h>
+
 #include <cstdint>
 #include <cstring>
 #include <new>
@@ -39,45 +47,58 @@ namespace ksweep {
 
 namespace impl {
 
-/// The launches of a piece of host code, as a fingerprint (see the file comment).
+/// In its scope, views copied on the calling thread are not reference counted: the copies carry
+/// no count (and release none), as Kokkos copies a functor for a launch. For the functors a time
+/// step builds from views that outlive them (the propagator's levels, profiles and points, the
+/// caller's records): a step's kernels hold tens of views, and counting each copy in and out
+/// took most of the host's time in a step that launches (two atomic updates per view per copy).
+/// Nothing may be allocated in its scope (a view allocated there would never be freed).
+class UncountedViews {
+ public:
+  UncountedViews() : m_was(Record::tracking_enabled()) { Record::tracking_disable(); }
+  ~UncountedViews() {
+    if (m_was) Record::tracking_enable();
+  }
+  UncountedViews(UncountedViews const&) = delete;
+  UncountedViews& operator=(UncountedViews const&) = delete;
+
+ private:
+  using Record = Kokkos::Impl::SharedAllocationRecord<void, void>;
+  bool m_was;
+};
+
+/// The launches of a piece of host code, as a fingerprint (see the file comment): XXH3's 64-bit
+/// hash of everything added, in order.
 struct LaunchTrace {
   bool make = true;        ///< false: launches are traced, not made
   bool capturable = true;  ///< false once a launch a CUDA graph cannot hold was asked for
-  std::uint64_t hash = 0x243f6a8885a308d3ull;
   std::size_t launches = 0;
   /// When set, each launch's label and the fingerprint after it (to find where two runs part).
   std::vector<std::pair<std::string, std::uint64_t>>* log = nullptr;
-  /// Folds n bytes into the fingerprint, eight at a time.
-  void add(void const* p, std::size_t n) {
-    auto const* b = static_cast<unsigned char const*>(p);
-    for (; n >= 8; n -= 8, b += 8) {
-      std::uint64_t w;
-      std::memcpy(&w, b, 8);
-      mix(w);
-    }
-    if (n > 0) {
-      std::uint64_t w = 0;
-      std::memcpy(&w, b, n);
-      mix(w ^ (std::uint64_t(n) << 56));
-    }
+
+  LaunchTrace() {
+    XXH3_INITSTATE(&m_state);
+    XXH3_64bits_reset(&m_state);
   }
-  void add(char const* label) { add(label, std::strlen(label)); }
-  /// Folds an object's bytes in, read from a copy of it made in zeroed memory: a copy
-  /// constructor writes the members, not the padding between them, whose bytes in the object
-  /// itself are whatever its stack slot held (two runs of the same launches would part there).
-  /// The copy is made with Kokkos' reference counting off (as Kokkos copies a functor for a
-  /// launch), so it costs no atomic per view. A compiler that copies padding along with the
-  /// members puts it in the fingerprint: then fingerprints may differ where the launches do not,
-  /// which costs a replay, never a wrong one.
+  /// The fingerprint of what was added so far.
+  std::uint64_t fingerprint() const { return XXH3_64bits_digest(&m_state); }
+  /// Adds n bytes.
+  void add(void const* p, std::size_t n) { XXH3_64bits_update(&m_state, p, n); }
+  /// Adds a label and its length (so that two labels cannot run into each other).
+  void add(char const* label) {
+    std::size_t const n = std::strlen(label);
+    add(label, n);
+    add_value(static_cast<std::uint64_t>(n));
+  }
   template <class T>
   void add_object(T const& v) {
     alignas(T) unsigned char b[sizeof(T)];
     std::memset(b, 0, sizeof(T));
-    using Record = Kokkos::Impl::SharedAllocationRecord<void, void>;
-    bool const tracking = Record::tracking_enabled();
-    Record::tracking_disable();
-    T* const copy = ::new (static_cast<void*>(b)) T(v);
-    if (tracking) Record::tracking_enable();
+    T* copy;
+    {
+      UncountedViews const uncounted;
+      copy = ::new (static_cast<void*>(b)) T(v);
+    }
     add(b, sizeof(T));
     copy->~T();
   }
@@ -88,11 +109,7 @@ struct LaunchTrace {
   }
 
  private:
-  void mix(std::uint64_t w) {
-    hash ^= w + 0x9e3779b97f4a7c15ull + (hash << 6) + (hash >> 2);
-    hash *= 0xff51afd7ed558ccdull;
-    hash ^= hash >> 33;
-  }
+  XXH3_state_t m_state;
 };
 
 /// The calling thread's active trace (null: none).
@@ -140,8 +157,9 @@ bool trace_launch(std::string const& label, Policy const& policy, Functor const&
   ++t->launches;
   t->add(label.c_str());
   trace_policy(*t, policy);
+  t->add_value(static_cast<std::uint64_t>(sizeof(Functor)));
   t->add_object(f);  // the functor's views (pointers, extents) and scalars
-  if (t->log) t->log->emplace_back(label, t->hash);
+  if (t->log) t->log->emplace_back(label, t->fingerprint());
   // A device functor travels as a kernel argument up to 4 KiB (with its policy); a larger one
   // goes through a buffer Kokkos shares between launches, which a graph cannot replay.
   if (sizeof(Functor) + sizeof(Policy) + 256 > 4096) t->capturable = false;

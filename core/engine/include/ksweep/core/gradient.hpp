@@ -545,6 +545,7 @@ class GradientEngine {
 
   // The saving of step n's layer terms from the memories of `after` (the state after step n).
   SaveLayerTerms save_terms(typename propagator_type::State const& after, int n) const {
+    ksweep::impl::UncountedViews const uncounted;  // views that outlive the functor (launch.hpp)
     SaveLayerTerms f;
     f.m_terms = m_terms;
     for (int a = 0; a < Dim; ++a) f.m_zeta[a] = after.zeta[a][after.aux];
@@ -558,7 +559,8 @@ class GradientEngine {
   // The layer terms of step n applied to the images of mu^{n+1} = `lambda` (and to the rebuilt
   // level `u1`).
   ApplyLayerTerms apply_terms(field3 const& lambda, field3 const& u1, int n, bool rebuild) const {
-    return {m_terms, lambda, u1, m_prop.c(), m_grad_c, m_term_model, m_term_field, m_n_terms, n, rebuild};
+    ksweep::impl::UncountedViews const uncounted;  // views that outlive the functor (launch.hpp)
+    return {m_terms, lambda, u1, m_prop.c(), m_grad_c, m_term_model, m_term_field, m_n_terms, n, rebuild, 0};
   }
 
   // A run from a start state: the saved cells of u^0 (the newest forward level; ring_values'
@@ -581,6 +583,7 @@ class GradientEngine {
   }
   template <class Sink>
   storage::CopyValues<storage::ViewValues<Real, memory_space>, Sink> copy_start(Sink const& sink) const {
+    ksweep::impl::UncountedViews const uncounted;  // views that outlive the functor (launch.hpp)
     return {storage::ViewValues<Real, memory_space>{m_start}, sink};
   }
 
@@ -672,6 +675,7 @@ class GradientEngine {
     space.fence();
   }
   LayerSave layer_save(wavelet_view const& w, field3 const& u, int n) const {
+    ksweep::impl::UncountedViews const uncounted;  // views that outlive the functor (launch.hpp)
     return {m_layer_roll,
             m_layer_d,
             u,
@@ -685,6 +689,7 @@ class GradientEngine {
             n};
   }
   LayerChain layer_chain(field3 const& lambda, int n) const {
+    ksweep::impl::UncountedViews const uncounted;  // views that outlive the functor (launch.hpp)
     return {m_layer_d, lambda, m_layer_acc, m_layer_field, m_n_layer, n};
   }
 
@@ -715,6 +720,7 @@ class GradientEngine {
 
   // The saved cells of each shot's wavefield `u`, as a codec value source or sink.
   storage::RingValues<Real, memory_space> ring_values(field3 const& u) const {
+    ksweep::impl::UncountedViews const uncounted;  // views that outlive the functor (launch.hpp)
     return {u, m_offsets, m_ring_div, m_pad};
   }
 
@@ -725,11 +731,16 @@ class GradientEngine {
   void launch_fused(typename propagator_type::PointWork const& adj, First const& first, int n_first,
                     Second const& second, int n_second) const {
     using inner = core::Concat<First, Second>;
-    core::Concat<typename propagator_type::points_functor, inner> f{adj.f, inner{first, second, n_first}, adj.count};
+    using fused = core::Concat<typename propagator_type::points_functor, inner>;
+    auto const f = [&] {
+      ksweep::impl::UncountedViews const uncounted;  // views that outlive the functor (launch.hpp)
+      return fused{adj.f, inner{first, second, n_first}, adj.count};
+    }();
     core::launch_points(m_prop.space(), "ksweep::core::backward_points", f, adj.count + n_first + n_second);
   }
   // The physics' imaging functor over the given levels, with its own coefficients bound.
   imaging_type make_imaging(field3 const& u0, field3 const& lambda, field3 const& u1, bool reconstruct) const {
+    ksweep::impl::UncountedViews const uncounted;  // views that outlive the functor (launch.hpp)
     imaging_type f(u0, lambda, u1, m_prop.c(), m_grad_c, m_isrc, m_irec, m_prop.layout(), reconstruct);
     f.m_xcorr = m_xcorr;
     f.m_illum = illuminations();

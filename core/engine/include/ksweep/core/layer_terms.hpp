@@ -109,7 +109,9 @@ struct SaveLayerTerms {
   Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace> m_terms;  // [step][shot][layer-term cell]
   Kokkos::View<Real****, Kokkos::LayoutRight, MemorySpace> m_zeta[Dim];
   Kokkos::View<int const*, MemorySpace> m_axis, m_strip;
-  Real m_w[3] = {Real(1), Real(1), Real(1)};  // the axes' weights (Layout::weight): the term is w Dx psi
+  // The axes' weights (Layout::weight): the term is w Dx psi. Four reals and two ints: no padding
+  // (a launch trace reads every byte of a functor).
+  Real m_w[4] = {Real(1), Real(1), Real(1), Real(1)};
   int m_cells = 0, m_n = 0;
   KOKKOS_INLINE_FUNCTION void apply(int n, int s, int j) const {
     int const a = m_axis(j);
@@ -132,7 +134,8 @@ struct ApplyLayerTerms {
   Kokkos::View<double***, Kokkos::LayoutRight, MemorySpace> m_grad;  // [shot][model row][nx]
   Kokkos::View<int const*, MemorySpace> m_model, m_field;
   int m_cells = 0, m_n = 0;
-  bool m_rebuild = false;
+  int m_rebuild = 0;  // four ints: no padding (a launch trace reads every byte of a functor)
+  int m_unused = 0;
   KOKKOS_INLINE_FUNCTION void apply(int s, int n, bool rebuild) const {
     Real const* mu = m_lambda.data() + static_cast<std::size_t>(s) * m_lambda.stride(0);
     Real* u1 = m_u1.data() + static_cast<std::size_t>(s) * m_u1.stride(0);

@@ -263,13 +263,17 @@ struct ImagingFrame {
   field3 m_u1;
   Kokkos::View<Real const**, Kokkos::LayoutRight, MemorySpace> m_c;
   image m_grad, m_isrc, m_irec;
+  // The scalars, without padding between or after them (a launch trace reads every byte of a
+  // functor, and padding holds what the stack held): 7 ints after the 5 of m_rows, a double,
+  // 4 reals, 2 ints.
   Rows<Dim> m_rows;
   int m_nz = 0, m_nx = 0, m_left = 0;
-  bool m_free_surface = false, m_reconstruct = false, m_xcorr = false;
-  bool m_illum = true;                        // sum the illuminations (m_isrc, m_irec)
-  Real m_w[3] = {Real(1), Real(1), Real(1)};  // the axes' weights (Layout::weight)
-  double m_wsum = Dim;                        // their sum, in double
-  bool m_uniform = true;                      // every weight 1
+  int m_free_surface = 0, m_reconstruct = 0, m_xcorr = 0;
+  int m_illum = 1;                                     // sum the illuminations (m_isrc, m_irec)
+  double m_wsum = Dim;                                 // the sum of the axes' weights, in double
+  Real m_w[4] = {Real(1), Real(1), Real(1), Real(1)};  // the axes' weights (Layout::weight)
+  int m_uniform = 1;                                   // every weight 1
+  int m_unused = 0;
 
   ImagingFrame() = default;
   ImagingFrame(field3 const& u0, field3 const& lambda, field3 const& u1,

@@ -8,6 +8,8 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <cstdint>
+
 namespace ksweep::core {
 
 /// The taps of each shot that fall in the same cell: `first(s, j)` is whether tap j is the first
@@ -46,9 +48,10 @@ struct InjectPoints {
   Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace> m_field;
   Kokkos::View<Real const***, Kokkos::LayoutRight, MemorySpace> m_values;  // [shot][point][time] or [shot][time][point]
   DevicePoints<Real, MemorySpace> m_points;
+  // Scalars without padding (a launch trace reads every byte of a functor): two ints, a double.
   int m_it;
-  bool m_time_major;  // values indexed [shot][time][point]
-  Real m_scale;
+  int m_time_major;  // values indexed [shot][time][point]
+  double m_scale;    // 1 or -1 (exact in Real)
   using weight_view = Kokkos::View<Real const**, Kokkos::LayoutRight, MemorySpace>;
   weight_view m_weight;  // optional: values times weight(z, x) (c, for the adjoint's mu = c lambda)
   KOKKOS_INLINE_FUNCTION int count() const { return m_points.taps(); }
@@ -64,7 +67,7 @@ struct InjectPoints {
       int const i = p.per_point == 1 ? k : k / p.per_point;
       Real v = m_time_major ? m_values(s, it, i) : m_values(s, i, it);
       if (tapped) v = p.w(s, k) * v;
-      f = f + m_scale * (w * v);
+      f = f + static_cast<Real>(m_scale) * (w * v);
     }
     field(s, z, x) = f;
   }
@@ -79,7 +82,7 @@ struct SamplePoints {
   Kokkos::View<Real***, Kokkos::LayoutRight, MemorySpace> m_out;
   DevicePoints<Real, MemorySpace> m_points;
   int m_it;
-  bool m_time_major;
+  int m_time_major;  // two ints: no padding (a launch trace reads every byte of a functor)
   Kokkos::View<Real const**, Kokkos::LayoutRight, MemorySpace> m_weight;  // optional: samples divided by weight(z, x)
   KOKKOS_INLINE_FUNCTION int count() const { return m_points.per_shot; }
   template <class Field>
@@ -111,15 +114,17 @@ template <class First, class Second>
 struct Concat {
   First m_first;
   Second m_second;
-  int m_n_first;
+  std::int64_t m_n_first;  // 8 bytes: no padding after it (a launch trace reads every byte)
   KOKKOS_INLINE_FUNCTION void operator()(int r) const {
     if (r < m_n_first) m_first(r);
-    else m_second(r - m_n_first);
+    else m_second(r - static_cast<int>(m_n_first));
   }
 };
 
-/// A functor that does nothing (an empty part of a Concat).
+/// A functor that does nothing (an empty part of a Concat). Eight defined bytes rather than an
+/// empty class's one, which padding would follow (a launch trace reads every byte of a functor).
 struct NoWork {
+  std::int64_t m_unused = 0;
   KOKKOS_INLINE_FUNCTION void operator()(int) const {}
 };
 

@@ -243,6 +243,7 @@ class Propagator {
   /// sources w[n] go into u^{n-1} with a minus sign, so that the step's "- u^{n-1}" adds them
   /// to u^{n+1}. The two touch different wavefield levels, so they share one launch.
   PointWork forward_points(int n, wavelet_view const& wavelets, record_view const& records) const {
+    ksweep::impl::UncountedViews const uncounted;  // the flows' views (launch.hpp)
     State const& st = m_fwd;
     return points({st.u[1 - st.cur], &m_sources, wavelets, false, n < static_cast<int>(wavelets.extent(2)) ? n : -1},
                   {st.u[st.cur], &m_receivers, records, true, n - 1}, false);
@@ -252,6 +253,7 @@ class Propagator {
   /// are final by then; the residual[n-1] goes into lambda^{n+2} with a minus sign, so that the
   /// step's "- lambda^{n+2}" adds it to lambda^n.
   PointWork adjoint_points(int n, record_view const& residual, wavelet_view const& wavelet_grad) const {
+    ksweep::impl::UncountedViews const uncounted;  // the flows' views (launch.hpp)
     State const& st = m_adj;
     return points({st.u[1 - st.cur], &m_receivers, residual, true, n - 1},
                   {st.u[st.cur], &m_sources, wavelet_grad, false, n}, true);
@@ -540,11 +542,13 @@ class Propagator {
   /// The injection that takes the sources w[it] out of `into` (-w: the forward step added them
   /// through "- u^{n-1}"), for the time reversal of the forward wavefield.
   InjectPoints<Real, memory_space> source_removal(field3 const& into, wavelet_view const& w, int it) const {
+    ksweep::impl::UncountedViews const uncounted;  // views that outlive the functor (launch.hpp)
     return {into, w, m_removal, it, false, Real(-1), {}};
   }
 
   /// A kernel functor bound to `st` (cur -> out) with the layer memories in -> out.
   kernel_type bind(State const& st) const {
+    ksweep::impl::UncountedViews const uncounted;  // views that outlive the kernel (launch.hpp)
     kernel_type k(m_layout);
     if constexpr (impl::runs_by_rows<ExecSpace>) k.set_block_y(host_block_y());
     k.m_cur = st.u[st.cur];
@@ -740,6 +744,7 @@ class Propagator {
   // The adjoint (`adjoint_field`) carries mu = c lambda: injected values are weighted by c and
   // sampled ones divided by it.
   PointWork points(PointFlow const& in, PointFlow const& out, bool adjoint_field) const {
+    ksweep::impl::UncountedViews const uncounted;  // views that outlive the functors (launch.hpp)
     int const ns = m_survey.n_shots;
     PointWork w;
     typename InjectPoints<Real, memory_space>::weight_view const weight = adjoint_field ? m_c : field2();

@@ -23,6 +23,7 @@
 /// limit), a trace that throws, or a capture that fails runs as plain launches from the state
 /// put back. Graphs off (the default), other backends: body() itself.
 
+#include <ksweep/base/error.hpp>
 #include <ksweep/base/launch.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -46,12 +47,17 @@ inline std::atomic<int>& step_graphs_setting() {
 }  // namespace impl
 
 /// Whether runs of steps on CUDA go through graphs: set_step_graphs(), else KSWEEP_CUDA_GRAPHS
-/// ("1": on; unset or "0": off).
+/// ("1": on; unset, empty or "0": off; any other value is an error naming it). Programs and the
+/// Python module read it when they start (KokkosSession, the worker), so that a build without
+/// CUDA refuses a wrong value too.
 inline bool step_graphs() {
   int s = impl::step_graphs_setting().load();
   if (s < 0) {
     char const* e = std::getenv("KSWEEP_CUDA_GRAPHS");
-    s = e && std::strcmp(e, "0") != 0 && *e != '\0' ? 1 : 0;
+    KSWEEP_REQUIRE(e == nullptr || *e == '\0' || std::strcmp(e, "0") == 0 || std::strcmp(e, "1") == 0,
+                   "KSWEEP_CUDA_GRAPHS='" << e << "' is not allowed (allowed: 1, runs of steps on CUDA replayed as "
+                                          << "graphs; 0 or unset, launched one by one)");
+    s = e && std::strcmp(e, "1") == 0 ? 1 : 0;
     impl::step_graphs_setting().store(s);
   }
   return s == 1;
@@ -144,9 +150,10 @@ class StepGraphs {
         body();
         return;
       }
+      std::uint64_t const key = trace.fingerprint();
       cudaStream_t const stream = space.cuda_stream();
       for (auto& g : m_graphs)
-        if (g.hash == trace.hash && g.launches == trace.launches) {
+        if (g.hash == key && g.launches == trace.launches) {
           g.used = ++m_clock;
           if (cudaGraphLaunch(g.exec, stream) == cudaSuccess) {
             ++m_counts.replays;
@@ -162,13 +169,13 @@ class StepGraphs {
       // A fingerprint seen once before is captured; a new one launches as it is and is
       // remembered: runs that never come back (new buffers every call) pay no capture.
       for (auto it = m_seen.begin(); it != m_seen.end(); ++it)
-        if (it->first == trace.hash && it->second == trace.launches) {
+        if (it->first == key && it->second == trace.launches) {
           m_seen.erase(it);
           capture(space, body, restore, trace);
           return;
         }
       if (m_seen.size() >= max_seen) m_seen.erase(m_seen.begin());
-      m_seen.emplace_back(trace.hash, trace.launches);
+      m_seen.emplace_back(key, trace.launches);
       ++m_counts.plain;
       body();
       return;
@@ -209,7 +216,7 @@ class StepGraphs {
     cudaGraph_t graph = nullptr;
     cudaError_t const ended = cudaStreamEndCapture(stream, &graph);
     cudaGraphExec_t exec = nullptr;
-    bool ok = made && ended == cudaSuccess && graph != nullptr && trace.hash == traced.hash &&
+    bool ok = made && ended == cudaSuccess && graph != nullptr && trace.fingerprint() == traced.fingerprint() &&
               trace.launches == traced.launches && trace.capturable;
 #if CUDART_VERSION >= 12000
     if (ok) ok = cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
@@ -234,7 +241,7 @@ class StepGraphs {
       cudaGraphExecDestroy(m_graphs[oldest].exec);
       m_graphs.erase(m_graphs.begin() + static_cast<std::ptrdiff_t>(oldest));
     }
-    m_graphs.push_back({traced.hash, traced.launches, exec, ++m_clock});
+    m_graphs.push_back({traced.fingerprint(), traced.launches, exec, ++m_clock});
   }
 #endif
 };
