@@ -90,6 +90,13 @@ struct LaunchTrace {
     add(label, n);
     add_value(static_cast<std::uint64_t>(n));
   }
+  /// Adds an object's bytes, read from a copy of it made in zeroed memory: a copy constructor
+  /// writes the members, not the padding between them, whose bytes in the object itself are
+  /// whatever its stack slot held (two runs of the same launches would part there; the step
+  /// functors hold none). The copy is made with Kokkos' reference counting off (as Kokkos copies
+  /// a functor for a launch), so it costs no atomic per view. A compiler that copies padding
+  /// along with the members puts it in the fingerprint: then fingerprints may differ where the
+  /// launches do not, which costs a replay, never a wrong one.
   template <class T>
   void add_object(T const& v) {
     alignas(T) unsigned char b[sizeof(T)];
