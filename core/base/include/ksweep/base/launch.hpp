@@ -51,7 +51,7 @@ namespace impl {
 /// no count (and release none), as Kokkos copies a functor for a launch. For the functors a time
 /// step builds from views that outlive them (the propagator's levels, profiles and points, the
 /// caller's records): a step's kernels hold tens of views, and counting each copy in and out
-/// took most of the host's time in a step that launches (two atomic updates per view per copy).
+/// (two atomic updates per view per copy) would be most of the host's time in a step.
 /// Nothing may be allocated in its scope (a view allocated there would never be freed).
 class UncountedViews {
  public:
