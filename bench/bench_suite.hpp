@@ -795,10 +795,13 @@ struct CubeCase {
 inline std::vector<float> cube_model(int n, bool sphere) {
   std::vector<float> v(static_cast<std::size_t>(n) * n * n);
   double const r = n / 6.0, c = 0.5 * (n - 1);
+  // The sines and cosines per column and row (the same values: 512^3 cells in a second).
+  std::vector<double> sx(static_cast<std::size_t>(n)), cy(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) sx[i] = std::sin(0.21 * i), cy[i] = std::cos(0.17 * i);
   for (int z = 0; z < n; ++z)
     for (int y = 0; y < n; ++y)
       for (int x = 0; x < n; ++x) {
-        double vv = 1500.0 + 2000.0 * z / (n - 1) + 150.0 * std::sin(0.21 * x) * std::cos(0.17 * y);
+        double vv = 1500.0 + 2000.0 * z / (n - 1) + 150.0 * sx[x] * cy[y];
         if (sphere && (z - c) * (z - c) + (y - c) * (y - c) + (x - c) * (x - c) <= r * r) vv += 100.0;
         v[(static_cast<std::size_t>(z) * n + y) * n + x] = static_cast<float>(vv);
       }
@@ -909,13 +912,16 @@ void bm_cube3d(benchmark::State& state, CubeCase c) {
 
 template <class ExecSpace, int Order>
 void register_cube3d(std::string const& b, Options const& o) {
-  std::vector<int> const sizes = o.smoke ? std::vector<int>{12} : std::vector<int>{48, 128};
+  // Production sizes on devices: 256^3 and 512^3 (one shot, nt 100; 512^3 is 0.5 GiB a field).
+  std::vector<int> sizes = o.smoke ? std::vector<int>{12} : std::vector<int>{48, 128};
+  if (!core::impl::runs_by_rows<ExecSpace> && !o.smoke) sizes.insert(sizes.end(), {256, 512});
   for (int n : sizes)
     for (bool gradient : {false, true}) {
       CubeCase c;
       c.n = n;
       c.order = Order;
       c.gradient = gradient;
+      if (n >= 256) c.shots = 1, c.nt = 100;
       if (o.smoke) c.nt = 8;
       add(bench_name("cube3d", b,
                      {{"order", std::to_string(Order)},
@@ -1161,6 +1167,54 @@ void register_graphs(std::string const& b, Options const& o, int mz, int mx) {
   }
 }
 
+/// The shape of the launches over cells (core::DeviceTiles), timed side by side in one run: the
+/// 4096^2 forward at orders 2, 4 and 8 and the 256^3 cube at order 4, in tiles of 32 to 256
+/// cells along x with x fastest, and 64 with the rows first (4 rows of 8 cells a warp). On
+/// devices (hosts run rows, not tiles: only the smoke run registers them there).
+template <class ExecSpace>
+void register_tiles(std::string const& b, Options const& o) {
+  if (core::impl::runs_by_rows<ExecSpace> && !o.smoke) return;
+  struct Setting {
+    core::DeviceTiles before = core::device_tiles();
+    explicit Setting(core::DeviceTiles t) { core::set_device_tiles(t); }
+    ~Setting() { core::set_device_tiles(before); }
+  };
+  std::vector<core::DeviceTiles> const shapes = {{64, true}, {64, false}, {32, true}, {128, true}, {256, true}};
+  int const n = o.smoke ? 24 : 4096;
+  long long const per_step = static_cast<long long>(n + 2 * pml_width) * (n + 2 * pml_width);
+  ForwardCase const f{n, n, 1, steps_for(o.smoke ? 2e4 : 2e8, per_step, o.smoke ? 3 : 10, o.smoke ? 20 : 4000)};
+  auto params = [&](core::DeviceTiles const& t, char const* kind, int order) {
+    return std::vector<std::pair<std::string, std::string>>{{"tiles", std::to_string(t.cols)},
+                                                            {"lanes", t.x_fastest ? "x" : "rows"},
+                                                            {"kind", kind},
+                                                            {"order", std::to_string(order)}};
+  };
+  for (auto const& t : shapes) {
+    auto forward = [&](int order, auto bm) {
+      auto p = params(t, "forward", order);
+      p.insert(p.end(), {{"nz", std::to_string(n)}, {"nx", std::to_string(n)}, {"nt", std::to_string(f.nt)}});
+      add(bench_name("tiles", b, p), [f, b, t, bm](benchmark::State& st) {
+        Setting const s(t);
+        bm(st, f, b);
+      })->Unit(benchmark::kMillisecond);
+    };
+    forward(2, &bm_forward<ExecSpace, 2>);
+    forward(4, &bm_forward<ExecSpace, 4>);
+    forward(8, &bm_forward<ExecSpace, 8>);
+    if (t.cols == 128) continue;  // the cube: 64 both ways, 32 and 256
+    CubeCase c;
+    c.n = o.smoke ? 12 : 256;
+    c.shots = 1;
+    c.nt = o.smoke ? 8 : 100;
+    auto p = params(t, "cube3d", 4);
+    p.emplace_back("n", std::to_string(c.n));
+    add(bench_name("tiles", b, p), [c, t](benchmark::State& st) {
+      Setting const s(t);
+      bm_cube3d<ExecSpace, 4>(st, c);
+    })->Unit(benchmark::kMillisecond);
+  }
+}
+
 template <class ExecSpace>
 void register_benchmarks(Options const& o) {
   std::string const b = ExecSpace::name();
@@ -1251,6 +1305,7 @@ void register_benchmarks(Options const& o) {
   }
 
   register_graphs<ExecSpace>(b, o, mz, mx);
+  register_tiles<ExecSpace>(b, o);
 
   // The peer comparison's cases.
   register_marmousi<ExecSpace, 4>(b, o);

@@ -463,6 +463,38 @@ def plot_allreduce(rows, out):
     return save(fig, out, "allreduce.png")
 
 
+def tiles_section(runs):
+    """The `tiles` rows: the same forward in launches over cells of other shapes (core::DeviceTiles),
+    one run, as Gcells/s, the fraction of the triad bound, and the speed against the rows-first
+    lane order (4 rows of 8 cells a warp at 64 cells, the launches' old shape)."""
+    md = ["## The shape of the launches over cells", "",
+          "`tiles` benchmarks: the 4096^2 forward (orders 2, 4, 8) and the 256^3 cube (order 4) in tiles of 256 "
+          "cells, `tiles` cells along x, with consecutive threads along x (`x`) or along the tile's rows (`rows`: "
+          "4 rows of 8 cells a warp at 64, the shape Kokkos 4.6's MDRange gave these launches). The same bits in "
+          "every shape. Registered on devices.", ""]
+    rows = []
+    for lab, rs in sorted(series(runs, "tiles").items()):
+        by = defaultdict(dict)
+        for r in rs:
+            p = r["params"]
+            by[(p["kind"], p["order"])][(p["tiles"], p["lanes"])] = r
+        for (kind, order) in sorted(by):
+            shapes = by[(kind, order)]
+            base = shapes.get((64, "rows"))
+            for (w, lanes) in sorted(shapes, key=lambda k: (k[1] != "x", k[0])):
+                r = shapes[(w, lanes)]
+                rows.append([lab, kind, order, w, lanes, "%.4f" % r["seconds"],
+                             "%.1f" % (r.get("cells_per_second", 0) * 1e-9),
+                             "%.1f %%" % (100 * r.get("roofline_fraction", 0)),
+                             "**%.2f**" % (base["seconds"] / r["seconds"]) if base and r["seconds"] > 0 else ""])
+    if rows:
+        md += [table(["series", "run", "order", "tiles", "lanes", "s", "Gcells/s", "of triad",
+                      "speed / (64, rows)"], rows), ""]
+    else:
+        md += ["No `tiles` benchmark runs given (they run on a device build).", ""]
+    return md
+
+
 def table(header, rows):
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
@@ -769,6 +801,8 @@ def main():
                       "speed-up"], rows), ""]
     else:
         md += ["No `graphs` benchmark runs given (they run on a CUDA build).", ""]
+
+    md += tiles_section(runs)
 
     if any(r["family"] in ("cube3d", "cube3d_memory") for run in runs for r in run["rows"]) or \
             any(peer_dim(p) == 3 for p in peers):

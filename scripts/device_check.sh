@@ -190,7 +190,7 @@ helper=$repo/scripts/device_check.py
 export KSWEEP_GIT=$(git -C "$repo" describe --always --dirty 2>/dev/null || echo unknown)
 results=()  # one JSON object per step
 # Seconds each program of a step may run (GPU: the whole check stays within about 6 minutes).
-declare -A step_limit=([unit]=150 [fwi]=60 [domains]=60 [python]=60 [bench]=100)
+declare -A step_limit=([unit]=150 [fwi]=60 [domains]=60 [python]=60 [bench]=150)
 if [ "$mode" = dry-run ]; then step_limit=([unit]=600 [fwi]=900 [domains]=900 [python]=600 [bench]=300); fi
 limit=60
 

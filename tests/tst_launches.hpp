@@ -17,6 +17,7 @@
 #include <ksweep/core/runtime.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -171,7 +172,8 @@ std::vector<std::string> padded_step_functors() {
                       " bytes, the first at " + std::to_string(bytes[0]) + ")");
   };
   check(typename P::kernel_type{}, "the step (PhysicsStep)");
-  check(core::impl::CellsOfRow<core::ForwardTag, typename P::kernel_type>{}, "CellsOfRow");
+  check(core::impl::CellTiles<core::ForwardTag, typename P::kernel_type>{}, "CellTiles (the step)");
+  check(core::impl::CellTiles<void, typename E::imaging_type>{}, "CellTiles (the imaging)");
   check(typename P::points_functor{}, "the point work (Concat<InjectPoints, SamplePoints>)");
   check(core::SamplePoints<Real, mem>{}, "SamplePoints");
   check(typename E::imaging_type{}, "the imaging");
@@ -326,6 +328,100 @@ KSWEEP_TEST(launches_replayed_give_the_bits_of_launches) {
     EXPECT_GT(counts.replays, 0u) << how;
   } else {
     EXPECT_EQ(counts.replays + counts.captures, 0u);
+  }
+}
+
+// The launches over cells (devices, and the `cells` schedule on hosts) in tiles of 256 cells:
+// every cell of the grid once, whatever the tile's width and lane order, narrow launches (the
+// strips next to a cut) and ragged edges included; 32 consecutive lanes of a tile at least 32
+// cells wide are 32 consecutive cells of one row when x runs fastest.
+KSWEEP_TEST(launches_tiles_take_each_cell_once) {
+  struct Count {
+    std::vector<int>* seen;
+    int cols;
+    void operator()(core::impl::CellTag<core::ForwardTag>, int r, int c) const {
+      ++(*seen)[static_cast<std::size_t>(r) * cols + c];
+    }
+  };
+  struct Where {
+    int* r;
+    int* c;
+    void operator()(core::impl::CellTag<core::ForwardTag>, int row, int col) const { *r = row, *c = col; }
+  };
+  std::vector<std::pair<int, int>> const grids = {{1, 1}, {3, 2}, {7, 5}, {2, 300}, {300, 3}, {141, 681}, {64, 256}};
+  for (int width : {4, 8, 16, 32, 64, 128, 256})
+    for (bool x_fastest : {true, false})
+      for (auto const& [rows, cols] : grids) {
+        core::DeviceTiles const shape{width, x_fastest};
+        std::vector<int> seen(static_cast<std::size_t>(rows) * cols, 0);
+        core::impl::CellTiles<core::ForwardTag, Count> const t(Count{&seen, cols}, rows, cols, shape);
+        ASSERT_EQ(t.size() % 256, 0);
+        for (std::int64_t i = 0; i < t.size(); ++i) t(i);
+        std::size_t wrong = 0;
+        for (int v : seen) wrong += v != 1;
+        EXPECT_EQ(wrong, 0u) << rows << " x " << cols << ", tiles " << width
+                             << (x_fastest ? " x first" : " rows first");
+        if (x_fastest && width >= 32 && cols >= width) {  // a warp: 32 cells of one row
+          int r0 = -1, c0 = -1, r = -1, c = -1;
+          core::impl::CellTiles<core::ForwardTag, Where> const w(Where{&r, &c}, rows, cols, shape);
+          for (std::int64_t i = 0; i < 32; ++i) {
+            w(i);
+            if (i == 0) r0 = r, c0 = c;
+            EXPECT_TRUE(r == r0 && c == c0 + i) << "lane " << i << ": (" << r << ", " << c << ")";
+          }
+        }
+      }
+  for (int bad : {0, 2, 48, 512}) EXPECT_THROW(core::set_device_tiles(core::DeviceTiles{bad, true}), Error) << bad;
+}
+
+// The shape of the launches over cells changes no bit: a forward, an adjoint and a gradient
+// (the step and the imaging run over cells) give the default shape's bits under other widths
+// and the rows-first lane order, on the cells schedule (the devices' launches; on hosts the
+// test program's `cells` run and this case's own schedule).
+KSWEEP_TEST(launches_tile_shapes_give_the_same_bits) {
+  struct Restore {
+    core::DeviceTiles setting = core::device_tiles();
+    ~Restore() { core::set_device_tiles(setting); }
+  } const restore;
+  auto run = [](core::DeviceTiles shape) {
+    core::set_device_tiles(shape);
+    LaunchProblem p;
+    p.prop.set_schedule(core::Schedule::cells);
+    int const nt = 12;
+    auto const w = p.wavelets(nt);
+    auto const wh = Kokkos::create_mirror_view(w);
+    for (std::size_t i = 0; i < wh.size(); ++i) wh.data()[i] = std::sin(0.3f * static_cast<float>(i));
+    Kokkos::deep_copy(w, wh);
+    storage::StorageConfig cfg;
+    cfg.dtype = storage::Dtype::fp16;
+    LaunchProblem::E engine(p.prop, cfg);
+    std::vector<std::vector<double>> out;
+    auto keep = [&out](auto const& v) {
+      auto const h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+      out.emplace_back(h.data(), h.data() + h.size());
+    };
+    auto const r = p.records(nt);
+    auto const g = p.wavelets(nt);
+    LaunchProblem::E::images_type images(LaunchProblem::nz, LaunchProblem::nx);
+    p.prop.forward(w, r);
+    keep(r);
+    p.prop.adjoint(r, g);
+    keep(g);
+    engine.forward(w, r);
+    engine.backward(w, r, images);
+    keep(images.grad);
+    return out;
+  };
+  auto const reference = run(core::DeviceTiles{});
+  for (auto const& shape : {core::DeviceTiles{4, true}, core::DeviceTiles{32, true}, core::DeviceTiles{256, true},
+                            core::DeviceTiles{64, false}, core::DeviceTiles{8, false}}) {
+    auto const out = run(shape);
+    ASSERT_EQ(out.size(), reference.size());
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      ASSERT_EQ(out[i].size(), reference[i].size());
+      EXPECT_EQ(0, std::memcmp(out[i].data(), reference[i].data(), out[i].size() * sizeof(double)))
+          << "output " << i << ", tiles " << shape.cols << (shape.x_fastest ? " x first" : " rows first");
+    }
   }
 }
 

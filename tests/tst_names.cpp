@@ -2,6 +2,7 @@
 // that follow its order. (The configuration keys that take these names, and the README's table of
 // them, are checked against the registry in tst_io.cpp.)
 
+#include <ksweep/base/environment.hpp>
 #include <ksweep/base/error.hpp>
 #include <ksweep/base/names.hpp>
 #include <ksweep/core/schedule.hpp>
@@ -11,8 +12,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <set>
 #include <string>
+#include <utility>
 
 namespace {
 
@@ -89,6 +92,32 @@ TEST(names, enums_follow_the_registry) {
     int const order = std::stoi(std::string(names::order.name(i)));
     EXPECT_EQ(core::dispatch_order(order, [](auto o) { return decltype(o)::value; }), order);
   }
+}
+
+// The run's on/off switches (KSWEEP_CUDA_GRAPHS, KSWEEP_GPU_AWARE_MPI, KSWEEP_OVERLAP) share one
+// parser: "1", "0", unset or empty; anything else is refused naming the variable, the value and
+// the three states.
+TEST(names, environment_switch_takes_1_0_or_nothing) {
+  char const* name = "KSWEEP_TEST_SWITCH";
+  SwitchMeaning const m{"on words", "off words", "unset words"};
+  ::unsetenv(name);
+  EXPECT_EQ(environment_switch(name, m), -1);
+  for (auto const& [v, want] : {std::pair<char const*, int>{"", -1}, {"1", 1}, {"0", 0}}) {
+    ::setenv(name, v, 1);
+    EXPECT_EQ(environment_switch(name, m), want) << "'" << v << "'";
+  }
+  for (char const* bad : {"yes", "on", "true", "01", " 1", "1 ", "2", "-1"}) {
+    ::setenv(name, bad, 1);
+    try {
+      (void)environment_switch(name, m);
+      ADD_FAILURE() << "'" << bad << "' was taken";
+    } catch (Error const& e) {
+      std::string const want =
+          std::string(name) + "='" + bad + "' is not allowed (allowed: 1, on words; 0, off words; unset, unset words)";
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
+  ::unsetenv(name);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include <ksweep/comm/communicator.hpp>
 
+#include <ksweep/base/environment.hpp>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -60,6 +62,7 @@ struct GpuAwareness {
 };
 
 GpuAwareness ask_gpu_awareness() {
+  [[maybe_unused]] int const env = gpu_aware_mpi_switch();
 #if !KSWEEP_ENABLE_MPI
   return {false, "no MPI in this build"};
 #elif !defined(KOKKOS_ENABLE_CUDA)
@@ -67,14 +70,8 @@ GpuAwareness ask_gpu_awareness() {
 #elif !KSWEEP_ENABLE_GPU_AWARE_MPI
   return {false, "staged through host memory (built with -DKSWEEP_ENABLE_GPU_AWARE_MPI=OFF)"};
 #else
-  if (char const* env = std::getenv("KSWEEP_GPU_AWARE_MPI"); env && *env) {
-    std::string const v = env;
-    if (v == "1") return {true, "GPU-aware (KSWEEP_GPU_AWARE_MPI=1)"};
-    if (v == "0") return {false, "staged through host memory (KSWEEP_GPU_AWARE_MPI=0)"};
-    throw Error("ksweep::comm::gpu_aware_mpi: KSWEEP_GPU_AWARE_MPI='" + v +
-                "' is not allowed (allowed: 1, device pointers to MPI; 0, staged through host memory; unset, "
-                "ask the MPI library)");
-  }
+  if (env == 1) return {true, "GPU-aware (KSWEEP_GPU_AWARE_MPI=1)"};
+  if (env == 0) return {false, "staged through host memory (KSWEEP_GPU_AWARE_MPI=0)"};
 #if defined(MPIX_CUDA_AWARE_SUPPORT)
   int init = 0;
   MPI_Initialized(&init);
@@ -126,6 +123,10 @@ NodeRanks const& node_ranks() {
 void set_staging(Staging s) { g_staging = s; }
 Staging staging() { return g_staging; }
 bool gpu_aware_mpi() { return gpu_awareness().on; }
+int gpu_aware_mpi_switch() {
+  return environment_switch("KSWEEP_GPU_AWARE_MPI",
+                            {"device pointers to MPI", "staged through host memory", "ask the MPI library"});
+}
 std::string gpu_aware_mpi_reason() { return gpu_awareness().reason; }
 
 Environment::Environment(int& argc, char**& argv) {

@@ -7,6 +7,7 @@
 #include <ksweep/base/config.hpp>
 #include <ksweep/base/names.hpp>
 #include <ksweep/core/runtime.hpp>
+#include <ksweep/fwi/domains.hpp>
 #include <ksweep/io/atomic_file.hpp>
 #include <ksweep/io/config.hpp>
 #include <ksweep/io/keys.hpp>
@@ -260,6 +261,10 @@ struct Command {
   /// exit code (128 + signal, or 1), said once; any other error ends every rank (MPI_Abort).
   int run(ksweep::comm::Communicator const& comm, int argc, char** argv) const {
     try {
+      // The run's switches, checked on every build before anything starts (KSWEEP_CUDA_GRAPHS
+      // by the session).
+      (void)ksweep::comm::gpu_aware_mpi_switch();
+      (void)ksweep::fwi::overlap_from_environment();
       begin_startup("Kokkos");
       ksweep::core::KokkosSession kokkos(argc, argv, comm.local_rank());
       end_startup();

@@ -174,17 +174,20 @@ def case_model():
             fail(f"OMP_NUM_THREADS=4096: exit {r.returncode}, expected 1 (an error) and the limit named:\n"
                  f"{r.stdout}{r.stderr}")
     # A switch of the run set to a value it does not take: refused before anything starts, on
-    # every build (KSWEEP_CUDA_GRAPHS only acts on CUDA, but a typo must not pass silently).
-    r = subprocess.run([KSWEEP, "info"], env=dict(ENV, KSWEEP_CUDA_GRAPHS="yes"), capture_output=True, text=True,
-                       timeout=120)
-    if r.returncode != 1 or "KSWEEP_CUDA_GRAPHS='yes' is not allowed" not in r.stderr or "allowed: 1" not in r.stderr:
-        fail(f"KSWEEP_CUDA_GRAPHS=yes: exit {r.returncode}, expected 1 (an error naming the value):\n"
-             f"{r.stdout}{r.stderr}")
-    for ok in ("0", "1", ""):
-        r = subprocess.run([KSWEEP, "info"], env=dict(ENV, KSWEEP_CUDA_GRAPHS=ok), capture_output=True, text=True,
+    # every build (KSWEEP_CUDA_GRAPHS only acts on CUDA, KSWEEP_GPU_AWARE_MPI on CUDA with MPI,
+    # KSWEEP_OVERLAP on a split, but a typo must not pass silently). One parser for the three.
+    for switch in ("KSWEEP_CUDA_GRAPHS", "KSWEEP_GPU_AWARE_MPI", "KSWEEP_OVERLAP"):
+        r = subprocess.run([KSWEEP, "info"], env=dict(ENV, **{switch: "yes"}), capture_output=True, text=True,
                            timeout=120)
-        if r.returncode != 0:
-            fail(f"KSWEEP_CUDA_GRAPHS='{ok}': exit {r.returncode}:\n{r.stdout}{r.stderr}")
+        if (r.returncode != 1 or f"{switch}='yes' is not allowed" not in r.stderr or "allowed: 1, " not in r.stderr
+                or "; 0, " not in r.stderr or "; unset, " not in r.stderr):
+            fail(f"{switch}=yes: exit {r.returncode}, expected 1 (an error naming the value and what is allowed):\n"
+                 f"{r.stdout}{r.stderr}")
+        for ok in ("0", "1", ""):
+            r = subprocess.run([KSWEEP, "info"], env=dict(ENV, **{switch: ok}), capture_output=True, text=True,
+                               timeout=120)
+            if r.returncode != 0:
+                fail(f"{switch}='{ok}': exit {r.returncode}:\n{r.stdout}{r.stderr}")
     print("model: ok")
 
 

@@ -38,15 +38,18 @@ def test_thread_counts_beyond_the_backend_are_refused():
         r.stdout + r.stderr
 
 
-def test_a_wrong_graphs_switch_is_refused():
-    """KSWEEP_CUDA_GRAPHS takes 1 or 0 (or nothing): another value is refused when ksweep starts,
+@pytest.mark.parametrize("switch", ["KSWEEP_CUDA_GRAPHS", "KSWEEP_GPU_AWARE_MPI", "KSWEEP_OVERLAP"])
+def test_a_wrong_switch_is_refused(switch):
+    """The run's switches take 1 or 0 (or nothing): another value is refused when ksweep starts,
     naming it, on every build (as the program refuses it)."""
     code = ("import ksweep\ntry:\n    ksweep.initialize()\nexcept ValueError as e:\n"
             "    print('refused:', e)\n")
-    env = dict(os.environ, OMP_NUM_THREADS="2", OMP_PROC_BIND="false", KSWEEP_CUDA_GRAPHS="on")
+    env = dict(os.environ, OMP_NUM_THREADS="2", OMP_PROC_BIND="false")
+    env[switch] = "on"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert r.returncode == 0 and "refused: KSWEEP_CUDA_GRAPHS='on' is not allowed" in r.stdout, r.stdout + r.stderr
-    env["KSWEEP_CUDA_GRAPHS"] = "0"
+    assert r.returncode == 0 and f"refused: {switch}='on' is not allowed (allowed: 1, " in r.stdout, \
+        r.stdout + r.stderr
+    env[switch] = "0"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert r.returncode == 0 and "refused" not in r.stdout, r.stdout + r.stderr
 

@@ -8,6 +8,7 @@
 #include <ksweep/comm/communicator.hpp>
 #include <ksweep/core/runtime.hpp>
 #include <ksweep/core/step_graph.hpp>
+#include <ksweep/fwi/domains.hpp>
 
 #include <Kokkos_Core.hpp>
 #include <pybind11/pybind11.h>
@@ -251,7 +252,10 @@ inline void initialize(int threads, int device) {
 #endif
   std::vector<std::string> args{"ksweep"};
   if (threads > 0) args.push_back(t + std::to_string(threads));
-  (void)core::step_graphs();  // KSWEEP_CUDA_GRAPHS checked on every build, as the program does
+  // The run's switches, checked on every build as the program checks them.
+  (void)core::step_graphs();
+  (void)comm::gpu_aware_mpi_switch();
+  (void)fwi::overlap_from_environment();
   if (device < 0) device = core::device_for_process(-1);
   if (device >= 0) args.push_back(d + std::to_string(device));
   std::vector<char*> argv;

@@ -36,6 +36,9 @@ bool gpu_aware_mpi();
 /// One line on how device data travels, e.g. "GPU-aware (Open MPI reports CUDA support)" or
 /// "staged through host memory (the MPI library reports no CUDA support)".
 std::string gpu_aware_mpi_reason();
+/// KSWEEP_GPU_AWARE_MPI as set: 1, 0, or -1 when unset or empty; any other value is an error
+/// naming it, on every build (programs check it when they start; nothing is cached).
+int gpu_aware_mpi_switch();
 
 /// Whether views in `MemorySpace` travel through host copies (see Staging).
 template <class MemorySpace>

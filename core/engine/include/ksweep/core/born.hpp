@@ -38,8 +38,10 @@ struct BornSource {
   Real const* k = nullptr;
   Real beta = 0;
   std::int64_t rows = 0, cols = 0;  // of one shot's field
-  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t s, std::int64_t i) const {
-    std::int64_t const j = s * rows * cols + i;
+  /// Cell j of the batch's fields (devices: consecutive threads on consecutive cells).
+  struct Cell {};
+  KOKKOS_INLINE_FUNCTION void operator()(Cell, std::int64_t j) const {
+    std::int64_t const i = j % (rows * cols);
     Real const v = b ? a[j] + beta * b[j] : a[j];
     du[j] -= k[i] * v;
   }
@@ -106,11 +108,10 @@ void Propagator<Real, Order, ExecSpace, Dimension, Physics>::born(wavelet_view c
     BornSource<Real, memory_space> f{m_born.u[1 - m_born.cur].data(), a.data(), b.data(), k.data(), beta, rows, cols};
     using rows_policy = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
     using cells_policy =
-        Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>,
-                              Kokkos::IndexType<std::int64_t>>;
+        Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>, typename BornSource<Real, memory_space>::Cell>;
     if constexpr (ksweep::impl::launches_on_host<rows_policy>)
       launch_for("ksweep::core::born_source", rows_policy(m_space, 0, shots * rows), f);
-    else launch_for("ksweep::core::born_source", cells_policy(m_space, {0, 0}, {shots, rows * cols}), f);
+    else launch_for("ksweep::core::born_source", cells_policy(m_space, 0, shots * rows * cols), f);
   };
   if (runs_shots()) {
     // The `shots` schedule: each thread takes whole shots and runs their time loops with the

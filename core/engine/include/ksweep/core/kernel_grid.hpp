@@ -5,6 +5,7 @@
 /// runs of cells a body reads and writes, and the launches over rows (host backends) or cells
 /// (devices, and the `cells` schedule). Every physics' kernels are written over these.
 
+#include <ksweep/base/error.hpp>
 #include <ksweep/base/launch.hpp>
 #include <ksweep/core/geometry.hpp>
 
@@ -210,33 +211,97 @@ KOKKOS_FORCEINLINE_FUNCTION void dispatch_flags(int flags, F const& f) {
   }
 }
 
-/// The `cells` schedule on hosts: the row `r` of a host launch runs the cell operator of each
-/// of its `cols` cells, one at a time, as a device thread would.
+}  // namespace impl
+
+/// The shape of the launches over cells (devices, and the `cells` schedule on hosts): tiles of
+/// 256 cells, `cols` cells along x (a power of 2 from 4 to 256; narrower for a narrower launch)
+/// by 256 / cols rows. With `x_fastest` (the default) consecutive threads take consecutive cells
+/// of a row, so that a warp reads 32 cells of one row; without it, consecutive rows of the tile
+/// (at 64 cells, 4 rows of 8 cells a warp: what Kokkos 4.6's MDRange gave these launches), kept
+/// for the benchmarks to time against. No result depends on it: each cell runs the same body.
+struct DeviceTiles {
+  int cols = 64;
+  bool x_fastest = true;
+};
+namespace impl {
+inline DeviceTiles& device_tiles_ref() {
+  static DeviceTiles t;
+  return t;
+}
+}  // namespace impl
+inline DeviceTiles device_tiles() { return impl::device_tiles_ref(); }
+/// Sets the shape of later launches over cells; an error names a width that is not a power of
+/// 2 in [4, 256].
+inline void set_device_tiles(DeviceTiles t) {
+  KSWEEP_REQUIRE(t.cols >= 4 && t.cols <= 256 && (t.cols & (t.cols - 1)) == 0,
+                 "ksweep::core::set_device_tiles: cols = " << t.cols << " must be a power of 2 from 4 to 256");
+  impl::device_tiles_ref() = t;
+}
+
+namespace impl {
+/// A launch over cells: index i of a 1D range is lane i % 256 of tile i / 256; tiles are
+/// 2^m_col_bits cells of x by 2^(8 - m_col_bits) rows, m_tiles_x of them along x; each cell
+/// (row, col) of the rows x cols grid runs f(CellTag<Tag>, row, col) once.
 template <class Tag, class Functor>
-struct CellsOfRow {
+struct CellTiles {
   Functor m_f;
-  std::int64_t m_cols;  // 8 bytes: no padding after it (a launch trace reads every byte)
-  KOKKOS_INLINE_FUNCTION void operator()(RowTag<Tag>, int r) const {
-    for (int ix = 0; ix < m_cols; ++ix) m_f(CellTag<Tag>{}, r, ix);
+  // 6 ints: no padding after the functor (a launch trace reads every byte).
+  int m_rows = 0, m_cols = 0;
+  int m_tiles_x = 1;
+  int m_col_bits = 6;
+  int m_x_fastest = 1;
+  int m_unused = 0;
+
+  /// The tiles' grid for a rows x cols launch of shape `t`.
+  CellTiles(Functor const& f, int rows, int cols, DeviceTiles const& t) : m_f(f), m_rows(rows), m_cols(cols) {
+    int w = t.cols;
+    while (w > 4 && w / 2 >= cols) w /= 2;  // the narrowest tile that holds a narrow launch
+    m_col_bits = 0;
+    while ((1 << m_col_bits) < w) ++m_col_bits;
+    m_tiles_x = (cols + w - 1) / w;
+    m_x_fastest = t.x_fastest ? 1 : 0;
+  }
+  CellTiles() = default;
+  /// Indices of the launch: 256 a tile.
+  std::int64_t size() const {
+    int const tall = 1 << (8 - m_col_bits);
+    return static_cast<std::int64_t>((m_rows + tall - 1) / tall) * m_tiles_x * 256;
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i) const {
+    // The tile in 32 bits (2^31 tiles of 256 cells: far beyond any device's memory).
+    int const tile = static_cast<int>(i >> 8), lane = static_cast<int>(i & 255), row_bits = 8 - m_col_bits;
+    int const ty = tile / m_tiles_x, tx = tile - ty * m_tiles_x;
+    int const lr = m_x_fastest ? lane >> m_col_bits : lane & ((1 << row_bits) - 1);
+    int const lc = m_x_fastest ? lane & ((1 << m_col_bits) - 1) : lane >> row_bits;
+    int const r = (ty << row_bits) + lr, c = (tx << m_col_bits) + lc;
+    if (r < m_rows && c < m_cols) m_f(CellTag<Tag>{}, r, c);
   }
 };
+
+/// Launches a CellTiles over every cell of a rows x cols grid.
+template <class Tag, class ExecSpace, class Functor>
+void launch_tiles(ExecSpace const& space, char const* label, Functor const& f, int rows, int cols) {
+  // The copy of f uncounted (f's views outlive the launch), as Kokkos copies it for the launch.
+  auto const t = [&] {
+    ksweep::impl::UncountedViews const uncounted;
+    return CellTiles<Tag, Functor>(f, rows, cols, device_tiles());
+  }();
+  launch_for(label, Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(space, 0, t.size()), t);
+}
 }  // namespace impl
 
 /// Launches a functor with RowTag<Tag>(row) and CellTag<Tag>(row, col) operators over a rows x
-/// cols grid: rows (vectorised runs) on host backends, cells (x fastest) on devices and, with
-/// `by_cells`, on hosts too (the `cells` schedule). Host launches flush subnormals per chunk of rows.
+/// cols grid: rows (vectorised runs) on host backends, cells on devices and, with `by_cells`, on
+/// hosts too (the `cells` schedule, in the devices' tiles: see DeviceTiles). Host launches flush
+/// subnormals per chunk.
 template <class Tag, class ExecSpace, class Functor>
 void launch_grid(ExecSpace const& space, char const* label, Functor const& f, int rows, int cols, bool by_cells) {
   if constexpr (impl::runs_by_rows<ExecSpace>) {
-    if (by_cells) impl::launch_host_rows<Tag>(space, label, impl::CellsOfRow<Tag, Functor>{f, cols}, rows);
+    if (by_cells) impl::launch_tiles<Tag>(space, label, f, rows, cols);
     else impl::launch_host_rows<Tag>(space, label, f, rows);
   } else {
     (void)by_cells;
-    using policy = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>,
-                                         impl::CellTag<Tag>>;
-    // Tiles of 256 cells, 64 along x unless the launch is narrower (the cells next to a cut).
-    int const tx = cols >= 64 ? 64 : (cols >= 16 ? 16 : 4);
-    launch_for(label, policy(space, {0, 0}, {rows, cols}, {256 / tx, tx}), f);
+    impl::launch_tiles<Tag>(space, label, f, rows, cols);
   }
 }
 

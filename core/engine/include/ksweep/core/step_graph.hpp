@@ -23,6 +23,7 @@
 /// limit), a trace that throws, or a capture that fails runs as plain launches from the state
 /// put back. Graphs off (the default), other backends: body() itself.
 
+#include <ksweep/base/environment.hpp>
 #include <ksweep/base/error.hpp>
 #include <ksweep/base/launch.hpp>
 
@@ -53,11 +54,10 @@ inline std::atomic<int>& step_graphs_setting() {
 inline bool step_graphs() {
   int s = impl::step_graphs_setting().load();
   if (s < 0) {
-    char const* e = std::getenv("KSWEEP_CUDA_GRAPHS");
-    KSWEEP_REQUIRE(e == nullptr || *e == '\0' || std::strcmp(e, "0") == 0 || std::strcmp(e, "1") == 0,
-                   "KSWEEP_CUDA_GRAPHS='" << e << "' is not allowed (allowed: 1, runs of steps on CUDA replayed as "
-                                          << "graphs; 0 or unset, launched one by one)");
-    s = e && std::strcmp(e, "1") == 0 ? 1 : 0;
+    s = environment_switch("KSWEEP_CUDA_GRAPHS",
+                           {"runs of steps on CUDA replayed as graphs", "launched one by one", "as 0"}) == 1
+            ? 1
+            : 0;
     impl::step_graphs_setting().store(s);
   }
   return s == 1;

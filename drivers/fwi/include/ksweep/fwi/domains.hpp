@@ -6,12 +6,12 @@
 /// the ranks holding the same subdomain in every group sum their images in group order (the
 /// `group` communicator). And the link of a subdomain's propagator to its neighbours.
 
+#include <ksweep/base/environment.hpp>
 #include <ksweep/comm/communicator.hpp>
 #include <ksweep/comm/halo_exchange.hpp>
 #include <ksweep/core/domain.hpp>
 #include <ksweep/core/halo.hpp>
 
-#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -22,13 +22,8 @@ namespace ksweep::fwi {
 /// propagator's automatic choice, core::Propagator::set_overlap). The results are the same bits
 /// either way; the switch is there to show it and to time both.
 inline int overlap_from_environment() {
-  char const* v = std::getenv("KSWEEP_OVERLAP");
-  if (v == nullptr || *v == '\0') return -1;
-  std::string const s = v;
-  KSWEEP_REQUIRE(s == "0" || s == "1",
-                 "KSWEEP_OVERLAP='" << s << "' is not allowed (allowed: 1, overlap the halo exchange with the inner "
-                                    << "cells; 0, exchange after each whole step; unset, automatic)");
-  return s == "1" ? 1 : 0;
+  return environment_switch("KSWEEP_OVERLAP", {"overlap the halo exchange with the inner cells",
+                                               "exchange after each whole step", "automatic"});
 }
 
 struct Decomposition {
