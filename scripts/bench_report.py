@@ -135,6 +135,14 @@ def series(runs, family):
     return out
 
 
+def grouped(rs, key, variant):
+    """Rows of one series as {key(params): {variant(params): row}}: the same run in its variants."""
+    by = defaultdict(dict)
+    for r in rs:
+        by[key(r["params"])][variant(r["params"])] = r
+    return by
+
+
 def gb(x):
     return "%.2f" % (x * 1e-9)
 
@@ -474,10 +482,7 @@ def tiles_section(runs):
           "every shape. Registered on devices.", ""]
     rows = []
     for lab, rs in sorted(series(runs, "tiles").items()):
-        by = defaultdict(dict)
-        for r in rs:
-            p = r["params"]
-            by[(p["kind"], p["order"])][(p["tiles"], p["lanes"])] = r
+        by = grouped(rs, lambda p: (p["kind"], p["order"]), lambda p: (p["tiles"], p["lanes"]))
         for (kind, order) in sorted(by):
             shapes = by[(kind, order)]
             base = shapes.get((64, "rows"))
@@ -786,9 +791,7 @@ def main():
            "CUDA; elsewhere, in smoke runs only, where both run as plain launches.", ""]
     rows = []
     for lab, rs in sorted(series(runs, "graphs").items()):
-        by = defaultdict(dict)
-        for r in rs:
-            by[r["params"]["kind"]][r["params"]["graphs"]] = r
+        by = grouped(rs, lambda p: p["kind"], lambda p: p["graphs"])
         for kind in sorted(by):
             off, on = by[kind].get("off"), by[kind].get("on")
             if not off or not on:

@@ -272,6 +272,49 @@ KSWEEP_TEST(launches_traced_fingerprint_what_runs) {
   core::set_step_graphs(setting);
 }
 
+// A forward, an adjoint and a gradient (fp16 store) of `p`, `runs` times on the same buffers, every
+// output kept as doubles (floats exactly): the records, the adjoint's wavelets, the gradient.
+std::vector<std::vector<double>> step_outputs(LaunchProblem& p, int runs) {
+  int const nt = 12;
+  auto const w = p.wavelets(nt);
+  auto const wh = Kokkos::create_mirror_view(w);
+  for (std::size_t i = 0; i < wh.size(); ++i) wh.data()[i] = std::sin(0.3f * static_cast<float>(i));
+  Kokkos::deep_copy(w, wh);
+  storage::StorageConfig cfg;
+  cfg.dtype = storage::Dtype::fp16;
+  LaunchProblem::E engine(p.prop, cfg);
+  std::vector<std::vector<double>> out;
+  auto keep = [&out](auto const& v) {
+    auto const h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+    out.emplace_back(h.data(), h.data() + h.size());
+  };
+  auto const r = p.records(nt);
+  auto const g = p.wavelets(nt);
+  LaunchProblem::E::images_type images(LaunchProblem::nz, LaunchProblem::nx);
+  for (int i = 0; i < runs; ++i) {
+    p.prop.forward(w, r);
+    keep(r);
+    p.prop.adjoint(r, g);
+    keep(g);
+    engine.forward(w, r);
+    Kokkos::deep_copy(images.grads, 0.0);
+    engine.backward(w, r, images);
+    keep(images.grad);
+  }
+  return out;
+}
+
+// Outputs `got` are `want`'s bits.
+void expect_same_bits(std::vector<std::vector<double>> const& got, std::vector<std::vector<double>> const& want,
+                      std::string const& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].size(), want[i].size()) << what << ", output " << i;
+    EXPECT_EQ(0, std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(double)))
+        << what << ", output " << i;
+  }
+}
+
 // Runs of steps through step graphs (KSWEEP_CUDA_GRAPHS=1, or set_step_graphs): the bits of
 // launches, forward, adjoint and gradient, a first run (launched), a second (captured) and a
 // third (replayed); on a CUDA build, the counts show the captures and replays; elsewhere they run
@@ -281,44 +324,15 @@ KSWEEP_TEST(launches_replayed_give_the_bits_of_launches) {
   auto run = [](bool graphs) {
     core::set_step_graphs(graphs);
     LaunchProblem p;
-    int const nt = 12;
-    auto const w = p.wavelets(nt);
-    auto const wh = Kokkos::create_mirror_view(w);
-    for (std::size_t i = 0; i < wh.size(); ++i) wh.data()[i] = std::sin(0.3f * static_cast<float>(i));
-    Kokkos::deep_copy(w, wh);
-    storage::StorageConfig cfg;
-    cfg.dtype = storage::Dtype::fp16;
-    LaunchProblem::E engine(p.prop, cfg);
-    std::vector<std::vector<double>> out;  // every output as doubles (floats exactly)
-    auto keep = [&out](auto const& v) {
-      auto const h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
-      out.emplace_back(h.data(), h.data() + h.size());
-    };
-    auto const r = p.records(nt);
-    auto const g = p.wavelets(nt);
-    LaunchProblem::E::images_type images(LaunchProblem::nz, LaunchProblem::nx);
-    for (int i = 0; i < 3; ++i) {  // the same buffers: the second run captures, the third replays
-      p.prop.forward(w, r);
-      keep(r);
-      p.prop.adjoint(r, g);
-      keep(g);
-      engine.forward(w, r);
-      Kokkos::deep_copy(images.grads, 0.0);
-      engine.backward(w, r, images);
-      keep(images.grad);
-    }
+    // The same buffers three times: the second run captures, the third replays.
+    auto out = step_outputs(p, 3);
     return std::make_pair(out, p.prop.graph_counts());
   };
   auto const [launched, plain] = run(false);
   auto const [replayed, counts] = run(true);
   bool const graphs_here = core::StepGraphs<TEST_EXECSPACE>::enabled();  // a CUDA build
   core::set_step_graphs(setting);
-  ASSERT_EQ(launched.size(), replayed.size());
-  for (std::size_t i = 0; i < launched.size(); ++i) {
-    ASSERT_EQ(launched[i].size(), replayed[i].size()) << "output " << i;
-    EXPECT_EQ(0, std::memcmp(launched[i].data(), replayed[i].data(), launched[i].size() * sizeof(double)))
-        << "output " << i;
-  }
+  expect_same_bits(replayed, launched, "replayed against launched");
   EXPECT_EQ(plain.replays + plain.captures, 0u);
   if (graphs_here) {  // a CUDA build: the counts of the graph runs, and at least one replay
     std::string const how = "replays " + std::to_string(counts.replays) + ", captures " +
@@ -387,42 +401,13 @@ KSWEEP_TEST(launches_tile_shapes_give_the_same_bits) {
     core::set_device_tiles(shape);
     LaunchProblem p;
     p.prop.set_schedule(core::Schedule::cells);
-    int const nt = 12;
-    auto const w = p.wavelets(nt);
-    auto const wh = Kokkos::create_mirror_view(w);
-    for (std::size_t i = 0; i < wh.size(); ++i) wh.data()[i] = std::sin(0.3f * static_cast<float>(i));
-    Kokkos::deep_copy(w, wh);
-    storage::StorageConfig cfg;
-    cfg.dtype = storage::Dtype::fp16;
-    LaunchProblem::E engine(p.prop, cfg);
-    std::vector<std::vector<double>> out;
-    auto keep = [&out](auto const& v) {
-      auto const h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
-      out.emplace_back(h.data(), h.data() + h.size());
-    };
-    auto const r = p.records(nt);
-    auto const g = p.wavelets(nt);
-    LaunchProblem::E::images_type images(LaunchProblem::nz, LaunchProblem::nx);
-    p.prop.forward(w, r);
-    keep(r);
-    p.prop.adjoint(r, g);
-    keep(g);
-    engine.forward(w, r);
-    engine.backward(w, r, images);
-    keep(images.grad);
-    return out;
+    return step_outputs(p, 1);
   };
   auto const reference = run(core::DeviceTiles{});
   for (auto const& shape : {core::DeviceTiles{4, true}, core::DeviceTiles{32, true}, core::DeviceTiles{256, true},
-                            core::DeviceTiles{64, false}, core::DeviceTiles{8, false}}) {
-    auto const out = run(shape);
-    ASSERT_EQ(out.size(), reference.size());
-    for (std::size_t i = 0; i < out.size(); ++i) {
-      ASSERT_EQ(out[i].size(), reference[i].size());
-      EXPECT_EQ(0, std::memcmp(out[i].data(), reference[i].data(), out[i].size() * sizeof(double)))
-          << "output " << i << ", tiles " << shape.cols << (shape.x_fastest ? " x first" : " rows first");
-    }
-  }
+                            core::DeviceTiles{64, false}, core::DeviceTiles{8, false}})
+    expect_same_bits(run(shape), reference,
+                     "tiles " + std::to_string(shape.cols) + (shape.x_fastest ? " x first" : " rows first"));
 }
 
 }  // namespace
